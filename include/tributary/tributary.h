@@ -1,0 +1,210 @@
+/* Tributary: collective communication for training frameworks.
+ *
+ * C ABI, shaped like NCCL so framework authors feel at home. Every call returns a
+ * tribResult_t; no C++ exception ever crosses this boundary. On failure,
+ * tribGetLastError() returns a message (per thread) that names what was wrong.
+ */
+#ifndef TRIBUTARY_H_
+#define TRIBUTARY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tributary/export.h"
+#include "tributary/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Result codes ------------------------------------------------------------------------ */
+typedef enum {
+  tribSuccess = 0,
+  tribUnhandledCudaError = 1,
+  tribSystemError = 2,     /* the OS or a library refused: out of memory, socket error */
+  tribInternalError = 3,   /* a bug in Tributary: please report it with the message */
+  tribInvalidArgument = 4, /* a bad pointer, count, dtype, op or root */
+  tribInvalidUsage = 5,    /* a call in the wrong state: after abort, mismatched ranks */
+  tribRemoteError = 6,     /* a peer failed or disconnected */
+  tribInProgress = 7,      /* non-blocking operation not complete yet */
+  tribTimeout = 8,         /* a wait exceeded its timeout (TRIB_TIMEOUT) */
+  tribAborted = 9,         /* the communicator was aborted */
+  tribNotSupported = 10,   /* a valid request this build or transport cannot serve */
+  tribNumResults = 11
+} tribResult_t;
+
+/* ---- Data types and reduction operators -------------------------------------------------- */
+typedef enum {
+  tribInt8 = 0,
+  tribUint8 = 1,
+  tribInt32 = 2,
+  tribUint32 = 3,
+  tribInt64 = 4,
+  tribUint64 = 5,
+  tribFloat16 = 6,  /* IEEE 754 binary16 */
+  tribBfloat16 = 7, /* bfloat16: the top 16 bits of a binary32 */
+  tribFloat32 = 8,
+  tribFloat64 = 9,
+  tribFp8E4M3 = 10, /* OCP FP8 E4M3 (finite-only, NaN = 0x7f/0xff) */
+  tribFp8E5M2 = 11, /* OCP FP8 E5M2 (IEEE-like, has inf) */
+  tribNumTypes = 12,
+  /* NCCL-style aliases */
+  tribChar = tribInt8,
+  tribInt = tribInt32,
+  tribHalf = tribFloat16,
+  tribFloat = tribFloat32,
+  tribDouble = tribFloat64
+} tribDataType_t;
+
+typedef enum { tribSum = 0, tribProd = 1, tribMin = 2, tribMax = 3, tribAvg = 4, tribNumOps = 5 } tribRedOp_t;
+
+/* ---- Opaque handles ---------------------------------------------------------------------- */
+typedef struct tribComm* tribComm_t;
+typedef struct tribRequest* tribRequest_t;
+/* A CUDA stream (cudaStream_t) for device-memory calls; pass NULL for host memory. */
+typedef void* tribStream_t;
+
+#define TRIB_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[TRIB_UNIQUE_ID_BYTES];
+} tribUniqueId;
+
+/* Wildcards and special values */
+#define TRIB_SPLIT_NOCOLOR (-1)
+#define TRIB_WAIT_FOREVER (-1)
+#define TRIB_TIMEOUT_DEFAULT (-2)
+
+/* ---- Communicator configuration ---------------------------------------------------------- */
+/* Always initialise with TRIB_CONFIG_INITIALIZER: size and version let the library accept
+ * structs from older headers. Fields left at TRIB_CONFIG_UNDEF_* take the environment's value. */
+#define TRIB_CONFIG_UNDEF_INT INT32_MIN
+#define TRIB_CONFIG_UNDEF_PTR NULL
+typedef struct {
+  size_t size;            /* sizeof(tribConfig_t) */
+  unsigned int magic;     /* TRIB_CONFIG_MAGIC */
+  unsigned int version;   /* TRIB_VERSION_CODE of the header compiled against */
+  int blocking;           /* 1: init returns when ready (default); 0 reserved */
+  int timeoutMs;          /* every wait's timeout; overrides TRIB_TIMEOUT (ms) */
+  const char* algo;       /* like TRIB_ALGO, e.g. "ring" or "allreduce:rhd;broadcast:chain" */
+  const char* transport;  /* like TRIB_TRANSPORT */
+  const char* commName;   /* shown in logs */
+  int chunkBytes;         /* pipeline chunk size; like TRIB_CHUNK_BYTES */
+} tribConfig_t;
+
+#define TRIB_CONFIG_MAGIC 0x54524942u /* "TRIB" */
+#define TRIB_CONFIG_INITIALIZER                                                                  \
+  {                                                                                              \
+    sizeof(tribConfig_t), TRIB_CONFIG_MAGIC, TRIB_VERSION_CODE, TRIB_CONFIG_UNDEF_INT,           \
+        TRIB_CONFIG_UNDEF_INT, TRIB_CONFIG_UNDEF_PTR, TRIB_CONFIG_UNDEF_PTR, TRIB_CONFIG_UNDEF_PTR, \
+        TRIB_CONFIG_UNDEF_INT                                                                    \
+  }
+
+/* ---- Library and errors ------------------------------------------------------------------ */
+TRIB_API tribResult_t tribGetVersion(int* version);
+TRIB_API const char* tribGetErrorString(tribResult_t result);
+/* The message of the last failed call on this thread ("" if none). Valid until the next call. */
+TRIB_API const char* tribGetLastError(tribComm_t comm);
+TRIB_API const char* tribDataTypeName(tribDataType_t dtype);
+TRIB_API const char* tribRedOpName(tribRedOp_t op);
+TRIB_API tribResult_t tribDataTypeSize(tribDataType_t dtype, size_t* bytes);
+
+/* ---- Communicators ------------------------------------------------------------------------ */
+TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* uniqueId);
+/* Join communicator `uniqueId` as `rank` of `nranks`. Blocks until all ranks joined or timeout. */
+TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueId commId, int rank);
+TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId commId, int rank,
+                                             const tribConfig_t* config);
+/* Create `ndev` ranks in this process (threads; the loopback transport). devlist may be NULL. */
+TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* devlist);
+/* Create a communicator from the launcher's environment (torchrun, Open MPI, Slurm, PMI). */
+TRIB_API tribResult_t tribCommInitFromEnv(tribComm_t* comm, const tribConfig_t* config);
+/* Ranks with the same color form a new communicator, ordered by (key, old rank).
+ * color TRIB_SPLIT_NOCOLOR returns *newcomm = NULL. Collective over comm. */
+TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribComm_t* newcomm,
+                                    const tribConfig_t* config);
+/* Finish outstanding work (waits with the timeout), then stop accepting new work. */
+TRIB_API tribResult_t tribCommFinalize(tribComm_t comm);
+TRIB_API tribResult_t tribCommDestroy(tribComm_t comm);
+/* Abort: safe from any thread; every blocked or later call on comm returns tribAborted. */
+TRIB_API tribResult_t tribCommAbort(tribComm_t comm);
+/* tribSuccess, tribInProgress, or the error that broke the communicator. */
+TRIB_API tribResult_t tribCommGetAsyncError(tribComm_t comm, tribResult_t* asyncError);
+TRIB_API tribResult_t tribCommCount(const tribComm_t comm, int* count);
+TRIB_API tribResult_t tribCommUserRank(const tribComm_t comm, int* rank);
+
+/* ---- Collectives: blocking form (host memory: stream = NULL) ------------------------------ *
+ * Counts are per rank as in NCCL: AllGather sendcount elements in, nranks*sendcount out;
+ * ReduceScatter recvcount out, nranks*recvcount in; AlltoAll count per peer. In-place:
+ * sendbuff == recvbuff (AllReduce, Broadcast, Reduce at root), or sendbuff ==
+ * recvbuff + rank*count (AllGather), or recvbuff == sendbuff + rank*recvcount (ReduceScatter). */
+TRIB_API tribResult_t tribAllReduce(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                    tribRedOp_t op, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribReduce(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                 tribRedOp_t op, int root, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribBroadcast(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                    int root, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    tribDataType_t datatype, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,
+                                        tribStream_t stream);
+TRIB_API tribResult_t tribAlltoAll(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                   tribComm_t comm, tribStream_t stream);
+/* Gather: root receives nranks*count; Scatter: root sends nranks*count. */
+TRIB_API tribResult_t tribGather(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                 int root, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribScatter(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                  int root, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribSend(const void* sendbuff, size_t count, tribDataType_t datatype, int peer,
+                               tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribRecv(void* recvbuff, size_t count, tribDataType_t datatype, int peer, tribComm_t comm,
+                               tribStream_t stream);
+TRIB_API tribResult_t tribBarrier(tribComm_t comm, tribStream_t stream);
+
+/* ---- Collectives: non-blocking form ------------------------------------------------------ *
+ * Same arguments; returns at once with *request. Buffers must stay valid until complete.
+ * Progress happens inside tribTest/tribWait (and any blocking call on the communicator). */
+TRIB_API tribResult_t tribIallReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                     tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,
+                                     tribRequest_t* request);
+TRIB_API tribResult_t tribIreduce(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                  tribRedOp_t op, int root, tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIbroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                     tribDataType_t datatype, int root, tribComm_t comm,
+                                     tribRequest_t* request);
+TRIB_API tribResult_t tribIallGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                     tribDataType_t datatype, tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIreduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                         tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,
+                                         tribRequest_t* request);
+TRIB_API tribResult_t tribIalltoAll(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                    tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIgather(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                  int root, tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIscatter(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
+                                   int root, tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIsend(const void* sendbuff, size_t count, tribDataType_t datatype, int peer,
+                                tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIrecv(void* recvbuff, size_t count, tribDataType_t datatype, int peer, tribComm_t comm,
+                                tribRequest_t* request);
+TRIB_API tribResult_t tribIbarrier(tribComm_t comm, tribRequest_t* request);
+
+/* *done = 1 when complete (the request is then freed and set to NULL); returns its error if it failed. */
+TRIB_API tribResult_t tribTest(tribRequest_t* request, int* done);
+/* Wait up to timeoutMs (TRIB_WAIT_FOREVER, or TRIB_TIMEOUT_DEFAULT for the communicator's timeout).
+ * On tribTimeout the request stays valid; otherwise it is freed and set to NULL. */
+TRIB_API tribResult_t tribWait(tribRequest_t* request, int timeoutMs);
+/* Free a request without waiting: only legal once complete or after abort. */
+TRIB_API tribResult_t tribRequestFree(tribRequest_t* request);
+
+/* ---- Group calls ------------------------------------------------------------------------- *
+ * Between tribGroupStart and tribGroupEnd, blocking collectives are queued; tribGroupEnd launches
+ * them together and waits for all. Required when one thread drives several ranks. Nestable. */
+TRIB_API tribResult_t tribGroupStart(void);
+TRIB_API tribResult_t tribGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRIBUTARY_H_ */

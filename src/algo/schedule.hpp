@@ -1,0 +1,117 @@
+// The schedule: Tributary's one representation of a collective algorithm.
+//
+// An algorithm does not communicate; it emits, for each rank, an ordered list of steps over
+// regions of that rank's buffers. Three consumers run the same steps: the executor (real
+// transports), the verifier (symbolic contributions) and the simulator (modelled network).
+//
+// Semantics (what the verifier checks and the executor preserves): each rank performs its
+// steps one after another; a Send is eager (its data is captured when the step runs, and the
+// sender never waits for the receiver); a Recv/RecvReduce takes the oldest unmatched message
+// from that peer. Messages between a pair of ranks are matched in order. The executor runs
+// steps concurrently when their memory regions do not conflict, which gives pipelining for
+// free: slice k of round r+1 starts as soon as slice k of round r has arrived.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/generator.hpp"
+
+namespace trib {
+
+enum class Coll : uint8_t { AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Barrier };
+constexpr int kNumColls = 9;
+const char* collName(Coll c);  // "allreduce", ...
+bool parseColl(const std::string& s, Coll* out);
+
+// Which buffer a region lives in. Input = the user's sendbuff, Output = recvbuff,
+// Scratch = library-owned temporary of scratchCount() elements.
+enum class Buf : uint8_t { Input, Output, Scratch };
+
+struct Region {
+  Buf buf = Buf::Input;
+  uint64_t offset = 0;  // elements
+  uint64_t count = 0;   // elements
+};
+
+enum class StepKind : uint8_t {
+  Send,        // peer <- src
+  Recv,        // dst <- message from peer (its length must equal dst.count)
+  RecvReduce,  // dst <- src (local) op message from peer
+  Copy,        // dst <- src (local)
+  Reduce,      // dst <- dst op src (local)
+};
+const char* stepKindName(StepKind k);
+
+struct Step {
+  StepKind kind = StepKind::Copy;
+  int32_t peer = -1;  // Send/Recv/RecvReduce
+  Region src;         // Send, RecvReduce (local operand), Copy, Reduce
+  Region dst;         // Recv, RecvReduce, Copy, Reduce
+
+  static Step send(int peer, Region src) { return {StepKind::Send, peer, src, {}}; }
+  static Step recv(int peer, Region dst) { return {StepKind::Recv, peer, {}, dst}; }
+  static Step recvReduce(int peer, Region local, Region dst) { return {StepKind::RecvReduce, peer, local, dst}; }
+  static Step copy(Region src, Region dst) { return {StepKind::Copy, -1, src, dst}; }
+  static Step reduce(Region src, Region dst) { return {StepKind::Reduce, -1, src, dst}; }
+  bool isComm() const { return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce; }
+  bool readsSrc() const { return kind != StepKind::Recv; }
+  // Regions this step reads (up to 2) and writes (up to 1). Reduce reads dst too.
+  bool readsDst() const { return kind == StepKind::Reduce; }
+  bool writesDst() const { return kind != StepKind::Send; }
+};
+std::string describeStep(const Step& s);  // "recv_reduce(peer 3, in[0+128] -> out[0+128])"
+
+// The request a schedule implements. `count` follows NCCL: AllReduce/Reduce/Broadcast count
+// elements; AllGather sendcount (output nranks*count); ReduceScatter recvcount (input
+// nranks*count); AlltoAll, Gather, Scatter count per peer; Barrier 0.
+struct CollArgs {
+  Coll coll = Coll::AllReduce;
+  int nranks = 1;
+  int root = 0;
+  uint64_t count = 0;
+  bool inPlace = false;
+  uint64_t chunkElems = 1 << 16;  // pipeline slice in elements (>= 1); the planner picks it
+};
+
+uint64_t inputCount(const CollArgs& a, int rank);
+uint64_t outputCount(const CollArgs& a, int rank);
+// For in-place calls: offset (elements) of Input relative to Output, e.g. +rank*count for
+// AllGather, -rank*count for ReduceScatter (Output lies inside Input). Meaningful only on ranks
+// where both buffers are used.
+int64_t inPlaceInputOffset(const CollArgs& a, int rank);
+bool supportsInPlace(Coll c);
+
+// Balanced partition of `count` elements into `parts` blocks: block i = [begin, begin+size).
+inline uint64_t blockBegin(uint64_t count, uint64_t parts, uint64_t i) {
+  return (count / parts) * i + (i < count % parts ? i : count % parts);
+}
+inline uint64_t blockSize(uint64_t count, uint64_t parts, uint64_t i) {
+  return count / parts + (i < count % parts ? 1 : 0);
+}
+
+// ---- Algorithm registry --------------------------------------------------------------------
+enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Binomial, Chain, Hierarchical, Switch };
+constexpr int kNumAlgos = 8;
+const char* algoName(Algo a);  // "ring", "tree", "rhd", "direct", "binomial", "chain", ...
+bool parseAlgo(const std::string& s, Algo* out);
+
+struct AlgoInfo {
+  Algo algo;
+  Coll coll;
+  // False if this algorithm cannot run the request (e.g. a rank count it does not handle).
+  bool (*supports)(const CollArgs& args);
+  // Elements of scratch the rank needs.
+  uint64_t (*scratchCount)(const CollArgs& args, int rank);
+  // The rank's steps, lazily.
+  Generator<Step> (*generate)(CollArgs args, int rank);
+};
+
+// All algorithms for a collective, in preference order for the default choice.
+std::vector<const AlgoInfo*> algorithmsFor(Coll c);
+const AlgoInfo* findAlgorithm(Coll c, Algo a);  // nullptr if none
+
+// A rank's steps, materialised (the executor's input).
+std::vector<Step> materialize(const AlgoInfo& algo, const CollArgs& args, int rank);
+
+}  // namespace trib

@@ -1,0 +1,74 @@
+// Names and parsing for collectives, algorithms and steps (shared by tools, env parsing, logs).
+#include <cstring>
+
+#include "algo/schedule.hpp"
+#include "common/status.hpp"
+
+namespace trib {
+
+const char* collName(Coll c) {
+  static const char* const names[kNumColls] = {"allreduce", "reduce",  "broadcast", "allgather", "reducescatter",
+                                               "alltoall",  "gather",  "scatter",   "barrier"};
+  auto i = static_cast<int>(c);
+  return i >= 0 && i < kNumColls ? names[i] : "invalid";
+}
+
+bool parseColl(const std::string& s, Coll* out) {
+  for (int i = 0; i < kNumColls; ++i) {
+    if (s == collName(static_cast<Coll>(i))) {
+      *out = static_cast<Coll>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* algoName(Algo a) {
+  static const char* const names[kNumAlgos] = {"ring",  "tree",         "rhd",   "direct",
+                                               "binomial", "chain", "hierarchical", "switch"};
+  auto i = static_cast<int>(a);
+  return i >= 0 && i < kNumAlgos ? names[i] : "invalid";
+}
+
+bool parseAlgo(const std::string& s, Algo* out) {
+  for (int i = 0; i < kNumAlgos; ++i) {
+    if (s == algoName(static_cast<Algo>(i))) {
+      *out = static_cast<Algo>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* stepKindName(StepKind k) {
+  switch (k) {
+    case StepKind::Send: return "send";
+    case StepKind::Recv: return "recv";
+    case StepKind::RecvReduce: return "recv_reduce";
+    case StepKind::Copy: return "copy";
+    case StepKind::Reduce: return "reduce";
+  }
+  return "invalid";
+}
+
+static std::string regionText(const Region& r) {
+  static const char* const bufs[] = {"in", "out", "scratch"};
+  return strprintf("%s[%llu+%llu]", bufs[static_cast<int>(r.buf)], static_cast<unsigned long long>(r.offset),
+                   static_cast<unsigned long long>(r.count));
+}
+
+std::string describeStep(const Step& s) {
+  switch (s.kind) {
+    case StepKind::Send: return strprintf("send(to %d, %s)", s.peer, regionText(s.src).c_str());
+    case StepKind::Recv: return strprintf("recv(from %d, %s)", s.peer, regionText(s.dst).c_str());
+    case StepKind::RecvReduce:
+      return strprintf("recv_reduce(from %d, %s -> %s)", s.peer, regionText(s.src).c_str(),
+                       regionText(s.dst).c_str());
+    case StepKind::Copy: return strprintf("copy(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
+    case StepKind::Reduce:
+      return strprintf("reduce(%s into %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
+  }
+  return "invalid";
+}
+
+}  // namespace trib

@@ -1,0 +1,25 @@
+// Typed reduction kernels for the CPU: dst[i] = a[i] op b[i] for every datatype and operator,
+// vectorised with runtime dispatch (AVX-512 / AVX2 / scalar). The executor and every
+// transport that reduces on arrival call this one entry point.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.hpp"
+
+namespace trib {
+
+// dst[i] = a[i] op b[i] for i < count. dst may alias a or b (exactly, not partially).
+// op = tribAvg is computed as a sum here; the executor divides once at the end (avgFinalize).
+// 16- and 8-bit floats are widened to float32, combined, and rounded back to nearest-even
+// after every operation, so the result equals the scalar reference bit for bit.
+void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
+
+// buf[i] = buf[i] / divisor (the end of an average). Integers truncate toward zero.
+void avgFinalize(void* buf, size_t count, DataType dtype, uint64_t divisor);
+
+// The instruction set the dispatcher chose: "avx512", "avx2" or "scalar". TRIB_REDUCE_ISA
+// (scalar|avx2|avx512) forces a lower one, for tests and comparisons.
+const char* reduceIsa();
+
+}  // namespace trib

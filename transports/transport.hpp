@@ -1,0 +1,63 @@
+// The transport interface: the small contract every way of moving bytes implements
+// (loopback threads, shared memory, UCX, verbs, NVLink, the switch client).
+//
+// Addressing is by communicator rank. Messages are matched by (source rank, tag) exactly; the
+// executor derives tags from the collective's sequence number and the message's index within
+// that pair of ranks, so a transport never needs to order messages itself. All posts are
+// non-blocking: completion is reported through TransferOp, driven by progress().
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.hpp"
+#include "common/status.hpp"
+
+namespace trib {
+
+// Completion record for one posted send or receive. Owned by the caller, which must keep it
+// alive (and not move it) until done() or until the transport is aborted/closed.
+struct TransferOp {
+  enum State : int { kPending = 0, kDone = 1, kFailed = 2 };
+  std::atomic<int> state{kPending};
+  Status error;  // set before state becomes kFailed
+
+  bool done() const { return state.load(std::memory_order_acquire) != kPending; }
+  void complete() { state.store(kDone, std::memory_order_release); }
+  void fail(Status s) {
+    error = std::move(s);
+    state.store(kFailed, std::memory_order_release);
+  }
+};
+
+// A receive that reduces as it lands: dst = local op incoming (local may alias dst).
+// Transports that can read the sender's bytes directly (loopback, shm) reduce without a
+// staging copy; others receive into a bounce buffer and call the reducer.
+struct ReduceSpec {
+  const void* local = nullptr;
+  DataType dtype = tribFloat32;
+  RedOp op = tribSum;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Send `bytes` from `buf` to `peer`. `buf` must stay valid until op->done().
+  virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) = 0;
+  // Receive exactly `bytes` from `peer` into `buf` (a different length fails the op with a
+  // message naming both sizes). With `reduce`, combine instead of overwrite.
+  virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
+                          TransferOp* op) = 0;
+  // Let a posted, unmatched send stop referencing the caller's buffer (copy it out), so the
+  // buffer can be overwritten. Needed for schedules that exchange in place. Default: sends
+  // already complete once their data has left.
+  virtual void detachSend(TransferOp* /*op*/) {}
+  // Drive pending operations. Returns an error only for a transport-wide failure.
+  virtual Status progress() = 0;
+  // Fail every pending operation with `why` (abort, timeout, peer loss). Safe from any thread.
+  virtual void abort(const Status& why) = 0;
+};
+
+}  // namespace trib
