@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "common/dtype.hpp"
 #include "common/status.hpp"
@@ -38,6 +40,10 @@ struct ReduceSpec {
   DataType dtype = tribFloat32;
   RedOp op = tribSum;
 };
+
+// Out-of-band exchange used while connecting (the bootstrap provides it): every rank passes its
+// blob (e.g. a UCX worker address or a shm segment name) and receives all ranks' blobs, in rank order.
+using OobAllGather = std::function<Status(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all)>;
 
 class Transport {
  public:
