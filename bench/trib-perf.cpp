@@ -66,19 +66,34 @@ uint64_t parseSize(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   switch (end && *end ? *end : ' ') {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return static_cast<uint64_t>(v);
 }
 
 double busFactor(Coll c, int n) {
   switch (c) {
-    case Coll::AllReduce: return 2.0 * (n - 1) / n;
-    case Coll::ReduceScatter: case Coll::AllGather: case Coll::AlltoAll: return static_cast<double>(n - 1) / n;
-    default: return 1.0;
+    case Coll::AllReduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::ReduceScatter:
+    case Coll::AllGather:
+    case Coll::AlltoAll:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -90,10 +105,14 @@ struct Shape {
 };
 Shape shapeFor(Coll c, uint64_t elems, int n) {
   switch (c) {
-    case Coll::AllGather: return {elems / n, elems / n, (elems / n) * n};
-    case Coll::ReduceScatter: return {elems / n, (elems / n) * n, elems / n};
-    case Coll::AlltoAll: return {elems / n, (elems / n) * n, (elems / n) * n};
-    default: return {elems, elems, elems};
+    case Coll::AllGather:
+      return {elems / n, elems / n, (elems / n) * n};
+    case Coll::ReduceScatter:
+      return {elems / n, (elems / n) * n, elems / n};
+    case Coll::AlltoAll:
+      return {elems / n, (elems / n) * n, (elems / n) * n};
+    default:
+      return {elems, elems, elems};
   }
 }
 
@@ -113,13 +132,20 @@ double memcpyBandwidth() {
 tribResult_t call(Coll c, const void* s, void* r, uint64_t count, tribDataType_t dt, tribRedOp_t op, int root,
                   tribComm_t comm) {
   switch (c) {
-    case Coll::AllReduce: return tribAllReduce(s, r, count, dt, op, comm, nullptr);
-    case Coll::ReduceScatter: return tribReduceScatter(s, r, count, dt, op, comm, nullptr);
-    case Coll::AllGather: return tribAllGather(s, r, count, dt, comm, nullptr);
-    case Coll::Broadcast: return tribBroadcast(s, r, count, dt, root, comm, nullptr);
-    case Coll::Reduce: return tribReduce(s, r, count, dt, op, root, comm, nullptr);
-    case Coll::AlltoAll: return tribAlltoAll(s, r, count, dt, comm, nullptr);
-    default: return tribNotSupported;
+    case Coll::AllReduce:
+      return tribAllReduce(s, r, count, dt, op, comm, nullptr);
+    case Coll::ReduceScatter:
+      return tribReduceScatter(s, r, count, dt, op, comm, nullptr);
+    case Coll::AllGather:
+      return tribAllGather(s, r, count, dt, comm, nullptr);
+    case Coll::Broadcast:
+      return tribBroadcast(s, r, count, dt, root, comm, nullptr);
+    case Coll::Reduce:
+      return tribReduce(s, r, count, dt, op, root, comm, nullptr);
+    case Coll::AlltoAll:
+      return tribAlltoAll(s, r, count, dt, comm, nullptr);
+    default:
+      return tribNotSupported;
   }
 }
 
@@ -132,35 +158,70 @@ double inputValue(int r, uint64_t i, tribRedOp_t op) {
 void store(void* base, uint64_t i, tribDataType_t t, double v) {
   char* p = static_cast<char*>(base) + i * trib::dataTypeSize(t);
   switch (t) {
-    case tribInt8: case tribUint8: *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v); break;
-    case tribInt32: case tribUint32: *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
-    case tribInt64: case tribUint64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); break;
-    case tribFloat16: *reinterpret_cast<uint16_t*>(p) = trib::floatToHalf(static_cast<float>(v)); break;
-    case tribBfloat16: *reinterpret_cast<uint16_t*>(p) = trib::floatToBf16(static_cast<float>(v)); break;
-    case tribFloat32: *reinterpret_cast<float*>(p) = static_cast<float>(v); break;
-    case tribFloat64: *reinterpret_cast<double*>(p) = v; break;
-    case tribFp8E4M3: *reinterpret_cast<uint8_t*>(p) = trib::floatToFp8e4m3(static_cast<float>(v)); break;
-    case tribFp8E5M2: *reinterpret_cast<uint8_t*>(p) = trib::floatToFp8e5m2(static_cast<float>(v)); break;
-    default: break;
+    case tribInt8:
+    case tribUint8:
+      *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v);
+      break;
+    case tribInt32:
+    case tribUint32:
+      *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);
+      break;
+    case tribInt64:
+    case tribUint64:
+      *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v);
+      break;
+    case tribFloat16:
+      *reinterpret_cast<uint16_t*>(p) = trib::floatToHalf(static_cast<float>(v));
+      break;
+    case tribBfloat16:
+      *reinterpret_cast<uint16_t*>(p) = trib::floatToBf16(static_cast<float>(v));
+      break;
+    case tribFloat32:
+      *reinterpret_cast<float*>(p) = static_cast<float>(v);
+      break;
+    case tribFloat64:
+      *reinterpret_cast<double*>(p) = v;
+      break;
+    case tribFp8E4M3:
+      *reinterpret_cast<uint8_t*>(p) = trib::floatToFp8e4m3(static_cast<float>(v));
+      break;
+    case tribFp8E5M2:
+      *reinterpret_cast<uint8_t*>(p) = trib::floatToFp8e5m2(static_cast<float>(v));
+      break;
+    default:
+      break;
   }
 }
 
 double load(const void* base, uint64_t i, tribDataType_t t) {
   const char* p = static_cast<const char*>(base) + i * trib::dataTypeSize(t);
   switch (t) {
-    case tribInt8: return *reinterpret_cast<const int8_t*>(p);
-    case tribUint8: return *reinterpret_cast<const uint8_t*>(p);
-    case tribInt32: return *reinterpret_cast<const int32_t*>(p);
-    case tribUint32: return *reinterpret_cast<const uint32_t*>(p);
-    case tribInt64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case tribUint64: return static_cast<double>(*reinterpret_cast<const uint64_t*>(p));
-    case tribFloat16: return trib::halfToFloat(*reinterpret_cast<const uint16_t*>(p));
-    case tribBfloat16: return trib::bf16ToFloat(*reinterpret_cast<const uint16_t*>(p));
-    case tribFloat32: return *reinterpret_cast<const float*>(p);
-    case tribFloat64: return *reinterpret_cast<const double*>(p);
-    case tribFp8E4M3: return trib::fp8e4m3ToFloat(*reinterpret_cast<const uint8_t*>(p));
-    case tribFp8E5M2: return trib::fp8e5m2ToFloat(*reinterpret_cast<const uint8_t*>(p));
-    default: return NAN;
+    case tribInt8:
+      return *reinterpret_cast<const int8_t*>(p);
+    case tribUint8:
+      return *reinterpret_cast<const uint8_t*>(p);
+    case tribInt32:
+      return *reinterpret_cast<const int32_t*>(p);
+    case tribUint32:
+      return *reinterpret_cast<const uint32_t*>(p);
+    case tribInt64:
+      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case tribUint64:
+      return static_cast<double>(*reinterpret_cast<const uint64_t*>(p));
+    case tribFloat16:
+      return trib::halfToFloat(*reinterpret_cast<const uint16_t*>(p));
+    case tribBfloat16:
+      return trib::bf16ToFloat(*reinterpret_cast<const uint16_t*>(p));
+    case tribFloat32:
+      return *reinterpret_cast<const float*>(p);
+    case tribFloat64:
+      return *reinterpret_cast<const double*>(p);
+    case tribFp8E4M3:
+      return trib::fp8e4m3ToFloat(*reinterpret_cast<const uint8_t*>(p));
+    case tribFp8E5M2:
+      return trib::fp8e5m2ToFloat(*reinterpret_cast<const uint8_t*>(p));
+    default:
+      return NAN;
   }
 }
 
@@ -168,22 +229,33 @@ double reducedValue(int n, uint64_t i, tribRedOp_t op, tribDataType_t t) {
   double acc = inputValue(0, i, op);
   for (int r = 1; r < n; ++r) {
     double v = inputValue(r, i, op);
-    acc = op == tribProd ? acc * v : op == tribMin ? std::min(acc, v) : op == tribMax ? std::max(acc, v) : acc + v;
+    acc = op == tribProd  ? acc * v
+          : op == tribMin ? std::min(acc, v)
+          : op == tribMax ? std::max(acc, v)
+                          : acc + v;
   }
   if (op == tribAvg) acc = trib::isFloatType(t) ? acc / n : std::trunc(acc / n);
   return acc;
 }
 
 // Expected output element i on rank `rank` (NaN = not defined there).
-double expected(Coll c, int n, int rank, int root, uint64_t count, uint64_t i, tribRedOp_t op, tribDataType_t t) {
+double expected(Coll c, int n, int rank, int root, uint64_t count, uint64_t i, tribRedOp_t op,
+                tribDataType_t t) {
   switch (c) {
-    case Coll::AllReduce: return reducedValue(n, i, op, t);
-    case Coll::Reduce: return rank == root ? reducedValue(n, i, op, t) : NAN;
-    case Coll::ReduceScatter: return reducedValue(n, rank * count + i, op, t);
-    case Coll::AllGather: return inputValue(static_cast<int>(i / count), i % count, op);
-    case Coll::Broadcast: return inputValue(root, i, op);
-    case Coll::AlltoAll: return inputValue(static_cast<int>(i / count), rank * count + i % count, op);
-    default: return NAN;
+    case Coll::AllReduce:
+      return reducedValue(n, i, op, t);
+    case Coll::Reduce:
+      return rank == root ? reducedValue(n, i, op, t) : NAN;
+    case Coll::ReduceScatter:
+      return reducedValue(n, rank * count + i, op, t);
+    case Coll::AllGather:
+      return inputValue(static_cast<int>(i / count), i % count, op);
+    case Coll::Broadcast:
+      return inputValue(root, i, op);
+    case Coll::AlltoAll:
+      return inputValue(static_cast<int>(i / count), rank * count + i % count, op);
+    default:
+      return NAN;
   }
 }
 
@@ -201,38 +273,65 @@ struct RankResult {
 
 int main(int argc, char** argv) {
   Options o;
-  static const option longOpts[] = {{"minbytes", 1, nullptr, 'b'},   {"maxbytes", 1, nullptr, 'e'},
-                                    {"stepfactor", 1, nullptr, 'f'}, {"stepbytes", 1, nullptr, 'i'},
-                                    {"iters", 1, nullptr, 'n'},      {"warmup_iters", 1, nullptr, 'w'},
-                                    {"check", 1, nullptr, 'c'},      {"op", 1, nullptr, 'o'},
-                                    {"datatype", 1, nullptr, 'd'},   {"root", 1, nullptr, 'r'},
-                                    {"threads", 1, nullptr, 't'},    {"coll", 1, nullptr, 'C'},
-                                    {"algo", 1, nullptr, 'A'},       {"json", 1, nullptr, 'J'},
-                                    {"help", 0, nullptr, 'h'},       {nullptr, 0, nullptr, 0}};
+  static const option longOpts[] = {
+      {"minbytes", 1, nullptr, 'b'},  {"maxbytes", 1, nullptr, 'e'}, {"stepfactor", 1, nullptr, 'f'},
+      {"stepbytes", 1, nullptr, 'i'}, {"iters", 1, nullptr, 'n'},    {"warmup_iters", 1, nullptr, 'w'},
+      {"check", 1, nullptr, 'c'},     {"op", 1, nullptr, 'o'},       {"datatype", 1, nullptr, 'd'},
+      {"root", 1, nullptr, 'r'},      {"threads", 1, nullptr, 't'},  {"coll", 1, nullptr, 'C'},
+      {"algo", 1, nullptr, 'A'},      {"json", 1, nullptr, 'J'},     {"help", 0, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:C:A:J:h", longOpts, nullptr)) != -1) {
     switch (ch) {
-      case 'b': o.minBytes = parseSize(optarg); break;
-      case 'e': o.maxBytes = parseSize(optarg); break;
-      case 'f': o.factor = std::atof(optarg); break;
-      case 'i': o.step = parseSize(optarg); break;
-      case 'n': o.iters = std::atoi(optarg); break;
-      case 'w': o.warmup = std::atoi(optarg); break;
-      case 'c': o.check = std::atoi(optarg) != 0; break;
-      case 'o': o.opName = optarg; break;
-      case 'd': o.dtypeName = optarg; break;
-      case 'r': o.root = std::atoi(optarg); break;
-      case 't': o.threads = std::atoi(optarg); break;
+      case 'b':
+        o.minBytes = parseSize(optarg);
+        break;
+      case 'e':
+        o.maxBytes = parseSize(optarg);
+        break;
+      case 'f':
+        o.factor = std::atof(optarg);
+        break;
+      case 'i':
+        o.step = parseSize(optarg);
+        break;
+      case 'n':
+        o.iters = std::atoi(optarg);
+        break;
+      case 'w':
+        o.warmup = std::atoi(optarg);
+        break;
+      case 'c':
+        o.check = std::atoi(optarg) != 0;
+        break;
+      case 'o':
+        o.opName = optarg;
+        break;
+      case 'd':
+        o.dtypeName = optarg;
+        break;
+      case 'r':
+        o.root = std::atoi(optarg);
+        break;
+      case 't':
+        o.threads = std::atoi(optarg);
+        break;
       case 'C':
         if (!trib::parseColl(optarg, &o.coll)) {
           std::fprintf(stderr, "trib-perf: unknown collective '%s'\n", optarg);
           return 2;
         }
         break;
-      case 'A': o.algo = optarg; break;
-      case 'J': o.json = optarg; break;
-      case 'h': usage(0);
-      default: usage(2);
+      case 'A':
+        o.algo = optarg;
+        break;
+      case 'J':
+        o.json = optarg;
+        break;
+      case 'h':
+        usage(0);
+      default:
+        usage(2);
     }
   }
   tribDataType_t dtype;
@@ -248,15 +347,17 @@ int main(int argc, char** argv) {
   const int n = o.threads;
   if (n < 1 || o.iters < 1 || o.warmup < 0 || o.minBytes > o.maxBytes || (o.step == 0 && o.factor <= 1) ||
       o.root < 0 || o.root >= n) {
-    std::fprintf(stderr, "trib-perf: invalid options (need threads >= 1, iters >= 1, minbytes <= maxbytes, "
-                         "stepfactor > 1 or stepbytes > 0, 0 <= root < threads)\n");
+    std::fprintf(stderr,
+                 "trib-perf: invalid options (need threads >= 1, iters >= 1, minbytes <= maxbytes, "
+                 "stepfactor > 1 or stepbytes > 0, 0 <= root < threads)\n");
     return 2;
   }
   if (!o.algo.empty()) setenv("TRIB_ALGO", o.algo.c_str(), 1);
 
   const size_t es = trib::dataTypeSize(dtype);
   std::vector<uint64_t> sizes;
-  for (uint64_t s = o.minBytes; s <= o.maxBytes; s = o.step ? s + o.step : static_cast<uint64_t>(s * o.factor)) {
+  for (uint64_t s = o.minBytes; s <= o.maxBytes;
+       s = o.step ? s + o.step : static_cast<uint64_t>(s * o.factor)) {
     uint64_t elems = std::max<uint64_t>(s / es, 1);
     Shape sh = shapeFor(o.coll, elems, n);
     if (sh.count == 0) continue;
@@ -265,12 +366,13 @@ int main(int argc, char** argv) {
   }
 
   double memcpyGBs = memcpyBandwidth();
-  std::printf("# trib-perf (Tributary %s): %s, %d ranks as threads, transport loopback, algo %s\n", TRIB_VERSION_STRING,
-              trib::collName(o.coll), n, o.algo.empty() ? "auto" : o.algo.c_str());
-  std::printf("# minBytes %llu maxBytes %llu step: %s warmup iters: %d iters: %d validation: %d reduce ISA: %s\n",
-              static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
-              o.step ? (std::to_string(o.step) + " bytes").c_str() : (std::to_string(o.factor) + "(factor)").c_str(),
-              o.warmup, o.iters, o.check ? 1 : 0, trib::reduceIsa());
+  std::printf("# trib-perf (Tributary %s): %s, %d ranks as threads, transport loopback, algo %s\n",
+              TRIB_VERSION_STRING, trib::collName(o.coll), n, o.algo.empty() ? "auto" : o.algo.c_str());
+  std::printf(
+      "# minBytes %llu maxBytes %llu step: %s warmup iters: %d iters: %d validation: %d reduce ISA: %s\n",
+      static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
+      o.step ? (std::to_string(o.step) + " bytes").c_str() : (std::to_string(o.factor) + "(factor)").c_str(),
+      o.warmup, o.iters, o.check ? 1 : 0, trib::reduceIsa());
   std::printf("# memcpy bandwidth (this machine, 64 MiB, same run): %.2f GB/s\n#\n", memcpyGBs);
 
   std::vector<tribComm_t> comms(n);
@@ -299,12 +401,14 @@ int main(int argc, char** argv) {
         for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
         Row row;
         for (int it = 0; it < o.warmup && res.error.empty(); ++it) {
-          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess) res.error = tribGetLastError(nullptr);
+          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
+            res.error = tribGetLastError(nullptr);
         }
         sync.arrive_and_wait();
         auto t0 = Clock::now();
         for (int it = 0; it < o.iters && res.error.empty(); ++it) {
-          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess) res.error = tribGetLastError(nullptr);
+          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
+            res.error = tribGetLastError(nullptr);
         }
         row.timeUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
         sync.arrive_and_wait();
@@ -312,13 +416,15 @@ int main(int argc, char** argv) {
           // One more call on fresh inputs, then compare every element.
           for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
           sync.arrive_and_wait();
-          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess) res.error = tribGetLastError(nullptr);
+          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
+            res.error = tribGetLastError(nullptr);
           uint64_t outElems = (o.coll == Coll::Reduce && rank != o.root) ? 0 : sh.outElems;
           for (uint64_t i = 0; i < outElems; ++i) {
             double want = expected(o.coll, n, rank, o.root, sh.count, i, op, dtype);
             if (std::isnan(want)) continue;
             double got = load(out, i, dtype);
-            double tol = op == tribAvg && trib::isFloatType(dtype) ? 1e-2 * std::max(1.0, std::fabs(want)) : 0;
+            double tol =
+                op == tribAvg && trib::isFloatType(dtype) ? 1e-2 * std::max(1.0, std::fabs(want)) : 0;
             if (!(std::fabs(got - want) <= tol)) ++row.wrong;
           }
         }
@@ -338,25 +444,30 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("#%61s%36s\n", "out-of-place", "in-place");
-  std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type", "redop", "root",
-              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
-              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type", "redop",
+              "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
+              "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   double busSum = 0;
   int busCount = 0;
   long wrongTotal = 0;
   FILE* json = o.json.empty() ? nullptr : std::fopen(o.json.c_str(), "w");
-  if (json) std::fprintf(json, "{\"coll\":\"%s\",\"ranks\":%d,\"memcpy_GBps\":%.3f,\"results\":[", trib::collName(o.coll), n, memcpyGBs);
+  if (json)
+    std::fprintf(json, "{\"coll\":\"%s\",\"ranks\":%d,\"memcpy_GBps\":%.3f,\"results\":[",
+                 trib::collName(o.coll), n, memcpyGBs);
   for (size_t s = 0; s < sizes.size(); ++s) {
     Shape sh = shapeFor(o.coll, std::max<uint64_t>(sizes[s] / es, 1), n);
     uint64_t bytesS = std::max(sh.inElems, sh.outElems) * es;
-    if (o.coll == Coll::AllReduce || o.coll == Coll::Broadcast || o.coll == Coll::Reduce) bytesS = sh.count * es;
+    if (o.coll == Coll::AllReduce || o.coll == Coll::Broadcast || o.coll == Coll::Reduce)
+      bytesS = sh.count * es;
     bool rooted = o.coll == Coll::Broadcast || o.coll == Coll::Reduce;
     bool reducing = o.coll == Coll::AllReduce || o.coll == Coll::Reduce || o.coll == Coll::ReduceScatter;
     std::printf(" %12llu %12llu %8s %6s %6d", static_cast<unsigned long long>(bytesS),
                 static_cast<unsigned long long>(bytesS / es), trib::dataTypeName(dtype),
                 reducing ? trib::redOpName(op) : "none", rooted ? o.root : -1);
-    if (json) std::fprintf(json, "%s{\"size\":%llu,\"count\":%llu", s ? "," : "", static_cast<unsigned long long>(bytesS), static_cast<unsigned long long>(bytesS / es));
+    if (json)
+      std::fprintf(json, "%s{\"size\":%llu,\"count\":%llu", s ? "," : "",
+                   static_cast<unsigned long long>(bytesS), static_cast<unsigned long long>(bytesS / es));
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       double t = 0;
       long wrong = 0;
@@ -371,7 +482,9 @@ int main(int argc, char** argv) {
       ++busCount;
       wrongTotal += wrong;
       std::printf(" %9.2f %8.3f %8.3f %6ld", t, algbw, busbw, o.check ? wrong : -1L);
-      if (json) std::fprintf(json, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%ld}", inPlace ? "in_place" : "out_of_place", t, algbw, busbw, wrong);
+      if (json)
+        std::fprintf(json, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%ld}",
+                     inPlace ? "in_place" : "out_of_place", t, algbw, busbw, wrong);
     }
     std::printf("\n");
     if (json) std::fprintf(json, "}");
@@ -379,7 +492,8 @@ int main(int argc, char** argv) {
   std::printf("# Out of bounds values : %ld %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
   std::printf("# Avg bus bandwidth    : %.4f \n#\n", busCount ? busSum / busCount : 0.0);
   if (json) {
-    std::fprintf(json, "],\"avg_busbw\":%.4f,\"wrong\":%ld}\n", busCount ? busSum / busCount : 0.0, wrongTotal);
+    std::fprintf(json, "],\"avg_busbw\":%.4f,\"wrong\":%ld}\n", busCount ? busSum / busCount : 0.0,
+                 wrongTotal);
     std::fclose(json);
   }
   for (tribComm_t c : comms) tribCommDestroy(c);

@@ -12,7 +12,8 @@ constexpr size_t kGuardBytes = 64;
 }  // namespace
 
 std::string Case::name() const {
-  std::string s = std::string(collName(coll)) + "_" + (algo.empty() ? "auto" : algo) + "_" + dataTypeName(dtype);
+  std::string s =
+      std::string(collName(coll)) + "_" + (algo.empty() ? "auto" : algo) + "_" + dataTypeName(dtype);
   if (hasOp(coll)) s += std::string("_") + redOpName(op);
   s += "_n" + std::to_string(nranks) + "_c" + std::to_string(count);
   if (hasRoot(coll)) s += "_root" + std::to_string(root);
@@ -22,37 +23,133 @@ std::string Case::name() const {
 
 void storeValue(void* p, DataType t, double v) {
   switch (t) {
-    case tribInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-    case tribUint8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
-    case tribInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case tribUint32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
-    case tribInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-    case tribUint64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
-    case tribFloat16: { uint16_t x = floatToHalf(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case tribBfloat16: { uint16_t x = floatToBf16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case tribFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
-    case tribFloat64: std::memcpy(p, &v, 8); break;
-    case tribFp8E4M3: { uint8_t x = floatToFp8e4m3(static_cast<float>(v)); std::memcpy(p, &x, 1); break; }
-    case tribFp8E5M2: { uint8_t x = floatToFp8e5m2(static_cast<float>(v)); std::memcpy(p, &x, 1); break; }
-    default: break;
+    case tribInt8: {
+      int8_t x = static_cast<int8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case tribUint8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case tribInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case tribUint32: {
+      uint32_t x = static_cast<uint32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case tribInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case tribUint64: {
+      uint64_t x = static_cast<uint64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case tribFloat16: {
+      uint16_t x = floatToHalf(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case tribBfloat16: {
+      uint16_t x = floatToBf16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case tribFloat32: {
+      float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case tribFloat64:
+      std::memcpy(p, &v, 8);
+      break;
+    case tribFp8E4M3: {
+      uint8_t x = floatToFp8e4m3(static_cast<float>(v));
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case tribFp8E5M2: {
+      uint8_t x = floatToFp8e5m2(static_cast<float>(v));
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    default:
+      break;
   }
 }
 
 double loadValue(const void* p, DataType t) {
   switch (t) {
-    case tribInt8: { int8_t x; std::memcpy(&x, p, 1); return x; }
-    case tribUint8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
-    case tribInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case tribUint32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
-    case tribInt64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case tribUint64: { uint64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case tribFloat16: { uint16_t x; std::memcpy(&x, p, 2); return halfToFloat(x); }
-    case tribBfloat16: { uint16_t x; std::memcpy(&x, p, 2); return bf16ToFloat(x); }
-    case tribFloat32: { float x; std::memcpy(&x, p, 4); return x; }
-    case tribFloat64: { double x; std::memcpy(&x, p, 8); return x; }
-    case tribFp8E4M3: { uint8_t x; std::memcpy(&x, p, 1); return fp8e4m3ToFloat(x); }
-    case tribFp8E5M2: { uint8_t x; std::memcpy(&x, p, 1); return fp8e5m2ToFloat(x); }
-    default: return std::numeric_limits<double>::quiet_NaN();
+    case tribInt8: {
+      int8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case tribUint8: {
+      uint8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case tribInt32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case tribUint32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case tribInt64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case tribUint64: {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case tribFloat16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      return halfToFloat(x);
+    }
+    case tribBfloat16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      return bf16ToFloat(x);
+    }
+    case tribFloat32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case tribFloat64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
+    case tribFp8E4M3: {
+      uint8_t x;
+      std::memcpy(&x, p, 1);
+      return fp8e4m3ToFloat(x);
+    }
+    case tribFp8E5M2: {
+      uint8_t x;
+      std::memcpy(&x, p, 1);
+      return fp8e5m2ToFloat(x);
+    }
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
   }
 }
 
@@ -62,11 +159,21 @@ static double reduced(const Case& c, uint64_t idx) {
   for (int r = 1; r < c.nranks; ++r) {
     double v = inputValue(c, r, idx);
     switch (c.op) {
-      case tribSum: case tribAvg: acc += v; break;
-      case tribProd: acc *= v; break;
-      case tribMin: acc = std::min(acc, v); break;
-      case tribMax: acc = std::max(acc, v); break;
-      default: break;
+      case tribSum:
+      case tribAvg:
+        acc += v;
+        break;
+      case tribProd:
+        acc *= v;
+        break;
+      case tribMin:
+        acc = std::min(acc, v);
+        break;
+      case tribMax:
+        acc = std::max(acc, v);
+        break;
+      default:
+        break;
     }
   }
   if (c.op == tribAvg) {
@@ -80,15 +187,24 @@ double expectedValue(const Case& c, int rank, uint64_t idx) {
   const uint64_t n = c.count;
   const double none = std::numeric_limits<double>::quiet_NaN();
   switch (c.coll) {
-    case Coll::AllReduce: return reduced(c, idx);
-    case Coll::Reduce: return rank == c.root ? reduced(c, idx) : none;
-    case Coll::Broadcast: return inputValue(c, c.root, idx);
-    case Coll::AllGather: return inputValue(c, static_cast<int>(idx / n), idx % n);
-    case Coll::ReduceScatter: return reduced(c, static_cast<uint64_t>(rank) * n + idx);
-    case Coll::AlltoAll: return inputValue(c, static_cast<int>(idx / n), static_cast<uint64_t>(rank) * n + idx % n);
-    case Coll::Gather: return rank == c.root ? inputValue(c, static_cast<int>(idx / n), idx % n) : none;
-    case Coll::Scatter: return inputValue(c, c.root, static_cast<uint64_t>(rank) * n + idx);
-    case Coll::Barrier: return none;
+    case Coll::AllReduce:
+      return reduced(c, idx);
+    case Coll::Reduce:
+      return rank == c.root ? reduced(c, idx) : none;
+    case Coll::Broadcast:
+      return inputValue(c, c.root, idx);
+    case Coll::AllGather:
+      return inputValue(c, static_cast<int>(idx / n), idx % n);
+    case Coll::ReduceScatter:
+      return reduced(c, static_cast<uint64_t>(rank) * n + idx);
+    case Coll::AlltoAll:
+      return inputValue(c, static_cast<int>(idx / n), static_cast<uint64_t>(rank) * n + idx % n);
+    case Coll::Gather:
+      return rank == c.root ? inputValue(c, static_cast<int>(idx / n), idx % n) : none;
+    case Coll::Scatter:
+      return inputValue(c, c.root, static_cast<uint64_t>(rank) * n + idx);
+    case Coll::Barrier:
+      return none;
   }
   return none;
 }
@@ -109,13 +225,14 @@ void prepare(const Case& c, int rank, RankBuffers* b) {
   bool inPlaceHere = c.inPlace && b->inCount > 0 && b->outCount > 0;
   if (inPlaceHere) {
     // Inputs sit inside the output buffer (or the output inside the input) as NCCL defines.
+    // The larger buffer holds the smaller: input = output + off (elements).
     int64_t off = inPlaceInputOffset(a, rank);
-    if (off >= 0) {
+    if (b->inCount > b->outCount) {
+      b->sendPtr = sendData;
+      b->recvPtr = sendData - off * static_cast<int64_t>(es);
+    } else {
       b->recvPtr = recvData;
       b->sendPtr = recvData + off * static_cast<int64_t>(es);
-    } else {
-      b->sendPtr = sendData;
-      b->recvPtr = sendData + (-off) * static_cast<int64_t>(es);
     }
   } else {
     b->sendPtr = b->inCount ? sendData : nullptr;
@@ -131,15 +248,24 @@ tribResult_t runCase(const Case& c, tribComm_t comm, RankBuffers* b) {
   const void* s = b->sendPtr;
   void* r = b->recvPtr;
   switch (c.coll) {
-    case Coll::AllReduce: return tribAllReduce(s, r, c.count, c.dtype, c.op, comm, nullptr);
-    case Coll::Reduce: return tribReduce(s, r, c.count, c.dtype, c.op, c.root, comm, nullptr);
-    case Coll::Broadcast: return tribBroadcast(s, r, c.count, c.dtype, c.root, comm, nullptr);
-    case Coll::AllGather: return tribAllGather(s, r, c.count, c.dtype, comm, nullptr);
-    case Coll::ReduceScatter: return tribReduceScatter(s, r, c.count, c.dtype, c.op, comm, nullptr);
-    case Coll::AlltoAll: return tribAlltoAll(s, r, c.count, c.dtype, comm, nullptr);
-    case Coll::Gather: return tribGather(s, r, c.count, c.dtype, c.root, comm, nullptr);
-    case Coll::Scatter: return tribScatter(s, r, c.count, c.dtype, c.root, comm, nullptr);
-    case Coll::Barrier: return tribBarrier(comm, nullptr);
+    case Coll::AllReduce:
+      return tribAllReduce(s, r, c.count, c.dtype, c.op, comm, nullptr);
+    case Coll::Reduce:
+      return tribReduce(s, r, c.count, c.dtype, c.op, c.root, comm, nullptr);
+    case Coll::Broadcast:
+      return tribBroadcast(s, r, c.count, c.dtype, c.root, comm, nullptr);
+    case Coll::AllGather:
+      return tribAllGather(s, r, c.count, c.dtype, comm, nullptr);
+    case Coll::ReduceScatter:
+      return tribReduceScatter(s, r, c.count, c.dtype, c.op, comm, nullptr);
+    case Coll::AlltoAll:
+      return tribAlltoAll(s, r, c.count, c.dtype, comm, nullptr);
+    case Coll::Gather:
+      return tribGather(s, r, c.count, c.dtype, c.root, comm, nullptr);
+    case Coll::Scatter:
+      return tribScatter(s, r, c.count, c.dtype, c.root, comm, nullptr);
+    case Coll::Barrier:
+      return tribBarrier(comm, nullptr);
   }
   return tribInternalError;
 }
@@ -157,9 +283,12 @@ std::string check(const Case& c, int rank, const RankBuffers& b) {
       // Exact everywhere, except a float average: one rounding of sum/n in the type.
       double tol = 0;
       if (c.op == tribAvg && hasOp(c.coll) && isFloatType(c.dtype)) {
-        double eps = c.dtype == tribFloat64 ? 0x1p-52 : c.dtype == tribFloat32 ? 0x1p-23
-                     : c.dtype == tribFloat16 ? 0x1p-10 : c.dtype == tribBfloat16 ? 0x1p-7
-                     : c.dtype == tribFp8E4M3 ? 0x1p-3 : 0x1p-2;
+        double eps = c.dtype == tribFloat64    ? 0x1p-52
+                     : c.dtype == tribFloat32  ? 0x1p-23
+                     : c.dtype == tribFloat16  ? 0x1p-10
+                     : c.dtype == tribBfloat16 ? 0x1p-7
+                     : c.dtype == tribFp8E4M3  ? 0x1p-3
+                                               : 0x1p-2;
         tol = 2 * eps * std::max(std::fabs(want), 1.0);
       }
       if (!(std::fabs(got - want) <= tol)) {
@@ -176,8 +305,10 @@ std::string check(const Case& c, int rank, const RankBuffers& b) {
     }
     return true;
   };
-  if (!guardsIntact(b.recv, b.outCount * es)) errors += "rank " + std::to_string(rank) + ": wrote outside recvbuff\n";
-  if (!guardsIntact(b.send, b.inCount * es)) errors += "rank " + std::to_string(rank) + ": wrote outside sendbuff\n";
+  if (!guardsIntact(b.recv, b.outCount * es))
+    errors += "rank " + std::to_string(rank) + ": wrote outside recvbuff\n";
+  if (!guardsIntact(b.send, b.inCount * es))
+    errors += "rank " + std::to_string(rank) + ": wrote outside sendbuff\n";
   if (wrong > 5) errors += "... " + std::to_string(wrong) + " wrong elements in all\n";
   return errors;
 }

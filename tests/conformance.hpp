@@ -37,12 +37,19 @@ inline bool hasRoot(Coll c) {
 // Largest |integer| the type holds exactly and that every partial result stays within.
 inline double dataRange(DataType t) {
   switch (t) {
-    case tribInt8: return 100;
-    case tribUint8: return 200;
-    case tribFp8E4M3: case tribFp8E5M2: return 8;
-    case tribBfloat16: return 256;
-    case tribFloat16: return 2048;
-    default: return 1 << 20;
+    case tribInt8:
+      return 100;
+    case tribUint8:
+      return 200;
+    case tribFp8E4M3:
+    case tribFp8E5M2:
+      return 8;
+    case tribBfloat16:
+      return 256;
+    case tribFloat16:
+      return 2048;
+    default:
+      return 1 << 20;
   }
 }
 inline bool isUnsigned(DataType t) { return t == tribUint8 || t == tribUint32 || t == tribUint64; }
@@ -53,7 +60,8 @@ inline double inputValue(const Case& c, int rank, uint64_t idx) {
   const uint64_t h = static_cast<uint64_t>(rank) * 7 + idx * 3 + 1;
   if (!hasOp(c.coll)) {  // data movement: values identify (rank, idx) as far as the type allows
     double m = dataRange(c.dtype);
-    double v = static_cast<double>((static_cast<uint64_t>(rank) * 977 + idx) % static_cast<uint64_t>(2 * m + 1));
+    double v =
+        static_cast<double>((static_cast<uint64_t>(rank) * 977 + idx) % static_cast<uint64_t>(2 * m + 1));
     return uns ? v / 2 : v - m;
   }
   switch (c.op) {

@@ -81,20 +81,24 @@ TEST(Api, BadArgumentsGetClearErrorsAndLeaveBuffersUntouched) {
   EXPECT_NE(lastError().find("unknown reduction operator 9"), std::string::npos) << lastError();
   EXPECT_EQ(tribBroadcast(send.data(), recv.data(), 16, tribFloat32, 1, c, nullptr), tribInvalidArgument);
   EXPECT_NE(lastError().find("root 1 is out of range"), std::string::npos) << lastError();
-  EXPECT_EQ(tribReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, -1, c, nullptr), tribInvalidArgument);
+  EXPECT_EQ(tribReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, -1, c, nullptr),
+            tribInvalidArgument);
   // Misaligned float pointer.
   auto* misaligned = reinterpret_cast<float*>(reinterpret_cast<char*>(recv.data()) + 1);
   EXPECT_EQ(tribAllReduce(send.data(), misaligned, 8, tribFloat32, tribSum, c, nullptr), tribInvalidArgument);
   EXPECT_NE(lastError().find("not aligned"), std::string::npos) << lastError();
   // Overlapping buffers that are not the in-place layout.
-  EXPECT_EQ(tribAllReduce(recv.data(), recv.data() + 1, 8, tribFloat32, tribSum, c, nullptr), tribInvalidArgument);
+  EXPECT_EQ(tribAllReduce(recv.data(), recv.data() + 1, 8, tribFloat32, tribSum, c, nullptr),
+            tribInvalidArgument);
   EXPECT_NE(lastError().find("overlap"), std::string::npos) << lastError();
   untouched();
   EXPECT_EQ(tribAlltoAll(recv.data(), recv.data(), 16, tribFloat32, c, nullptr), tribInvalidArgument);
-  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, nullptr, nullptr), tribInvalidArgument);
+  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, nullptr, nullptr),
+            tribInvalidArgument);
   EXPECT_NE(lastError().find("comm is NULL"), std::string::npos);
   int dummyStream = 0;
-  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, c, &dummyStream), tribNotSupported);
+  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, c, &dummyStream),
+            tribNotSupported);
   EXPECT_EQ(tribSend(send.data(), 4, tribFloat32, 3, c, nullptr), tribInvalidArgument);
   EXPECT_NE(lastError().find("peer 3 is out of range"), std::string::npos) << lastError();
   untouched();
@@ -215,8 +219,9 @@ TEST(Api, NonBlockingRequests) {
   std::vector<tribRequest_t> reqs(n);
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < in[r].size(); ++i) in[r][i] = static_cast<float>(r + (i % 7));
-    ASSERT_EQ(tribIallReduce(in[r].data(), out[r].data(), in[r].size(), tribFloat32, tribMax, comms[r], &reqs[r]),
-              tribSuccess);
+    ASSERT_EQ(
+        tribIallReduce(in[r].data(), out[r].data(), in[r].size(), tribFloat32, tribMax, comms[r], &reqs[r]),
+        tribSuccess);
   }
   // Poll with tribTest until all complete (bounded).
   auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -267,13 +272,15 @@ TEST(Api, TimeoutNamesWhatTheRankWaitsFor) {
   std::vector<float> v(64, 1);
   auto t0 = Clock::now();
   // Rank 1 never calls: rank 0 must fail with a timeout, not hang.
-  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr), tribTimeout);
+  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),
+            tribTimeout);
   auto elapsed = Clock::now() - t0;
   EXPECT_LT(elapsed, std::chrono::seconds(10));
   EXPECT_NE(lastError().find("timed out"), std::string::npos) << lastError();
   EXPECT_NE(lastError().find("from 1"), std::string::npos) << lastError();
   // The communicator is now broken and says why.
-  EXPECT_NE(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr), tribSuccess);
+  EXPECT_NE(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),
+            tribSuccess);
   EXPECT_NE(lastError().find("earlier error"), std::string::npos) << lastError();
   tribResult_t async = tribSuccess;
   EXPECT_EQ(tribCommGetAsyncError(comms[0], &async), tribSuccess);
@@ -289,7 +296,8 @@ TEST(Api, AbortFromAnotherThreadUnblocksTheWaiter) {
     EXPECT_EQ(tribCommAbort(comms[0]), tribSuccess);
   });
   auto t0 = Clock::now();
-  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr), tribAborted);
+  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),
+            tribAborted);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
   aborter.join();
   // Calling after abort: a clear error, no crash.
@@ -297,7 +305,8 @@ TEST(Api, AbortFromAnotherThreadUnblocksTheWaiter) {
   EXPECT_NE(lastError().find("aborted"), std::string::npos) << lastError();
   // The peer learns that rank 0 is gone instead of waiting for its timeout.
   t0 = Clock::now();
-  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[1], nullptr), tribRemoteError);
+  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[1], nullptr),
+            tribRemoteError);
   EXPECT_NE(lastError().find("rank 0"), std::string::npos) << lastError();
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
   destroyAll(comms);
@@ -307,7 +316,8 @@ TEST(Api, MismatchedCountsAreReported) {
   auto comms = makeCommsWithTimeout(2, 2000);
   std::vector<float> a(100, 1), b(200, 1);
   std::atomic<int> r0{-1}, r1{-1};
-  std::thread t([&] { r1 = tribAllReduce(b.data(), b.data(), 200, tribFloat32, tribSum, comms[1], nullptr); });
+  std::thread t(
+      [&] { r1 = tribAllReduce(b.data(), b.data(), 200, tribFloat32, tribSum, comms[1], nullptr); });
   r0 = tribAllReduce(a.data(), a.data(), 100, tribFloat32, tribSum, comms[0], nullptr);
   t.join();
   EXPECT_TRUE(r0 != tribSuccess || r1 != tribSuccess);
