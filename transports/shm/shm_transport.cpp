@@ -32,9 +32,9 @@ namespace {
 
 constexpr const char* kSub = "shm";
 constexpr uint64_t kSegMagic = 0x314d485342495254ull;  // "TRIBSHM1"
-constexpr uint32_t kBlobMagic = 0x53484d42;           // "BMHS"
-constexpr uint32_t kNumCma = 64;                      // outstanding single-copy sends per rank
-constexpr size_t kCmaBounce = 1 << 20;                // reduce-on-receive staging for CMA reads
+constexpr uint32_t kBlobMagic = 0x53484d42;            // "BMHS"
+constexpr uint32_t kNumCma = 64;                       // outstanding single-copy sends per rank
+constexpr size_t kCmaBounce = 1 << 20;                 // reduce-on-receive staging for CMA reads
 using Clock = std::chrono::steady_clock;
 
 struct SegHeader {
@@ -66,7 +66,14 @@ static_assert(sizeof(RingCtl) == 128);
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
 
 // A single-copy send published by its owner; the receiver claims it READY -> READING -> DONE.
-enum CmaState : uint32_t { kFree = 0, kReady = 1, kReading = 2, kCmaDone = 3, kDetaching = 4, kCmaFailed = 5 };
+enum CmaState : uint32_t {
+  kFree = 0,
+  kReady = 1,
+  kReading = 2,
+  kCmaDone = 3,
+  kDetaching = 4,
+  kCmaFailed = 5
+};
 struct alignas(64) CmaDesc {
   std::atomic<uint32_t> state;
   uint32_t pad;
@@ -74,7 +81,8 @@ struct alignas(64) CmaDesc {
 };
 
 uint8_t* slotAt(RingCtl* r, uint32_t k, size_t slotBytes) {
-  return reinterpret_cast<uint8_t*>(r) + sizeof(RingCtl) + static_cast<size_t>(k) * (sizeof(SlotHeader) + slotBytes);
+  return reinterpret_cast<uint8_t*>(r) + sizeof(RingCtl) +
+         static_cast<size_t>(k) * (sizeof(SlotHeader) + slotBytes);
 }
 
 bool processAlive(pid_t pid) {
@@ -195,8 +203,8 @@ struct ShmTransport::Impl {
   }
   Status peerIndex(int peer, const char* what, int* idx) const {
     if (peer < 0 || peer >= nranks || idxOfRank[peer] < 0)
-      return errorf(tribInvalidArgument, "shm %s: rank %d is not a local rank of this transport (%d ranks)", what,
-                    peer, nranks);
+      return errorf(tribInvalidArgument, "shm %s: rank %d is not a local rank of this transport (%d ranks)",
+                    what, peer, nranks);
     *idx = idxOfRank[peer];
     return Status::Ok();
   }
@@ -292,8 +300,10 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   if (m == MAP_FAILED) return errorf(tribSystemError, "mmap shm segment: %s", strerror(errno));
   mine = static_cast<uint8_t*>(m);
   hdr = reinterpret_cast<SegHeader*>(mine);
-  *hdr = SegHeader{kSegMagic, rank, static_cast<int32_t>(getpid()), nlocal, opt.nslots, opt.slotBytes,
-                   ringsOffset, ringBytes, cmaOffset, mineBytes, 0};
+  *hdr = SegHeader{kSegMagic,   rank,       static_cast<int32_t>(getpid()),
+                   nlocal,      opt.nslots, opt.slotBytes,
+                   ringsOffset, ringBytes,  cmaOffset,
+                   mineBytes,   0};
   TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
   for (uint32_t j = 0; j < nlocal; ++j) {
     RingCtl* r = ringIn(mine, static_cast<int>(j));
@@ -354,8 +364,9 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       break;
     }
     if (pboot != boot) {
-      st = errorf(tribInvalidUsage, "rank %d is listed as local but runs on another host or kernel ('%s' vs '%s')",
-                  p.rank, pboot.c_str(), boot.c_str());
+      st = errorf(tribInvalidUsage,
+                  "rank %d is listed as local but runs on another host or kernel ('%s' vs '%s')", p.rank,
+                  pboot.c_str(), boot.c_str());
       break;
     }
     p.pid = static_cast<pid_t>(ppid);
@@ -379,8 +390,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       auto* ph = reinterpret_cast<SegHeader*>(seg);
       if (ph->magic != kSegMagic || ph->ownerRank != p.rank || ph->nlocal != nlocal ||
           ph->slotBytes != opt.slotBytes || ph->nslots != opt.nslots || ph->totalBytes != bytes) {
-        st = errorf(tribInvalidUsage, "rank %d's shm segment has a different layout (slot size or count differ?)",
-                    p.rank);
+        st = errorf(tribInvalidUsage,
+                    "rank %d's shm segment has a different layout (slot size or count differ?)", p.rank);
         break;
       }
       // Probe single-copy: read the peer's random probe value from its address space.
@@ -390,8 +401,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
         ssize_t rr = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
         canRead[j] = rr == static_cast<ssize_t>(sizeof got) && got == probeVal;
         if (!canRead[j])
-          TRIB_INFO(kSub, "rank %d cannot read rank %d's memory with process_vm_readv (%s); slot path only", rank,
-                    p.rank, rr < 0 ? strerror(errno) : "wrong value");
+          TRIB_INFO(kSub, "rank %d cannot read rank %d's memory with process_vm_readv (%s); slot path only",
+                    rank, p.rank, rr < 0 ? strerror(errno) : "wrong value");
       }
     } else {
       canRead[j] = opt.cma ? 1 : 0;
@@ -423,8 +434,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     peers[j].useCma = opt.cma && b[1 + myIdx] != 0;
   }
   bounce.resize(kCmaBounce);
-  TRIB_INFO(kSub, "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal, opt.nslots,
-            opt.slotBytes, opt.cma ? "on" : "off");
+  TRIB_INFO(kSub, "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
+            opt.nslots, opt.slotBytes, opt.cma ? "on" : "off");
   return Status::Ok();
 }
 
@@ -441,7 +452,8 @@ Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
   std::lock_guard<std::mutex> lock(im.mu);
   int idx = -1;
   Status st = im.peerIndex(peer, "postSend", &idx);
-  if (st.ok() && !buf && bytes > 0) st = errorf(tribInvalidArgument, "shm postSend: null buffer for %zu bytes", bytes);
+  if (st.ok() && !buf && bytes > 0)
+    st = errorf(tribInvalidArgument, "shm postSend: null buffer for %zu bytes", bytes);
   if (st.ok() && !im.aborted.ok()) st = im.aborted;
   if (st.ok() && !im.peers[idx].dead.ok()) st = im.peers[idx].dead;
   if (!st.ok()) {
@@ -468,10 +480,12 @@ Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
   std::lock_guard<std::mutex> lock(im.mu);
   int idx = -1;
   Status st = im.peerIndex(peer, "postRecv", &idx);
-  if (st.ok() && !buf && bytes > 0) st = errorf(tribInvalidArgument, "shm postRecv: null buffer for %zu bytes", bytes);
+  if (st.ok() && !buf && bytes > 0)
+    st = errorf(tribInvalidArgument, "shm postRecv: null buffer for %zu bytes", bytes);
   if (st.ok() && reduce) {
     if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
-      st = errorf(tribInvalidArgument, "shm postRecv: invalid reduce dtype %d or op %d", reduce->dtype, reduce->op);
+      st = errorf(tribInvalidArgument, "shm postRecv: invalid reduce dtype %d or op %d", reduce->dtype,
+                  reduce->op);
     else if (bytes % dataTypeSize(reduce->dtype) != 0)
       st = errorf(tribInvalidArgument, "shm postRecv: %zu bytes is not a whole number of %s elements", bytes,
                   dataTypeName(reduce->dtype));
@@ -500,8 +514,10 @@ Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
     if (u->tag != tag || u->claimed || u->dropped) continue;
     if (!im.matchSize(p, *r, tag, u->total)) {
       if (u->cma) p.peerCma[u->cmaIndex].state.store(kCmaDone, std::memory_order_release);
-      if (u->complete || u->cma) p.unexpected.erase(it);
-      else u->dropped = true;  // still arriving: discarded once complete
+      if (u->complete || u->cma)
+        p.unexpected.erase(it);
+      else
+        u->dropped = true;  // still arriving: discarded once complete
       return Status::Ok();
     }
     if (u->cma) {
@@ -530,7 +546,8 @@ bool ShmTransport::Impl::matchSize(Peer& p, RecvReq& r, uint64_t tag, uint64_t t
   r.op->fail(errorf(tribInvalidUsage,
                     "shm: message from rank %d with tag %llu has %llu bytes but the receive expects %zu "
                     "(mismatched collective arguments across ranks?)",
-                    p.rank, static_cast<unsigned long long>(tag), static_cast<unsigned long long>(total), r.bytes));
+                    p.rank, static_cast<unsigned long long>(tag), static_cast<unsigned long long>(total),
+                    r.bytes));
   return false;
 }
 
@@ -569,8 +586,8 @@ void ShmTransport::Impl::pushSends(Peer& p) {
         d.gen = cmaGenNext++;
         d.state.store(kReady, std::memory_order_release);
       }
-      *sh = SlotHeader{s->tag, s->bytes, 0, 0, kCmaRts, static_cast<uint32_t>(s->cmaIndex), 0,
-                       myCma[s->cmaIndex].gen, {}};
+      *sh = SlotHeader{
+          s->tag, s->bytes, 0, 0, kCmaRts, static_cast<uint32_t>(s->cmaIndex), 0, myCma[s->cmaIndex].gen, {}};
       p.outRing->head.store(head + 1, std::memory_order_release);
       p.cmaWait.push_back(std::move(p.sendQ.front()));
       p.sendQ.pop_front();
@@ -602,9 +619,11 @@ void ShmTransport::Impl::checkCmaSends(Peer& p) {
     if (state == kCmaDone || state == kCmaFailed) {
       d.state.store(kFree, std::memory_order_release);
       liveSends.erase(s->op);
-      if (state == kCmaDone) s->op->complete();
-      else s->op->fail(errorf(tribRemoteError, "shm: rank %d could not read this rank's send (tag %llu) by CMA",
-                              p.rank, static_cast<unsigned long long>(s->tag)));
+      if (state == kCmaDone)
+        s->op->complete();
+      else
+        s->op->fail(errorf(tribRemoteError, "shm: rank %d could not read this rank's send (tag %llu) by CMA",
+                           p.rank, static_cast<unsigned long long>(s->tag)));
       it = p.cmaWait.erase(it);
     } else {
       ++it;
@@ -675,15 +694,20 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
     }
   }
   if (!m.active || m.tag != sh.tag || sh.offset + sh.len > m.total) {
-    failPeer(p, errorf(tribInternalError, "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)",
-                       p.rank, static_cast<unsigned long long>(sh.tag), static_cast<unsigned long long>(sh.offset)));
+    failPeer(p, errorf(tribInternalError,
+                       "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)", p.rank,
+                       static_cast<unsigned long long>(sh.tag), static_cast<unsigned long long>(sh.offset)));
     return;
   }
-  if (m.recv) deliver(*m.recv, sh.offset, data, sh.len);
-  else if (m.unexp) std::memcpy(m.unexp->data.data() + sh.offset, data, sh.len);
+  if (m.recv)
+    deliver(*m.recv, sh.offset, data, sh.len);
+  else if (m.unexp)
+    std::memcpy(m.unexp->data.data() + sh.offset, data, sh.len);
   if (sh.offset + sh.len == m.total) {
-    if (m.recv) m.recv->op->complete();
-    else if (m.unexp) finishUnexpected(p, m.unexp);
+    if (m.recv)
+      m.recv->op->complete();
+    else if (m.unexp)
+      finishUnexpected(p, m.unexp);
     m = InMsg{};
   }
 }
@@ -700,7 +724,8 @@ void ShmTransport::Impl::finishUnexpected(Peer& p, Unexpected* u) {
   p.unexpected.remove_if([u](const std::unique_ptr<Unexpected>& x) { return x.get() == u; });
 }
 
-bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t gen, uint64_t total, Status* err) {
+bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t gen, uint64_t total,
+                                 Status* err) {
   CmaDesc& d = p.peerCma[index];
   uint32_t expected = kReady;
   if (!d.state.compare_exchange_strong(expected, kReading, std::memory_order_acq_rel)) {
@@ -725,8 +750,8 @@ bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t g
     if (got <= 0) {
       int e = errno;
       d.state.store(kCmaFailed, std::memory_order_release);
-      *err = errorf(tribRemoteError, "shm: reading rank %d's message by process_vm_readv failed: %s%s", p.rank,
-                    strerror(e), e == ESRCH ? " (the process is gone)" : "");
+      *err = errorf(tribRemoteError, "shm: reading rank %d's message by process_vm_readv failed: %s%s",
+                    p.rank, strerror(e), e == ESRCH ? " (the process is gone)" : "");
       return true;
     }
     if (r.reduce) deliver(r, off, bounce.data(), static_cast<size_t>(got));
@@ -743,8 +768,10 @@ void ShmTransport::Impl::runCmaReads(Peer& p) {
       ++it;
       continue;
     }
-    if (err.ok()) it->recv->op->complete();
-    else it->recv->op->fail(err);
+    if (err.ok())
+      it->recv->op->complete();
+    else
+      it->recv->op->fail(err);
     it = p.cmaReads.erase(it);
   }
 }
@@ -785,7 +812,10 @@ void ShmTransport::Impl::checkLiveness() {
     if (!processAlive(p.pid)) {
       Status why = errorf(tribRemoteError, "shm: rank %d (pid %d) died; its pending operations are failed",
                           p.rank, static_cast<int>(p.pid));
-      TRIB_WARN(kSub, "rank %d: %s", rank, why.message().c_str());
+      bool pending = !p.sendQ.empty() || !p.cmaWait.empty() || !p.posted.empty() || !p.cmaReads.empty() ||
+                     p.cur.recv != nullptr;
+      // A peer that exits after finishing its work is normal; one that leaves work behind is news.
+      logf(pending ? LogLevel::kWarn : LogLevel::kInfo, kSub, "rank %d: %s", rank, why.message().c_str());
       // Deliver what it sent before dying, then fail the rest.
       drainIncoming(p);
       failPeer(p, why);
