@@ -14,15 +14,17 @@
 namespace trib::testing {
 
 // Drive progress until every op is done or timeoutMs passes. Returns false on timeout.
-inline bool waitOps(Transport& t, const std::vector<TransferOp*>& ops, int timeoutMs) {
+// Polls `spinsPerYield` times between sched_yield() calls (1 = yield every time: kindest to a
+// shared machine; more = lower latency when cores are free).
+inline bool waitOps(Transport& t, const std::vector<TransferOp*>& ops, int timeoutMs, int spinsPerYield = 1) {
   auto deadline = net::deadlineAfter(timeoutMs);
-  for (;;) {
+  for (int spin = 1;; ++spin) {
     bool all = true;
     for (auto* op : ops) all = all && op->done();
     if (all) return true;
     if (net::Clock::now() > deadline) return false;
     (void)t.progress();
-    sched_yield();
+    if (spin % spinsPerYield == 0) sched_yield();
   }
 }
 
