@@ -316,6 +316,41 @@ TEST(Shm, KilledPeerFailsOthersOpsWithRemoteError) {
   }
 }
 
+TEST(Shm, MessagesFromAnExitedSenderAreStillDelivered) {
+  // A sender's op completes once its data is in the ring; it may then exit before the receiver
+  // posts. The receiver must get the data, and only then see the peer as gone.
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, options(true), 30,
+      [](int rank, ShmTransport& t, Bootstrap& bs) {
+        std::vector<uint8_t> small(5000), more(100);
+        for (size_t i = 0; i < small.size(); ++i) small[i] = pattern(0, 1, 5000, i);
+        if (rank == 0) {
+          TransferOp s1, s2;
+          CHILD_OK(t.postSend(1, 1, small.data(), small.size(), &s1), 1);
+          CHILD_OK(t.postSend(1, 2, more.data(), more.size(), &s2), 2);
+          CHILD_CHECK(waitOps(t, {&s1, &s2}, 10000), 3);
+          CHILD_OK(bs.barrier(), 4);
+          return 0;  // exits without waiting for the receiver
+        }
+        CHILD_OK(bs.barrier(), 10);
+        // Let the liveness check see rank 0 gone (it drains the ring into the unexpected queue).
+        auto until = net::deadlineAfter(400);
+        while (net::Clock::now() < until) (void)t.progress();
+        std::vector<uint8_t> got(5000);
+        TransferOp r1, r2;
+        Status st = t.postRecv(0, 1, got.data(), got.size(), nullptr, &r1);
+        CHILD_OK(st, 11);
+        CHILD_CHECK(r1.state == TransferOp::kDone && got == small, 12);
+        // A message that never came fails at once, naming the rank.
+        st = t.postRecv(0, 3, got.data(), 10, nullptr, &r2);
+        CHILD_CHECK(st.code() == tribRemoteError && st.message().find("rank 0") != std::string::npos, 13);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
+
 TEST(Shm, InvalidArgumentsAreRefused) {
   std::vector<pid_t> pids;
   auto res = runShmRanks(

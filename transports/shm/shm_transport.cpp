@@ -166,6 +166,7 @@ struct ShmTransport::Impl {
     uint8_t* seg = nullptr;      // the peer's mapping (nullptr for myself: mine_ is used)
     size_t segBytes = 0;
     bool useCma = false;
+    bool watchPid = true;  // false when the peer's pid is not visible here (another pid namespace)
     uint64_t cachedTail = 0;
     std::deque<std::unique_ptr<SendReq>> sendQ;
     std::list<std::unique_ptr<SendReq>> cmaWait;
@@ -217,7 +218,8 @@ struct ShmTransport::Impl {
   void deliver(RecvReq& r, size_t off, const uint8_t* src, size_t len);
   bool matchSize(Peer& p, RecvReq& r, uint64_t tag, uint64_t total);
   void finishUnexpected(Peer& p, Unexpected* u);
-  void failPeer(Peer& p, const Status& why);
+  // Fail every pending op with `p`; peerGone: its process is dead (vs. an abort).
+  void failPeer(Peer& p, const Status& why, bool peerGone);
   void completeSend(Peer& p, SendReq* s);
   void checkLiveness();
 };
@@ -370,6 +372,12 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       break;
     }
     p.pid = static_cast<pid_t>(ppid);
+    if (static_cast<int>(j) != myIdx && !processAlive(p.pid)) {
+      // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
+      p.watchPid = false;
+      TRIB_INFO(kSub, "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts", rank,
+                p.rank, static_cast<int>(p.pid));
+    }
     uint8_t* seg = mine;
     if (static_cast<int>(j) != myIdx) {
       int pfd = shm_open(names[j].c_str(), O_RDWR | O_CLOEXEC, 0);
@@ -493,7 +501,6 @@ Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
       st = errorf(tribInvalidArgument, "shm postRecv: reduce without a local operand");
   }
   if (st.ok() && !im.aborted.ok()) st = im.aborted;
-  if (st.ok() && !im.peers[idx].dead.ok()) st = im.peers[idx].dead;
   if (!st.ok()) {
     op->fail(st);
     return st;
@@ -532,6 +539,12 @@ Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
       u->claimed = std::move(r);
     }
     return Status::Ok();
+  }
+  // A message that fully arrived before its sender exited is still delivered (above); anything
+  // else from a dead peer will never come.
+  if (!p.dead.ok()) {
+    op->fail(p.dead);
+    return p.dead;
   }
   p.posted.push_back(std::move(r));
   im.drainIncoming(p);
@@ -642,6 +655,7 @@ void ShmTransport::Impl::drainIncoming(Peer& p) {
     handleSlot(p, sh, slot + sizeof(SlotHeader));
     ++tail;
     p.inRing->tail.store(tail, std::memory_order_release);
+    if (!p.dead.ok()) return;  // the stream was corrupt: stop reading it
     if (tail == head) head = p.inRing->head.load(std::memory_order_acquire);
   }
   runCmaReads(p);
@@ -694,9 +708,11 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
     }
   }
   if (!m.active || m.tag != sh.tag || sh.offset + sh.len > m.total) {
-    failPeer(p, errorf(tribInternalError,
-                       "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)", p.rank,
-                       static_cast<unsigned long long>(sh.tag), static_cast<unsigned long long>(sh.offset)));
+    failPeer(
+        p,
+        errorf(tribInternalError, "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)",
+               p.rank, static_cast<unsigned long long>(sh.tag), static_cast<unsigned long long>(sh.offset)),
+        false);
     return;
   }
   if (m.recv)
@@ -776,16 +792,17 @@ void ShmTransport::Impl::runCmaReads(Peer& p) {
   }
 }
 
-void ShmTransport::Impl::failPeer(Peer& p, const Status& why) {
+void ShmTransport::Impl::failPeer(Peer& p, const Status& why, bool peerGone) {
   for (auto& s : p.sendQ) {
     liveSends.erase(s->op);
     s->op->fail(why);
   }
   for (auto& s : p.cmaWait) {
-    // Take the descriptor back so nobody reads the buffer after we report failure.
+    // Take the descriptor back so nobody reads the buffer after we report failure. One a live
+    // reader holds (READING) is left to it: it marks it DONE, and it is recycled below.
+    CmaDesc& d = myCma[s->cmaIndex];
     uint32_t st = kReady;
-    myCma[s->cmaIndex].state.compare_exchange_strong(st, kFree);
-    if (st != kReading) myCma[s->cmaIndex].state.store(kFree);
+    if (!d.state.compare_exchange_strong(st, kFree) && (st != kReading || peerGone)) d.state.store(kFree);
     liveSends.erase(s->op);
     s->op->fail(why);
   }
@@ -798,7 +815,12 @@ void ShmTransport::Impl::failPeer(Peer& p, const Status& why) {
   p.cmaWait.clear();
   p.posted.clear();
   p.cmaReads.clear();
-  p.unexpected.clear();
+  // Complete slot-path messages stay deliverable: a sender may finish and exit before its peer
+  // posts the matching receive. Partial ones and single-copy ones (the data lived in the sender)
+  // are gone.
+  p.unexpected.remove_if([&](const std::unique_ptr<Unexpected>& u) {
+    return !peerGone || !u->complete || u->cma || u->dropped || u->claimed;
+  });
   p.cur = InMsg{};
   if (p.dead.ok()) p.dead = why;
 }
@@ -808,7 +830,7 @@ void ShmTransport::Impl::checkLiveness() {
   if (now < nextLiveness) return;
   nextLiveness = now + std::chrono::milliseconds(opt.livenessIntervalMs);
   for (auto& p : peers) {
-    if (p.rank == rank || !p.dead.ok()) continue;
+    if (p.rank == rank || !p.dead.ok() || !p.watchPid) continue;
     if (!processAlive(p.pid)) {
       Status why = errorf(tribRemoteError, "shm: rank %d (pid %d) died; its pending operations are failed",
                           p.rank, static_cast<int>(p.pid));
@@ -818,7 +840,7 @@ void ShmTransport::Impl::checkLiveness() {
       logf(pending ? LogLevel::kWarn : LogLevel::kInfo, kSub, "rank %d: %s", rank, why.message().c_str());
       // Deliver what it sent before dying, then fail the rest.
       drainIncoming(p);
-      failPeer(p, why);
+      failPeer(p, why, true);
     }
   }
 }
@@ -864,10 +886,13 @@ void ShmTransport::detachSend(TransferOp* op) {
       }
       if (st != kReading) return;  // done or failed: the user buffer is no longer referenced
       int idx = s->peer;
-      if (Clock::now() > deadline || !processAlive(im.peers[idx].pid)) {
+      bool gone = im.peers[idx].watchPid && !processAlive(im.peers[idx].pid);
+      if (Clock::now() > deadline || gone) {
         // The reader died mid-read (or hangs): fail the send rather than wait forever.
-        im.failPeer(im.peers[idx], errorf(tribRemoteError, "shm: rank %d stopped while reading a message",
-                                          im.peers[idx].rank));
+        im.failPeer(
+            im.peers[idx],
+            errorf(tribRemoteError, "shm: rank %d stopped while reading a message", im.peers[idx].rank),
+            gone);
         return;
       }
     }
@@ -880,7 +905,7 @@ void ShmTransport::abort(const Status& why) {
   std::lock_guard<std::mutex> lock(im.mu);
   Status st = why.ok() ? errorf(tribAborted, "shm transport aborted") : why;
   if (im.aborted.ok()) im.aborted = st;
-  for (auto& p : im.peers) im.failPeer(p, st);
+  for (auto& p : im.peers) im.failPeer(p, st, false);
 }
 
 }  // namespace trib
