@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tests/shm_util.hpp"
+#include "tests/store_util.hpp"
 
 using namespace trib;
 using namespace trib::testing;
@@ -23,16 +24,7 @@ int main(int argc, char** argv) {
   std::printf("%6s %12s %12s %12s %14s\n", "ranks", "init(ms)", "msgs in", "msgs out", "bytes out");
   int failures = 0;
   for (int n = 2; n <= maxRanks; n *= 2) {
-    StoreServerOptions so;
-    so.authKey = "bench";
-    std::unique_ptr<TcpStoreServer> server;
-    if (Status st = TcpStoreServer::start(so, &server); !st.ok()) {
-      std::fprintf(stderr, "%s\n", st.message().c_str());
-      return 1;
-    }
-    std::string addr = server->address();
-    auto t0 = net::Clock::now();
-    auto res = runChildren(n, 120, [&](int rank) {
+    StoreRun run = runWithStore(n, 120, storeOptions("bench"), [&](int rank, const std::string& addr) {
       std::unique_ptr<TcpStore> c;
       CHILD_OK(TcpStore::connect(addr, "bench", 10000, &c), 1);
       Bootstrap bs(std::move(c), rank, n, "init", 60000);
@@ -43,9 +35,13 @@ int main(int argc, char** argv) {
       CHILD_OK(bs.barrier(), 3);
       return 0;
     });
-    double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
-    for (auto& r : res) failures += r.code != 0;
-    StoreServerStats st = server->stats();
+    if (!run.error.empty()) {
+      std::fprintf(stderr, "%s\n", run.error.c_str());
+      return 1;
+    }
+    for (auto& r : run.results) failures += r.code != 0;
+    double ms = run.ms;
+    StoreServerStats st = run.stats;
     std::printf("%6d %12.2f %12llu %12llu %14llu\n", n, ms, static_cast<unsigned long long>(st.messagesIn),
                 static_cast<unsigned long long>(st.messagesOut),
                 static_cast<unsigned long long>(st.bytesOut));

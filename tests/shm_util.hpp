@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "fork_util.hpp"
+#include "store_util.hpp"
 #include "transports/shm/shm_transport.hpp"
 
 namespace trib::testing {
@@ -46,23 +46,20 @@ using ShmBody = std::function<int(int rank, ShmTransport& t, Bootstrap& bs)>;
 // Returns the children's results; *pids (optional) gets their pids for leak checks.
 inline std::vector<ChildResult> runShmRanks(int n, const ShmOptions& opt, int timeoutSec, const ShmBody& body,
                                             std::vector<pid_t>* pids = nullptr) {
-  StoreServerOptions so;
-  so.authKey = "shm-test";
-  std::unique_ptr<TcpStoreServer> server;
-  if (!TcpStoreServer::start(so, &server).ok()) return {};
-  std::string addr = server->address();
-  auto children = forkChildren(n, timeoutSec, [&](int rank) {
-    std::unique_ptr<TcpStore> c;
-    CHILD_OK(TcpStore::connect(addr, "shm-test", 10000, &c), 90);
-    Bootstrap bs(std::move(c), rank, n, "shm", timeoutSec * 1000);
-    std::vector<int> local(n);
-    for (int i = 0; i < n; ++i) local[i] = i;
-    std::unique_ptr<ShmTransport> t;
-    CHILD_OK(ShmTransport::create(rank, n, local, bs.oobAllGather(), opt, &t), 91);
-    return body(rank, *t, bs);
-  });
-  if (pids) *pids = children;
-  return waitChildren(children, timeoutSec);
+  StoreRun run =
+      runWithStore(n, timeoutSec, storeOptions("shm-test"), [&](int rank, const std::string& addr) {
+        std::unique_ptr<TcpStore> c;
+        CHILD_OK(TcpStore::connect(addr, "shm-test", 10000, &c), 90);
+        Bootstrap bs(std::move(c), rank, n, "shm", timeoutSec * 1000);
+        std::vector<int> local(n);
+        for (int i = 0; i < n; ++i) local[i] = i;
+        std::unique_ptr<ShmTransport> t;
+        CHILD_OK(ShmTransport::create(rank, n, local, bs.oobAllGather(), opt, &t), 91);
+        return body(rank, *t, bs);
+      });
+  if (!run.error.empty()) std::fprintf(stderr, "runShmRanks: %s\n", run.error.c_str());
+  if (pids) *pids = run.pids;
+  return run.results;
 }
 
 }  // namespace trib::testing

@@ -7,7 +7,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/launcher.hpp"
 #include "bootstrap/unique_id.hpp"
-#include "fork_util.hpp"
+#include "store_util.hpp"
 
 using namespace trib;
 using trib::testing::runChildren;
@@ -43,6 +43,7 @@ int collectiveBody(Bootstrap& bs) {
   return 0;
 }
 
+// In-process server for single-process tests (multi-process tests use runWithStore).
 std::unique_ptr<TcpStoreServer> startServer(const std::string& key) {
   StoreServerOptions opt;
   opt.authKey = key;
@@ -57,15 +58,15 @@ class BootstrapRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(BootstrapRanks, CollectivesOverTcpStore) {
   const int n = GetParam();
-  auto server = startServer("k");
-  std::string addr = server->address();
-  auto res = runChildren(n, 60, [&](int rank) {
-    std::unique_ptr<TcpStore> c;
-    CHILD_OK(TcpStore::connect(addr, "k", 10000, &c), 1);
-    Bootstrap bs(std::move(c), rank, n, "comm1", 20000);
-    return collectiveBody(bs);
-  });
-  for (auto& r : res) EXPECT_EQ(r.code, 0) << "rank pid " << r.pid;
+  auto run = trib::testing::runWithStore(n, 60, trib::testing::storeOptions("k"),
+                                         [&](int rank, const std::string& addr) {
+                                           std::unique_ptr<TcpStore> c;
+                                           CHILD_OK(TcpStore::connect(addr, "k", 10000, &c), 1);
+                                           Bootstrap bs(std::move(c), rank, n, "comm1", 20000);
+                                           return collectiveBody(bs);
+                                         });
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  for (auto& r : run.results) EXPECT_EQ(r.code, 0) << "rank pid " << r.pid;
 }
 
 TEST_P(BootstrapRanks, CollectivesOverFileStore) {
@@ -89,18 +90,18 @@ TEST(Bootstrap, AllGatherCostsTwoMessagesPerRank) {
   // The figure docs/BOOTSTRAP.md states: n HELLOs, then per allGather n SETs + n multi-gets in and
   // n + n replies out; the reply bytes are n * (sum of blobs + framing).
   const int n = 6;
-  auto server = startServer("k");
-  std::string addr = server->address();
-  auto res = runChildren(n, 30, [&](int rank) {
-    std::unique_ptr<TcpStore> c;
-    CHILD_OK(TcpStore::connect(addr, "k", 10000, &c), 1);
-    Bootstrap bs(std::move(c), rank, n, "cost", 10000);
-    std::vector<Blob> all;
-    CHILD_OK(bs.allGather(Blob(100, static_cast<uint8_t>(rank)), &all), 2);
-    return 0;
-  });
-  for (auto& r : res) ASSERT_EQ(r.code, 0);
-  StoreServerStats st = server->stats();
+  auto run = trib::testing::runWithStore(
+      n, 30, trib::testing::storeOptions("k"), [&](int rank, const std::string& addr) {
+        std::unique_ptr<TcpStore> c;
+        CHILD_OK(TcpStore::connect(addr, "k", 10000, &c), 1);
+        Bootstrap bs(std::move(c), rank, n, "cost", 10000);
+        std::vector<Blob> all;
+        CHILD_OK(bs.allGather(Blob(100, static_cast<uint8_t>(rank)), &all), 2);
+        return 0;
+      });
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  for (auto& r : run.results) ASSERT_EQ(r.code, 0);
+  StoreServerStats st = run.stats;
   EXPECT_EQ(st.messagesIn, 3u * n);
   EXPECT_EQ(st.messagesOut, 3u * n);
   // Each multi-get reply carries n blobs of 100 bytes plus 4-byte length each, a count and a header.
@@ -147,10 +148,22 @@ TEST(UniqueId, RoundTripAndRendezvous) {
   EXPECT_NE(info.jobKey, info2.jobKey);
 
   // Ranks in other processes rendezvous through the id alone; the other id's key is refused.
+  // They are forked before the id's server thread exists and receive the id through a pipe, as
+  // a user would broadcast it.
+  server.reset();
+  server2.reset();
   const int n = 3;
-  auto res = runChildren(n, 30, [&](int rank) {
-    UniqueIdInfo mine;
-    CHILD_OK(parseUniqueId(id, &mine), 1);
+  int pipes[2];
+  ASSERT_EQ(pipe(pipes), 0);
+  auto pids = trib::testing::forkChildren(n, 30, [&](int rank) {
+    close(pipes[1]);
+    tribUniqueId ids[2];  // one 256-byte record per child: pipe writes under PIPE_BUF are atomic
+    CHILD_CHECK(read(pipes[0], ids, sizeof ids) == sizeof ids, 20);
+    const tribUniqueId& got = ids[0];
+    const tribUniqueId& other = ids[1];
+    UniqueIdInfo mine, info2;
+    CHILD_OK(parseUniqueId(got, &mine), 1);
+    CHILD_OK(parseUniqueId(other, &info2), 22);
     std::unique_ptr<TcpStore> c;
     CHILD_OK(TcpStore::connect(mine.storeAddr, mine.jobKey, 5000, &c), 2);
     Bootstrap bs(std::move(c), rank, n, std::to_string(mine.commId), 10000);
@@ -161,7 +174,14 @@ TEST(UniqueId, RoundTripAndRendezvous) {
     CHILD_CHECK(TcpStore::connect(mine.storeAddr, info2.jobKey, 2000, &wrong).code() == tribRemoteError, 5);
     return 0;
   });
-  for (auto& r : res) EXPECT_EQ(r.code, 0);
+  close(pipes[0]);
+  ASSERT_TRUE(makeUniqueId(&id, &server, "127.0.0.1:0").ok());
+  ASSERT_TRUE(makeUniqueId(&id2, &server2, "127.0.0.1:0").ok());
+  tribUniqueId record[2] = {id, id2};
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(write(pipes[1], record, sizeof record), static_cast<ssize_t>(sizeof record));
+  close(pipes[1]);
+  for (auto& r : trib::testing::waitChildren(pids, 30)) EXPECT_EQ(r.code, 0);
 }
 
 TEST(UniqueId, EnvironmentAddressAndWildcardRefused) {
@@ -423,7 +443,8 @@ TEST(Launcher, TorchrunStyleRendezvousServedByRankZero) {
     std::vector<Blob> all;
     CHILD_OK(bs.allGather(Blob{static_cast<uint8_t>(rank + 1)}, &all), 4);
     for (int i = 0; i < n; ++i) CHILD_CHECK(all[i] == Blob{static_cast<uint8_t>(i + 1)}, 5);
-    CHILD_OK(bs.barrier(), 6);  // rank 0 keeps serving until everyone is done
+    CHILD_OK(bs.barrier(), 6);
+    CHILD_OK(bs.finalize(rank == 0), 7);  // rank 0 keeps serving until everyone is done
     return 0;
   });
   for (auto& r : res) EXPECT_EQ(r.code, 0);

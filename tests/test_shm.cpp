@@ -363,7 +363,7 @@ TEST(Shm, InvalidArgumentsAreRefused) {
         ReduceSpec odd{buf.data(), tribFloat32, tribSum};
         Status st = t.postRecv(1 - rank, 0, buf.data(), 10, &odd, &b);  // 10 bytes is not whole floats
         CHILD_CHECK(st.code() == tribInvalidArgument && st.message().find("float32") != std::string::npos, 3);
-        ReduceSpec bad{buf.data(), static_cast<DataType>(99), tribSum};
+        ReduceSpec bad{buf.data(), static_cast<DataType>(tribNumTypes + 1), tribSum};
         CHILD_CHECK(t.postRecv(1 - rank, 0, buf.data(), 8, &bad, &c).code() == tribInvalidArgument, 4);
         CHILD_CHECK(t.postSend(1 - rank, 0, nullptr, 8, &d).code() == tribInvalidArgument, 5);
         CHILD_OK(bs.barrier(), 6);

@@ -11,7 +11,7 @@
 
 #include "bootstrap/store.hpp"
 #include "common/log.hpp"
-#include "fork_util.hpp"
+#include "store_util.hpp"
 
 using namespace trib;
 using trib::testing::runChildren;
@@ -289,26 +289,31 @@ TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
 }
 
 TEST(TcpStore, ConcurrentClientsFromForkedProcesses) {
-  auto server = startServer();
   const int kProcs = 6, kAdds = 200;
-  std::string addr = server->address();
-  auto res = runChildren(kProcs, 30, [&](int rank) {
-    std::unique_ptr<TcpStore> c;
-    CHILD_OK(TcpStore::connect(addr, kKey, 5000, &c), 1);
-    for (int i = 0; i < kAdds; ++i) CHILD_OK(c->add("counter", 1, nullptr), 2);
-    CHILD_OK(c->set("p/" + std::to_string(rank), blob(std::to_string(rank * 11))), 3);
-    std::vector<std::string> keys;
-    for (int i = 0; i < kProcs; ++i) keys.push_back("p/" + std::to_string(i));
-    std::vector<Blob> all;
-    CHILD_OK(c->multiGet(keys, &all, 10000), 4);
-    for (int i = 0; i < kProcs; ++i) CHILD_CHECK(all[i] == blob(std::to_string(i * 11)), 5);
-    return 0;
-  });
-  for (auto& r : res) EXPECT_EQ(r.code, 0) << "child " << r.pid;
-  auto c = connectClient(*server);
-  Blob v;
-  ASSERT_TRUE(c->get("counter", &v, 1000).ok());
-  EXPECT_EQ(v, blob(std::to_string(kProcs * kAdds)));
+  std::string lastAddr;
+  auto run = trib::testing::runWithStore(
+      kProcs, 30, trib::testing::storeOptions(kKey), [&](int rank, const std::string& addr) {
+        std::unique_ptr<TcpStore> c;
+        CHILD_OK(TcpStore::connect(addr, kKey, 5000, &c), 1);
+        for (int i = 0; i < kAdds; ++i) CHILD_OK(c->add("counter", 1, nullptr), 2);
+        CHILD_OK(c->set("p/" + std::to_string(rank), blob(std::to_string(rank * 11))), 3);
+        std::vector<std::string> keys;
+        for (int i = 0; i < kProcs; ++i) keys.push_back("p/" + std::to_string(i));
+        std::vector<Blob> all;
+        CHILD_OK(c->multiGet(keys, &all, 10000), 4);
+        for (int i = 0; i < kProcs; ++i) CHILD_CHECK(all[i] == blob(std::to_string(i * 11)), 5);
+        // The last process to finish its adds sees the full count.
+        Blob v;
+        CHILD_OK(c->get("counter", &v, 1000), 6);
+        int64_t count = std::stoll(std::string(v.begin(), v.end()));
+        CHILD_CHECK(count >= kAdds && count <= kProcs * kAdds, 7);
+        return 0;
+      });
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  for (auto& r : run.results) EXPECT_EQ(r.code, 0) << "child " << r.pid;
+  // Every add reached the server exactly once: 1 HELLO + kAdds ADD + SET + WAIT + GET per process.
+  EXPECT_EQ(run.stats.messagesIn, static_cast<uint64_t>(kProcs * (kAdds + 4)));
+  EXPECT_EQ(run.stats.malformed, 0u);
 }
 
 class FileStoreTest : public ::testing::Test {

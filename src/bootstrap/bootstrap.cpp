@@ -37,8 +37,10 @@ Status Bootstrap::barrier() {
   int64_t arrived = 0;
   TRIB_RETURN_IF_ERROR(store_->add(counter, 1, &arrived).prefix("bootstrap barrier: "));
   if (arrived == nranks_) {
-    TRIB_RETURN_IF_ERROR(store_->set(done, Blob{1}).prefix("bootstrap barrier: "));
+    // The last arriver releases the others and needs no reply of its own: the store's host may
+    // leave as soon as it is released.
     (void)store_->remove(counter);
+    return store_->set(done, Blob{1}).prefix("bootstrap barrier: ");
   }
   Status st = store_->wait({done}, timeoutMs_);
   if (!st.ok())
@@ -56,6 +58,16 @@ Status Bootstrap::broadcast(int root, Blob* blob) {
   Status st = store_->get(k, blob, timeoutMs_);
   if (!st.ok()) return st.prefix(strprintf("bootstrap broadcast from root %d (rank %d): ", root, rank_));
   return Status::Ok();
+}
+
+Status Bootstrap::finalize(bool hostsStore) {
+  std::string base = key("fin", 0);
+  TRIB_RETURN_IF_ERROR(
+      store_->set(strprintf("%s/%d", base.c_str(), rank_), Blob{}).prefix("bootstrap finalize: "));
+  if (!hostsStore) return Status::Ok();
+  std::vector<std::string> keys(nranks_);
+  for (int i = 0; i < nranks_; ++i) keys[i] = strprintf("%s/%d", base.c_str(), i);
+  return store_->wait(keys, timeoutMs_).prefix("bootstrap finalize (ranks that never left): ");
 }
 
 OobAllGather Bootstrap::oobAllGather() {

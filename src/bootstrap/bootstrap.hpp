@@ -4,7 +4,9 @@
 // Message cost through a TCP store for n ranks and blobs of B bytes (docs/BOOTSTRAP.md):
 //   allGather: each rank sends 1 SET (B) and 1 multi-get of n keys, answered by 1 reply of n*B:
 //              2n requests and 2n replies in all; the server sends n*n*B bytes (no O(n^2) messages).
-//   barrier:   each rank 1 ADD and 1 wait on one key; the last arriver 1 SET: 2n+1 requests.
+//   barrier:   each rank 1 ADD and 1 wait on one key (the last arriver: a REMOVE and a SET instead
+//              of the wait): 2n+1 requests.
+//   finalize:  each rank 1 SET; the store's host 1 wait on n keys.
 //   broadcast: the root 1 SET, every other rank 1 get: n requests, (n-1)*B bytes out.
 #pragma once
 #include <memory>
@@ -33,6 +35,9 @@ class Bootstrap {
   Status broadcast(int root, Blob* blob);
   // For transports' connect-time exchange.
   OobAllGather oobAllGather();
+  // Leave: every rank calls it last. The rank whose process hosts the store server passes
+  // hostsStore = true and returns once every rank has left, so the server outlives its last use.
+  Status finalize(bool hostsStore);
 
  private:
   std::string key(const char* what, uint64_t seq) const;

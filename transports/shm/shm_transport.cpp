@@ -717,7 +717,7 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
   }
   if (m.recv)
     deliver(*m.recv, sh.offset, data, sh.len);
-  else if (m.unexp)
+  else if (m.unexp && sh.len > 0)
     std::memcpy(m.unexp->data.data() + sh.offset, data, sh.len);
   if (sh.offset + sh.len == m.total) {
     if (m.recv)
