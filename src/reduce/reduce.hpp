@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/dtype.hpp"
+#include "common/status.hpp"
 
 namespace trib {
 
@@ -17,6 +18,12 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtyp
 
 // buf[i] = buf[i] / divisor (the end of an average). Integers truncate toward zero.
 void avgFinalize(void* buf, size_t count, DataType dtype, uint64_t divisor);
+
+// The same with the arguments checked first: an unknown dtype or op, a null buffer with count > 0,
+// a count that overflows, or dst partially overlapping a or b return tribInvalidArgument with a
+// message, and nothing is written. reduce()/avgFinalize() themselves only print and do nothing.
+Status reduceChecked(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
+Status avgFinalizeChecked(void* buf, size_t count, DataType dtype, uint64_t divisor);  // divisor 0: error
 
 // The instruction set the dispatcher chose: "avx512", "avx2" or "scalar". TRIB_REDUCE_ISA
 // (scalar|avx2|avx512) forces a lower one, for tests and comparisons.
