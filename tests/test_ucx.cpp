@@ -105,7 +105,7 @@ using Body = std::function<std::string(int rank, int nranks, Transport& t, FileO
 // Forks `nranks` children; each creates a UCX transport over `tls` and runs `body`. Returns the
 // failure text (empty when all passed); sets *skip when UCX cannot use `tls` here. `onStarted`,
 // if given, runs in the parent with the children's pids while they run.
-std::string runRanks(int nranks, const std::string& tls, const Body& body, bool* skip,
+std::string runRanks(int nranks, const UcxOptions& base, const Body& body, bool* skip,
                      const std::function<void(const std::vector<pid_t>&, const fs::path&)>& onStarted = {},
                      const std::vector<int>& expectKilled = {}) {
   char tmpl[] = "/tmp/trib_ucx_test.XXXXXX";
@@ -117,8 +117,7 @@ std::string runRanks(int nranks, const std::string& tls, const Body& body, bool*
       alarm(kChildAlarmSec);
       FileOob oob{dir / "oob", r, nranks};
       fs::create_directories(oob.dir);
-      UcxOptions opts;
-      opts.tls = tls;
+      UcxOptions opts = base;
       std::unique_ptr<Transport> t;
       Status s = createUcxTransport(r, nranks, std::ref(oob), opts, &t);
       std::string err;
@@ -163,44 +162,73 @@ class UcxTls : public ::testing::TestWithParam<std::string> {
  protected:
   void run(int nranks, const Body& body,
            const std::function<void(const std::vector<pid_t>&, const fs::path&)>& onStarted = {},
-           const std::vector<int>& expectKilled = {}) {
+           const std::vector<int>& expectKilled = {}, bool zeroCopySends = false) {
     bool skip = false;
-    std::string f = runRanks(nranks, GetParam(), body, &skip, onStarted, expectKilled);
+    UcxOptions o;
+    o.tls = GetParam();
+    o.zeroCopySends = zeroCopySends;
+    std::string f = runRanks(nranks, o, body, &skip, onStarted, expectKilled);
     if (skip) GTEST_SKIP() << "UCX cannot use transports '" << GetParam() << "' here: " << f;
     EXPECT_EQ(f, "");
   }
 };
 
 TEST_P(UcxTls, SendRecvSizes) {
-  // Every rank sends to every rank (itself included), all sizes at once, distinct tags.
+  // Every rank sends to every rank (itself included), all sizes at once, distinct tags; with
+  // detachable (packed) and zero-copy sends.
   const std::vector<size_t> sizes = {0, 1, 7, 4097, 65537, (3u << 20) + 5, 9u << 20};
-  run(3, [&](int rank, int n, Transport& t, FileOob&) -> std::string {
-    std::vector<std::vector<uint8_t> > out, in;
-    std::vector<std::unique_ptr<TransferOp> > ops;
-    std::vector<std::tuple<int, uint64_t, size_t> > recvs;
-    for (int peer = 0; peer < n; ++peer) {
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        uint64_t tag = k;
-        out.push_back(makeData(rank, peer, tag, sizes[k]));
-        ops.push_back(std::make_unique<TransferOp>());
-        Status s = t.postSend(peer, tag, out.back().data(), sizes[k], ops.back().get());
-        if (!s.ok()) return s.message();
-        in.emplace_back(sizes[k], 0xee);
-        ops.push_back(std::make_unique<TransferOp>());
-        s = t.postRecv(peer, tag, in.back().data(), sizes[k], nullptr, ops.back().get());
-        if (!s.ok()) return s.message();
-        recvs.emplace_back(peer, tag, in.size() - 1);
-      }
-    }
-    std::vector<TransferOp*> raw;
-    for (auto& o : ops) raw.push_back(o.get());
-    Status s = waitAll(t, raw);
-    if (!s.ok()) return s.message();
-    for (auto [peer, tag, idx] : recvs)
-      if (in[idx] != makeData(peer, rank, tag, in[idx].size()))
-        return strprintf("data from rank %d tag %llu (%zu bytes) differs", peer, (unsigned long long)tag,
-                         in[idx].size());
-    return "";
+  for (bool zeroCopy : {false, true}) {
+    SCOPED_TRACE(zeroCopy ? "zero-copy sends" : "packed sends");
+    run(
+        4,
+        [&](int rank, int n, Transport& t, FileOob&) -> std::string {
+          std::vector<std::vector<uint8_t> > out, in;
+          std::vector<std::unique_ptr<TransferOp> > ops;
+          std::vector<std::tuple<int, uint64_t, size_t> > recvs;
+          for (int peer = 0; peer < n; ++peer) {
+            for (size_t k = 0; k < sizes.size(); ++k) {
+              uint64_t tag = k;
+              out.push_back(makeData(rank, peer, tag, sizes[k]));
+              ops.push_back(std::make_unique<TransferOp>());
+              Status s = t.postSend(peer, tag, out.back().data(), sizes[k], ops.back().get());
+              if (!s.ok()) return s.message();
+              in.emplace_back(sizes[k], 0xee);
+              ops.push_back(std::make_unique<TransferOp>());
+              s = t.postRecv(peer, tag, in.back().data(), sizes[k], nullptr, ops.back().get());
+              if (!s.ok()) return s.message();
+              recvs.emplace_back(peer, tag, in.size() - 1);
+            }
+          }
+          std::vector<TransferOp*> raw;
+          for (auto& o : ops) raw.push_back(o.get());
+          Status s = waitAll(t, raw);
+          if (!s.ok()) return s.message();
+          for (auto [peer, tag, idx] : recvs)
+            if (in[idx] != makeData(peer, rank, tag, in[idx].size()))
+              return strprintf("data from rank %d tag %llu (%zu bytes) differs", peer,
+                               (unsigned long long)tag, in[idx].size());
+          return "";
+        },
+        {}, {}, zeroCopy);
+  }
+}
+
+TEST_P(UcxTls, DetachedSendKeepsOriginalData) {
+  // In-place exchange: each rank sends its buffer, detaches the send, then receives into the same
+  // buffer; the peer posts its receive only after that. Each must get the other's original data.
+  run(2, [&](int rank, int, Transport& t, FileOob& oob) -> std::string {
+    const size_t n = (2u << 20) + 3;
+    int other = 1 - rank;
+    std::vector<uint8_t> buf = makeData(rank, other, 5, n);
+    TransferOp send, recv;
+    if (Status s = t.postSend(other, 5, buf.data(), n, &send); !s.ok()) return s.message();
+    t.detachSend(&send);
+    if (send.state.load() == TransferOp::kFailed) return "detach failed the send: " + send.error.message();
+    std::fill(buf.begin(), buf.end(), 0xab);           // the caller reuses its buffer at once
+    if (!oob.barrier().ok()) return "barrier failed";  // the peer's receive comes only now
+    if (Status s = t.postRecv(other, 5, buf.data(), n, nullptr, &recv); !s.ok()) return s.message();
+    if (Status s = waitAll(t, {&send, &recv}); !s.ok()) return s.message();
+    return buf == makeData(other, rank, 5, n) ? "" : "received data is not the sender's original";
   });
 }
 
@@ -397,8 +425,8 @@ TEST_P(UcxTls, BadArgumentsAreRefused) {
     Status s = t.postSend(1, 0, b, 8, &op);
     if (s.code() != tribInvalidArgument || s.message().find("peer 1") == std::string::npos)
       return "peer out of range: " + s.message();
-    s = t.postSend(0, 1ull << 40, b, 8, &op);
-    if (s.code() != tribInvalidArgument || s.message().find("bits") == std::string::npos)
+    s = t.postSend(0, 1ull << 30, b, 8, &op);  // message index beyond the 24 index bits
+    if (s.code() != tribInvalidArgument || s.message().find("indexBits") == std::string::npos)
       return "wide tag: " + s.message();
     ReduceSpec r{b, tribFloat32, tribSum};
     s = t.postRecv(0, 0, b, 6, &r, &op);
@@ -417,6 +445,28 @@ INSTANTIATE_TEST_SUITE_P(Tls, UcxTls, ::testing::Values("tcp", "sm", ""), [](con
   return info.param.empty() ? std::string("default") : info.param;
 });
 
+TEST(Ucx, TagLayout) {
+  UcxOptions o;  // 4 comm + 20 rank + 16 seq + 24 index bits
+  o.commId = 77;
+  uint64_t a = 0, b = 0, c = 0;
+  // Rank, sequence, point-to-point bit and index land in their fields.
+  ASSERT_TRUE(ucxTagFor(o, 5, (uint64_t{0x80000003} << 32) | 9, &a).ok());
+  EXPECT_EQ((a >> 40) & 0xfffff, 5u);
+  EXPECT_EQ((a >> 24) & 0xffff, 0x8003u);
+  EXPECT_EQ(a & 0xffffff, 9u);
+  // Different communicators, sources, sequences or indices never share a tag.
+  UcxOptions o2 = o;
+  o2.commId = 78;
+  ASSERT_TRUE(ucxTagFor(o2, 5, (uint64_t{0x80000003} << 32) | 9, &b).ok());
+  ASSERT_TRUE(ucxTagFor(o, 5, (uint64_t{3} << 32) | 9, &c).ok());
+  EXPECT_NE(a >> 60, b >> 60) << "comm ids 77 and 78 hash to the same 4 bits; pick others";
+  EXPECT_NE(a, c);
+  // An index that does not fit is refused, with the field named.
+  Status s = ucxTagFor(o, 0, uint64_t{1} << 24, &a);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("indexBits"), std::string::npos) << s.message();
+}
+
 TEST(Ucx, OptionsValidated) {
   UcxOptions o;
   o.commBits = 30;
@@ -425,9 +475,11 @@ TEST(Ucx, OptionsValidated) {
   auto oob = [](const std::vector<uint8_t>&, std::vector<std::vector<uint8_t> >&) { return Status::Ok(); };
   Status s = createUcxTransport(0, 1, oob, o, &t);
   EXPECT_EQ(s.code(), tribInvalidArgument);
-  EXPECT_NE(s.message().find("16 tag bits"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("must be 64"), std::string::npos) << s.message();
   o = UcxOptions{};
   o.rankBits = 2;
+  o.seqBits = 32;
+  o.indexBits = 26;
   s = createUcxTransport(0, 5, oob, o, &t);
   EXPECT_EQ(s.code(), tribInvalidArgument);
   EXPECT_NE(s.message().find("rankBits"), std::string::npos) << s.message();

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -115,7 +116,10 @@ struct Pending {
   ReduceSpec spec;
   std::unique_ptr<uint8_t[]> bounce;
   size_t bounceCap = 0;
-  Status override;  // reported instead of UCX's status (peer lost, transport closed)
+  Status override;               // reported instead of UCX's status (peer lost, transport closed)
+  const uint8_t* src = nullptr;  // send data: the caller's buffer, or `copy` once detached
+  bool packed = false;           // sent as packDt_ (detachable)
+  std::unique_ptr<uint8_t[]> copy;
   // UCX may run the callback inside ucp_tag_*_nbx (with NO_IMM_CMPL) before the request
   // pointer is known; the completion is then recorded here and finished after the call returns.
   bool posting = false;
@@ -137,10 +141,7 @@ struct Peer {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(int rank, int nranks, const UcxOptions& o) : rank_(rank), nranks_(nranks), opts_(o) {
-    userBits_ = ucxUserTagBits(o);
-    commTag_ = o.commBits == 0 ? 0 : (mix64(o.commId) >> (64 - o.commBits)) << (64 - o.commBits);
-  }
+  UcxTransport(int rank, int nranks, const UcxOptions& o) : rank_(rank), nranks_(nranks), opts_(o) {}
   ~UcxTransport() override { shutdown(); }
 
   Status init(const OobAllGather& oob);
@@ -159,10 +160,8 @@ class UcxTransport final : public Transport {
   void markLost(Peer* peer, const std::string& why);
 
  private:
-  uint64_t ucxTag(int src, uint64_t tag) const {
-    return commTag_ | (static_cast<uint64_t>(src) << userBits_) | tag;
-  }
-  Status checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) const;
+  Status checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op, int src,
+                   uint64_t* ucpTag) const;
   Status failNow(TransferOp* op, Status s) {
     op->fail(s);
     return s;
@@ -176,10 +175,10 @@ class UcxTransport final : public Transport {
 
   const int rank_, nranks_;
   const UcxOptions opts_;
-  int userBits_ = 0;
-  uint64_t commTag_ = 0;
   ucp_context_h ctx_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  ucp_datatype_t packDt_ = 0;
+  bool haveDt_ = false;
   std::vector<Peer> peers_;  // sized once in init(); error callbacks hold pointers into it
   std::mutex mu_;            // serialises every UCX call: abort() may come from another thread
   std::unordered_set<Pending*> pending_;
@@ -200,6 +199,21 @@ void recvCallback(void* /*request*/, ucs_status_t st, const ucp_tag_recv_info_t*
   auto* p = static_cast<Pending*>(user);
   p->self->finish(p, st, info ? info->length : 0);
 }
+
+// Generic datatype for detachable sends: the "buffer" handed to UCX is the Pending itself.
+void* packStart(void* /*context*/, const void* buffer, size_t /*count*/) { return const_cast<void*>(buffer); }
+void* unpackStart(void* /*context*/, void* /*buffer*/, size_t /*count*/) { return nullptr; }
+size_t packedSize(void* state) { return static_cast<Pending*>(state)->bytes; }
+size_t packCallback(void* state, size_t offset, void* dest, size_t maxLength) {
+  auto* p = static_cast<Pending*>(state);
+  size_t n = std::min(maxLength, p->bytes - offset);
+  std::memcpy(dest, p->src + offset, n);
+  return n;
+}
+ucs_status_t unpackCallback(void* /*state*/, size_t /*offset*/, const void* /*src*/, size_t /*length*/) {
+  return UCS_ERR_UNSUPPORTED;  // receives are contiguous
+}
+void packFinish(void* /*state*/) {}
 
 void errorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t st) {
   auto* peer = static_cast<Peer*>(arg);
@@ -253,6 +267,20 @@ Status UcxTransport::init(const OobAllGather& oob) {
       local = errorf(tribSystemError, "UCX: ucp_worker_create failed: %s", ucs_status_string(st));
       worker_ = nullptr;
     }
+  }
+  if (local.ok()) {
+    ucp_generic_dt_ops_t ops{};
+    ops.start_pack = packStart;
+    ops.start_unpack = unpackStart;
+    ops.packed_size = packedSize;
+    ops.pack = packCallback;
+    ops.unpack = unpackCallback;
+    ops.finish = packFinish;
+    st = ucp_dt_create_generic(&ops, this, &packDt_);
+    if (st != UCS_OK)
+      local = errorf(tribSystemError, "UCX: ucp_dt_create_generic failed: %s", ucs_status_string(st));
+    else
+      haveDt_ = true;
   }
   std::vector<uint8_t> mine;
   if (local.ok()) {
@@ -315,24 +343,21 @@ Status UcxTransport::init(const OobAllGather& oob) {
   return Status::Ok();
 }
 
-Status UcxTransport::checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) const {
+Status UcxTransport::checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op, int src,
+                               uint64_t* ucpTag) const {
   if (!op) return errorf(tribInvalidArgument, "UCX: null TransferOp");
   if (peer < 0 || peer >= nranks_)
     return errorf(tribInvalidArgument, "UCX: peer %d out of range (communicator has %d ranks)", peer,
                   nranks_);
-  if (userBits_ < 64 && (tag >> userBits_) != 0)
-    return errorf(
-        tribInvalidArgument,
-        "UCX: tag %#llx needs more than the %d bits the UCX tag layout leaves (commBits %d, rankBits "
-        "%d); lower UcxOptions::commBits/rankBits",
-        static_cast<unsigned long long>(tag), userBits_, opts_.commBits, opts_.rankBits);
+  TRIB_RETURN_IF_ERROR(ucxTagFor(opts_, src, tag, ucpTag));
   if (!buf && bytes > 0)
     return errorf(tribInvalidArgument, "UCX: null buffer for %zu bytes to/from rank %d", bytes, peer);
   return Status::Ok();
 }
 
 Status UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) {
-  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op));
+  uint64_t ucpTag = 0;
+  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, rank_, &ucpTag));
   op->error = Status();
   op->state.store(TransferOp::kPending, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
@@ -344,11 +369,21 @@ Status UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
   p->peer = peer;
   p->tag = tag;
   p->bytes = bytes;
+  p->src = static_cast<const uint8_t*>(buf);
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = sendCallback;
   prm.user_data = p;
-  ucs_status_ptr_t r = ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, ucxTag(rank_, tag), &prm);
+  ucs_status_ptr_t r;
+  if (!opts_.zeroCopySends && bytes > opts_.detachableAbove) {
+    // Packed by packCallback from p->src, which detachSend may point at a copy.
+    p->packed = true;
+    prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    prm.datatype = packDt_;
+    r = ucp_tag_send_nbx(peers_[peer].ep, p, 1, ucpTag, &prm);
+  } else {
+    r = ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, ucpTag, &prm);
+  }
   if (UCS_PTR_IS_PTR(r)) {
     p->req = r;
     pending_.insert(p);
@@ -361,7 +396,8 @@ Status UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
 
 Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                               TransferOp* op) {
-  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op));
+  uint64_t ucpTag = 0;
+  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, peer, &ucpTag));
   if (reduce) {
     if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
       return errorf(tribInvalidArgument, "UCX: invalid reduction (dtype %d, op %d)",
@@ -400,7 +436,7 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
   prm.cb.recv = recvCallback;
   prm.user_data = p;
   p->posting = true;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, target, bytes, ucxTag(peer, tag), ~0ull, &prm);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, target, bytes, ucpTag, ~0ull, &prm);
   p->posting = false;
   if (UCS_PTR_IS_PTR(r)) {
     p->req = r;
@@ -520,17 +556,31 @@ Status UcxTransport::progress() {
 }
 
 void UcxTransport::detachSend(TransferOp* op) {
-  // UCP cannot retarget a posted send at a copy, so the only way to release the caller's buffer
-  // is to let the send finish. If it cannot, the transport is aborted rather than risk sending
-  // overwritten data.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (op->done()) return;
+    for (Pending* p : pending_) {
+      if (p->op != op || p->isRecv) continue;
+      if (!p->packed) break;
+      // UCX packs the rest of this send from a private copy; what it packed so far is the same.
+      if (!p->copy) {
+        p->copy.reset(new uint8_t[p->bytes]);
+        std::memcpy(p->copy.get(), p->src, p->bytes);
+        p->src = p->copy.get();
+      }
+      return;
+    }
+  }
+  // A contiguous send cannot be retargeted: small ones finish locally without the receiver;
+  // with zeroCopySends, wait, and abort rather than let the caller overwrite data UCX may read.
   auto deadline = deadlineAfter(opts_.detachTimeoutSec);
   while (!op->done()) {
     if (!progress().ok()) return;
     if (op->done()) return;
     if (Clock::now() > deadline) {
       abort(errorf(tribTimeout,
-                   "rank %d: UCX send could not finish within %.1f s while its buffer was to be reused "
-                   "(detachSend); is the receiving rank posting its receive?",
+                   "rank %d: UCX zero-copy send could not finish within %.1f s while its buffer was to be "
+                   "reused (detachSend); is the receiving rank posting its receive?",
                    rank_, opts_.detachTimeoutSec));
       return;
     }
@@ -609,6 +659,8 @@ void UcxTransport::shutdown() {
     for (Pending* p : pending_) delete p;
     pending_.clear();
   }
+  if (haveDt_) ucp_dt_destroy(packDt_);
+  haveDt_ = false;
   ucp_cleanup(ctx_);
   ctx_ = nullptr;
 }
@@ -636,16 +688,39 @@ void UcxTransport::giveBounce(Pending* p) {
 
 }  // namespace
 
+Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out) {
+  if (o.commBits < 0 || o.rankBits < 1 || o.seqBits < 2 || o.indexBits < 1 || o.commBits > 32 ||
+      o.rankBits > 32 || o.seqBits > 32 || o.indexBits > 32 ||
+      o.commBits + o.rankBits + o.seqBits + o.indexBits != 64)
+    return errorf(
+        tribInvalidArgument,
+        "UCX tag layout: commBits %d + rankBits %d + seqBits %d + indexBits %d must be 64 (comm 0..32, "
+        "rank 1..32, seq 2..32, index 1..32)",
+        o.commBits, o.rankBits, o.seqBits, o.indexBits);
+  auto mask = [](int b) { return (1ull << b) - 1; };  // b <= 32 here
+  uint64_t seq = tag >> 32, index = tag & 0xffffffffull;
+  if (src < 0 || static_cast<uint64_t>(src) > mask(o.rankBits))
+    return errorf(tribInvalidArgument,
+                  "UCX tag layout: rank %d does not fit rankBits=%d; raise UcxOptions::rankBits", src,
+                  o.rankBits);
+  if (index > mask(o.indexBits))
+    return errorf(tribInvalidArgument,
+                  "UCX tag layout: message index %llu does not fit indexBits=%d (tag %#llx); raise "
+                  "UcxOptions::indexBits or split the operation",
+                  static_cast<unsigned long long>(index), o.indexBits, static_cast<unsigned long long>(tag));
+  // Keep the point-to-point bit (top of the sequence); wrap the rest of the sequence.
+  uint64_t seqField = ((seq >> 31) << (o.seqBits - 1)) | (seq & mask(o.seqBits - 1));
+  uint64_t comm = o.commBits == 0 ? 0 : (mix64(o.commId) >> (64 - o.commBits)) << (64 - o.commBits);
+  *out = comm | (static_cast<uint64_t>(src) << (o.seqBits + o.indexBits)) | (seqField << o.indexBits) | index;
+  return Status::Ok();
+}
+
 Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const UcxOptions& opts,
                           std::unique_ptr<Transport>* out) {
   if (!out) return errorf(tribInvalidArgument, "createUcxTransport: null output pointer");
   if (!oob) return errorf(tribInvalidArgument, "createUcxTransport: no out-of-band exchange given");
-  if (opts.commBits < 0 || opts.commBits > 32 || opts.rankBits < 1 || opts.rankBits > 32 ||
-      ucxUserTagBits(opts) < 16)
-    return errorf(
-        tribInvalidArgument,
-        "UCX tag layout: commBits %d (0..32) and rankBits %d (1..32) must leave at least 16 tag bits",
-        opts.commBits, opts.rankBits);
+  uint64_t probe = 0;
+  TRIB_RETURN_IF_ERROR(ucxTagFor(opts, 0, 0, &probe));
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return errorf(tribInvalidArgument, "createUcxTransport: rank %d of %d is out of range", rank, nranks);
   if (static_cast<uint64_t>(nranks) > (1ull << opts.rankBits))
