@@ -1,7 +1,8 @@
 // UCX transport micro-benchmarks between two processes: one-way bandwidth (a window of sends,
 // one acknowledgement) and 8-byte ping-pong latency, per UCX transport list.
-//   build/bench/bm_ucx                      # tcp and sm
-//   BM_UCX_TLS=tcp,sm,all build/bench/bm_ucx --benchmark_filter=Bandwidth
+//   build/bench/bm_ucx                      # tcp and sm, packed and zero-copy sends
+//   BM_UCX_TLS=tcp,sm,all:zcopy build/bench/bm_ucx --benchmark_filter=Bandwidth
+// Each entry is a UCX_TLS value ("all": UCX's default); ":zcopy" sets UcxOptions::zeroCopySends.
 // This process is rank 0; for each transport list a forked child is rank 1 and follows the
 // commands rank 0 sends before each benchmark (iteration counts are fixed, so both sides know them).
 #include <benchmark/benchmark.h>
@@ -38,7 +39,8 @@ Status socketOob(int fd, int rank, const std::vector<uint8_t>& mine, std::vector
   if (write(fd, &n, sizeof n) != sizeof n || write(fd, mine.data(), n) != static_cast<ssize_t>(n))
     return errorf(tribSystemError, "oob: write failed");
   uint64_t m = 0;
-  if (read(fd, &m, sizeof m) != sizeof m || m > (1u << 20)) return errorf(tribSystemError, "oob: read failed");
+  if (read(fd, &m, sizeof m) != sizeof m || m > (1u << 20))
+    return errorf(tribSystemError, "oob: read failed");
   std::vector<uint8_t> other(m);
   for (size_t got = 0; got < m;) {
     ssize_t r = read(fd, other.data() + got, m - got);
@@ -107,12 +109,20 @@ Status pingPongIter(Transport& t, int rank, uint64_t* word) {
   return waitAll(t, ops + 1, 1);
 }
 
+UcxOptions optionsFor(const std::string& entry) {
+  UcxOptions o;
+  std::string tls = entry.substr(0, entry.find(':'));
+  o.tls = tls == "all" ? "" : tls;
+  o.zeroCopySends = entry.find(":zcopy") != std::string::npos;
+  return o;
+}
+
 [[noreturn]] void follower(int fd, const std::string& tls) {
   alarm(900);
-  UcxOptions o;
-  o.tls = tls == "all" ? "" : tls;
+  UcxOptions o = optionsFor(tls);
   std::unique_ptr<Transport> t;
-  Status s = createUcxTransport(1, 2, [&](auto& m, auto& a) { return socketOob(fd, 1, m, a); }, o, &t);
+  Status s = createUcxTransport(
+      1, 2, [&](auto& m, auto& a) { return socketOob(fd, 1, m, a); }, o, &t);
   if (!s.ok()) {
     std::fprintf(stderr, "bm_ucx rank 1 (%s): %s\n", tls.c_str(), s.message().c_str());
     _exit(1);
@@ -122,7 +132,9 @@ Status pingPongIter(Transport& t, int rank, uint64_t* word) {
   for (;;) {
     Command c{};
     TransferOp op;
-    if (!(s = t->postRecv(0, kCmdTag, &c, sizeof c, nullptr, &op)).ok() || !(s = waitAll(*t, &op, 1, 850, true)).ok()) break;
+    if (!(s = t->postRecv(0, kCmdTag, &c, sizeof c, nullptr, &op)).ok() ||
+        !(s = waitAll(*t, &op, 1, 850, true)).ok())
+      break;
     if (c.op == kQuit) break;
     if (c.op == kBandwidth && buf.size() < c.bytes) buf.assign(c.bytes, 1);
     for (uint64_t i = 0; i < c.iters && s.ok(); ++i)
@@ -165,9 +177,8 @@ void BM_PingPong(benchmark::State& state, Pair* p) {
   }
   if (!s.ok()) state.SkipWithError(s.message().c_str());
   // Half a round trip: the one-way latency.
-  state.counters["one_way_latency"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * 2, benchmark::Counter::kIsRate |
-                                                                            benchmark::Counter::kInvert);
+  state.counters["one_way_latency"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 }  // namespace
@@ -175,7 +186,11 @@ void BM_PingPong(benchmark::State& state, Pair* p) {
 int main(int argc, char** argv) {
   const char* env = std::getenv("BM_UCX_TLS");
   std::vector<std::unique_ptr<Pair>> pairs;
-  std::stringstream list(env ? env : "tcp,sm");
+  std::stringstream list(env ? env : "tcp,sm,tcp:zcopy,sm:zcopy");
+  // Every follower is forked before this process initialises UCX: UCX is not fork-safe.
+  std::vector<std::string> entries;
+  std::vector<int> fds;
+  std::vector<pid_t> pids;
   for (std::string tls; std::getline(list, tls, ',');) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 1;
@@ -185,13 +200,20 @@ int main(int argc, char** argv) {
       follower(sv[1], tls);
     }
     close(sv[1]);
+    entries.push_back(tls);
+    fds.push_back(sv[0]);
+    pids.push_back(pid);
+  }
+  for (size_t e = 0; e < entries.size(); ++e) {
+    const std::string& tls = entries[e];
+    pid_t pid = pids[e];
     auto p = std::make_unique<Pair>();
     p->tls = tls;
     p->child = pid;
-    UcxOptions o;
-    o.tls = tls == "all" ? "" : tls;
-    int fd = sv[0];
-    Status s = createUcxTransport(0, 2, [&](auto& m, auto& a) { return socketOob(fd, 0, m, a); }, o, &p->t);
+    UcxOptions o = optionsFor(tls);
+    int fd = fds[e];
+    Status s = createUcxTransport(
+        0, 2, [&](auto& m, auto& a) { return socketOob(fd, 0, m, a); }, o, &p->t);
     close(fd);
     if (!s.ok()) {
       std::fprintf(stderr, "bm_ucx: skipping UCX_TLS=%s: %s\n", tls.c_str(), s.message().c_str());
@@ -201,11 +223,12 @@ int main(int argc, char** argv) {
     }
     Pair* raw = p.get();
     // Fixed iteration counts: the follower must know how many iterations to mirror.
-    benchmark::RegisterBenchmark(("Ucx/" + tls + "/Bandwidth/1MiB").c_str(), BM_Bandwidth, raw, size_t{1} << 20, 16)
+    benchmark::RegisterBenchmark(("Ucx/" + tls + "/Bandwidth/1MiB").c_str(), BM_Bandwidth, raw,
+                                 size_t{1} << 20, 16)
         ->Iterations(200)
         ->UseRealTime();
-    benchmark::RegisterBenchmark(("Ucx/" + tls + "/Bandwidth/64MiB").c_str(), BM_Bandwidth, raw, size_t{64} << 20,
-                                 2)
+    benchmark::RegisterBenchmark(("Ucx/" + tls + "/Bandwidth/64MiB").c_str(), BM_Bandwidth, raw,
+                                 size_t{64} << 20, 2)
         ->Iterations(12)
         ->UseRealTime();
     benchmark::RegisterBenchmark(("Ucx/" + tls + "/PingPong/8B").c_str(), BM_PingPong, raw)
