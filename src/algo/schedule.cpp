@@ -70,9 +70,10 @@ using namespace algo;
 
 // Preference order within each collective = the default choice when nothing else decides.
 const AlgoInfo* const kRegistry[] = {
-    &kRingAllReduce,
-    &kRingReduceScatter,
-    &kRingAllGather,
+    &kRingAllReduce,       &kTreeAllReduce,   &kRhdAllReduce,    &kDirectAllReduce,   &kRingReduceScatter,
+    &kDirectReduceScatter, &kRingAllGather,   &kDirectAllGather, &kBinomialBroadcast, &kChainBroadcast,
+    &kBinomialReduce,      &kChainReduce,     &kDirectAlltoAll,  &kDirectGather,      &kBinomialGather,
+    &kDirectScatter,       &kBinomialScatter, &kDirectBarrier,
 };
 
 }  // namespace
