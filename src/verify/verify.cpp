@@ -58,7 +58,7 @@ class Memory {
  public:
   void init(uint64_t total) {
     total_ = total;
-    pageSize_ = std::max<uint64_t>(32, total / 4096 + 1);
+    pageSize_ = std::max<uint64_t>(32, total / 256 + 1);
     const uint64_t pages = total == 0 ? 0 : (total - 1) / pageSize_ + 1;
     pages_.resize(pages);
     for (uint64_t p = 0; p < pages; ++p) {
@@ -149,7 +149,9 @@ class Memory {
         pos = segEnd;
       }
       delta += static_cast<int64_t>(tmp_.size()) - static_cast<int64_t>(page.size());
-      page.swap(tmp_);
+      // Move back rather than swap: the page keeps its own (cache-warm) buffer.
+      page.resize(tmp_.size());
+      std::move(tmp_.begin(), tmp_.end(), page.begin());
       off = b;
       ++p;
     }
@@ -446,7 +448,8 @@ class Verifier {
     return Status::Ok();
   }
 
-  Status execute(int r, const Step& s, std::deque<int>& ready) {
+  using ChanMap = std::unordered_map<uint64_t, Channel>;
+  Status execute(int r, const Step& s, std::deque<int>& ready, ChanMap::iterator inbox) {
     RankState& st = ranks_[r];
     uint64_t us = 0, ud = 0;
     switch (s.kind) {
@@ -495,8 +498,8 @@ class Verifier {
           }
           TRIB_RETURN_IF_ERROR(checkOverlap(r, s, us, ud, s.dst.count));
         }
-        auto it = chans_.find(chanKey(s.peer, r));
-        const uint32_t m = it->second.head;  // the caller checked the channel is not empty
+        auto it = inbox;  // runRank found the channel non-empty
+        const uint32_t m = it->second.head;
         Message& msg = pool_[m];
         if (msg.len != s.dst.count) {
           return fail(
@@ -568,14 +571,16 @@ class Verifier {
         st.hasPending = true;
       }
       const Step& s = st.pending;
+      auto inbox = chans_.end();
       if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
         TRIB_RETURN_IF_ERROR(checkPeer(r, s));
-        if (chans_.find(chanKey(s.peer, r)) == chans_.end()) {
+        inbox = chans_.find(chanKey(s.peer, r));
+        if (inbox == chans_.end()) {
           st.waitingOn = s.peer;  // a send from the peer re-queues us
           return Status::Ok();
         }
       }
-      TRIB_RETURN_IF_ERROR(execute(r, s, ready));
+      TRIB_RETURN_IF_ERROR(execute(r, s, ready, inbox));
       st.hasPending = false;
       ++st.stepNo;
       ++steps_;
@@ -715,7 +720,7 @@ class Verifier {
   std::vector<Layout> layouts_;
   std::vector<Memory> mem_;
   std::vector<RankState> ranks_;
-  std::unordered_map<uint64_t, Channel> chans_;
+  ChanMap chans_;
   std::vector<Message> pool_;
   uint32_t freeMsg_ = UINT32_MAX;
   std::vector<Seg> tmpA_, tmpB_, tmpC_;
