@@ -264,6 +264,11 @@ Generator<Step> misaligned(CollArgs a, int rank) {
   co_yield Step::send(1 - rank, in(rank == 0 ? 0 : h, h));
   co_yield Step::recvReduce(1 - rank, in(0, h), out(0, h));
 }
+// Recursive doubling on 2 ranks: both compute the sum themselves (in different orders).
+Generator<Step> separateSums(CollArgs a, int rank) {
+  co_yield Step::send(1 - rank, in(0, a.count));
+  co_yield Step::recvReduce(1 - rank, in(0, a.count), out(0, a.count));
+}
 // Writes into the caller's input buffer.
 Generator<Step> writesInput(CollArgs a, int rank) {
   co_yield Step::send(1 - rank, in(0, a.count));
@@ -292,6 +297,9 @@ TEST(VerifyNegative, RejectsBrokenSchedules) {
        "rank 0 sent 1 message(s) to rank 1 that were never received"},
       {"misaligned blocks", misaligned, none, 2, "reduces element index 0 with element index 4"},
       {"writes input", writesInput, none, 2, "writes the input buffer"},
+      {"separately reduced", separateSums, none, 2,
+       "rank 1: out[0] holds its own reduction of element index 0 (made by rank 1 at step 1), not the one rank 0 "
+       "holds (made by rank 0 at step 1)"},
   };
   for (const BrokenCase& bc : cases) {
     const AlgoInfo fake = {Algo::Direct, Coll::AllReduce, always, bc.scratch, bc.gen};
