@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,26 @@ TEST(Registry, MaterializeMatchesGenerator) {
   // 2 blocks of 5 and 3 of 4 elements in slices of 2: 3 slices, each 4 (n-1) sends + 4 receives
   // per rank; the last slice skips the 4-element blocks.
   EXPECT_GT(steps.size(), 0u);
+}
+
+TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
+  for (int c = 0; c < kNumColls; ++c) {
+    for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {
+      CollArgs a;
+      a.coll = info->coll;
+      a.nranks = 0;  // would divide by zero inside the generators
+      EXPECT_FALSE(info->supports(a));
+      EXPECT_EQ(info->scratchCount(a, 0), 0u);
+      auto gen = info->generate(a, 0);
+      EXPECT_THROW(gen.next(), std::invalid_argument) << algoName(info->algo) << " " << collName(info->coll);
+      a.nranks = 4;
+      a.root = 4;  // not a rank
+      EXPECT_FALSE(info->supports(a));
+      a.root = 0;
+      a.count = UINT64_MAX / 2;  // nranks * count overflows
+      EXPECT_FALSE(info->supports(a));
+    }
+  }
 }
 
 // ---- Every registered schedule -------------------------------------------------------------
@@ -298,7 +319,8 @@ TEST(VerifyNegative, RejectsBrokenSchedules) {
       {"misaligned blocks", misaligned, none, 2, "reduces element index 0 with element index 4"},
       {"writes input", writesInput, none, 2, "writes the input buffer"},
       {"separately reduced", separateSums, none, 2,
-       "rank 1: out[0] holds its own reduction of element index 0 (made by rank 1 at step 1), not the one rank 0 "
+       "rank 1: out[0] holds its own reduction of element index 0 (made by rank 1 at step 1), not the one "
+       "rank 0 "
        "holds (made by rank 0 at step 1)"},
   };
   for (const BrokenCase& bc : cases) {

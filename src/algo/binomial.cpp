@@ -162,12 +162,12 @@ uint64_t binomialScatterScratch(const CollArgs& a, int rank) { return binomialGa
 }  // namespace
 
 const AlgoInfo kBinomialBroadcast = {Algo::Binomial, Coll::Broadcast, validArgs, noScratch,
-                                     binomialBroadcast};
-const AlgoInfo kBinomialReduce = {Algo::Binomial, Coll::Reduce, validArgs, binomialReduceScratch,
-                                  binomialReduce};
-const AlgoInfo kBinomialGather = {Algo::Binomial, Coll::Gather, validArgs, binomialGatherScratch,
-                                  binomialGather};
-const AlgoInfo kBinomialScatter = {Algo::Binomial, Coll::Scatter, validArgs, binomialScatterScratch,
-                                   binomialScatter};
+                                     checked<binomialBroadcast>};
+const AlgoInfo kBinomialReduce = {Algo::Binomial, Coll::Reduce, validArgs,
+                                  checkedScratch<binomialReduceScratch>, checked<binomialReduce>};
+const AlgoInfo kBinomialGather = {Algo::Binomial, Coll::Gather, validArgs,
+                                  checkedScratch<binomialGatherScratch>, checked<binomialGather>};
+const AlgoInfo kBinomialScatter = {Algo::Binomial, Coll::Scatter, validArgs,
+                                   checkedScratch<binomialScatterScratch>, checked<binomialScatter>};
 
 }  // namespace trib::algo

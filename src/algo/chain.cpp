@@ -51,7 +51,9 @@ Generator<Step> chainReduce(CollArgs a, int rank) {
 
 }  // namespace
 
-const AlgoInfo kChainBroadcast = {Algo::Chain, Coll::Broadcast, validArgs, noScratch, chainBroadcast};
-const AlgoInfo kChainReduce = {Algo::Chain, Coll::Reduce, validArgs, chainReduceScratch, chainReduce};
+const AlgoInfo kChainBroadcast = {Algo::Chain, Coll::Broadcast, validArgs, noScratch,
+                                  checked<chainBroadcast>};
+const AlgoInfo kChainReduce = {Algo::Chain, Coll::Reduce, validArgs, checkedScratch<chainReduceScratch>,
+                               checked<chainReduce>};
 
 }  // namespace trib::algo

@@ -178,14 +178,18 @@ Generator<Step> disseminationBarrier(CollArgs a, int rank) {
 
 }  // namespace
 
-const AlgoInfo kDirectAllReduce = {Algo::Direct, Coll::AllReduce, validArgs, directAllReduceScratch,
-                                   directAllReduce};
+const AlgoInfo kDirectAllReduce = {Algo::Direct, Coll::AllReduce, validArgs,
+                                   checkedScratch<directAllReduceScratch>, checked<directAllReduce>};
 const AlgoInfo kDirectReduceScatter = {Algo::Direct, Coll::ReduceScatter, validArgs,
-                                       directReduceScatterScratch, directReduceScatter};
-const AlgoInfo kDirectAllGather = {Algo::Direct, Coll::AllGather, validArgs, noScratch, directAllGather};
-const AlgoInfo kDirectAlltoAll = {Algo::Direct, Coll::AlltoAll, validArgs, noScratch, directAlltoAll};
-const AlgoInfo kDirectGather = {Algo::Direct, Coll::Gather, validArgs, noScratch, directGather};
-const AlgoInfo kDirectScatter = {Algo::Direct, Coll::Scatter, validArgs, noScratch, directScatter};
-const AlgoInfo kDirectBarrier = {Algo::Direct, Coll::Barrier, validArgs, noScratch, disseminationBarrier};
+                                       checkedScratch<directReduceScatterScratch>,
+                                       checked<directReduceScatter>};
+const AlgoInfo kDirectAllGather = {Algo::Direct, Coll::AllGather, validArgs, noScratch,
+                                   checked<directAllGather>};
+const AlgoInfo kDirectAlltoAll = {Algo::Direct, Coll::AlltoAll, validArgs, noScratch,
+                                  checked<directAlltoAll>};
+const AlgoInfo kDirectGather = {Algo::Direct, Coll::Gather, validArgs, noScratch, checked<directGather>};
+const AlgoInfo kDirectScatter = {Algo::Direct, Coll::Scatter, validArgs, noScratch, checked<directScatter>};
+const AlgoInfo kDirectBarrier = {Algo::Direct, Coll::Barrier, validArgs, noScratch,
+                                 checked<disseminationBarrier>};
 
 }  // namespace trib::algo

@@ -86,6 +86,6 @@ Generator<Step> rhdAllReduce(CollArgs a, int rank) {
 
 }  // namespace
 
-const AlgoInfo kRhdAllReduce = {Algo::Rhd, Coll::AllReduce, validArgs, noScratch, rhdAllReduce};
+const AlgoInfo kRhdAllReduce = {Algo::Rhd, Coll::AllReduce, validArgs, noScratch, checked<rhdAllReduce>};
 
 }  // namespace trib::algo

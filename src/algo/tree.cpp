@@ -81,6 +81,6 @@ Generator<Step> treeAllReduce(CollArgs a, int rank) {
 
 }  // namespace
 
-const AlgoInfo kTreeAllReduce = {Algo::Tree, Coll::AllReduce, validArgs, noScratch, treeAllReduce};
+const AlgoInfo kTreeAllReduce = {Algo::Tree, Coll::AllReduce, validArgs, noScratch, checked<treeAllReduce>};
 
 }  // namespace trib::algo
