@@ -9,6 +9,7 @@ extern const AlgoInfo kRingReduceScatter;
 extern const AlgoInfo kRingAllGather;
 extern const AlgoInfo kTreeAllReduce;    // tree.cpp: NCCL-style double binary tree
 extern const AlgoInfo kRhdAllReduce;     // rhd.cpp: Rabenseifner halving/doubling
+extern const AlgoInfo kRhdAllGather;     //   recursive doubling
 extern const AlgoInfo kDirectAllReduce;  // direct.cpp: every rank talks to every rank
 extern const AlgoInfo kDirectReduceScatter;
 extern const AlgoInfo kDirectAllGather;

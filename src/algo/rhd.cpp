@@ -84,8 +84,49 @@ Generator<Step> rhdAllReduce(CollArgs a, int rank) {
   if (rank < 2 * g.rem) TRIB_YIELD_ALL(exchange(a, rank - 1, outR(0, c), none, none, false));
 }
 
+// All-gather by recursive doubling over the same power-of-two group. Inner rank v stands for
+// the real ranks it folded in ({2v, 2v+1} or {v+rem}); a window of inner ranks is then a
+// contiguous run of real blocks, so every exchange is one contiguous range of the output.
+Generator<Step> rhdAllGather(CollArgs a, int rank) {
+  const int n = a.nranks;
+  const Rhd g(n);
+  const uint64_t c = a.count;
+  const Region none{Buf::Output, 0, 0};
+  const uint64_t mine = static_cast<uint64_t>(rank) * c;
+  if (!a.inPlace) {
+    const uint64_t chunk = chunkOf(a);
+    for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
+      co_yield Step::copy(inR(j * chunk, sliceLen(c, chunk, j)),
+                          outR(mine + j * chunk, sliceLen(c, chunk, j)));
+    }
+  }
+  if (n == 1) co_return;
+  const int v = g.inner(rank);
+  if (v < 0) {  // folded away: hand the block over, get everything back
+    TRIB_YIELD_ALL(exchange(a, rank + 1, inR(0, c), none, none, false));
+    TRIB_YIELD_ALL(exchange(a, rank + 1, none, none, outR(0, mine), false));
+    TRIB_YIELD_ALL(exchange(a, rank + 1, none, none, outR(mine + c, (n - rank - 1) * c), false));
+    co_return;
+  }
+  if (rank < 2 * g.rem) TRIB_YIELD_ALL(exchange(a, rank - 1, none, none, outR(mine - c, c), false));
+  auto firstBlock = [&](int w) { return static_cast<uint64_t>(w < g.rem ? 2 * w : w + g.rem); };
+  for (int mask = 1; mask < g.p; mask *= 2) {
+    const int peerV = v ^ mask;
+    const int m0 = v & ~(mask - 1), t0 = peerV & ~(mask - 1);
+    const Region snd = outR(firstBlock(m0) * c, (firstBlock(m0 + mask) - firstBlock(m0)) * c);
+    const Region rcv = outR(firstBlock(t0) * c, (firstBlock(t0 + mask) - firstBlock(t0)) * c);
+    TRIB_YIELD_ALL(exchange(a, g.outer(peerV), snd, none, rcv, false));
+  }
+  if (rank < 2 * g.rem) {
+    const uint64_t theirs = mine - c;  // the folded rank already has its own block
+    TRIB_YIELD_ALL(exchange(a, rank - 1, outR(0, theirs), none, none, false));
+    TRIB_YIELD_ALL(exchange(a, rank - 1, outR(mine, (n - rank) * c), none, none, false));
+  }
+}
+
 }  // namespace
 
+const AlgoInfo kRhdAllGather = {Algo::Rhd, Coll::AllGather, validArgs, noScratch, checked<rhdAllGather>};
 const AlgoInfo kRhdAllReduce = {Algo::Rhd, Coll::AllReduce, validArgs, noScratch, checked<rhdAllReduce>};
 
 }  // namespace trib::algo

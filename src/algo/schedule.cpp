@@ -72,12 +72,19 @@ namespace {
 using namespace algo;
 
 // Preference order within each collective = the default choice when nothing else decides.
+// clang-format off
 const AlgoInfo* const kRegistry[] = {
-    &kRingAllReduce,       &kTreeAllReduce,   &kRhdAllReduce,    &kDirectAllReduce,   &kRingReduceScatter,
-    &kDirectReduceScatter, &kRingAllGather,   &kDirectAllGather, &kBinomialBroadcast, &kChainBroadcast,
-    &kBinomialReduce,      &kChainReduce,     &kDirectAlltoAll,  &kDirectGather,      &kBinomialGather,
-    &kDirectScatter,       &kBinomialScatter, &kDirectBarrier,
+    &kRingAllReduce, &kTreeAllReduce, &kRhdAllReduce, &kDirectAllReduce,
+    &kRingReduceScatter, &kDirectReduceScatter,
+    &kRingAllGather, &kRhdAllGather, &kDirectAllGather,
+    &kBinomialBroadcast, &kChainBroadcast,
+    &kBinomialReduce, &kChainReduce,
+    &kDirectAlltoAll,
+    &kDirectGather, &kBinomialGather,
+    &kDirectScatter, &kBinomialScatter,
+    &kDirectBarrier,
 };
+// clang-format on
 
 }  // namespace
 
