@@ -39,22 +39,32 @@ std::unique_ptr<TcpStore> connectClient(const TcpStoreServer& s) {
 
 Blob blob(const std::string& s) { return Blob(s.begin(), s.end()); }
 
-// Captures log lines while alive.
+// Sends log lines to a temporary file while alive (TRIB_DEBUG_FILE) so tests can assert that an
+// event was reported.
 struct LogCapture {
-  std::mutex mu;
-  std::vector<std::string> lines;
+  std::string path;
   LogCapture() {
-    setLogSink([this](LogLevel, const char*, const std::string& line) {
-      std::lock_guard<std::mutex> l(mu);
-      lines.push_back(line);
-    });
+    char tmpl[] = "/tmp/trib-log-XXXXXX";
+    int fd = mkstemp(tmpl);
+    close(fd);
+    path = tmpl;
+    setenv("TRIB_DEBUG_FILE", path.c_str(), 1);
+    logReconfigure();
   }
-  ~LogCapture() { setLogSink(nullptr); }
+  ~LogCapture() {
+    unsetenv("TRIB_DEBUG_FILE");
+    logReconfigure();
+    unlink(path.c_str());
+  }
   bool contains(const std::string& needle) {
-    std::lock_guard<std::mutex> l(mu);
-    for (auto& s : lines)
-      if (s.find(needle) != std::string::npos) return true;
-    return false;
+    FILE* f = fopen(path.c_str(), "r");
+    if (!f) return false;
+    std::string text;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    fclose(f);
+    return text.find(needle) != std::string::npos;
   }
 };
 

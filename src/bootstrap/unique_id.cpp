@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env.hpp"
+
 namespace trib {
 
 namespace {
@@ -43,8 +45,8 @@ std::string toHex(const uint8_t* p, size_t n) {
 }
 
 Status makeUniqueId(tribUniqueId* id, StoreServerHandle* server) {
-  const char* env = std::getenv("TRIB_BOOTSTRAP_ADDR");
-  std::string listen = env && *env ? env : "127.0.0.1";
+  std::string listen = envString("TRIB_BOOTSTRAP_ADDR");
+  if (listen.empty()) listen = "127.0.0.1";
   // A bare address gets a free port.
   bool hasPort = listen[0] == '[' ? listen.find("]:") != std::string::npos
                                   : std::count(listen.begin(), listen.end(), ':') == 1;

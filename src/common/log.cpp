@@ -1,98 +1,109 @@
 #include "common/log.hpp"
 
 #include <strings.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstdarg>
+#include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#include "common/env.hpp"
 
 namespace trib {
+
 namespace {
-
 struct LogConfig {
-  LogLevel level = LogLevel::kWarn;
-  std::string subsys;  // comma-separated filter, empty = all
-  LogConfig() {
-    if (const char* e = std::getenv("TRIB_DEBUG")) {
-      if (!strcasecmp(e, "NONE"))
-        level = LogLevel::kNone;
-      else if (!strcasecmp(e, "INFO"))
-        level = LogLevel::kInfo;
-      else if (!strcasecmp(e, "TRACE"))
-        level = LogLevel::kTrace;
-      else
-        level = LogLevel::kWarn;
-    }
-    if (const char* s = std::getenv("TRIB_DEBUG_SUBSYS")) subsys = s;
-  }
+  std::atomic<int> level{-1};  // -1 = not read yet
+  std::atomic<unsigned> subsys{~0u};
+  FILE* out = stderr;
+  std::mutex mu;
 };
-
-const LogConfig& config() {
-  static const LogConfig c;
+LogConfig& config() {
+  static LogConfig c;
   return c;
 }
 
-std::mutex& sinkMutex() {
-  static std::mutex m;
-  return m;
-}
-LogSink& sinkSlot() {
-  static LogSink s;
-  return s;
-}
-
-const char* levelName(LogLevel l) {
-  switch (l) {
-    case LogLevel::kWarn:
-      return "WARN";
-    case LogLevel::kInfo:
-      return "INFO";
-    case LogLevel::kTrace:
-      return "TRACE";
-    default:
-      return "NONE";
+unsigned parseSubsys(const std::string& spec) {
+  static const struct {
+    const char* name;
+    LogSubsys bit;
+  } names[] = {{"INIT", LogSubsys::INIT},           {"COLL", LogSubsys::COLL},
+               {"TUNING", LogSubsys::TUNING},       {"TRANSPORT", LogSubsys::TRANSPORT},
+               {"BOOTSTRAP", LogSubsys::BOOTSTRAP}, {"SWITCH", LogSubsys::SWITCH}};
+  bool exclude = !spec.empty() && spec[0] == '^';
+  unsigned mask = 0;
+  size_t pos = exclude ? 1 : 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (strcasecmp(item.c_str(), "ALL") == 0) mask = ~0u;
+    for (const auto& n : names) {
+      if (strcasecmp(item.c_str(), n.name) == 0) mask |= static_cast<unsigned>(n.bit);
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
   }
+  return exclude ? ~mask : mask;
 }
 
+void readConfig() {
+  LogConfig& c = config();
+  std::string level = envString("TRIB_DEBUG");
+  int l = static_cast<int>(LogLevel::Warn);
+  if (strcasecmp(level.c_str(), "NONE") == 0) l = 0;
+  if (strcasecmp(level.c_str(), "INFO") == 0) l = 2;
+  if (strcasecmp(level.c_str(), "TRACE") == 0) l = 3;
+  c.subsys.store(parseSubsys(envString("TRIB_DEBUG_SUBSYS")));
+  std::string file = envString("TRIB_DEBUG_FILE");
+  if (!file.empty()) {
+    std::string path;
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    for (size_t i = 0; i < file.size(); ++i) {
+      if (file[i] == '%' && i + 1 < file.size() && file[i + 1] == 'h')
+        path += host, ++i;
+      else if (file[i] == '%' && i + 1 < file.size() && file[i + 1] == 'p')
+        path += std::to_string(getpid()), ++i;
+      else
+        path += file[i];
+    }
+    if (FILE* f = std::fopen(path.c_str(), "a")) c.out = f;
+  }
+  c.level.store(l);
+}
 }  // namespace
 
-bool logEnabled(LogLevel level, const char* subsys) {
-  const LogConfig& c = config();
-  if (level == LogLevel::kNone || static_cast<int>(level) > static_cast<int>(c.level)) return false;
-  if (c.subsys.empty() || !subsys) return true;
-  // Match whole comma-separated names.
-  size_t n = std::strlen(subsys);
-  for (size_t pos = 0; pos <= c.subsys.size();) {
-    size_t end = c.subsys.find(',', pos);
-    if (end == std::string::npos) end = c.subsys.size();
-    if (end - pos == n && c.subsys.compare(pos, n, subsys) == 0) return true;
-    pos = end + 1;
+void logReconfigure() { readConfig(); }
+
+bool logEnabled(LogLevel level, LogSubsys subsys) {
+  LogConfig& c = config();
+  int l = c.level.load(std::memory_order_relaxed);
+  if (l < 0) {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.level.load() < 0) readConfig();
+    l = c.level.load();
   }
-  return false;
+  return static_cast<int>(level) <= l &&
+         (c.subsys.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys));
 }
 
-void logf(LogLevel level, const char* subsys, const char* fmt, ...) {
-  if (!logEnabled(level, subsys)) return;
-  char buf[1024];
+void logMessage(LogLevel level, LogSubsys subsys, const char* fmt, ...) {
+  static const char* const levels[] = {"NONE", "WARN", "INFO", "TRACE"};
+  char host[64] = "host";
+  gethostname(host, sizeof host - 1);
+  char body[2048];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  std::vsnprintf(body, sizeof body, fmt, ap);
   va_end(ap);
-  std::lock_guard<std::mutex> lock(sinkMutex());
-  if (sinkSlot()) {
-    sinkSlot()(level, subsys, buf);
-    return;
-  }
-  std::fprintf(stderr, "trib %d [%s %s] %s\n", static_cast<int>(getpid()), levelName(level),
-               subsys ? subsys : "", buf);
-}
-
-void setLogSink(LogSink sink) {
-  std::lock_guard<std::mutex> lock(sinkMutex());
-  sinkSlot() = std::move(sink);
+  LogConfig& c = config();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::fprintf(c.out, "%s:%d:%ld TRIB %s %s\n", host, static_cast<int>(getpid()),
+               static_cast<long>(syscall(SYS_gettid)), levels[static_cast<int>(level)], body);
+  std::fflush(c.out);
 }
 
 }  // namespace trib
