@@ -35,6 +35,10 @@ int collectiveBody(Bootstrap& bs) {
     CHILD_OK(bs.broadcast(root, &b), 14);
     CHILD_CHECK(b == rankBlob(100 + root, round), 15);
   }
+  // Forked processes share this host.
+  std::vector<int> local;
+  CHILD_OK(bs.sameHostRanks(&local), 18);
+  CHILD_CHECK(static_cast<int>(local.size()) == n && local.front() == 0 && local.back() == n - 1, 19);
   // The OobAllGather adapter gives the same answer transports expect.
   OobAllGather oob = bs.oobAllGather();
   std::vector<std::vector<uint8_t>> all;

@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "bootstrap/bootstrap.hpp"
 #include "bootstrap/net.hpp"
 #include "bootstrap/unique_id.hpp"
 #include "common/env.hpp"
@@ -98,19 +99,6 @@ bool processAlive(pid_t pid) {
   buf[n] = '\0';
   const char* p = std::strrchr(buf, ')');
   return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
-}
-
-std::string readBootId() {
-  char buf[64] = {0};
-  FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    std::fclose(f);
-  }
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return std::string(host) + "/" + buf;
 }
 
 }  // namespace
@@ -320,7 +308,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
 
   uint64_t localHash = 1469598103934665603ull;
   for (int r : localRanks) localHash = (localHash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
-  std::string boot = readBootId();
+  std::string boot = hostIdentity();
   net::Writer w;
   w.u32(kBlobMagic);
   w.u32(static_cast<uint32_t>(rank));
