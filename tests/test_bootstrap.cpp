@@ -422,6 +422,33 @@ TEST(Launcher, InconsistentValuesGiveClearErrors) {
   }
 }
 
+TEST(Launcher, SlurmWithFileStoreRendezvous) {
+  char tmpl[] = "/tmp/trib-launch-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  const int n = 3;
+  auto res = runChildren(n, 30, [&](int rank) {
+    FakeEnv env{{{"SLURM_PROCID", std::to_string(rank)},
+                 {"SLURM_NTASKS", std::to_string(n)},
+                 {"SLURM_LOCALID", std::to_string(rank)},
+                 {"SLURM_JOB_ID", "777"},
+                 {"TRIB_STORE_DIR", dir}}};
+    LaunchInfo info;
+    CHILD_OK(detectLauncher(&info, env.lookup()), 1);
+    std::shared_ptr<Store> store;
+    StoreServerHandle server;
+    CHILD_OK(openLaunchStore(info, 10000, &store, &server), 2);
+    CHILD_CHECK(server == nullptr && info.jobId == "777", 3);
+    Bootstrap bs(store, info.rank, info.nranks, info.jobId, 10000);
+    Blob b = info.rank == 1 ? Blob{4, 2} : Blob{};
+    CHILD_OK(bs.broadcast(1, &b), 4);
+    CHILD_CHECK((b == Blob{4, 2}), 5);
+    return 0;
+  });
+  for (auto& r : res) EXPECT_EQ(r.code, 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Launcher, TorchrunStyleRendezvousServedByRankZero) {
   // Rank 0 serves the store at MASTER_ADDR:MASTER_PORT, the others connect; all allGather.
   StoreServerHandle probe;

@@ -298,6 +298,34 @@ TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
   EXPECT_EQ(st.code(), tribRemoteError) << st.message();  // server closes: request over its limit
 }
 
+TEST(TcpStore, ConnectionLimitAndSilentClientsAreBounded) {
+  LogCapture log;
+  StoreServerOptions opt = trib::testing::storeOptions(kKey);
+  opt.maxConnections = 2;
+  opt.helloTimeoutMs = 200;
+  std::unique_ptr<TcpStoreServer> server;
+  ASSERT_TRUE(TcpStoreServer::start(opt, &server).ok());
+  auto a = connectClient(*server);
+  auto b = connectClient(*server);
+  std::unique_ptr<TcpStore> c;
+  Status st = TcpStore::connect(server->address(), kKey, 1000, &c);
+  EXPECT_EQ(st.code(), tribRemoteError) << st.message();
+  EXPECT_TRUE(log.contains("connections open (the limit)"));
+  a.reset();  // frees a slot
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // A connection that never says HELLO is dropped after helloTimeoutMs, freeing its slot.
+  int fd = rawConnect(*server);
+  auto t0 = net::Clock::now();
+  EXPECT_TRUE(closedByServer(fd));
+  double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  close(fd);
+  EXPECT_GE(ms, 150);
+  EXPECT_TRUE(log.contains("sent no job key within 200 ms"));
+  ASSERT_TRUE(TcpStore::connect(server->address(), kKey, 1000, &c).ok());
+  EXPECT_TRUE(c->set("x", blob("y")).ok());
+  EXPECT_TRUE(b->wait({"x"}, 1000).ok());
+}
+
 TEST(TcpStore, ConcurrentClientsFromForkedProcesses) {
   const int kProcs = 6, kAdds = 200;
   std::string lastAddr;
