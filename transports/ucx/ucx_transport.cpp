@@ -316,6 +316,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
   }
 
   peers_.resize(nranks_);
+  const ProcIdentity me = selfIdentity();
   for (int r = 0; r < nranks_; ++r) {
     Peer& p = peers_[r];
     p.self = this;
@@ -325,8 +326,10 @@ Status UcxTransport::init(const OobAllGather& oob) {
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     std::memcpy(&p.proc, all[r].data(), sizeof p.proc);
     p.proc.host[sizeof p.proc.host - 1] = 0;
-    ProcIdentity me = selfIdentity();
-    p.sameHost = r != rank_ && me.host[0] && std::strcmp(me.host, p.proc.host) == 0;
+    p.sameHost = r != rank_ && me.host[0] &&
+                 std::strcmp(me.host, p.proc.host) == 0
+                 // watch only what /proc shows us now (hidepid, other users)
+                 && processAlive(p.proc);
     watchLocal_ = watchLocal_ || p.sameHost;
     ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data() + sizeof(ProcIdentity));
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
