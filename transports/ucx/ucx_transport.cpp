@@ -228,8 +228,14 @@ Status UcxTransport::init(const OobAllGather& oob) {
   // without it UCX leaves them out of endpoints that ask for peer-failure handling. These are
   // transport-level settings that ucp_config_modify cannot reach in UCX 1.13, hence the
   // environment; a value the user set wins.
-  setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-  setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  // Only when shared memory may be used, or UCX warns about unused variables.
+  const char* envTls = std::getenv("UCX_TLS");
+  std::string tls = !opts_.tls.empty() ? opts_.tls : envTls ? envTls : "all";
+  if (tls[0] == '^' || tls.find("all") != std::string::npos || tls.find("sm") != std::string::npos ||
+      tls.find("posix") != std::string::npos || tls.find("sysv") != std::string::npos) {
+    setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+    setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  }
   ucp_config_t* cfg = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK)
