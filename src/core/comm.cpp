@@ -131,7 +131,7 @@ tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
   comm->transportSummary = "loopback";
   comm->p2pSendSeq.assign(nranks, 0);
   comm->p2pRecvSeq.assign(nranks, 0);
-  TRIB_INFO(INIT, "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
+  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
             nranks, comm->transportSummary.c_str());
   return comm;
 }
@@ -240,7 +240,7 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
 Status commAbort(tribComm* comm) {
   bool was = comm->aborted.exchange(true);
   if (!was) {
-    TRIB_WARN(INIT, "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
+    TRIB_WARN("init", "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
     Status why = errorf(tribAborted, "communicator (rank %d) was aborted", comm->rank);
     for (auto& t : comm->ownedTransports) t->abort(why);
   }

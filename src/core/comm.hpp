@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "algo/schedule.hpp"
@@ -41,6 +42,31 @@ struct CollCall {
 }  // namespace trib
 
 // The C ABI's opaque communicator.
+// A materialised schedule, keyed by everything that shapes it. Repeated calls (the training-loop
+// case) skip algorithm choice and generation entirely.
+struct PlanKey {
+  uint8_t coll;
+  bool inPlace;
+  int root;
+  uint64_t count, chunkElems;
+  size_t elemSize;
+  bool operator==(const PlanKey&) const = default;
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = k.count * 0x9e3779b97f4a7c15ull;
+    h ^= (k.chunkElems + 0x7f4a7c15ull + (h << 6) + (h >> 2));
+    h ^= (static_cast<size_t>(k.coll) << 1) ^ (static_cast<size_t>(k.root) << 9) ^ (k.elemSize << 40) ^
+         k.inPlace;
+    return h;
+  }
+};
+struct CachedPlan {
+  const trib::AlgoInfo* algo;
+  std::shared_ptr<const std::vector<trib::Step>> steps;
+  uint64_t scratchCount;
+};
+
 struct tribComm {
   int rank = 0;
   int nranks = 1;
@@ -60,6 +86,7 @@ struct tribComm {
   trib::Status asyncError;           // the error that broke the communicator, if any
   std::atomic<int> outstanding{0};   // live requests
   std::vector<tribRequest*> active;  // requests still running: progressed together
+  std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> planCache;
 
   void setAsyncError(const trib::Status& s);
   trib::Status checkUsable() const;  // aborted / finalized / broken -> error

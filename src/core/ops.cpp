@@ -114,7 +114,7 @@ void commProgress(tribComm* comm) {
     bool done = false;
     Status st = r->exec->progress(&done);
     if (!st.ok()) {
-      TRIB_WARN(COLL, "%s failed: %s", r->what.c_str(), st.message().c_str());
+      TRIB_WARN("coll", "%s failed: %s", r->what.c_str(), st.message().c_str());
       retire(r, st);
     } else if (done) {
       retire(r, Status::Ok());
@@ -168,21 +168,38 @@ Status validateCall(const tribComm* comm, const CollCall& call) {
   return Status::Ok();
 }
 
+// The plan for `args` on this communicator: from the cache, or chosen and generated now.
+static Status planFor(tribComm* comm, const CollArgs& args, size_t es, const CachedPlan** out) {
+  PlanKey key{static_cast<uint8_t>(args.coll), args.inPlace, args.root, args.count, args.chunkElems, es};
+  auto it = comm->planCache.find(key);
+  if (it == comm->planCache.end()) {
+    const AlgoInfo* algo = nullptr;
+    TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, args, es, &algo));
+    constexpr size_t kMaxPlans = 256;  // a training loop uses a handful; bound memory anyway
+    if (comm->planCache.size() >= kMaxPlans) comm->planCache.clear();
+    auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, args, comm->rank));
+    it =
+        comm->planCache.emplace(key, CachedPlan{algo, std::move(steps), algo->scratchCount(args, comm->rank)})
+            .first;
+  }
+  *out = &it->second;
+  return Status::Ok();
+}
+
 Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out) {
   TRIB_RETURN_IF_ERROR(validateCall(comm, call));
   size_t es = dataTypeSize(call.dtype);
   CollArgs args = argsFor(comm, call);
-  const AlgoInfo* algo = nullptr;
-  TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, args, es, &algo));
-  tribRequest* req = newRequest(comm, describeCall(comm, call) + " [" + algoName(algo->algo) + "]");
-  uint64_t scratch = algo->scratchCount(args, comm->rank);
-  req->scratch.resize(scratch * es);
+  const CachedPlan* plan = nullptr;
+  TRIB_RETURN_IF_ERROR(planFor(comm, args, es, &plan));
+  tribRequest* req = newRequest(comm, describeCall(comm, call) + " [" + algoName(plan->algo->algo) + "]");
+  req->scratch.resize(plan->scratchCount * es);
   ExecBuffers bufs{call.sendbuff,
                    call.recvbuff,
                    req->scratch.data(),
                    inputCount(args, comm->rank),
                    outputCount(args, comm->rank),
-                   scratch};
+                   plan->scratchCount};
   ExecOptions opts;
   opts.dtype = call.dtype;
   opts.op = call.op;
@@ -192,8 +209,8 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
     opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
   }
-  TRIB_TRACE(COLL, "%s", req->what.c_str());
-  req->exec = std::make_unique<Execution>(materialize(*algo, args, comm->rank), bufs, comm->peers, opts);
+  TRIB_TRACE("coll", "%s", req->what.c_str());
+  req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);
   TRIB_RETURN_IF_ERROR(startRequest(req));
   *out = req;
   return Status::Ok();
@@ -221,7 +238,8 @@ Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, D
   opts.seq = kP2pSeqBit | (counter++ & ~kP2pSeqBit);
   opts.rank = comm->rank;
   Region region{isSend ? Buf::Input : Buf::Output, 0, count};
-  std::vector<Step> steps{isSend ? Step::send(peer, region) : Step::recv(peer, region)};
+  auto steps = std::make_shared<const std::vector<Step>>(
+      std::vector<Step>{isSend ? Step::send(peer, region) : Step::recv(peer, region)});
   ExecBuffers bufs{isSend ? buf : nullptr,
                    isSend ? nullptr : const_cast<void*>(buf),
                    nullptr,
@@ -266,7 +284,7 @@ Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abo
              "%s timed out after %.1f s (TRIB_TIMEOUT); still waiting for: %s. A peer may have died, be "
              "stuck, or be calling a different collective.",
              req->what.c_str(), timeout.count() / 1000.0, req->exec->describePending().c_str());
-  TRIB_WARN(COLL, "%s", err.message().c_str());
+  TRIB_WARN("coll", "%s", err.message().c_str());
   if (abortOnTimeout) {
     // The transports may still reference this request's buffers: fail everything and mark
     // the communicator broken, so nothing touches user memory after we return.

@@ -15,12 +15,13 @@ namespace {
 constexpr size_t kWindow = 512;
 }  // namespace
 
-Execution::Execution(std::vector<Step> steps, const ExecBuffers& buffers, std::vector<Transport*> peers,
-                     ExecOptions opts)
-    : steps_(std::move(steps)),
+Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBuffers& buffers,
+                     const std::vector<Transport*>& peers, ExecOptions opts)
+    : plan_(std::move(plan)),
+      steps_(*plan_),
       slots_(steps_.size()),
       buf_(buffers),
-      peers_(std::move(peers)),
+      peers_(peers),
       opts_(opts),
       elemSize_(dataTypeSize(opts.dtype)) {
   for (Transport* t : peers_) {
@@ -90,12 +91,10 @@ Status Execution::startStep(size_t i) {
   const size_t bytesOf = s.kind == StepKind::Send ? s.src.count * elemSize_ : s.dst.count * elemSize_;
   switch (s.kind) {
     case StepKind::Send:
-      slot.op = std::make_unique<TransferOp>();
       slot.state = State::Posted;
-      return peers_[s.peer]->postSend(s.peer, slot.tag, address(s.src), bytesOf, slot.op.get());
+      return peers_[s.peer]->postSend(s.peer, slot.tag, address(s.src), bytesOf, &slot.op);
     case StepKind::Recv:
     case StepKind::RecvReduce: {
-      slot.op = std::make_unique<TransferOp>();
       slot.state = State::Posted;
       ReduceSpec spec;
       const ReduceSpec* reduce = nullptr;
@@ -105,7 +104,7 @@ Status Execution::startStep(size_t i) {
         spec.op = opts_.op == tribAvg ? tribSum : opts_.op;
         reduce = &spec;
       }
-      return peers_[s.peer]->postRecv(s.peer, slot.tag, address(s.dst), bytesOf, reduce, slot.op.get());
+      return peers_[s.peer]->postRecv(s.peer, slot.tag, address(s.dst), bytesOf, reduce, &slot.op);
     }
     case StepKind::Copy:
       if (s.dst.count) std::memmove(address(s.dst), address(s.src), s.dst.count * elemSize_);
@@ -127,9 +126,9 @@ Status Execution::progress(bool* done) {
   size_t end = std::min(steps_.size(), first_ + kWindow);
   for (size_t i = first_; i < end; ++i) {
     Slot& slot = slots_[i];
-    if (slot.state != State::Posted || !slot.op->done()) continue;
-    if (slot.op->state.load(std::memory_order_acquire) == TransferOp::kFailed)
-      return stepError(i, slot.op->error);
+    if (slot.state != State::Posted || !slot.op.done()) continue;
+    if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
+      return stepError(i, slot.op.error);
     slot.state = State::Done;
     rescan_ = true;
   }
@@ -161,7 +160,7 @@ Status Execution::progress(bool* done) {
         for (size_t b = 0; b < a; ++b) {
           size_t j = active[b];
           if (slots_[j].state == State::Posted && steps_[j].kind == StepKind::Send && conflicts(j, i))
-            peers_[steps_[j].peer]->detachSend(slots_[j].op.get());
+            peers_[steps_[j].peer]->detachSend(&slots_[j].op);
         }
         continue;
       }
@@ -172,9 +171,9 @@ Status Execution::progress(bool* done) {
     }
     for (size_t i : active) {
       Slot& slot = slots_[i];
-      if (slot.state == State::Posted && slot.op->done()) {
-        if (slot.op->state.load(std::memory_order_acquire) == TransferOp::kFailed)
-          return stepError(i, slot.op->error);
+      if (slot.state == State::Posted && slot.op.done()) {
+        if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
+          return stepError(i, slot.op.error);
         slot.state = State::Done;
         rescan_ = true;
       }

@@ -44,8 +44,9 @@ struct ExecOptions {
 class Execution {
  public:
   // `peers[p]` is the transport that reaches rank p (nullptr for self).
-  Execution(std::vector<Step> steps, const ExecBuffers& buffers, std::vector<Transport*> peers,
-            ExecOptions opts);
+  // `plan` is shared: the communicator's plan cache hands the same steps to repeated calls.
+  Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBuffers& buffers,
+            const std::vector<Transport*>& peers, ExecOptions opts);
   ~Execution();
   Execution(const Execution&) = delete;
   Execution& operator=(const Execution&) = delete;
@@ -69,7 +70,7 @@ class Execution {
     State state = State::NotStarted;
     Range read1, read2, write;
     uint64_t tag = 0;
-    std::unique_ptr<TransferOp> op;
+    TransferOp op;
   };
 
   char* address(const Region& r) const;
@@ -79,7 +80,8 @@ class Execution {
   Status finishLocal();
   Status stepError(size_t i, const Status& cause) const;
 
-  std::vector<Step> steps_;
+  std::shared_ptr<const std::vector<Step>> plan_;
+  const std::vector<Step>& steps_;
   std::vector<Slot> slots_;
   ExecBuffers buf_;
   std::vector<Transport*> peers_;

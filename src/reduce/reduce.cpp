@@ -1,12 +1,18 @@
 // Dispatch for the CPU reduction kernels: kernels.inc compiled for scalar, AVX2 and AVX-512,
 // the best one the CPU runs chosen once (TRIB_REDUCE_ISA may force a lower one).
 #include "reduce/reduce.hpp"
+#include "common/env.hpp"
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "reduce/reduce_internal.hpp"
 
@@ -25,7 +31,7 @@ namespace k_scalar {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TRIB_REDUCE_X86 1
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,f16c")
 namespace k_avx2 {
 #define TRIB_VB 32
 #include "reduce/kernels.inc"
@@ -34,7 +40,7 @@ namespace k_avx2 {
 #pragma GCC pop_options
 
 #pragma GCC push_options
-#pragma GCC target("avx2,avx512f,avx512bw,avx512dq,avx512vl")
+#pragma GCC target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl")
 namespace k_avx512 {
 #define TRIB_VB 64
 #include "reduce/kernels.inc"
@@ -54,7 +60,7 @@ Isa bestIsa() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
     return kAvx512;
-  if (__builtin_cpu_supports("avx2")) return kAvx2;
+  if (__builtin_cpu_supports("avx2")) return kAvx2;  // every AVX2 CPU has F16C too
 #endif
   return kScalar;
 }
@@ -74,7 +80,8 @@ Isa currentIsa() {
   static std::once_flag once;
   std::call_once(once, [] {
     int chosen = bestIsa();
-    if (const char* env = std::getenv("TRIB_REDUCE_ISA"); env && *env) {
+    const std::string isaEnv = envString("TRIB_REDUCE_ISA");
+    if (const char* env = isaEnv.c_str(); *env) {
       const int want = parseIsa(env);
       if (want < 0)
         std::fprintf(stderr, "tributary: TRIB_REDUCE_ISA=%s is not one of scalar|avx2|avx512; using %s\n",

@@ -14,6 +14,8 @@ namespace trib {
 // op = tribAvg is computed as a sum here; the executor divides once at the end (avgFinalize).
 // 16- and 8-bit floats are widened to float32, combined, and rounded back to nearest-even
 // after every operation, so the result equals the scalar reference bit for bit.
+// Integers: sum/prod wrap (two's complement). Float min/max follow IEEE 754-2019 minimum/maximum:
+// a NaN operand gives NaN (a's when both are NaN), and -0 < +0. E4M3 saturates to ±448.
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
 
 // buf[i] = buf[i] / divisor (the end of an average). Integers truncate toward zero.
