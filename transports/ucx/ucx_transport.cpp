@@ -228,8 +228,14 @@ Status UcxTransport::init(const OobAllGather& oob) {
   // without it UCX leaves them out of endpoints that ask for peer-failure handling. These are
   // transport-level settings that ucp_config_modify cannot reach in UCX 1.13, hence the
   // environment; a value the user set wins.
-  setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-  setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  // Only when shared memory may be used, or UCX warns about unused variables.
+  const char* envTls = std::getenv("UCX_TLS");
+  std::string tls = !opts_.tls.empty() ? opts_.tls : envTls ? envTls : "all";
+  if (tls[0] == '^' || tls.find("all") != std::string::npos || tls.find("sm") != std::string::npos ||
+      tls.find("posix") != std::string::npos || tls.find("sysv") != std::string::npos) {
+    setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+    setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  }
   ucp_config_t* cfg = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK)
@@ -316,6 +322,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
   }
 
   peers_.resize(nranks_);
+  const ProcIdentity me = selfIdentity();
   for (int r = 0; r < nranks_; ++r) {
     Peer& p = peers_[r];
     p.self = this;
@@ -325,8 +332,10 @@ Status UcxTransport::init(const OobAllGather& oob) {
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     std::memcpy(&p.proc, all[r].data(), sizeof p.proc);
     p.proc.host[sizeof p.proc.host - 1] = 0;
-    ProcIdentity me = selfIdentity();
-    p.sameHost = r != rank_ && me.host[0] && std::strcmp(me.host, p.proc.host) == 0;
+    p.sameHost = r != rank_ && me.host[0] &&
+                 std::strcmp(me.host, p.proc.host) == 0
+                 // watch only what /proc shows us now (hidepid, other users)
+                 && processAlive(p.proc);
     watchLocal_ = watchLocal_ || p.sameHost;
     ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data() + sizeof(ProcIdentity));
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;

@@ -35,8 +35,10 @@ struct UcxOptions {
   int indexBits = 24;
   // UCX transports to use, as UCX_TLS ("tcp", "sm", "rc,sm", ...); empty: UCX_TLS or UCX's default.
   std::string tls;
-  // How often UCX checks that peers are alive (UCX KEEPALIVE_INTERVAL); a peer that dies is
-  // reported within a few intervals. <= 0 keeps UCX's default (20 s).
+  // How often peers are checked for life: UCX's keepalive (KEEPALIVE_INTERVAL) for remote
+  // peers, and a look at /proc for peers on this host (UCX does not notice those dying over
+  // shared memory). A dead peer fails its pending operations within about one interval (TCP
+  // notices a closed socket at once). <= 0 keeps UCX's default (20 s) and disables the /proc check.
   double keepaliveSec = 0.5;
   // Clean shutdown flushes and closes every endpoint, waiting at most this long, then forces.
   double closeTimeoutSec = 5.0;
