@@ -363,7 +363,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     if (static_cast<int>(j) != myIdx && !processAlive(p.pid)) {
       // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
       p.watchPid = false;
-      TRIB_INFO(TRANSPORT, "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts",
+      TRIB_INFO("transport", "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts",
                 rank, p.rank, static_cast<int>(p.pid));
     }
     uint8_t* seg = mine;
@@ -397,7 +397,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
         ssize_t rr = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
         canRead[j] = rr == static_cast<ssize_t>(sizeof got) && got == probeVal;
         if (!canRead[j])
-          TRIB_INFO(TRANSPORT,
+          TRIB_INFO("transport",
                     "rank %d cannot read rank %d's memory with process_vm_readv (%s); slot path only", rank,
                     p.rank, rr < 0 ? strerror(errno) : "wrong value");
       }
@@ -431,7 +431,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     peers[j].useCma = opt.cma && b[1 + myIdx] != 0;
   }
   bounce.resize(kCmaBounce);
-  TRIB_INFO(TRANSPORT, "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
+  TRIB_INFO("transport", "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
             opt.nslots, opt.slotBytes, opt.cma ? "on" : "off");
   return Status::Ok();
 }
@@ -827,9 +827,9 @@ void ShmTransport::Impl::checkLiveness() {
                      p.cur.recv != nullptr;
       // A peer that exits after finishing its work is normal; one that leaves work behind is news.
       if (pending)
-        TRIB_WARN(TRANSPORT, "rank %d: %s", rank, why.message().c_str());
+        TRIB_WARN("transport", "rank %d: %s", rank, why.message().c_str());
       else
-        TRIB_INFO(TRANSPORT, "rank %d: %s", rank, why.message().c_str());
+        TRIB_INFO("transport", "rank %d: %s", rank, why.message().c_str());
       // Deliver what it sent before dying, then fail the rest.
       drainIncoming(p);
       failPeer(p, why, true);
