@@ -27,9 +27,6 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_TOPO_FILE", "", "Load the topology from this file instead of detecting it."},
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
-      {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
-       "Address (ip or ip:port) the rendezvous store of tribGetUniqueId listens on; another host's ranks must reach "
-       "it."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
       {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
       {"TRIB_AUTH_KEY", "",
