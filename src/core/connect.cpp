@@ -3,6 +3,7 @@
 // loopback, the same host -> shm, another host -> UCX (TRIB_TRANSPORT / config overrides).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -26,8 +27,8 @@ namespace {
 
 // ---- where a rank lives ----------------------------------------------------------------------
 struct Identity {
-  char host[64];        // hostname + boot id: equal means "same kernel", so shm works
-  uint64_t process;     // random per process: equal means "same address space"
+  char host[64];     // hostname + boot id: equal means "same kernel", so shm works
+  uint64_t process;  // random per process: equal means "same address space"
   int32_t pid;
 };
 
@@ -77,17 +78,19 @@ void releaseServerRegistration(uint64_t commId) {
 // instead of as a timeout.
 Status checkSameSize(Store& store, const std::string& prefix, int rank, int nranks, int timeoutMs) {
   const std::string key = prefix + "/nranks";
-  if (rank == 0) return store.set(key, Blob(reinterpret_cast<const uint8_t*>(&nranks),
-                                            reinterpret_cast<const uint8_t*>(&nranks) + sizeof nranks));
+  if (rank == 0)
+    return store.set(key, Blob(reinterpret_cast<const uint8_t*>(&nranks),
+                               reinterpret_cast<const uint8_t*>(&nranks) + sizeof nranks));
   Blob value;
   TRIB_RETURN_IF_ERROR(store.get(key, &value, timeoutMs).prefix("communicator init: waiting for rank 0: "));
   int32_t theirs = 0;
   if (value.size() == sizeof theirs) std::memcpy(&theirs, value.data(), sizeof theirs);
   if (theirs != nranks) {
-    return errorf(tribInvalidUsage,
-                  "communicator init: rank %d was told nranks=%d but rank 0 said nranks=%d: every rank must pass "
-                  "the same nranks",
-                  rank, nranks, theirs);
+    return errorf(
+        tribInvalidUsage,
+        "communicator init: rank %d was told nranks=%d but rank 0 said nranks=%d: every rank must pass "
+        "the same nranks",
+        rank, nranks, theirs);
   }
   return Status::Ok();
 }
@@ -110,10 +113,11 @@ Status joinExchange(Store& store, const std::string& prefix, int rank, int nrank
     if (++count <= 8) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   }
   if (count > 8) missing += strprintf(" and %d more", count - 8);
-  return errorf(tribTimeout,
-                "communicator init: %d of %d ranks did not join within %.1f s (missing: rank %s). Every rank must "
-                "call tribCommInitRank with the same unique id and nranks",
-                count, nranks, config.timeout.count() / 1000.0, missing.c_str());
+  return errorf(
+      tribTimeout,
+      "communicator init: %d of %d ranks did not join within %.1f s (missing: rank %s). Every rank must "
+      "call tribCommInitRank with the same unique id and nranks",
+      count, nranks, config.timeout.count() / 1000.0, missing.c_str());
 }
 
 std::string hex64(uint64_t v) { return strprintf("%016llx", static_cast<unsigned long long>(v)); }
@@ -131,9 +135,11 @@ Status makeUniqueId(tribUniqueId* id) {
 }
 
 // Collective over the `nranks` ranks that share `prefix` in `store`.
-Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store, const std::string& prefix,
-                   StoreServerHandle server, const CommConfig& config, tribComm** out) {
-  auto boot = std::make_shared<Bootstrap>(store, rank, nranks, prefix, static_cast<int>(config.timeout.count()));
+Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store,
+                   const std::string& prefix, StoreServerHandle server, const CommConfig& config,
+                   tribComm** out) {
+  auto boot =
+      std::make_shared<Bootstrap>(store, rank, nranks, prefix, static_cast<int>(config.timeout.count()));
   // 1. Where does every rank live? (This exchange is also the join: its failure names who is missing.)
   TRIB_RETURN_IF_ERROR(checkSameSize(*store, prefix, rank, nranks, static_cast<int>(config.timeout.count())));
   Identity me = myIdentity();
@@ -156,7 +162,8 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
   // so it is made from the shared table, not from this rank's view alone.
   const std::string& forced = config.transport;
   if (!forced.empty() && forced != "loopback" && forced != "shm" && forced != "ucx") {
-    return errorf(tribInvalidArgument, "TRIB_TRANSPORT='%s' is not one of loopback, shm, ucx", forced.c_str());
+    return errorf(tribInvalidArgument, "TRIB_TRANSPORT='%s' is not one of loopback, shm, ucx",
+                  forced.c_str());
   }
   bool anyCrossProcess = false, anyCrossHost = false;
   for (int a = 0; a < nranks; ++a) {
@@ -168,12 +175,14 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
     }
   }
   if (forced == "loopback" && (anyCrossHost || anyCrossProcess)) {
-    return errorf(tribInvalidArgument, "TRIB_TRANSPORT=loopback needs every rank in one process; this "
-                                       "communicator spans several");
+    return errorf(tribInvalidArgument,
+                  "TRIB_TRANSPORT=loopback needs every rank in one process; this "
+                  "communicator spans several");
   }
   if (forced == "shm" && anyCrossHost) {
-    return errorf(tribInvalidArgument, "TRIB_TRANSPORT=shm needs every rank on one host; this communicator spans "
-                                       "several hosts");
+    return errorf(tribInvalidArgument,
+                  "TRIB_TRANSPORT=shm needs every rank on one host; this communicator spans "
+                  "several hosts");
   }
   const bool useShm = forced == "shm" || (forced.empty() && anyCrossProcess);
   const bool useUcx = forced == "ucx" || (forced.empty() && anyCrossHost);
@@ -225,6 +234,10 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
 #ifdef TRIB_HAVE_UCX
     UcxOptions opts;
     opts.commId = commId;
+    // Liveness probes must not call a merely slow peer dead on a loaded machine: probe a few
+    // times per timeout, never faster than every 2 s. A peer that dies is still reported well
+    // within TRIB_TIMEOUT (TCP notices a closed socket at once).
+    opts.keepaliveSec = std::max(2.0, config.timeout.count() / 1000.0 / 4);
     std::unique_ptr<Transport> ucx;
     TRIB_RETURN_IF_ERROR(createUcxTransport(rank, nranks, boot->oobAllGather(), opts, &ucx)
                              .prefix("communicator init: UCX transport: "));
@@ -235,18 +248,20 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
     }
     summary += "+ucx";
 #else
-    return errorf(tribNotSupported, "%s, but this build has no UCX transport (install libucx-dev and rebuild)",
+    return errorf(tribNotSupported,
+                  "%s, but this build has no UCX transport (install libucx-dev and rebuild)",
                   forced == "ucx" ? "TRIB_TRANSPORT=ucx was requested" : "ranks are on several hosts");
 #endif
   }
   for (int p = 0; p < nranks; ++p) {
-    if (!comm->peers[p]) return errorf(tribInternalError, "communicator init: no transport reaches rank %d", p);
+    if (!comm->peers[p])
+      return errorf(tribInternalError, "communicator init: no transport reaches rank %d", p);
   }
   comm->transportSummary = summary;
   // 3. The store's host keeps serving until every rank is done with it.
   TRIB_RETURN_IF_ERROR(boot->finalize(server != nullptr).prefix("communicator init: "));
-  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transports %s)", static_cast<unsigned long long>(commId), rank,
-            nranks, summary.c_str());
+  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transports %s)", static_cast<unsigned long long>(commId),
+            rank, nranks, summary.c_str());
   *out = guard.release();
   return Status::Ok();
 }
@@ -258,10 +273,11 @@ Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribCon
   TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
   StoreServerHandle server = localServer(info.commId);
   std::unique_ptr<TcpStore> tcp;
-  TRIB_RETURN_IF_ERROR(TcpStore::connect(info.storeAddr, info.jobKey, static_cast<int>(config.timeout.count()), &tcp)
-                           .prefix("communicator init: cannot reach the unique id's store: "));
-  Status st = commConnect(rank, nranks, info.commId, std::shared_ptr<Store>(std::move(tcp)), hex64(info.commId),
-                          server, config, out);
+  TRIB_RETURN_IF_ERROR(
+      TcpStore::connect(info.storeAddr, info.jobKey, static_cast<int>(config.timeout.count()), &tcp)
+          .prefix("communicator init: cannot reach the unique id's store: "));
+  Status st = commConnect(rank, nranks, info.commId, std::shared_ptr<Store>(std::move(tcp)),
+                          hex64(info.commId), server, config, out);
   return st;
 }
 
