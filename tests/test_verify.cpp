@@ -102,9 +102,21 @@ TEST(Registry, MaterializeMatchesGenerator) {
     ++i;
   }
   EXPECT_EQ(i, steps.size());
-  // 2 blocks of 5 and 3 of 4 elements in slices of 2: 3 slices, each 4 (n-1) sends + 4 receives
-  // per rank; the last slice skips the 4-element blocks.
-  EXPECT_GT(steps.size(), 0u);
+  // Blocks of 5,5,5,4,4 elements in slices of 2 (3 or 2 slices). Rank 3 sends blocks 3,2,1,0
+  // and folds in 2,1,0,4 (reduce-scatter), then sends 4,3,2,1 and receives 3,2,1,0 (all-gather).
+  size_t sends = 0, folds = 0, recvs = 0;
+  for (const Step& s : steps) {
+    sends += s.kind == StepKind::Send;
+    folds += s.kind == StepKind::RecvReduce;
+    recvs += s.kind == StepKind::Recv;
+    if (s.isComm()) {
+      EXPECT_EQ(s.peer, s.kind == StepKind::Send ? 4 : 2) << describeStep(s);
+    }
+  }
+  EXPECT_EQ(sends, 11u + 10u);
+  EXPECT_EQ(folds, 11u);
+  EXPECT_EQ(recvs, 11u);
+  EXPECT_EQ(steps.size(), 43u);
 }
 
 TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
