@@ -2,6 +2,7 @@
 // in-place) and against hand-broken schedules it must reject with the right message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -101,9 +102,21 @@ TEST(Registry, MaterializeMatchesGenerator) {
     ++i;
   }
   EXPECT_EQ(i, steps.size());
-  // 2 blocks of 5 and 3 of 4 elements in slices of 2: 3 slices, each 4 (n-1) sends + 4 receives
-  // per rank; the last slice skips the 4-element blocks.
-  EXPECT_GT(steps.size(), 0u);
+  // Blocks of 5,5,5,4,4 elements in slices of 2 (3 or 2 slices). Rank 3 sends blocks 3,2,1,0
+  // and folds in 2,1,0,4 (reduce-scatter), then sends 4,3,2,1 and receives 3,2,1,0 (all-gather).
+  size_t sends = 0, folds = 0, recvs = 0;
+  for (const Step& s : steps) {
+    sends += s.kind == StepKind::Send;
+    folds += s.kind == StepKind::RecvReduce;
+    recvs += s.kind == StepKind::Recv;
+    if (s.isComm()) {
+      EXPECT_EQ(s.peer, s.kind == StepKind::Send ? 4 : 2) << describeStep(s);
+    }
+  }
+  EXPECT_EQ(sends, 11u + 10u);
+  EXPECT_EQ(folds, 11u);
+  EXPECT_EQ(recvs, 11u);
+  EXPECT_EQ(steps.size(), 43u);
 }
 
 TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
@@ -122,6 +135,38 @@ TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
       a.root = 0;
       a.count = UINT64_MAX / 2;  // nranks * count overflows
       EXPECT_FALSE(info->supports(a));
+    }
+  }
+}
+
+// Pipelining: no message is longer than a slice, and a long buffer is cut into many messages.
+TEST(Registry, MessagesAreSlices) {
+  for (int c = 0; c < kNumColls; ++c) {
+    for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {
+      for (int n : {5, 8}) {
+        CollArgs a;
+        a.coll = info->coll;
+        a.nranks = n;
+        a.root = n - 2;
+        a.count = info->coll == Coll::Barrier ? 0 : 50;
+        a.chunkElems = 4;
+        uint64_t busiest = 0;  // messages sent + received by the busiest rank
+        for (int r = 0; r < n; ++r) {
+          uint64_t comm = 0;
+          for (const Step& s : materialize(*info, a, r)) {
+            if (!s.isComm()) continue;
+            ++comm;
+            const uint64_t len = s.kind == StepKind::Send ? s.src.count : s.dst.count;
+            EXPECT_LE(len, a.chunkElems) << algoName(info->algo) << " " << collName(info->coll) << " rank "
+                                         << r << ": " << describeStep(s);
+          }
+          busiest = std::max(busiest, comm);
+        }
+        // Some rank moves at least the 50 elements of a whole buffer: 13 slices of 4 at least.
+        if (info->coll != Coll::Barrier) {
+          EXPECT_GE(busiest, 13u) << algoName(info->algo) << " " << collName(info->coll);
+        }
+      }
     }
   }
 }

@@ -22,6 +22,12 @@ inline uint64_t sliceLen(uint64_t len, uint64_t chunk, uint64_t j) {
   return std::min(chunk, len - j * chunk);
 }
 
+// Ring-like schedules run a group of this many slices through all rounds before the next group
+// (as NCCL's FIFO of 8 steps): within a round the group's slices are independent, so the
+// executor's window keeps several in flight while round r+1 of slice k waits only for round r
+// of slice k.
+constexpr uint64_t kGroupSlices = 8;
+
 inline int mod(int64_t a, int n) { return static_cast<int>(((a % n) + n) % n); }
 
 // Requests every generator accepts: a sane communicator, root and slice size.

@@ -158,6 +158,7 @@ class Memory {
       }
       delta += static_cast<int64_t>(tmp_.size()) - static_cast<int64_t>(page.size());
       // Move back rather than swap: the page keeps its own (cache-warm) buffer.
+      if (tmp_.size() > page.capacity()) page.reserve(tmp_.size() + tmp_.size() / 8 + 1);  // not 2x: memory
       page.resize(tmp_.size());
       std::move(tmp_.begin(), tmp_.end(), page.begin());
       off = b;
@@ -738,12 +739,13 @@ class Verifier {
         const uint64_t take = std::min(ref[i].len - io, got[j].len - jo);
         if (ref[i].origin != got[j].origin) {
           const uint64_t o0 = ref[i].origin, o1 = got[j].origin;
-          return errorf(tribInternalError,
-                        "rank %d: out[%llu] holds its own reduction of element index %llu (made by rank %d at step "
-                        "%llu), not the one rank 0 holds (made by rank %d at step %llu): ranks could end with "
-                        "different floating-point results; reduce each element once and distribute the result",
-                        r, static_cast<ull>(pos), static_cast<ull>(pos), originRank(o1),
-                        static_cast<ull>(originStep(o1)), originRank(o0), static_cast<ull>(originStep(o0)));
+          return errorf(
+              tribInternalError,
+              "rank %d: out[%llu] holds its own reduction of element index %llu (made by rank %d at step "
+              "%llu), not the one rank 0 holds (made by rank %d at step %llu): ranks could end with "
+              "different floating-point results; reduce each element once and distribute the result",
+              r, static_cast<ull>(pos), static_cast<ull>(pos), originRank(o1),
+              static_cast<ull>(originStep(o1)), originRank(o0), static_cast<ull>(originStep(o0)));
         }
         io += take;
         jo += take;
