@@ -1,5 +1,5 @@
-#include "common/env.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "common/env.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -735,13 +735,17 @@ bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t g
   uint32_t expected = kReady;
   if (!d.state.compare_exchange_strong(expected, kReading, std::memory_order_acq_rel)) {
     if (expected == kDetaching) return false;  // the sender is copying it aside: retry later
-    *err = errorf(tribInternalError, "shm: single-copy descriptor %u from rank %d in state %u", index, p.rank,
-                  expected);
+    // The sender released the descriptor before we read it: it aborted or failed mid-operation.
+    *err = errorf(
+        tribRemoteError,
+        "shm: rank %d withdrew a message it had offered (descriptor %u, state %u): it aborted or failed",
+        p.rank, index, expected);
     return true;
   }
   if (d.gen != gen || d.bytes != total) {
     d.state.store(kCmaFailed, std::memory_order_release);
-    *err = errorf(tribInternalError, "shm: stale single-copy descriptor from rank %d", p.rank);
+    *err = errorf(tribRemoteError, "shm: rank %d replaced a message it had offered: it aborted or failed",
+                  p.rank);
     return true;
   }
   uint64_t addr = d.addr;
