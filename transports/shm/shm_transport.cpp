@@ -216,7 +216,10 @@ struct ShmTransport::Impl {
 // Connection setup
 
 ShmTransport::ShmTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ShmTransport::~ShmTransport() = default;
+ShmTransport::~ShmTransport() {
+  // Ops still pending would otherwise wait forever on a transport that is gone.
+  abort(errorf(tribAborted, "shm transport destroyed with this operation pending"));
+}
 
 ShmTransport::Impl::~Impl() {
   if (!myName.empty() && !unlinked) shm_unlink(myName.c_str());
