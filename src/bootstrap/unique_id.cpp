@@ -1,4 +1,5 @@
 #include "bootstrap/unique_id.hpp"
+#include "common/env.hpp"
 
 #include <arpa/inet.h>
 #include <sys/random.h>

@@ -27,6 +27,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_TOPO_FILE", "", "Load the topology from this file instead of detecting it."},
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
+      {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
+       "Address (ip or ip:port) the rendezvous store of tribGetUniqueId listens on; another host's ranks must reach "
+       "it."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
       {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
       {"TRIB_AUTH_KEY", "",
@@ -68,7 +71,7 @@ static T parseOrDefault(const char* name, Parse parse) {
   T out{};
   if (v && *v) {
     if (parse(v, &out)) return out;
-    TRIB_WARN(INIT, "ignoring %s=%s: not a valid value; using the default %s", name, v, info.defaultValue);
+    TRIB_WARN("init", "ignoring %s=%s: not a valid value; using the default %s", name, v, info.defaultValue);
   }
   parse(info.defaultValue, &out);
   return out;

@@ -1,3 +1,4 @@
+#include "common/env.hpp"
 #include "transports/shm/shm_transport.hpp"
 
 #include <fcntl.h>
