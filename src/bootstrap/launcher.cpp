@@ -119,7 +119,7 @@ Status detectLauncher(LaunchInfo* info, const EnvLookup& env) {
   } else {
     info->authKey = strprintf("trib-default:%s:%s:%s", l.name, info->jobId.c_str(), info->storeAddr.c_str());
     if (!info->storeAddr.empty() && info->rank == 0)
-      TRIB_WARN(BOOTSTRAP,
+      TRIB_WARN("bootstrap",
                 "TRIB_AUTH_KEY is not set: the store at %s uses a job key derived from the launcher's job "
                 "id, which is not secret; set TRIB_AUTH_KEY to a random string shared by the job",
                 info->storeAddr.c_str());

@@ -1,5 +1,5 @@
-#include "common/env.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "common/env.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -366,7 +366,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     if (static_cast<int>(j) != myIdx && !processAlive(p.pid)) {
       // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
       p.watchPid = false;
-      TRIB_INFO(TRANSPORT, "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts",
+      TRIB_INFO("transport", "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts",
                 rank, p.rank, static_cast<int>(p.pid));
     }
     uint8_t* seg = mine;
@@ -407,7 +407,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
             scope[n > 0 && scope[n - 1] == '\n' ? n - 1 : n] = '\0';
             std::fclose(f);
           }
-          TRIB_INFO(TRANSPORT,
+          TRIB_INFO("transport",
                     "rank %d cannot read rank %d's memory with process_vm_readv (%s; yama ptrace_scope %s); "
                     "slot path only",
                     rank, p.rank, rr < 0 ? strerror(readErr) : "wrong value", scope);
@@ -443,7 +443,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     peers[j].useCma = opt.cma && b[1 + myIdx] != 0;
   }
   bounce.resize(kCmaBounce);
-  TRIB_INFO(TRANSPORT, "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
+  TRIB_INFO("transport", "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
             opt.nslots, opt.slotBytes, opt.cma ? "on" : "off");
   return Status::Ok();
 }
@@ -839,9 +839,9 @@ void ShmTransport::Impl::checkLiveness() {
                      p.cur.recv != nullptr;
       // A peer that exits after finishing its work is normal; one that leaves work behind is news.
       if (pending)
-        TRIB_WARN(TRANSPORT, "rank %d: %s", rank, why.message().c_str());
+        TRIB_WARN("transport", "rank %d: %s", rank, why.message().c_str());
       else
-        TRIB_INFO(TRANSPORT, "rank %d: %s", rank, why.message().c_str());
+        TRIB_INFO("transport", "rank %d: %s", rank, why.message().c_str());
       // Deliver what it sent before dying, then fail the rest.
       drainIncoming(p);
       failPeer(p, why, true);
