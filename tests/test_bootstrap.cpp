@@ -476,6 +476,9 @@ TEST(Launcher, TorchrunStyleRendezvousServedByRankZero) {
     for (int i = 0; i < n; ++i) CHILD_CHECK(all[i] == Blob{static_cast<uint8_t>(i + 1)}, 5);
     CHILD_OK(bs.barrier(), 6);
     CHILD_OK(bs.finalize(rank == 0), 7);  // rank 0 keeps serving until everyone is done
+    // A second round (e.g. init, then destroy) waits again rather than seeing the first one's keys.
+    CHILD_OK(bs.allGather(Blob{static_cast<uint8_t>(rank)}, &all), 8);
+    CHILD_OK(bs.finalize(rank == 0), 9);
     return 0;
   });
   for (auto& r : res) EXPECT_EQ(r.code, 0);
