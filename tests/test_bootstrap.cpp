@@ -134,6 +134,20 @@ TEST(Bootstrap, MissingRankTimesOutWithClearStatus) {
   EXPECT_LT(ms, 5000);
 }
 
+TEST(Bootstrap, EachFinalizeWaitsForItsOwnRound) {
+  auto server = startServer("k");
+  std::unique_ptr<TcpStore> c0, c1;
+  ASSERT_TRUE(TcpStore::connect(server->address(), "k", 2000, &c0).ok());
+  ASSERT_TRUE(TcpStore::connect(server->address(), "k", 2000, &c1).ok());
+  Bootstrap host(std::move(c0), 0, 2, "fin", 200), other(std::move(c1), 1, 2, "fin", 200);
+  ASSERT_TRUE(other.finalize(false).ok());
+  ASSERT_TRUE(host.finalize(true).ok());
+  // Rank 1 has not left a second time: the host's second finalize must wait, then time out.
+  Status st = host.finalize(true);
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_NE(st.message().find("fin/fin/1/1"), std::string::npos) << st.message();
+}
+
 TEST(UniqueId, RoundTripAndRendezvous) {
   tribUniqueId id;
   StoreServerHandle server;
