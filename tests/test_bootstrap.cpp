@@ -134,6 +134,20 @@ TEST(Bootstrap, MissingRankTimesOutWithClearStatus) {
   EXPECT_LT(ms, 5000);
 }
 
+TEST(Bootstrap, EachFinalizeWaitsForItsOwnRound) {
+  auto server = startServer("k");
+  std::unique_ptr<TcpStore> c0, c1;
+  ASSERT_TRUE(TcpStore::connect(server->address(), "k", 2000, &c0).ok());
+  ASSERT_TRUE(TcpStore::connect(server->address(), "k", 2000, &c1).ok());
+  Bootstrap host(std::move(c0), 0, 2, "fin", 200), other(std::move(c1), 1, 2, "fin", 200);
+  ASSERT_TRUE(other.finalize(false).ok());
+  ASSERT_TRUE(host.finalize(true).ok());
+  // Rank 1 has not left a second time: the host's second finalize must wait, then time out.
+  Status st = host.finalize(true);
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_NE(st.message().find("fin/fin/1/1"), std::string::npos) << st.message();
+}
+
 TEST(UniqueId, RoundTripAndRendezvous) {
   tribUniqueId id;
   StoreServerHandle server;
@@ -476,6 +490,9 @@ TEST(Launcher, TorchrunStyleRendezvousServedByRankZero) {
     for (int i = 0; i < n; ++i) CHILD_CHECK(all[i] == Blob{static_cast<uint8_t>(i + 1)}, 5);
     CHILD_OK(bs.barrier(), 6);
     CHILD_OK(bs.finalize(rank == 0), 7);  // rank 0 keeps serving until everyone is done
+    // A second round (e.g. init, then destroy) waits again rather than seeing the first one's keys.
+    CHILD_OK(bs.allGather(Blob{static_cast<uint8_t>(rank)}, &all), 8);
+    CHILD_OK(bs.finalize(rank == 0), 9);
     return 0;
   });
   for (auto& r : res) EXPECT_EQ(r.code, 0);

@@ -351,6 +351,34 @@ TEST(Shm, MessagesFromAnExitedSenderAreStillDelivered) {
   expectAllOk(res, pids);
 }
 
+TEST(Shm, CmaSwitchedByEnvironment) {
+  // With ShmOptions::cma = -1 the transport follows TRIB_SHM_CMA; "1" still needs the kernel's consent,
+  // which the probe at connect gives on this machine (the other tests force it and check it).
+  for (const char* value : {"0", "1"}) {
+    setenv("TRIB_SHM_CMA", value, 1);
+    ShmOptions o;
+    o.cma = -1;
+    std::vector<pid_t> pids;
+    bool want = value[0] == '1';
+    auto res = runShmRanks(
+        2, o, 30,
+        [want](int rank, ShmTransport& t, Bootstrap& bs) {
+          CHILD_CHECK(t.usesCma(1 - rank) == want, 1);
+          std::vector<uint8_t> a(1 << 20, static_cast<uint8_t>(rank)), b(1 << 20);
+          TransferOp s, r;
+          CHILD_OK(t.postRecv(1 - rank, 1, b.data(), b.size(), nullptr, &r), 2);
+          CHILD_OK(t.postSend(1 - rank, 1, a.data(), a.size(), &s), 3);
+          CHILD_CHECK(waitOps(t, {&s, &r}, 10000) && r.state == TransferOp::kDone, 4);
+          CHILD_CHECK(b == std::vector<uint8_t>(1 << 20, static_cast<uint8_t>(1 - rank)), 5);
+          CHILD_OK(bs.barrier(), 6);
+          return 0;
+        },
+        &pids);
+    unsetenv("TRIB_SHM_CMA");
+    expectAllOk(res, pids);
+  }
+}
+
 TEST(Shm, InvalidArgumentsAreRefused) {
   std::vector<pid_t> pids;
   auto res = runShmRanks(

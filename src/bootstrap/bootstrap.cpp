@@ -88,7 +88,7 @@ Status Bootstrap::sameHostRanks(std::vector<int>* ranks) {
 }
 
 Status Bootstrap::finalize(bool hostsStore) {
-  std::string base = key("fin", 0);
+  std::string base = key("fin", seq_++);  // a fresh round each call, like every other operation
   TRIB_RETURN_IF_ERROR(
       store_->set(strprintf("%s/%d", base.c_str(), rank_), Blob{}).prefix("bootstrap finalize: "));
   if (!hostsStore) return Status::Ok();

@@ -299,8 +299,8 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
       return false;
     }
     if (version != kVersion) {
-      TRIB_WARN("bootstrap", "store: connection from %s speaks protocol %u, server %u; refused", c.peer.c_str(),
-                version, kVersion);
+      TRIB_WARN("bootstrap", "store: connection from %s speaks protocol %u, server %u; refused",
+                c.peer.c_str(), version, kVersion);
       replyMsg(c, kError, strprintf("store protocol version %u, client sent %u", kVersion, version));
       c.closeAfter = true;
       bump(&StoreServerStats::refused);

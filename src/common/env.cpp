@@ -37,9 +37,6 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_LOCAL_SIZE", "", "Ranks on this host (with TRIB_RANK; optional)."},
       {"TRIB_NODE_ID", "", "Index of this host (with TRIB_RANK; optional)."},
       {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
-      {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
-       "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other "
-       "hosts can reach for multi-host jobs."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
   };

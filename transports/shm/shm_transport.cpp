@@ -217,7 +217,10 @@ struct ShmTransport::Impl {
 // Connection setup
 
 ShmTransport::ShmTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ShmTransport::~ShmTransport() = default;
+ShmTransport::~ShmTransport() {
+  // Ops still pending would otherwise wait forever on a transport that is gone.
+  abort(errorf(tribAborted, "shm transport destroyed with this operation pending"));
+}
 
 ShmTransport::Impl::~Impl() {
   if (!myName.empty() && !unlinked) shm_unlink(myName.c_str());
@@ -395,11 +398,20 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
         uint64_t got = 0;
         iovec l{&got, sizeof got}, rm{reinterpret_cast<void*>(probeAddr), sizeof got};
         ssize_t rr = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
+        int readErr = errno;
         canRead[j] = rr == static_cast<ssize_t>(sizeof got) && got == probeVal;
-        if (!canRead[j])
+        if (!canRead[j]) {
+          char scope[8] = "absent";  // Yama: 0 any same-uid, 1 needs PR_SET_PTRACER (done), 2+ refuses
+          if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
+            size_t n = std::fread(scope, 1, sizeof scope - 1, f);
+            scope[n > 0 && scope[n - 1] == '\n' ? n - 1 : n] = '\0';
+            std::fclose(f);
+          }
           TRIB_INFO("transport",
-                    "rank %d cannot read rank %d's memory with process_vm_readv (%s); slot path only", rank,
-                    p.rank, rr < 0 ? strerror(errno) : "wrong value");
+                    "rank %d cannot read rank %d's memory with process_vm_readv (%s; yama ptrace_scope %s); "
+                    "slot path only",
+                    rank, p.rank, rr < 0 ? strerror(readErr) : "wrong value", scope);
+        }
       }
     } else {
       canRead[j] = opt.cma ? 1 : 0;
