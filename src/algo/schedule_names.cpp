@@ -7,8 +7,9 @@
 namespace trib {
 
 const char* collName(Coll c) {
-  static const char* const names[kNumColls] = {"allreduce", "reduce",  "broadcast", "allgather", "reducescatter",
-                                               "alltoall",  "gather",  "scatter",   "barrier"};
+  static const char* const names[kNumColls] = {"allreduce", "reduce",        "broadcast",
+                                               "allgather", "reducescatter", "alltoall",
+                                               "gather",    "scatter",       "barrier"};
   auto i = static_cast<int>(c);
   return i >= 0 && i < kNumColls ? names[i] : "invalid";
 }
@@ -24,7 +25,7 @@ bool parseColl(const std::string& s, Coll* out) {
 }
 
 const char* algoName(Algo a) {
-  static const char* const names[kNumAlgos] = {"ring",  "tree",         "rhd",   "direct",
+  static const char* const names[kNumAlgos] = {"ring",     "tree",  "rhd",          "direct",
                                                "binomial", "chain", "hierarchical", "switch"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumAlgos ? names[i] : "invalid";
@@ -42,11 +43,16 @@ bool parseAlgo(const std::string& s, Algo* out) {
 
 const char* stepKindName(StepKind k) {
   switch (k) {
-    case StepKind::Send: return "send";
-    case StepKind::Recv: return "recv";
-    case StepKind::RecvReduce: return "recv_reduce";
-    case StepKind::Copy: return "copy";
-    case StepKind::Reduce: return "reduce";
+    case StepKind::Send:
+      return "send";
+    case StepKind::Recv:
+      return "recv";
+    case StepKind::RecvReduce:
+      return "recv_reduce";
+    case StepKind::Copy:
+      return "copy";
+    case StepKind::Reduce:
+      return "reduce";
   }
   return "invalid";
 }
@@ -59,12 +65,15 @@ static std::string regionText(const Region& r) {
 
 std::string describeStep(const Step& s) {
   switch (s.kind) {
-    case StepKind::Send: return strprintf("send(to %d, %s)", s.peer, regionText(s.src).c_str());
-    case StepKind::Recv: return strprintf("recv(from %d, %s)", s.peer, regionText(s.dst).c_str());
+    case StepKind::Send:
+      return strprintf("send(to %d, %s)", s.peer, regionText(s.src).c_str());
+    case StepKind::Recv:
+      return strprintf("recv(from %d, %s)", s.peer, regionText(s.dst).c_str());
     case StepKind::RecvReduce:
       return strprintf("recv_reduce(from %d, %s -> %s)", s.peer, regionText(s.src).c_str(),
                        regionText(s.dst).c_str());
-    case StepKind::Copy: return strprintf("copy(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
+    case StepKind::Copy:
+      return strprintf("copy(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
     case StepKind::Reduce:
       return strprintf("reduce(%s into %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
   }

@@ -1,0 +1,27 @@
+// Every registered schedule generator (internal: others go through algorithmsFor/findAlgorithm).
+#pragma once
+#include "algo/schedule.hpp"
+
+namespace trib::algo {
+
+extern const AlgoInfo kRingAllReduce;  // ring.cpp: reduce-scatter + all-gather around a ring
+extern const AlgoInfo kRingReduceScatter;
+extern const AlgoInfo kRingAllGather;
+extern const AlgoInfo kTreeAllReduce;    // tree.cpp: NCCL-style double binary tree
+extern const AlgoInfo kRhdAllReduce;     // rhd.cpp: Rabenseifner halving/doubling
+extern const AlgoInfo kRhdAllGather;     //   recursive doubling
+extern const AlgoInfo kDirectAllReduce;  // direct.cpp: every rank talks to every rank
+extern const AlgoInfo kDirectReduceScatter;
+extern const AlgoInfo kDirectAllGather;
+extern const AlgoInfo kDirectAlltoAll;
+extern const AlgoInfo kDirectGather;
+extern const AlgoInfo kDirectScatter;
+extern const AlgoInfo kDirectBarrier;      //   dissemination barrier
+extern const AlgoInfo kBinomialBroadcast;  // binomial.cpp: binomial trees rooted at args.root
+extern const AlgoInfo kBinomialReduce;
+extern const AlgoInfo kBinomialGather;
+extern const AlgoInfo kBinomialScatter;
+extern const AlgoInfo kChainBroadcast;  // chain.cpp: pipelined chains through the root
+extern const AlgoInfo kChainReduce;
+
+}  // namespace trib::algo

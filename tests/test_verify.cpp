@@ -1,0 +1,322 @@
+// The verifier against every registered schedule (sweep of rank counts, sizes, roots, slices,
+// in-place) and against hand-broken schedules it must reject with the right message.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "verify/rankset.hpp"
+#include "verify/verify.hpp"
+
+namespace trib {
+namespace {
+
+using verify::RankSet;
+
+// ---- RankSet -------------------------------------------------------------------------------
+
+TEST(RankSet, UnionIntersectMinus) {
+  RankSet a = RankSet::range(0, 4), b = RankSet::range(4, 6), c = RankSet::range(8, 10);
+  RankSet u, overlap;
+  ASSERT_TRUE(RankSet::disjointUnion(a, b, &u, &overlap));
+  EXPECT_TRUE(u.isRange(0, 6));
+  ASSERT_TRUE(RankSet::disjointUnion(u, c, &u, &overlap));
+  EXPECT_EQ(u.intervals(), 2u);
+  EXPECT_EQ(u.size(), 8u);
+  EXPECT_EQ(u.toString(), "{0-5, 8-9}");
+  // Three intervals spill to the heap; copies stay independent.
+  RankSet d;
+  ASSERT_TRUE(RankSet::disjointUnion(u, RankSet::single(12), &d, &overlap));
+  RankSet e = d;
+  EXPECT_EQ(e, d);
+  EXPECT_EQ(e.toString(), "{0-5, 8-9, 12}");
+  EXPECT_FALSE(RankSet::disjointUnion(d, RankSet::range(5, 9), &u, &overlap));
+  EXPECT_EQ(overlap.toString(), "{5, 8}");
+  EXPECT_EQ(RankSet::minus(RankSet::range(0, 13), d).toString(), "{6-7, 10-11}");
+  EXPECT_EQ(RankSet::unite(d, RankSet::range(5, 13)).toString(), "{0-12}");
+  EXPECT_EQ(RankSet::intersect(d, RankSet::range(9, 20)).toString(), "{9, 12}");
+}
+
+// ---- Buffer sizes --------------------------------------------------------------------------
+
+TEST(ScheduleSizes, CountsAndInPlaceOffsets) {
+  CollArgs a;
+  a.nranks = 4;
+  a.count = 10;
+  a.root = 2;
+  a.coll = Coll::AllGather;
+  EXPECT_EQ(inputCount(a, 1), 10u);
+  EXPECT_EQ(outputCount(a, 1), 40u);
+  EXPECT_EQ(inPlaceInputOffset(a, 3), 30);
+  a.coll = Coll::ReduceScatter;
+  EXPECT_EQ(inputCount(a, 1), 40u);
+  EXPECT_EQ(outputCount(a, 1), 10u);
+  EXPECT_EQ(inPlaceInputOffset(a, 3), -30);
+  a.coll = Coll::Reduce;
+  EXPECT_EQ(outputCount(a, 1), 0u);
+  EXPECT_EQ(outputCount(a, 2), 10u);
+  a.coll = Coll::Broadcast;
+  EXPECT_EQ(inputCount(a, 1), 0u);
+  EXPECT_EQ(inputCount(a, 2), 10u);
+  a.coll = Coll::Gather;
+  EXPECT_EQ(outputCount(a, 2), 40u);
+  EXPECT_EQ(inPlaceInputOffset(a, 2), 20);
+  a.coll = Coll::Scatter;
+  EXPECT_EQ(inputCount(a, 2), 40u);
+  EXPECT_EQ(inPlaceInputOffset(a, 2), -20);
+  EXPECT_FALSE(supportsInPlace(Coll::AlltoAll));
+  EXPECT_TRUE(supportsInPlace(Coll::AllReduce));
+}
+
+TEST(Registry, EveryCollectiveHasAnAlgorithm) {
+  for (int c = 0; c < kNumColls; ++c) {
+    const Coll coll = static_cast<Coll>(c);
+    auto algos = algorithmsFor(coll);
+    ASSERT_FALSE(algos.empty()) << collName(coll);
+    for (const AlgoInfo* info : algos) {
+      EXPECT_EQ(info->coll, coll);
+      EXPECT_EQ(findAlgorithm(coll, info->algo), info);
+    }
+  }
+  EXPECT_EQ(findAlgorithm(Coll::AlltoAll, Algo::Tree), nullptr);
+  EXPECT_EQ(algorithmsFor(Coll::AllReduce).front()->algo, Algo::Ring);  // the default
+}
+
+TEST(Registry, MaterializeMatchesGenerator) {
+  CollArgs a;
+  a.nranks = 5;
+  a.count = 23;
+  a.chunkElems = 2;
+  const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
+  ASSERT_NE(ring, nullptr);
+  std::vector<Step> steps = materialize(*ring, a, 3);
+  auto gen = ring->generate(a, 3);
+  size_t i = 0;
+  while (gen.next()) {
+    ASSERT_LT(i, steps.size());
+    EXPECT_EQ(describeStep(gen.value()), describeStep(steps[i]));
+    ++i;
+  }
+  EXPECT_EQ(i, steps.size());
+  // 2 blocks of 5 and 3 of 4 elements in slices of 2: 3 slices, each 4 (n-1) sends + 4 receives
+  // per rank; the last slice skips the 4-element blocks.
+  EXPECT_GT(steps.size(), 0u);
+}
+
+// ---- Every registered schedule -------------------------------------------------------------
+
+bool rooted(Coll c) {
+  return c == Coll::Reduce || c == Coll::Broadcast || c == Coll::Gather || c == Coll::Scatter;
+}
+
+// Elements per rank that a schedule moves, in slices, times the ranks: a proxy for its cost.
+uint64_t workEstimate(const CollArgs& a) {
+  uint64_t perRank = a.count;
+  if (a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter || a.coll == Coll::AlltoAll ||
+      a.coll == Coll::Gather || a.coll == Coll::Scatter) {
+    perRank *= static_cast<uint64_t>(a.nranks);
+  }
+  return static_cast<uint64_t>(a.nranks) * (perRank / a.chunkElems + 2 * static_cast<uint64_t>(a.nranks));
+}
+
+TEST(VerifyAll, EveryAlgorithmEveryShape) {
+  const std::vector<int> rankCounts = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                       12, 13, 14, 15, 16, 17, 31, 32, 33, 64, 100};
+  const std::vector<uint64_t> chunks = {1, 3, 1 << 16};
+  // Combinations whose work estimate exceeds this are skipped (counted below): slices of one
+  // element over 100 ranks' all-gathers would take minutes and test nothing new.
+  const uint64_t kMaxWork = 3'000'000;
+  uint64_t verified = 0, skipped = 0, steps = 0;
+  int failures = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int c = 0; c < kNumColls; ++c) {
+    const Coll coll = static_cast<Coll>(c);
+    for (const AlgoInfo* info : algorithmsFor(coll)) {
+      for (int n : rankCounts) {
+        std::vector<uint64_t> counts = {0,   1, 7, static_cast<uint64_t>(n - 1), static_cast<uint64_t>(n + 1),
+                                        4093};
+        if (coll == Coll::Barrier) counts = {0};
+        std::vector<int> roots = {0};
+        if (rooted(coll) && n > 1) roots = {0, n - 1, n / 2};
+        for (uint64_t count : counts) {
+          for (int inPlace = 0; inPlace < 2; ++inPlace) {
+            if (inPlace && !supportsInPlace(coll)) continue;
+            for (int root : roots) {
+              for (uint64_t chunk : chunks) {
+                CollArgs a;
+                a.coll = coll;
+                a.nranks = n;
+                a.root = root;
+                a.count = count;
+                a.inPlace = inPlace;
+                a.chunkElems = chunk;
+                if (workEstimate(a) > kMaxWork) {
+                  ++skipped;
+                  continue;
+                }
+                VerifyStats stats;
+                Status st = verifySchedule(*info, a, &stats);
+                ++verified;
+                steps += stats.steps;
+                if (!st.ok() && ++failures <= 10) {
+                  ADD_FAILURE() << collName(coll) << " " << algoName(info->algo) << " ranks " << n
+                                << " count " << count << " root " << root << " chunk " << chunk
+                                << (inPlace ? " in-place" : "") << ": " << st.message();
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(verified, 10 * skipped);  // the cap only trims the extremes
+  std::printf("verified %llu schedules (%llu steps) in %.1f s; skipped %llu over the work cap\n",
+              static_cast<unsigned long long>(verified), static_cast<unsigned long long>(steps), secs,
+              static_cast<unsigned long long>(skipped));
+}
+
+TEST(VerifyAll, AllReduceAt1024Ranks) {
+  for (Algo algo : {Algo::Ring, Algo::Tree, Algo::Rhd}) {
+    const AlgoInfo* info = findAlgorithm(Coll::AllReduce, algo);
+    if (!info) {
+      ADD_FAILURE() << "no " << algoName(algo) << " all-reduce registered";
+      continue;
+    }
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      CollArgs a;
+      a.nranks = 1024;
+      a.count = 1024 + 3;
+      a.inPlace = inPlace;
+      a.chunkElems = 1 << 16;
+      VerifyStats stats;
+      Status st = verifySchedule(*info, a, &stats);
+      EXPECT_TRUE(st.ok()) << algoName(algo) << ": " << st.message();
+      EXPECT_GT(stats.messages, 0u);
+    }
+  }
+}
+
+TEST(VerifyAll, RejectsBadRequests) {
+  const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
+  ASSERT_NE(ring, nullptr);
+  CollArgs a;
+  a.nranks = 0;
+  Status st = verifySchedule(*ring, a);
+  EXPECT_EQ(st.code(), tribInvalidArgument);
+  EXPECT_NE(st.message().find("nranks"), std::string::npos) << st.message();
+  a.nranks = 4;
+  a.coll = Coll::Broadcast;
+  st = verifySchedule(*ring, a);
+  EXPECT_EQ(st.code(), tribInvalidArgument);
+  EXPECT_NE(st.message().find("implements allreduce"), std::string::npos) << st.message();
+}
+
+// ---- Hand-broken schedules -----------------------------------------------------------------
+
+bool always(const CollArgs&) { return true; }
+uint64_t none(const CollArgs&, int) { return 0; }
+uint64_t someScratch(const CollArgs& a, int) { return a.count; }
+
+Region in(uint64_t off, uint64_t n) { return {Buf::Input, off, n}; }
+Region out(uint64_t off, uint64_t n) { return {Buf::Output, off, n}; }
+
+// All-reduce on 2 ranks that folds its own input in twice.
+Generator<Step> doubleContribution(CollArgs a, int rank) {
+  co_yield Step::send(1 - rank, in(0, a.count));
+  co_yield Step::recvReduce(1 - rank, in(0, a.count), out(0, a.count));
+  co_yield Step::reduce(in(0, a.count), out(0, a.count));
+}
+// All-reduce on 3 ranks where each rank only hears from its left neighbour.
+Generator<Step> missingContribution(CollArgs a, int rank) {
+  co_yield Step::send((rank + 1) % a.nranks, in(0, a.count));
+  co_yield Step::recvReduce((rank + a.nranks - 1) % a.nranks, in(0, a.count), out(0, a.count));
+}
+// Both ranks receive before they send.
+Generator<Step> deadlock(CollArgs a, int rank) {
+  co_yield Step::recv(1 - rank, out(0, a.count));
+  co_yield Step::send(1 - rank, in(0, a.count));
+}
+// Rank 0 sends a whole buffer, rank 1 expects one element less.
+Generator<Step> sizeMismatch(CollArgs a, int rank) {
+  if (rank == 0) co_yield Step::send(1, in(0, a.count));
+  if (rank == 1) co_yield Step::recv(0, out(0, a.count - 1));
+}
+// Reads one element past the input.
+Generator<Step> outOfBounds(CollArgs a, int rank) { co_yield Step::copy(in(1, a.count), out(0, a.count)); }
+// Sends scratch nobody wrote.
+Generator<Step> uninitScratch(CollArgs a, int rank) {
+  if (rank == 0) co_yield Step::send(1, {Buf::Scratch, 0, a.count});
+  if (rank == 1) co_yield Step::recv(0, out(0, a.count));
+}
+// Correct all-reduce on 2 ranks plus one message nobody receives.
+Generator<Step> leftover(CollArgs a, int rank) {
+  co_yield Step::send(1 - rank, in(0, a.count));
+  co_yield Step::recvReduce(1 - rank, in(0, a.count), out(0, a.count));
+  if (rank == 0) co_yield Step::send(1, in(0, 1));
+}
+// Reduces the first half of one rank's data with the second half of the other's.
+Generator<Step> misaligned(CollArgs a, int rank) {
+  const uint64_t h = a.count / 2;
+  co_yield Step::send(1 - rank, in(rank == 0 ? 0 : h, h));
+  co_yield Step::recvReduce(1 - rank, in(0, h), out(0, h));
+}
+// Writes into the caller's input buffer.
+Generator<Step> writesInput(CollArgs a, int rank) {
+  co_yield Step::send(1 - rank, in(0, a.count));
+  co_yield Step::recvReduce(1 - rank, in(0, a.count), in(0, a.count));
+}
+
+struct BrokenCase {
+  const char* name;
+  Generator<Step> (*gen)(CollArgs, int);
+  uint64_t (*scratch)(const CollArgs&, int);
+  int nranks;
+  const char* expect;  // substring of the error message
+};
+
+TEST(VerifyNegative, RejectsBrokenSchedules) {
+  const BrokenCase cases[] = {
+      {"double contribution", doubleContribution, none, 2,
+       "step 2 reduce(in[0+8] into out[0+8]): ranks {1} would contribute twice"},
+      {"missing contribution", missingContribution, none, 3, "missing contributions from ranks {1}"},
+      {"deadlock", deadlock, none, 2, "deadlock: no rank can progress; 2 of 2 ranks are blocked"},
+      {"size mismatch", sizeMismatch, none, 2, "size mismatch: the message from rank 0 has 8 elements"},
+      {"out of bounds", outOfBounds, none, 2,
+       "region [1, 9) is out of bounds: the input buffer of rank 0 has 8"},
+      {"uninitialised scratch", uninitScratch, someScratch, 2, "reads scratch[0], which was never written"},
+      {"unreceived message", leftover, none, 2,
+       "rank 0 sent 1 message(s) to rank 1 that were never received"},
+      {"misaligned blocks", misaligned, none, 2, "reduces element index 0 with element index 4"},
+      {"writes input", writesInput, none, 2, "writes the input buffer"},
+  };
+  for (const BrokenCase& bc : cases) {
+    const AlgoInfo fake = {Algo::Direct, Coll::AllReduce, always, bc.scratch, bc.gen};
+    CollArgs a;
+    a.nranks = bc.nranks;
+    a.count = 8;
+    Status st = verifySchedule(fake, a);
+    ASSERT_FALSE(st.ok()) << bc.name << " was accepted";
+    EXPECT_NE(st.message().find(bc.expect), std::string::npos)
+        << bc.name << ": message was\n  " << st.message() << "\nexpected to contain\n  " << bc.expect;
+  }
+}
+
+TEST(VerifyNegative, DeadlockNamesWhatEachRankWaitsFor) {
+  const AlgoInfo fake = {Algo::Direct, Coll::AllReduce, always, none, deadlock};
+  CollArgs a;
+  a.nranks = 2;
+  a.count = 4;
+  Status st = verifySchedule(fake, a);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 0 at step 0 recv(from 1, out[0+4]) waits for a message from rank 1"),
+            std::string::npos)
+      << st.message();
+}
+
+}  // namespace
+}  // namespace trib
