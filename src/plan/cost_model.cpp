@@ -9,8 +9,8 @@
 namespace trib {
 
 const char* planAlgoName(PlanAlgo a) {
-  static const char* const names[kNumPlanAlgos] = {"ring",         "tree",   "rhd",  "direct",     "binomial",
-                                                   "chain",        "hierarchical", "switch", "nvls", "nvls_switch"};
+  static const char* const names[kNumPlanAlgos] = {
+      "ring", "tree", "rhd", "direct", "binomial", "chain", "hierarchical", "switch", "nvls", "nvls_switch"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
@@ -31,14 +31,22 @@ bool parsePlanAlgo(const std::string& s, PlanAlgo* out) {
 
 Algo toScheduleAlgo(PlanAlgo a) {
   switch (a) {
-    case PlanAlgo::Ring: return Algo::Ring;
-    case PlanAlgo::Tree: return Algo::Tree;
-    case PlanAlgo::Rhd: return Algo::Rhd;
-    case PlanAlgo::Direct: return Algo::Direct;
-    case PlanAlgo::Binomial: return Algo::Binomial;
-    case PlanAlgo::Chain: return Algo::Chain;
-    case PlanAlgo::Hierarchical: return Algo::Hierarchical;
-    default: return Algo::Switch;
+    case PlanAlgo::Ring:
+      return Algo::Ring;
+    case PlanAlgo::Tree:
+      return Algo::Tree;
+    case PlanAlgo::Rhd:
+      return Algo::Rhd;
+    case PlanAlgo::Direct:
+      return Algo::Direct;
+    case PlanAlgo::Binomial:
+      return Algo::Binomial;
+    case PlanAlgo::Chain:
+      return Algo::Chain;
+    case PlanAlgo::Hierarchical:
+      return Algo::Hierarchical;
+    default:
+      return Algo::Switch;
   }
 }
 
@@ -78,6 +86,13 @@ struct PathInfo {
 
 PathInfo pathInfo(const Topology& t, Router& r, int a, int b, const CostConstants& k) {
   PathInfo p;
+  if (a == b) {  // two ranks on one node (processes on one host): a copy through shared memory
+    const Node& n = t.node(a);
+    double mem =
+        n.reduceGBps > 0 ? n.reduceGBps : (n.type == NodeType::Gpu ? k.gpuReduceGBps : k.cpuReduceGBps);
+    p.bw = mem * k.eff[static_cast<int>(LinkType::Shm)];
+    return p;
+  }
   const auto& path = r.route(a, b);
   p.bw = path.empty() ? 0 : 1e300;
   for (DirLink d : path) {
@@ -89,37 +104,6 @@ PathInfo pathInfo(const Topology& t, Router& r, int a, int b, const CostConstant
   return p;
 }
 
-// First network switch above a rank (through NICs/PCIe/CPUs), with the path's latency and
-// effective bandwidth; -1 if none within a few hops.
-int leafSwitch(const Topology& t, int rank, const CostConstants& k, double* outLat, double* outBw) {
-  struct Item {
-    int node;
-    double lat, bw;
-    int depth;
-  };
-  std::vector<Item> q{{rank, 0, 1e300, 0}};
-  std::vector<int> seen{rank};
-  for (size_t i = 0; i < q.size(); ++i) {
-    Item it = q[i];
-    for (auto [lid, nb] : t.adjacent(it.node)) {
-      if (std::find(seen.begin(), seen.end(), nb) != seen.end()) continue;
-      seen.push_back(nb);
-      const Link& l = t.link(lid);
-      double bw = std::min(it.bw, (l.a == it.node ? l.bwAB : l.bwBA) * k.eff[static_cast<int>(l.type)]);
-      NodeType nt = t.node(nb).type;
-      if (nt == NodeType::Switch) {
-        *outLat = it.lat + l.latencyUs;
-        *outBw = bw;
-        return nb;
-      }
-      if (it.depth < 4 && (nt == NodeType::Nic || nt == NodeType::PcieSwitch || nt == NodeType::Cpu ||
-                           nt == NodeType::Numa || nt == NodeType::Host))
-        q.push_back({nb, it.lat + l.latencyUs, bw, it.depth + 1});
-    }
-  }
-  return -1;
-}
-
 double reduceRate(const Node& n, const CostConstants& k) {
   if (n.reduceGBps > 0) return n.reduceGBps;
   return n.type == NodeType::Gpu ? k.gpuReduceGBps : k.cpuReduceGBps;
@@ -127,7 +111,8 @@ double reduceRate(const Node& n, const CostConstants& k) {
 
 }  // namespace
 
-FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& ranks, const CostConstants& k) {
+FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& ranks,
+                         const CostConstants& k) {
   FabricView f;
   f.n = static_cast<int>(ranks.size());
   if (ranks.empty()) return f;
@@ -200,71 +185,48 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   std::vector<int> leaves;
   double leafLat = 0, leafBw = 1e300, rate = 1e300;
   bool ok = f.n >= 2;
+  std::vector<DirLink> up;
   for (int r : ranks) {
-    if (!ok) break;
-    double lat = 0, bw = 0;
-    int leaf = leafSwitch(t, r, k, &lat, &bw);
+    int leaf = firstSwitchAbove(t, r, &up);
     if (leaf < 0 || !t.node(leaf).reduce.can()) {
       ok = false;
       break;
     }
     if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+    double lat = 0;
+    for (DirLink d : up) {
+      const Link& l = t.link(dirLinkId(d));
+      lat += l.latencyUs;
+      leafBw = std::min(leafBw, dirLinkBw(t, d) * k.eff[static_cast<int>(l.type)]);
+    }
     leafLat = std::max(leafLat, lat);
-    leafBw = std::min(leafBw, bw);
     rate = std::min(rate, t.node(leaf).reduce.reduceGBps);
     f.switchCap = t.node(leaf).reduce;
   }
-  if (ok) {
-    const AggTree* tree = nullptr;
-    int depth = 0;
+  int depth = 0;
+  const AggTree* tree = ok ? findAggTree(t, leaves, &depth) : nullptr;
+  if (tree) {
     double upLat = 0;
-    for (const auto& tr : t.aggTrees()) {
-      std::unordered_map<int, int> parent;
-      for (auto [c, p] : tr.edges) parent[c] = p;
-      bool covers = true;
-      int maxDepth = 0;
-      double maxLat = 0;
-      for (int leaf : leaves) {
-        int x = leaf, dd = 0;
-        double lat = 0;
-        while (parent.count(x)) {
-          int p = parent[x];
-          for (auto [lid, nb] : t.adjacent(x))
-            if (nb == p) {
-              lat += t.link(lid).latencyUs;
-              break;
-            }
-          x = p, ++dd;
-        }
-        if (x != tr.root) covers = false;
-        maxDepth = std::max(maxDepth, dd);
-        maxLat = std::max(maxLat, lat);
-      }
-      if (covers) {
-        tree = &tr;
-        depth = maxDepth;
-        upLat = maxLat;
-        for (auto [c, p] : tr.edges) rate = std::min(rate, t.node(p).reduce.reduceGBps);
-        break;
-      }
+    for (auto [c, p] : tree->edges) {
+      rate = std::min(rate, t.node(p).reduce.reduceGBps);
+      upLat = std::max(upLat, t.link(dirLinkId(dirLinkBetween(t, c, p))).latencyUs);
     }
-    if (tree) {
-      f.switchTiers = depth + 1;
-      int inHost = 0, host = t.hostOf(ranks[0]);
-      for (int r : ranks) inHost += t.hostOf(r) == host;
-      double loaded = f.bwInterLoaded > 0 ? std::min(leafBw, f.bwInterLoaded) : leafBw;
-      f.switchGBps = std::min(loaded, rate * k.eff[static_cast<int>(LinkType::Net)]);
-      f.switchLatUs = leafLat + upLat + k.stepOverheadUs + k.netStepOverheadUs + k.switchOpUs * f.switchTiers;
-    }
+    f.switchTiers = depth + 1;
+    double loaded = f.bwInterLoaded > 0 ? std::min(leafBw, f.bwInterLoaded) : leafBw;
+    f.switchGBps = std::min(loaded, rate * k.eff[static_cast<int>(LinkType::Net)]);
+    f.switchLatUs =
+        leafLat + depth * upLat + k.stepOverheadUs + k.netStepOverheadUs + k.switchOpUs * f.switchTiers;
   }
-  f.summary = strprintf("%d ranks in %d domain(s) of %d%s", f.n, f.domains, f.perDomain, f.uniform ? "" : " (uneven)");
+  f.summary = strprintf("%d ranks in %d domain(s) of %d%s", f.n, f.domains, f.perDomain,
+                        f.uniform ? "" : " (uneven)");
   if (f.bwIntra > 0) f.summary += strprintf("; intra %.0f GB/s %.1f us/step", f.bwIntra, f.latIntraUs);
   if (f.domains > 1)
-    f.summary += strprintf("; inter %.0f GB/s (%.0f loaded) %.1f us/step", f.bwInter, f.bwInterLoaded, f.latInterUs);
+    f.summary +=
+        strprintf("; inter %.0f GB/s (%.0f loaded) %.1f us/step", f.bwInter, f.bwInterLoaded, f.latInterUs);
   if (f.nvlsGBps > 0) f.summary += strprintf("; nvls %.0f GB/s", f.nvlsGBps);
   if (f.switchGBps > 0)
-    f.summary += strprintf("; switch reduce %.0f GB/s, %d tier(s), %.1f us one way", f.switchGBps, f.switchTiers,
-                           f.switchLatUs);
+    f.summary += strprintf("; switch reduce %.0f GB/s, %d tier(s), %.1f us one way", f.switchGBps,
+                           f.switchTiers, f.switchLatUs);
   return f;
 }
 
@@ -324,13 +286,21 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     return p;
   }
   double S = static_cast<double>(bytes);
-  Ctx c{f, k, f.reduceGBps * kB, f.domains > 1, f.bwIntra * kB, f.bwInter * kB, f.bwInterLoaded * kB,
-        f.latIntraUs, f.latInterUs};
+  Ctx c{f,
+        k,
+        f.reduceGBps * kB,
+        f.domains > 1,
+        f.bwIntra * kB,
+        f.bwInter * kB,
+        f.bwInterLoaded * kB,
+        f.latIntraUs,
+        f.latInterUs};
   if (!c.multi) c.bOut = c.bIn, c.aOut = c.aIn;
   if (f.perDomain < 2 && c.multi) c.bIn = c.bOut, c.aIn = c.aOut;  // every rank alone: no NVLink
   double bMix = c.multi ? c.bOut : c.bIn;
-  double aMix = c.multi ? (1 - static_cast<double>(f.domains) / n) * c.aIn + static_cast<double>(f.domains) / n * c.aOut
-                        : c.aIn;
+  double aMix =
+      c.multi ? (1 - static_cast<double>(f.domains) / n) * c.aIn + static_cast<double>(f.domains) / n * c.aOut
+              : c.aIn;
   bool reduces = coll == Coll::AllReduce || coll == Coll::Reduce || coll == Coll::ReduceScatter;
   auto unsupported = [&](const char* why) {
     p.supported = false;
@@ -393,15 +363,17 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           int d = f.perDomain, m = f.domains;
           double v = S / d;
           t = localRingPhase(d, v, c.aIn, std::min(c.bIn, c.R)) +
-              localRingPhase(m, v / m, c.aOut, std::min(c.bLoaded, c.R)) + localRingPhase(m, v / m, c.aOut, c.bLoaded) +
-              localRingPhase(d, v, c.aIn, c.bIn);
+              localRingPhase(m, v / m, c.aOut, std::min(c.bLoaded, c.R)) +
+              localRingPhase(m, v / m, c.aOut, c.bLoaded) + localRingPhase(d, v, c.aIn, c.bIn);
           chunk = clampChunk(v / m, k);
           p.reason = "ring reduce-scatter in domain, ring all-reduce of S/d across, all-gather in domain";
           break;
         }
         case PlanAlgo::Switch: {
-          if (f.switchGBps <= 0) return unsupported("no reduce-capable network switch with an aggregation tree over all ranks");
-          if (!f.switchCap.supports(dtype, op)) return unsupported("the switches do not reduce this dtype/op");
+          if (f.switchGBps <= 0)
+            return unsupported("no reduce-capable network switch with an aggregation tree over all ranks");
+          if (!f.switchCap.supports(dtype, op))
+            return unsupported("the switches do not reduce this dtype/op");
           double b = f.switchGBps * kB;
           chunk = pipelineChunk(S, b, 2 * f.switchTiers, k);
           if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
@@ -412,7 +384,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::Nvls: {
           if (c.multi) return unsupported("NVLS reduces within one NVLink domain (see nvls_switch)");
           if (f.nvlsGBps <= 0) return unsupported("no reduce-capable NVSwitch");
-          if (!f.nvlsCap.supports(dtype, op)) return unsupported("the NVSwitch does not reduce this dtype/op");
+          if (!f.nvlsCap.supports(dtype, op))
+            return unsupported("the NVSwitch does not reduce this dtype/op");
           double b = std::min(c.bIn, f.nvlsGBps * kB);
           chunk = pipelineChunk(S, b, 2, k);
           t = 2 * c.aIn + S / b + pipelineCost(S, chunk, b, 2, k);
@@ -421,7 +394,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         }
         case PlanAlgo::NvlsSwitch: {
           if (!c.multi) return unsupported("single domain (see nvls)");
-          if (f.nvlsGBps <= 0 || f.switchGBps <= 0) return unsupported("needs reduce-capable NVSwitches and network switches");
+          if (f.nvlsGBps <= 0 || f.switchGBps <= 0)
+            return unsupported("needs reduce-capable NVSwitches and network switches");
           if (!f.uniform) return unsupported("needs equal, contiguous domains");
           if (!f.nvlsCap.supports(dtype, op) || !f.switchCap.supports(dtype, op))
             return unsupported("the switches do not reduce this dtype/op");
@@ -433,7 +407,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }
-        default: return unsupported("not an all-reduce algorithm");
+        default:
+          return unsupported("not for this collective");
       }
       break;
     case Coll::ReduceScatter:
@@ -445,7 +420,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         t = rhdPhase(reduces, S) + rhdExtra;
         p.reason = "log2(n) steps";
       } else {
-        return unsupported("ring or rhd only");
+        return unsupported("not for this collective");
       }
       break;
     case Coll::Broadcast:
@@ -465,14 +440,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         chunk = clampChunk(S, k);
         p.reason = "log2(n) rounds of S";
       } else {
-        return unsupported("ring/chain, tree or binomial only");
+        return unsupported("not for this collective");
       }
       break;
     }
     case Coll::AlltoAll:
     case Coll::Gather:
     case Coll::Scatter:
-      if (a != PlanAlgo::Direct && a != PlanAlgo::Ring) return unsupported("direct or ring only");
+      if (a != PlanAlgo::Direct && a != PlanAlgo::Ring) return unsupported("not for this collective");
       if (a == PlanAlgo::Direct) {
         double b = coll == Coll::AlltoAll ? (c.multi ? c.bLoaded : c.bIn) : bMix;
         t = c.aOut + (n - 1) * k.chunkOverheadUs + S * (n - 1) / n / b;
@@ -483,9 +458,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       }
       break;
     case Coll::Barrier:
-      if (a == PlanAlgo::Rhd) t = ceilLog2(n) * std::max(c.aIn, c.aOut);
-      else if (a == PlanAlgo::Ring) t = 2 * (n - 1) * aMix;
-      else return unsupported("rhd (dissemination) or ring only");
+      if (a == PlanAlgo::Rhd)
+        t = ceilLog2(n) * std::max(c.aIn, c.aOut);
+      else if (a == PlanAlgo::Ring)
+        t = 2 * (n - 1) * aMix;
+      else
+        return unsupported("not for this collective");
       p.reason = "latency only";
       break;
   }

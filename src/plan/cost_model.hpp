@@ -30,9 +30,9 @@ enum class PlanAlgo : uint8_t {
   NvlsSwitch,    // NVLS inside each domain + switch reduction across domains (NCCL's NVLS-Tree/CollNet)
 };
 constexpr int kNumPlanAlgos = 10;
-const char* planAlgoName(PlanAlgo a);  // "ring", ..., "nvls_switch"
+const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
-Algo toScheduleAlgo(PlanAlgo a);  // Nvls, NvlsSwitch -> Algo::Switch
+Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch -> Algo::Switch
 
 struct CostConstants {
   // Fraction of a link's nominal bandwidth a collective achieves, per link type.
@@ -51,19 +51,19 @@ struct CostConstants {
 // The facts about (topology, first n ranks) the formulas need; computed once per rank count.
 struct FabricView {
   int n = 1;
-  int domains = 1;         // NVLink domains (or hosts on a CPU-only machine) holding the ranks
-  int perDomain = 1;       // ranks in the smallest domain
-  bool uniform = true;     // all domains the same size and ranks contiguous by domain
-  double bwIntra = 0;      // GB/s, effective, between two ranks of a domain (0 if perDomain == 1)
-  double latIntraUs = 0;   // per step, overheads included
-  double bwInter = 0;      // GB/s, effective, one flow between domains
+  int domains = 1;           // NVLink domains (or hosts on a CPU-only machine) holding the ranks
+  int perDomain = 1;         // ranks in the smallest domain
+  bool uniform = true;       // all domains the same size and ranks contiguous by domain
+  double bwIntra = 0;        // GB/s, effective, between two ranks of a domain (0 if perDomain == 1)
+  double latIntraUs = 0;     // per step, overheads included
+  double bwInter = 0;        // GB/s, effective, one flow between domains
   double bwInterLoaded = 0;  // GB/s per rank when every rank of a domain talks across at once
   double latInterUs = 0;
-  double reduceGBps = 0;   // a rank's local reduction throughput
+  double reduceGBps = 0;  // a rank's local reduction throughput
   // In-network reduction: 0 when absent.
-  double nvlsGBps = 0;     // the domain's NVSwitch reduce rate per port
+  double nvlsGBps = 0;  // the domain's NVSwitch reduce rate per port
   ReduceCapability nvlsCap;
-  double switchGBps = 0;   // the network switches' reduce rate per port (min over the ranks' leaves)
+  double switchGBps = 0;  // the network switches' reduce rate per port (min over the ranks' leaves)
   ReduceCapability switchCap;
   int switchTiers = 0;     // depth of the aggregation tree (1: leaves are the root)
   double switchLatUs = 0;  // one way rank -> root of the aggregation tree, overheads included

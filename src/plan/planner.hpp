@@ -76,7 +76,8 @@ Status parseSize(const std::string& s, uint64_t* out);  // "1G", "64k", "8", "in
 class Planner {
  public:
   // rankToNode: topology node of each rank (default: topo.rankNodes() in order).
-  explicit Planner(Topology topo, std::vector<int> rankToNode = {}, CostConstants k = CostConstants::defaults());
+  explicit Planner(Topology topo, std::vector<int> rankToNode = {},
+                   CostConstants k = CostConstants::defaults());
   Status setOverrides(const std::string& algoSpec, const std::string& tuneSpec);
   Status setOverridesFromEnv();  // TRIB_ALGO, TRIB_TUNE
 
@@ -97,6 +98,8 @@ class Planner {
   static double busFactor(Coll c, int nranks);  // nccl-tests busbw = algbw x factor
 
  private:
+  std::vector<Candidate> explainLocked(const PlanRequest& req);
+  bool hostOnly() const;
   Topology topo_;
   std::vector<int> rankToNode_;
   CostConstants k_;

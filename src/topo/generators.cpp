@@ -7,12 +7,12 @@
 namespace trib {
 namespace {
 
-constexpr uint32_t kSharpDtypes = (1u << tribInt32) | (1u << tribUint32) | (1u << tribInt64) | (1u << tribUint64) |
-                                  (1u << tribFloat16) | (1u << tribBfloat16) | (1u << tribFloat32) |
-                                  (1u << tribFloat64);
+constexpr uint32_t kSharpDtypes = (1u << tribInt32) | (1u << tribUint32) | (1u << tribInt64) |
+                                  (1u << tribUint64) | (1u << tribFloat16) | (1u << tribBfloat16) |
+                                  (1u << tribFloat32) | (1u << tribFloat64);
 constexpr uint32_t kNvlsDtypes = (1u << tribFloat16) | (1u << tribBfloat16) | (1u << tribFloat32) |
-                                 (1u << tribInt32) | (1u << tribUint32) | (1u << tribInt64) | (1u << tribUint64) |
-                                 (1u << tribFloat64);
+                                 (1u << tribInt32) | (1u << tribUint32) | (1u << tribInt64) |
+                                 (1u << tribUint64) | (1u << tribFloat64);
 constexpr uint32_t kSumMinMax = (1u << tribSum) | (1u << tribMin) | (1u << tribMax);
 
 void setReduce(Node& n, double gbps, uint32_t dtypes, int maxOps, uint64_t buffer) {
@@ -42,7 +42,8 @@ void buildFatTree(Topology& t, const std::vector<int>& nics, const FatTree& f) {
     if (f.reduceGBps > 0) setReduce(t.node(id), f.reduceGBps, kSharpDtypes, 64, 0);
     leafIds.push_back(id);
   }
-  for (size_t i = 0; i < nics.size(); ++i) t.addLink(nics[i], leafIds[i / f.leafDown], LinkType::Net, f.nicGBps, f.latUs);
+  for (size_t i = 0; i < nics.size(); ++i)
+    t.addLink(nics[i], leafIds[i / f.leafDown], LinkType::Net, f.nicGBps, f.latUs);
   if (leaves == 1) {
     if (f.reduceGBps > 0) {
       AggTree tr;
@@ -111,7 +112,8 @@ Topology makeNvl72Cluster(int racks, const Nvl72Params& p) {
   // chips, one logical node here, with NVLS reduction), 72 NICs (one 800 Gb/s ConnectX-8 per GPU).
   // Racks join through a non-blocking two-tier fat tree of SHARP-capable switches.
   Topology t;
-  t.name = strprintf("%s-nvl72%s", p.gb300 ? "gb300" : "gb200", racks == 1 ? "" : strprintf("-x%d", racks).c_str());
+  t.name = strprintf("%s-nvl72%s", p.gb300 ? "gb300" : "gb200",
+                     racks == 1 ? "" : strprintf("-x%d", racks).c_str());
   std::vector<int> nics;
   for (int r = 0; r < racks; ++r) {
     std::string pre = strprintf("r%d.", r);
@@ -192,22 +194,31 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
     std::string k = kv.substr(0, eq), v = eq == std::string::npos ? "" : kv.substr(eq + 1);
     double d = 0;
     int i = 0;
-    if (k == "nvlink_gbps") TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlinkGBps));
-    else if (k == "nic_gbps") TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nicGBps));
-    else if (k == "nvls_gbps") TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlsReduceGBps));
-    else if (k == "sharp_gbps") TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.sharpReduceGBps));
-    else if (k == "net_lat_us") TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.netLatUs));
-    else if (k == "nvlink_lat_us") TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlinkLatUs));
-    else if (k == "leaf_down") TRIB_RETURN_IF_ERROR(parseInt(v, 1, 1 << 20, k.c_str(), &p.leafDown));
-    else if (k == "spines") TRIB_RETURN_IF_ERROR(parseInt(v, 1, 1 << 20, k.c_str(), &p.spines));
+    if (k == "nvlink_gbps")
+      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlinkGBps));
+    else if (k == "nic_gbps")
+      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nicGBps));
+    else if (k == "nvls_gbps")
+      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlsReduceGBps));
+    else if (k == "sharp_gbps")
+      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.sharpReduceGBps));
+    else if (k == "net_lat_us")
+      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.netLatUs));
+    else if (k == "nvlink_lat_us")
+      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlinkLatUs));
+    else if (k == "leaf_down")
+      TRIB_RETURN_IF_ERROR(parseInt(v, 1, 1 << 20, k.c_str(), &p.leafDown));
+    else if (k == "spines")
+      TRIB_RETURN_IF_ERROR(parseInt(v, 1, 1 << 20, k.c_str(), &p.spines));
     else if (k == "sharp") {
       TRIB_RETURN_IF_ERROR(parseInt(v, 0, 1, k.c_str(), &i));
       p.sharp = i != 0;
     } else {
-      return errorf(tribInvalidArgument,
-                    "unknown generator parameter '%s' (nvlink_gbps, nic_gbps, nvls_gbps, sharp_gbps, net_lat_us, "
-                    "nvlink_lat_us, leaf_down, spines, sharp=0|1)",
-                    k.c_str());
+      return errorf(
+          tribInvalidArgument,
+          "unknown generator parameter '%s' (nvlink_gbps, nic_gbps, nvls_gbps, sharp_gbps, net_lat_us, "
+          "nvlink_lat_us, leaf_down, spines, sharp=0|1)",
+          k.c_str());
     }
     (void)d;
   }
@@ -220,11 +231,13 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
     *out = makeNvl72(p);
   } else if (sys == "nvl72-cluster" || sys == "gb300-nvl72-cluster" || sys == "gb200-nvl72-cluster") {
     p.gb300 = sys != "gb200-nvl72-cluster";
-    if (parts.size() < 2) return errorf(tribInvalidArgument, "%s needs a rack count: %s:64", sys.c_str(), sys.c_str());
+    if (parts.size() < 2)
+      return errorf(tribInvalidArgument, "%s needs a rack count: %s:64", sys.c_str(), sys.c_str());
     TRIB_RETURN_IF_ERROR(parseInt(parts[1], 1, 4096, "rack count", &n));
     *out = makeNvl72Cluster(n, p);
   } else if (sys == "uniform") {
-    if (parts.size() < 2) return errorf(tribInvalidArgument, "uniform needs a rank count: uniform:16[:bw[:lat]]");
+    if (parts.size() < 2)
+      return errorf(tribInvalidArgument, "uniform needs a rank count: uniform:16[:bw[:lat]]");
     TRIB_RETURN_IF_ERROR(parseInt(parts[1], 1, 1 << 20, "rank count", &n));
     double bw = 100, lat = 1;
     if (parts.size() > 2 && !parts[2].empty()) TRIB_RETURN_IF_ERROR(parseDouble(parts[2], "bandwidth", &bw));

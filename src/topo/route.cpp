@@ -12,7 +12,7 @@ namespace {
 
 // A hop costs its latency plus the time a 1 MB message takes on it, so a fast link beats a
 // short slow one (NVLink over a shared PCIe switch) and fewer hops win among equals.
-constexpr double kRefMessageUs = 1000.0;  // 1 MB at 1 GB/s, in µs: weight += kRefMessageUs / bw
+constexpr double kRefMessageUs = 1000.0;      // 1 MB at 1 GB/s, in µs: weight += kRefMessageUs / bw
 constexpr double kCpuTransitPenaltyUs = 5.0;  // bouncing through host memory is slow
 
 bool transit(NodeType t) { return t != NodeType::Gpu; }
@@ -81,7 +81,8 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
       const Link& l = t_.link(lid);
       double w = l.latencyUs + kRefMessageUs / std::max(1e-9, (l.a == u ? l.bwAB : l.bwBA));
       NodeType vt = t_.node(v).type;
-      if (v != dst && (vt == NodeType::Cpu || vt == NodeType::Numa || vt == NodeType::Host)) w += kCpuTransitPenaltyUs;
+      if (v != dst && (vt == NodeType::Cpu || vt == NodeType::Numa || vt == NodeType::Host))
+        w += kCpuTransitPenaltyUs;
       DirLink dl = 2 * lid + (l.a == u ? 0 : 1);
       touch(v);
       double nd = d + w;
@@ -91,7 +92,8 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
         pq.push({nd, v});
       } else if (nd <= dist_[v] + 1e-9 && via_[v] >= 0) {
         // Equal cost: pick among the candidates by a hash of (src, dst, candidate) -- ECMP.
-        if (mix(pairHash ^ static_cast<uint64_t>(dl)) < mix(pairHash ^ static_cast<uint64_t>(via_[v]))) via_[v] = dl;
+        if (mix(pairHash ^ static_cast<uint64_t>(dl)) < mix(pairHash ^ static_cast<uint64_t>(via_[v])))
+          via_[v] = dl;
       }
     }
   }
@@ -117,6 +119,66 @@ double Router::bottleneckGBps(int src, int dst) {
   double b = std::numeric_limits<double>::infinity();
   for (DirLink d : p) b = std::min(b, dirLinkBw(t_, d));
   return b;
+}
+
+int firstSwitchAbove(const Topology& t, int node, std::vector<DirLink>* up) {
+  struct Item {
+    int node, parent, depth;
+    DirLink via;
+  };
+  std::vector<Item> q{{node, -1, 0, -1}};
+  std::vector<int> seen{node};
+  for (size_t i = 0; i < q.size(); ++i) {
+    Item it = q[i];
+    for (auto [lid, nb] : t.adjacent(it.node)) {
+      if (std::find(seen.begin(), seen.end(), nb) != seen.end()) continue;
+      seen.push_back(nb);
+      const Link& l = t.link(lid);
+      DirLink dl = 2 * lid + (l.a == it.node ? 0 : 1);
+      NodeType nt = t.node(nb).type;
+      if (nt == NodeType::Switch) {
+        if (up) {
+          up->clear();
+          up->push_back(dl);
+          for (int j = static_cast<int>(i); j > 0; j = q[j].parent) up->push_back(q[j].via);
+          std::reverse(up->begin(), up->end());
+        }
+        return nb;
+      }
+      if (it.depth < 4 && (nt == NodeType::Nic || nt == NodeType::PcieSwitch || nt == NodeType::Cpu ||
+                           nt == NodeType::Numa || nt == NodeType::Host))
+        q.push_back({nb, static_cast<int>(i), it.depth + 1, dl});
+    }
+  }
+  return -1;
+}
+
+const AggTree* findAggTree(const Topology& t, const std::vector<int>& leaves, int* depth, int skip) {
+  std::vector<const AggTree*> covering;
+  std::vector<int> depths;
+  for (const auto& tr : t.aggTrees()) {
+    std::unordered_map<int, int> parent;
+    for (auto [c, p] : tr.edges) parent[c] = p;
+    bool covers = true;
+    int maxDepth = 0;
+    for (int leaf : leaves) {
+      int x = leaf, d = 0;
+      while (parent.count(x)) x = parent[x], ++d;
+      covers &= x == tr.root;
+      maxDepth = std::max(maxDepth, d);
+    }
+    if (covers) covering.push_back(&tr), depths.push_back(maxDepth);
+  }
+  if (covering.empty()) return nullptr;
+  size_t i = static_cast<size_t>(skip) % covering.size();  // spread groups over the trees
+  if (depth) *depth = depths[i];
+  return covering[i];
+}
+
+DirLink dirLinkBetween(const Topology& t, int a, int b) {
+  for (auto [lid, nb] : t.adjacent(a))
+    if (nb == b) return 2 * lid + (t.link(lid).a == a ? 0 : 1);
+  return -1;
 }
 
 }  // namespace trib

@@ -27,8 +27,8 @@ class Router {
   // The reference stays valid for the Router's lifetime.
   const std::vector<DirLink>& route(int src, int dst);
   bool reachable(int src, int dst) { return src == dst || !route(src, dst).empty(); }
-  double latencyUs(int src, int dst);           // sum of link latencies
-  double bottleneckGBps(int src, int dst);      // min link bandwidth along the path (0 if none)
+  double latencyUs(int src, int dst);       // sum of link latencies
+  double bottleneckGBps(int src, int dst);  // min link bandwidth along the path (0 if none)
   const Topology& topology() const { return t_; }
 
  private:
@@ -42,5 +42,14 @@ class Router {
   std::vector<uint32_t> stamp_, done_, nearDst_;
   uint32_t gen_ = 0;
 };
+
+// The first network switch above an endpoint (through its NICs, PCIe switches, CPUs), by fewest
+// hops, and the directed path up to it; -1 if there is none within a few hops.
+int firstSwitchAbove(const Topology& t, int node, std::vector<DirLink>* up);
+// The first aggregation tree whose root is reached from every leaf by following parents, with the
+// deepest leaf's number of edges to the root; nullptr if none covers all leaves.
+const AggTree* findAggTree(const Topology& t, const std::vector<int>& leaves, int* depth, int skip = 0);
+// The directed link from a to b (first one when parallel), -1 if none.
+DirLink dirLinkBetween(const Topology& t, int a, int b);
 
 }  // namespace trib

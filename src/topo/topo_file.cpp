@@ -75,8 +75,9 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
   if (t->find(w[1]) >= 0) return lp.err("", strprintf("node '%s' is defined twice", w[1].c_str()));
   NodeType type;
   if (!parseNodeType(w[2], &type))
-    return lp.err("", strprintf("unknown node type '%s' (gpu, cpu, numa, nic, host, nvswitch, pcieswitch, switch)",
-                                w[2].c_str()));
+    return lp.err(
+        "", strprintf("unknown node type '%s' (gpu, cpu, numa, nic, host, nvswitch, pcieswitch, switch)",
+                      w[2].c_str()));
   int id = t->addNode(w[1], type);
   Node& n = t->node(id);
   n.sourceLine = lp.line;
@@ -172,7 +173,8 @@ Status parseTopology(const std::string& text, Topology* out, const std::string& 
       TRIB_RETURN_IF_ERROR(parseLinkLine(lp, w, &t));
     } else if (w[0] == "aggtree" && w.size() == 3) {  // a tree of one switch: its root
       int r = t.find(w[2]);
-      if (r < 0) return lp.err("", strprintf("aggtree names node '%s', which is not defined above", w[2].c_str()));
+      if (r < 0)
+        return lp.err("", strprintf("aggtree names node '%s', which is not defined above", w[2].c_str()));
       if (!trees.count(w[1])) treeOrder.push_back(w[1]);
       trees[w[1]].name = w[1];
       trees[w[1]].root = r;
@@ -180,7 +182,8 @@ Status parseTopology(const std::string& text, Topology* out, const std::string& 
       if (w.size() != 4) return lp.err("", "expected 'aggtree TREE CHILD PARENT' or 'aggtree TREE ROOT'");
       int c = t.find(w[2]), p = t.find(w[3]);
       if (c < 0 || p < 0)
-        return lp.err("", strprintf("aggtree names node '%s', which is not defined above", (c < 0 ? w[2] : w[3]).c_str()));
+        return lp.err("", strprintf("aggtree names node '%s', which is not defined above",
+                                    (c < 0 ? w[2] : w[3]).c_str()));
       if (!trees.count(w[1])) treeOrder.push_back(w[1]);
       AggTree& tr = trees[w[1]];
       tr.name = w[1];
@@ -190,7 +193,8 @@ Status parseTopology(const std::string& text, Topology* out, const std::string& 
       return lp.err("", strprintf("unknown statement '%s' (topology, node, link, aggtree)", w[0].c_str()));
     }
   }
-  for (const auto& name : treeOrder) TRIB_RETURN_IF_ERROR(t.addAggTree(trees[name]).prefix(sourceName + ": "));
+  for (const auto& name : treeOrder)
+    TRIB_RETURN_IF_ERROR(t.addAggTree(trees[name]).prefix(sourceName + ": "));
   t.finalize();
   TRIB_RETURN_IF_ERROR(t.validate().prefix(sourceName + ": "));
   *out = std::move(t);
@@ -200,7 +204,8 @@ Status parseTopology(const std::string& text, Topology* out, const std::string& 
 Status loadTopologyFile(const std::string& path, Topology* out) {
   std::ifstream f(path);
   if (!f)
-    return errorf(tribInvalidArgument, "cannot open topology file '%s' (TRIB_TOPO_FILE); check the path", path.c_str());
+    return errorf(tribInvalidArgument, "cannot open topology file '%s' (TRIB_TOPO_FILE); check the path",
+                  path.c_str());
   std::stringstream ss;
   ss << f.rdbuf();
   return parseTopology(ss.str(), out, path);
@@ -228,7 +233,8 @@ std::string dumpTopology(const Topology& t) {
       s += " reduce_ops=" +
            maskNames(n.reduce.opMask, tribNumOps, [](int i) { return redOpName(static_cast<RedOp>(i)); });
       if (n.reduce.maxConcurrentOps) s += strprintf(" reduce_max_ops=%d", n.reduce.maxConcurrentOps);
-      if (n.reduce.bufferBytes) s += strprintf(" reduce_buffer=%llu", (unsigned long long)n.reduce.bufferBytes);
+      if (n.reduce.bufferBytes)
+        s += strprintf(" reduce_buffer=%llu", (unsigned long long)n.reduce.bufferBytes);
     } else if (!isSwitchType(n.type) && n.reduceGBps > 0) {
       s += " reduce_gbps=" + num(n.reduceGBps);
     }
@@ -236,8 +242,8 @@ std::string dumpTopology(const Topology& t) {
   }
   for (int i = 0; i < t.numLinks(); ++i) {
     const Link& l = t.link(i);
-    s += strprintf("link %s %s %s bw=%s", t.node(l.a).name.c_str(), t.node(l.b).name.c_str(), linkTypeName(l.type),
-                   num(l.bwAB).c_str());
+    s += strprintf("link %s %s %s bw=%s", t.node(l.a).name.c_str(), t.node(l.b).name.c_str(),
+                   linkTypeName(l.type), num(l.bwAB).c_str());
     if (l.bwBA != l.bwAB) s += " bw_back=" + num(l.bwBA);
     s += " lat=" + num(l.latencyUs) + "\n";
   }
@@ -251,7 +257,8 @@ std::string dumpTopology(const Topology& t) {
 
 Status dumpTopologyFile(const Topology& t, const std::string& path) {
   std::ofstream f(path);
-  if (!f) return errorf(tribSystemError, "cannot write topology file '%s' (TRIB_TOPO_DUMP_FILE)", path.c_str());
+  if (!f)
+    return errorf(tribSystemError, "cannot write topology file '%s' (TRIB_TOPO_DUMP_FILE)", path.c_str());
   f << dumpTopology(t);
   if (!f) return errorf(tribSystemError, "writing topology file '%s' failed (disk full?)", path.c_str());
   return Status::Ok();

@@ -86,8 +86,8 @@ Status Topology::addAggTree(AggTree tree) {
   for (size_t i = 0; i < tree.edges.size(); ++i) {
     auto [c, p] = tree.edges[i];
     if (c < 0 || p < 0 || c >= numNodes() || p >= numNodes())
-      return errorf(tribInvalidArgument, "%saggregation tree '%s': edge names an unknown node", lineOf(i).c_str(),
-                    tree.name.c_str());
+      return errorf(tribInvalidArgument, "%saggregation tree '%s': edge names an unknown node",
+                    lineOf(i).c_str(), tree.name.c_str());
     if (!parent.emplace(c, p).second)
       return errorf(tribInvalidArgument,
                     "%saggregation tree '%s': node '%s' has two parents; a tree gives each switch one parent",
@@ -105,13 +105,14 @@ Status Topology::addAggTree(AggTree tree) {
     while (parent.count(x)) {
       x = parent[x];
       if (++hops > static_cast<int>(parent.size()))
-        return errorf(tribInvalidArgument, "%saggregation tree '%s' has a cycle through '%s'; it must be a tree",
+        return errorf(tribInvalidArgument,
+                      "%saggregation tree '%s' has a cycle through '%s'; it must be a tree",
                       lineOf(i).c_str(), tree.name.c_str(), nodes_[c].name.c_str());
     }
     if (root >= 0 && x != root)
       return errorf(tribInvalidArgument,
-                    "%saggregation tree '%s' has two roots ('%s' and '%s'); it must be one tree", lineOf(i).c_str(),
-                    tree.name.c_str(), nodes_[root].name.c_str(), nodes_[x].name.c_str());
+                    "%saggregation tree '%s' has two roots ('%s' and '%s'); it must be one tree",
+                    lineOf(i).c_str(), tree.name.c_str(), nodes_[root].name.c_str(), nodes_[x].name.c_str());
     root = x;
   }
   if (root < 0) root = tree.root;  // a one-switch tree: just its root
@@ -127,10 +128,12 @@ Status Topology::validate() const {
   for (const auto& l : links_) {
     if (!(l.bwAB > 0) || !(l.bwBA > 0))
       return errorf(tribInvalidArgument, "%slink %s-%s: bandwidth must be > 0 GB/s (got %g/%g)",
-                    at(l.sourceLine).c_str(), nodes_[l.a].name.c_str(), nodes_[l.b].name.c_str(), l.bwAB, l.bwBA);
+                    at(l.sourceLine).c_str(), nodes_[l.a].name.c_str(), nodes_[l.b].name.c_str(), l.bwAB,
+                    l.bwBA);
     if (!(l.latencyUs >= 0))
-      return errorf(tribInvalidArgument, "%slink %s-%s: latency must be >= 0 us (got %g)", at(l.sourceLine).c_str(),
-                    nodes_[l.a].name.c_str(), nodes_[l.b].name.c_str(), l.latencyUs);
+      return errorf(tribInvalidArgument, "%slink %s-%s: latency must be >= 0 us (got %g)",
+                    at(l.sourceLine).c_str(), nodes_[l.a].name.c_str(), nodes_[l.b].name.c_str(),
+                    l.latencyUs);
     if (l.a == l.b)
       return errorf(tribInvalidArgument, "%slink connects '%s' to itself", at(l.sourceLine).c_str(),
                     nodes_[l.a].name.c_str());
@@ -139,14 +142,15 @@ Status Topology::validate() const {
   for (int i = 0; i < numNodes(); ++i) {
     const Node& n = nodes_[i];
     if (multi && adj_[i].empty() && n.type != NodeType::Host)
-      return errorf(tribInvalidArgument, "%snode '%s' (%s) has no links: missing links; connect it with a 'link' line",
+      return errorf(tribInvalidArgument,
+                    "%snode '%s' (%s) has no links: missing links; connect it with a 'link' line",
                     at(n.sourceLine).c_str(), n.name.c_str(), nodeTypeName(n.type));
     if (n.reduce.can() && !isSwitchType(n.type))
       return errorf(tribInvalidArgument, "%snode '%s': only switches can carry a reduce capability",
                     at(n.sourceLine).c_str(), n.name.c_str());
     if (n.reduceGBps < 0 || n.reduce.reduceGBps < 0)
-      return errorf(tribInvalidArgument, "%snode '%s': reduce bandwidth must be >= 0", at(n.sourceLine).c_str(),
-                    n.name.c_str());
+      return errorf(tribInvalidArgument, "%snode '%s': reduce bandwidth must be >= 0",
+                    at(n.sourceLine).c_str(), n.name.c_str());
   }
   // Every rank must reach every other rank (else no collective can run).
   if (!rankNodes_.empty()) {
@@ -162,12 +166,14 @@ Status Topology::validate() const {
     for (int r : rankNodes_)
       if (!seen[r])
         return errorf(tribInvalidArgument, "%snode '%s' cannot reach '%s': missing links between them",
-                      at(nodes_[r].sourceLine).c_str(), nodes_[r].name.c_str(), nodes_[rankNodes_[0]].name.c_str());
+                      at(nodes_[r].sourceLine).c_str(), nodes_[r].name.c_str(),
+                      nodes_[rankNodes_[0]].name.c_str());
   }
   for (const auto& t : trees_)
     for (auto [c, p] : t.edges)
       if (!nodes_[c].reduce.can() || !nodes_[p].reduce.can())
-        return errorf(tribInvalidArgument, "aggregation tree '%s': '%s' cannot reduce; give it a reduce= capability",
+        return errorf(tribInvalidArgument,
+                      "aggregation tree '%s': '%s' cannot reduce; give it a reduce= capability",
                       t.name.c_str(), nodes_[nodes_[c].reduce.can() ? p : c].name.c_str());
   return Status::Ok();
 }
@@ -209,9 +215,11 @@ void Topology::finalize() {
   if (gpus) {
     components(
         *this, [](const Link& l) { return l.type == LinkType::NvLink; },
-        [&](int x) { return nodes_[x].type == NodeType::Gpu || nodes_[x].type == NodeType::NvSwitch; }, &comp);
+        [&](int x) { return nodes_[x].type == NodeType::Gpu || nodes_[x].type == NodeType::NvSwitch; },
+        &comp);
   } else {
-    components(*this, [](const Link& l) { return l.type != LinkType::Net; }, [](int) { return true; }, &comp);
+    components(
+        *this, [](const Link& l) { return l.type != LinkType::Net; }, [](int) { return true; }, &comp);
   }
   // Renumber so only components holding ranks count, in rank order.
   domain_.assign(numNodes(), -1);
@@ -220,8 +228,9 @@ void Topology::finalize() {
   for (int i = 0; i < numNodes(); ++i)
     if (comp[i] >= 0 && renum.count(comp[i])) domain_[i] = renum[comp[i]];
   numDomains_ = static_cast<int>(renum.size());
-  numHosts_ = components(*this, [](const Link& l) { return l.type != LinkType::Net; },
-                         [&](int x) { return nodes_[x].type != NodeType::Switch; }, &host_);
+  numHosts_ = components(
+      *this, [](const Link& l) { return l.type != LinkType::Net; },
+      [&](int x) { return nodes_[x].type != NodeType::Switch; }, &host_);
 }
 
 void Topology::networkCapacity(double* edge, double* core) const {
@@ -237,15 +246,17 @@ void Topology::networkCapacity(double* edge, double* core) const {
 double Topology::bisectionGBps() const {
   // Tiered estimate for tree-like fabrics (fat trees, single switches): half the capacity of the
   // narrowest tier. Without a network: half the ranks' capacity into their domain/host.
-  double edge = 0, core = 0, local = 0;
+  // NVLink when there is any, else every local link from a rank.
+  double edge = 0, core = 0, nvl = 0, local = 0;
   networkCapacity(&edge, &core);
   for (const auto& l : links_) {
     NodeType ta = nodes_[l.a].type, tb = nodes_[l.b].type;
     bool ea = ta == NodeType::Gpu || ta == NodeType::Cpu, eb = tb == NodeType::Gpu || tb == NodeType::Cpu;
-    if (l.type != LinkType::Net && ea != eb) local += std::min(l.bwAB, l.bwBA);
+    if (l.type == LinkType::Net || ea == eb) continue;
+    (l.type == LinkType::NvLink ? nvl : local) += std::min(l.bwAB, l.bwBA);
   }
   if (edge > 0) return core > 0 ? std::min(edge, core) / 2 : edge / 2;
-  return local / 2;
+  return (nvl > 0 ? nvl : local) / 2;
 }
 
 }  // namespace trib

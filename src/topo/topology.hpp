@@ -22,7 +22,8 @@ enum class NodeType : uint8_t { Gpu, Cpu, Numa, Nic, Host, NvSwitch, PcieSwitch,
 constexpr int kNumNodeTypes = 8;
 enum class LinkType : uint8_t { NvLink, Pcie, C2C, Net, Shm, Loop };
 constexpr int kNumLinkTypes = 6;
-const char* nodeTypeName(NodeType t);  // "gpu", "cpu", "numa", "nic", "host", "nvswitch", "pcieswitch", "switch"
+const char* nodeTypeName(
+    NodeType t);  // "gpu", "cpu", "numa", "nic", "host", "nvswitch", "pcieswitch", "switch"
 const char* linkTypeName(LinkType t);  // "nvlink", "pcie", "c2c", "net", "shm", "loop"
 bool parseNodeType(const std::string& s, NodeType* out);
 bool parseLinkType(const std::string& s, LinkType* out);
@@ -32,11 +33,11 @@ inline bool isSwitchType(NodeType t) {
 
 // In-network reduction capability of a switch (absent: reduceGBps == 0).
 struct ReduceCapability {
-  double reduceGBps = 0;        // reduction throughput per port (GB/s); 0 = cannot reduce
-  uint32_t dtypeMask = 0;       // bit (1 << tribDataType_t) per supported dtype
-  uint32_t opMask = 0;          // bit (1 << tribRedOp_t) per supported op
-  int maxConcurrentOps = 0;     // outstanding operations (SHARP OSTs); 0 = unlimited
-  uint64_t bufferBytes = 0;     // reduction buffer per operation; 0 = unlimited
+  double reduceGBps = 0;     // reduction throughput per port (GB/s); 0 = cannot reduce
+  uint32_t dtypeMask = 0;    // bit (1 << tribDataType_t) per supported dtype
+  uint32_t opMask = 0;       // bit (1 << tribRedOp_t) per supported op
+  int maxConcurrentOps = 0;  // outstanding operations (SHARP OSTs); 0 = unlimited
+  uint64_t bufferBytes = 0;  // reduction buffer per operation; 0 = unlimited
   bool can() const { return reduceGBps > 0; }
   bool supports(DataType t, RedOp op) const {
     return can() && (dtypeMask >> static_cast<int>(t) & 1) && (opMask >> static_cast<int>(op) & 1);
@@ -46,7 +47,7 @@ struct ReduceCapability {
 struct Node {
   std::string name;
   NodeType type = NodeType::Gpu;
-  double reduceGBps = 0;  // gpu/cpu: local reduction throughput (0 = use the cost model's default)
+  double reduceGBps = 0;    // gpu/cpu: local reduction throughput (0 = use the cost model's default)
   ReduceCapability reduce;  // switches only
   int sourceLine = 0;       // line in the topology file (0 when generated)
 };
@@ -124,19 +125,19 @@ Status dumpTopologyFile(const Topology& t, const std::string& path);
 
 // ---- Generators (defaults from shared/REFERENCE.md; see docs/TOPOLOGY.md for the counts) -------
 struct Nvl72Params {
-  bool gb300 = true;              // GB300 (Blackwell Ultra) or GB200; same fabric figures here
-  double nvlinkGBps = 900;        // per GPU per direction (1.8 TB/s both directions)
-  double nvlinkLatUs = 0.5;       // per hop (gpu -> nvswitch)
-  double nvlsReduceGBps = 550;    // NVLink-switch reduction throughput per port
-  double nicGBps = 100;           // 800 Gb/s per GPU
-  double c2cGBps = 450;           // Grace <-> GPU per direction (900 GB/s both)
-  double pcieGBps = 128;          // GPU <-> NIC (PCIe Gen6 x16)
-  double netLatUs = 0.6;          // per network hop (cable + switch)
-  double pcieLatUs = 0.5;         // GPU <-> NIC
-  double sharpReduceGBps = 100;   // switch reduction throughput per port (line rate)
-  int leafDown = 72;              // NICs per leaf switch (one leaf per rack by default)
-  int spines = 36;                // spine switches (non-blocking: leaf uplink = leaf downlink)
-  bool sharp = true;              // network switches reduce
+  bool gb300 = true;             // GB300 (Blackwell Ultra) or GB200; same fabric figures here
+  double nvlinkGBps = 900;       // per GPU per direction (1.8 TB/s both directions)
+  double nvlinkLatUs = 0.5;      // per hop (gpu -> nvswitch)
+  double nvlsReduceGBps = 550;   // NVLink-switch reduction throughput per port
+  double nicGBps = 100;          // 800 Gb/s per GPU
+  double c2cGBps = 450;          // Grace <-> GPU per direction (900 GB/s both)
+  double pcieGBps = 128;         // GPU <-> NIC (PCIe Gen6 x16)
+  double netLatUs = 0.6;         // per network hop (cable + switch)
+  double pcieLatUs = 0.5;        // GPU <-> NIC
+  double sharpReduceGBps = 100;  // switch reduction throughput per port (line rate)
+  int leafDown = 72;             // NICs per leaf switch (one leaf per rack by default)
+  int spines = 36;               // spine switches (non-blocking: leaf uplink = leaf downlink)
+  bool sharp = true;             // network switches reduce
 };
 Topology makeDgxH100(int nodes = 1);  // nodes > 1: on a non-blocking fat tree of 400G NICs
 Topology makeNvl72(const Nvl72Params& p = {});
