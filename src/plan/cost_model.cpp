@@ -234,7 +234,7 @@ namespace {
 
 uint64_t clampChunk(double c, const CostConstants& k) {
   c = std::max<double>(k.minChunkBytes, std::min<double>(k.maxChunkBytes, c));
-  return static_cast<uint64_t>(c);
+  return static_cast<uint64_t>(std::ceil(c));
 }
 
 // Pipelined chunk that balances fill (depth x chunk / bw) against per-chunk overhead.
@@ -315,7 +315,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     return p;
   }
   double t = -1;
-  uint64_t chunk = clampChunk(S / n, k);
+  uint64_t chunk = clampChunk(std::ceil(S / n), k);  // a whole block per slice when it fits
   auto rhdPhase = [&](bool reduce, double total) {
     // Recursive halving (reduce-scatter) or doubling (all-gather), nearest partner first; steps whose
     // partner distance reaches a whole domain cross the network, with every rank talking at once.
@@ -365,7 +365,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           t = localRingPhase(d, v, c.aIn, std::min(c.bIn, c.R)) +
               localRingPhase(m, v / m, c.aOut, std::min(c.bLoaded, c.R)) +
               localRingPhase(m, v / m, c.aOut, c.bLoaded) + localRingPhase(d, v, c.aIn, c.bIn);
-          chunk = clampChunk(v / m, k);
+          chunk = clampChunk(std::ceil(v / m), k);
           p.reason = "ring reduce-scatter in domain, ring all-reduce of S/d across, all-gather in domain";
           break;
         }

@@ -276,7 +276,7 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     Candidate c;
     c.plan.algo = a;
     c.plan.predictedUs = p.us;
-    c.plan.chunkElems = std::max<uint64_t>(1, p.chunkBytes / es);
+    c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
     // Executable: a generator in the registry that accepts the request.
     const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::Switch
                                ? nullptr

@@ -124,6 +124,15 @@ class Links {
     if (first) *first = head;
     return path.empty() ? depart : tail + prevLat;
   }
+  // A switch's reduction engine for one group as a server of `rate` GB/s per port: a chunk of
+  // `bytes` from every port is reduced in bytes / rate, one chunk after another. Groups on
+  // different ports (SHARP trees of different GPUs) reduce in parallel.
+  double reduce(int sw, int group, double ready, double bytes, double rateGBps) {
+    double& f = reduceFree_[static_cast<uint64_t>(sw) << 24 | static_cast<uint32_t>(group)];
+    double start = std::max(ready, f);
+    f = start + bytes / (rateGBps * kB);
+    return f;
+  }
   double overhead(const std::vector<DirLink>& path) const {
     for (DirLink d : path)
       if (t_.link(dirLinkId(d)).type == LinkType::Net) return k_.stepOverheadUs + k_.netStepOverheadUs;
@@ -154,6 +163,7 @@ class Links {
   const Topology& t_;
   const CostConstants& k_;
   std::vector<double> free_, busy_, bytes_;
+  std::unordered_map<uint64_t, double> reduceFree_;
 };
 
 double reduceBpu(const Node& n, const CostConstants& k) {
@@ -193,7 +203,17 @@ struct RankState {
   bool queued = false;
   std::vector<Pending> blocked;
   TimeMap maps[3];
-  std::unordered_map<int, uint64_t> sendSeq, recvSeq;
+  // Per peer: message counters, the queue of messages from it, the route to it. Few peers per rank
+  // for every schedule but all-to-all, so a short list searched from the last hit.
+  struct Peer {
+    int peer;
+    uint64_t sent = 0, received = 0;
+    PairQ* in = nullptr;
+    const std::vector<DirLink>* route = nullptr;
+  };
+  std::vector<Peer> peers;
+  size_t lastPeer = 0;
+  std::unordered_map<int, size_t> peerIndex;  // used once the list grows long
   uint64_t pulled = 0;
   double reduceBpu = 0, copyBpu = 0;
   int node = -1;
@@ -214,7 +234,7 @@ class Engine {
       : t_(t), router_(t), args_(args), esize_(esize), opt_(o), links_(t, opt_.k) {
     // Look-ahead: wide enough on small communicators for slice j+1 to overlap slice j of a ring,
     // narrow on huge ones (where a block is one slice and ranks move in lockstep) to bound work.
-    window_ = o.window > 0 ? o.window : std::max(8, std::min(512, 16384 / std::max(1, args.nranks)));
+    window_ = o.window > 0 ? o.window : std::max(8, std::min(1024, 65536 / std::max(1, args.nranks)));
     ranks_.resize(args.nranks);
     for (int r = 0; r < args.nranks; ++r) {
       RankState& rs = ranks_[r];
@@ -297,17 +317,21 @@ class Engine {
       Pending p{rs.gen.value(), 0, nullptr};
       p.id = rs.pulled++;
       ++steps_;
-      if (p.s.kind == StepKind::Send) p.seq = rs.sendSeq[p.s.peer]++;
-      if (p.s.kind == StepKind::Recv || p.s.kind == StepKind::RecvReduce) {
+      if (p.s.isComm()) {
         if (p.s.peer < 0 || p.s.peer >= args_.nranks) {
           bad_ = strprintf("rank %d: %s names a peer outside [0, %d)", r, describeStep(p.s).c_str(),
                            args_.nranks);
           rs.genDone = true;
           return;
         }
-        p.seq = rs.recvSeq[p.s.peer]++;
-        p.q = &pairs_[key(p.s.peer, r)];
-        p.arr = &p.q->get(p.seq);
+        RankState::Peer& pe = peer(r, p.s.peer);
+        if (p.s.kind == StepKind::Send) {
+          p.seq = pe.sent++;
+        } else {
+          p.seq = pe.received++;
+          p.q = pe.in;
+          p.arr = &p.q->get(p.seq);
+        }
       }
       bool free = ready(p) && !conflictsBefore(p, rs.blocked, rs.blocked.size());
       if (free)
@@ -322,6 +346,23 @@ class Engine {
   }
 
   static bool ready(const Pending& p) { return !p.arr || p.arr->done; }
+
+  RankState::Peer& peer(int r, int peer) {
+    RankState& rs = ranks_[r];
+    if (rs.lastPeer < rs.peers.size() && rs.peers[rs.lastPeer].peer == peer) return rs.peers[rs.lastPeer];
+    if (rs.peers.size() <= 16) {
+      for (size_t i = 0; i < rs.peers.size(); ++i)
+        if (rs.peers[i].peer == peer) return rs.peers[rs.lastPeer = i];
+    } else if (auto it = rs.peerIndex.find(peer); it != rs.peerIndex.end()) {
+      return rs.peers[rs.lastPeer = it->second];
+    }
+    RankState::Peer pe{peer};
+    pe.in = &pairs_[key(peer, r)];
+    pe.route = &router_.route(rs.node, ranks_[peer].node);
+    rs.peerIndex[peer] = rs.peers.size();
+    rs.peers.push_back(pe);
+    return rs.peers[rs.lastPeer = rs.peers.size() - 1];
+  }
 
   void execute(int r, const Pending& p) {
     RankState& rs = ranks_[r];
@@ -373,7 +414,7 @@ class Engine {
     ++messages_;
     const RankState& src = ranks_[m.src];
     const RankState& dst = ranks_[m.dst];
-    const auto& path = router_.route(src.node, dst.node);
+    const auto& path = *peer(m.src, m.dst).route;
     double bytes = static_cast<double>(m.bytes);
     double at, first;
     if (path.empty()) {  // two ranks on one node: a local copy
@@ -493,6 +534,7 @@ class AggGroup {
  public:
   Status init(const Topology& t, const std::vector<int>& members, int treeIndex) {
     members_ = members;
+    group_ = treeIndex;
     up_.resize(members.size());
     std::vector<int> leaves;
     for (size_t i = 0; i < members.size(); ++i) {
@@ -527,7 +569,7 @@ class AggGroup {
       ready[leafOf_[i]] = std::max(ready[leafOf_[i]], at);
     }
     for (int sw : order_) {
-      double done = ready[sw] + k.switchOpUs + bytes / (t.node(sw).reduce.reduceGBps * kB);
+      double done = links.reduce(sw, group_, ready[sw] + k.switchOpUs, bytes, t.node(sw).reduce.reduceGBps);
       ready[sw] = done;
       auto it = parent_.find(sw);
       if (it != parent_.end()) {
@@ -557,6 +599,7 @@ class AggGroup {
   std::vector<std::vector<DirLink>> up_;
   std::unordered_map<int, int> parent_;
   const AggTree* tree_ = nullptr;
+  int group_ = 0;
 };
 
 int nvSwitchOf(const Topology& t, int node) {
@@ -601,7 +644,6 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
     // Domains: ranks grouped by their NVSwitch, all the same size, in rank order.
     std::vector<int> sw(n);
     std::unordered_map<int, std::vector<int>> dom;
-    std::unordered_map<int, std::vector<double>> domReady_;
     std::vector<int> domOrder;
     for (int r = 0; r < n; ++r) {
       sw[r] = nvSwitchOf(t, nodes[r]);
@@ -621,49 +663,57 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
       for (int s : domOrder) members.push_back(nodes[dom[s][i]]);
       TRIB_RETURN_IF_ERROR(groups[i].init(t, members, static_cast<int>(i)).prefix("nvls_switch: "));
     }
-    for (uint64_t j = 0; j < nChunks; ++j) {
-      double c = chunkBytes(j);
-      for (int s : domOrder) {
-        // Up: every GPU's chunk into the switch, which reduces at its rate per port.
-        double ready = 0;
-        for (int r : dom[s]) {
-          std::vector<DirLink> p{dirLinkBetween(t, nodes[r], s)};
-          ready = std::max(ready, links.send(p, links.overhead(p), c, nullptr));
+    // Stage by stage over all chunks, so each link sees its messages in time order (a link used in
+    // two stages carries the first stage's chunks, then the second's: the same total work).
+    const size_t m = domOrder.size();
+    auto at = [&](std::vector<double>& v, size_t dom, size_t i, uint64_t j) -> double& {
+      return v[(dom * d + i) * nChunks + j];
+    };
+    std::vector<double> ready(m * nChunks), slice(m * d * nChunks);
+    for (uint64_t j = 0; j < nChunks; ++j) {  // 1: every GPU's chunk into its switch, which reduces
+      for (size_t x = 0; x < m; ++x) {
+        int s = domOrder[x];
+        double r = 0;
+        for (int rk : dom[s]) {
+          std::vector<DirLink> p{dirLinkBetween(t, nodes[rk], s)};
+          r = std::max(r, links.send(p, links.overhead(p), chunkBytes(j), nullptr));
         }
-        ready += c / (t.node(s).reduce.reduceGBps * kB);
-        std::vector<double> slices(d, ready);
-        if (algo == PlanAlgo::NvlsSwitch) {
-          // Slice i of the reduced chunk goes to local GPU i (the NVSwitch serves each port).
+        ready[x * nChunks + j] = links.reduce(s, 0, r, chunkBytes(j), t.node(s).reduce.reduceGBps);
+        out->messages += d;
+      }
+    }
+    for (uint64_t j = 0; j < nChunks; ++j)
+      for (size_t x = 0; x < m; ++x)
+        for (size_t i = 0; i < d; ++i) at(slice, x, i, j) = ready[x * nChunks + j];
+    if (algo == PlanAlgo::NvlsSwitch) {
+      for (uint64_t j = 0; j < nChunks; ++j)  // 2: slice i of the reduced chunk to local GPU i
+        for (size_t x = 0; x < m; ++x)
           for (size_t i = 0; i < d; ++i)
-            slices[i] = links.send({dirLinkBetween(t, s, nodes[dom[s][i]])}, ready, c / d, nullptr);
-        }
-        domReady_[s] = slices;
-      }
-      if (algo == PlanAlgo::NvlsSwitch) {
-        // Across domains: local GPU i of every domain reduces slice i in the network switches.
+            at(slice, x, i, j) = links.send({dirLinkBetween(t, domOrder[x], nodes[dom[domOrder[x]][i]])},
+                                            ready[x * nChunks + j], chunkBytes(j) / d, nullptr);
+      for (uint64_t j = 0; j < nChunks; ++j) {  // 3: GPU i of every domain reduces slice i in the network
         for (size_t i = 0; i < d; ++i) {
-          std::vector<double> departs;
-          for (int s : domOrder) departs.push_back(domReady_[s][i]);
-          auto res = groups[i].run(t, links, k, c / d, departs);
-          for (size_t m = 0; m < domOrder.size(); ++m) {
-            int s = domOrder[m];
-            // Back into the switch, which multicasts the slice to every GPU of the domain.
-            std::vector<DirLink> p{dirLinkBetween(t, nodes[dom[s][i]], s)};
-            domReady_[s][i] = links.send(p, res[m] + links.overhead(p), c / d, nullptr);
+          std::vector<double> departs(m);
+          for (size_t x = 0; x < m; ++x) departs[x] = at(slice, x, i, j);
+          auto res = groups[i].run(t, links, k, chunkBytes(j) / d, departs);
+          for (size_t x = 0; x < m; ++x) {  // 4: back into the switch
+            std::vector<DirLink> p{dirLinkBetween(t, nodes[dom[domOrder[x]][i]], domOrder[x])};
+            at(slice, x, i, j) = links.send(p, res[x] + links.overhead(p), chunkBytes(j) / d, nullptr);
           }
-          out->messages += 2 * domOrder.size();
+          out->messages += 4 * m;
         }
       }
-      for (int s : domOrder) {
-        for (size_t i = 0; i < d; ++i) {
-          double bytes = algo == PlanAlgo::NvlsSwitch ? c / d : (i == 0 ? c : 0);
-          if (bytes == 0) continue;
-          for (int r : dom[s]) {
-            double at = links.send({dirLinkBetween(t, s, nodes[r])}, domReady_[s][i], bytes, nullptr);
-            end = std::max(end, at);
-          }
+    }
+    for (uint64_t j = 0; j < nChunks; ++j) {  // 5: the switch multicasts the result to every GPU
+      for (size_t x = 0; x < m; ++x) {
+        int s = domOrder[x];
+        for (size_t i = 0; i < (algo == PlanAlgo::NvlsSwitch ? d : 1); ++i) {
+          double bytes = algo == PlanAlgo::NvlsSwitch ? chunkBytes(j) / d : chunkBytes(j);
+          for (int rk : dom[s])
+            end = std::max(end,
+                           links.send({dirLinkBetween(t, s, nodes[rk])}, at(slice, x, i, j), bytes, nullptr));
         }
-        out->messages += 2 * dom[s].size();
+        out->messages += d;
       }
     }
   } else {
