@@ -234,7 +234,7 @@ class Engine {
       : t_(t), router_(t), args_(args), esize_(esize), opt_(o), links_(t, opt_.k) {
     // Look-ahead: wide enough on small communicators for slice j+1 to overlap slice j of a ring,
     // narrow on huge ones (where a block is one slice and ranks move in lockstep) to bound work.
-    window_ = o.window > 0 ? o.window : std::max(8, std::min(1024, 65536 / std::max(1, args.nranks)));
+    window_ = o.window > 0 ? o.window : std::max(8, std::min(1024, 32768 / std::max(1, args.nranks)));
     ranks_.resize(args.nranks);
     for (int r = 0; r < args.nranks; ++r) {
       RankState& rs = ranks_[r];
@@ -278,12 +278,8 @@ class Engine {
 
  private:
   // True when `p` conflicts with a blocked step before position `upto`; remembers which.
+  // True when `p` conflicts with a not-yet-run blocked step before position `upto`; remembers which.
   static bool conflictsBefore(Pending& p, const std::vector<Pending>& blocked, size_t upto) {
-    if (p.waitOn) {  // still blocked by the same step? (blocked is sorted by id)
-      auto it = std::lower_bound(blocked.begin(), blocked.begin() + static_cast<long>(upto), p.waitOn - 1,
-                                 [](const Pending& b, uint64_t id) { return b.id < id; });
-      if (it != blocked.begin() + static_cast<long>(upto) && it->id == p.waitOn - 1 && !it->done) return true;
-    }
     for (size_t j = 0; j < upto; ++j) {
       if (!blocked[j].done && conflicts(p.s, blocked[j].s)) {
         p.waitOn = blocked[j].id + 1;
@@ -296,16 +292,21 @@ class Engine {
 
   void progress(int r) {
     RankState& rs = ranks_[r];
-    // Retry blocked steps in order; a step may run only if no earlier still-blocked step conflicts.
-    bool any = false;
+    // Retry blocked steps in order. A step stays blocked, without a full re-check, while its message
+    // has not arrived or the earlier step it conflicted with has not run: that step precedes it in
+    // the list, so if it runs it does so earlier in this same pass (ran_ holds those).
+    ran_.clear();
     for (size_t i = 0; i < rs.blocked.size(); ++i) {
       Pending& p = rs.blocked[i];
-      if (ready(p) && !conflictsBefore(p, rs.blocked, i)) {
-        execute(r, p);
-        p.done = any = true;
-      }
+      if (p.waitOn && std::find(ran_.begin(), ran_.end(), p.waitOn - 1) != ran_.end())
+        p.waitOn = 0;  // it ran
+      if (!ready(p) || p.waitOn) continue;
+      if (conflictsBefore(p, rs.blocked, i)) continue;
+      execute(r, p);
+      p.done = true;
+      ran_.push_back(p.id);
     }
-    if (any)
+    if (!ran_.empty())
       rs.blocked.erase(
           std::remove_if(rs.blocked.begin(), rs.blocked.end(), [](const Pending& p) { return p.done; }),
           rs.blocked.end());
@@ -358,7 +359,6 @@ class Engine {
     }
     RankState::Peer pe{peer};
     pe.in = &pairs_[key(peer, r)];
-    pe.route = &router_.route(rs.node, ranks_[peer].node);
     rs.peerIndex[peer] = rs.peers.size();
     rs.peers.push_back(pe);
     return rs.peers[rs.lastPeer = rs.peers.size() - 1];
@@ -413,8 +413,9 @@ class Engine {
   void transmit(const Msg& m) {
     ++messages_;
     const RankState& src = ranks_[m.src];
-    const RankState& dst = ranks_[m.dst];
-    const auto& path = *peer(m.src, m.dst).route;
+    RankState::Peer& pe = peer(m.src, m.dst);
+    if (!pe.route) pe.route = &router_.route(src.node, ranks_[m.dst].node);
+    const auto& path = *pe.route;
     double bytes = static_cast<double>(m.bytes);
     double at, first;
     if (path.empty()) {  // two ranks on one node: a local copy
@@ -423,7 +424,7 @@ class Engine {
     } else {
       at = links_.send(path, m.depart + links_.overhead(path), bytes, &first);
     }
-    Arrival& a = pairs_[key(m.src, m.dst)].get(m.seq);
+    Arrival& a = peer(m.dst, m.src).in->get(m.seq);
     a.at = at;
     a.first = first;
     a.done = true;
@@ -447,6 +448,7 @@ class Engine {
   Links links_;
   uint64_t order_ = 0, steps_ = 0, messages_ = 0;
   int window_ = 32;
+  std::vector<uint64_t> ran_;
   std::string bad_;
   double end_ = 0;
 };
