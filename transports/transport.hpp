@@ -43,7 +43,8 @@ struct ReduceSpec {
 
 // Out-of-band exchange used while connecting (the bootstrap provides it): every rank passes its
 // blob (e.g. a UCX worker address or a shm segment name) and receives all ranks' blobs, in rank order.
-using OobAllGather = std::function<Status(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all)>;
+using OobAllGather =
+    std::function<Status(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all)>;
 
 class Transport {
  public:

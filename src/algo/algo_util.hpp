@@ -28,6 +28,21 @@ inline int mod(int64_t a, int n) { return static_cast<int>(((a % n) + n) % n); }
 bool validArgs(const CollArgs& a);
 uint64_t noScratch(const CollArgs& a, int rank);
 
+// Generators and scratch functions assume supports(args) and 0 <= rank < nranks. The registry
+// wraps them so that other requests cannot divide by zero or emit a wrong schedule: generators
+// throw std::invalid_argument (from Generator::next) and scratch sizes are 0.
+void requireValid(const CollArgs& a, int rank);
+template <Generator<Step> (*G)(CollArgs, int)>
+Generator<Step> checked(CollArgs a, int rank) {
+  requireValid(a, rank);
+  auto g = G(a, rank);
+  while (g.next()) co_yield g.value();
+}
+template <uint64_t (*F)(const CollArgs&, int)>
+uint64_t checkedScratch(const CollArgs& a, int rank) {
+  return validArgs(a) && rank >= 0 && rank < a.nranks ? F(a, rank) : 0;
+}
+
 // Single-rank collectives: the output is the input (a copy unless in-place).
 Generator<Step> localCopy(CollArgs a, int rank);
 

@@ -93,9 +93,9 @@ Generator<Step> ringAllGather(CollArgs a, int rank) {
 
 }  // namespace
 
-const AlgoInfo kRingAllReduce = {Algo::Ring, Coll::AllReduce, validArgs, noScratch, ringAllReduce};
-const AlgoInfo kRingReduceScatter = {Algo::Ring, Coll::ReduceScatter, validArgs, ringReduceScatterScratch,
-                                     ringReduceScatter};
-const AlgoInfo kRingAllGather = {Algo::Ring, Coll::AllGather, validArgs, noScratch, ringAllGather};
+const AlgoInfo kRingAllReduce = {Algo::Ring, Coll::AllReduce, validArgs, noScratch, checked<ringAllReduce>};
+const AlgoInfo kRingReduceScatter = {Algo::Ring, Coll::ReduceScatter, validArgs,
+                                     checkedScratch<ringReduceScatterScratch>, checked<ringReduceScatter>};
+const AlgoInfo kRingAllGather = {Algo::Ring, Coll::AllGather, validArgs, noScratch, checked<ringAllGather>};
 
 }  // namespace trib::algo

@@ -19,7 +19,17 @@
 
 namespace trib {
 
-enum class Coll : uint8_t { AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Barrier };
+enum class Coll : uint8_t {
+  AllReduce,
+  Reduce,
+  Broadcast,
+  AllGather,
+  ReduceScatter,
+  AlltoAll,
+  Gather,
+  Scatter,
+  Barrier
+};
 constexpr int kNumColls = 9;
 const char* collName(Coll c);  // "allreduce", ...
 bool parseColl(const std::string& s, Coll* out);
@@ -51,10 +61,14 @@ struct Step {
 
   static Step send(int peer, Region src) { return {StepKind::Send, peer, src, {}}; }
   static Step recv(int peer, Region dst) { return {StepKind::Recv, peer, {}, dst}; }
-  static Step recvReduce(int peer, Region local, Region dst) { return {StepKind::RecvReduce, peer, local, dst}; }
+  static Step recvReduce(int peer, Region local, Region dst) {
+    return {StepKind::RecvReduce, peer, local, dst};
+  }
   static Step copy(Region src, Region dst) { return {StepKind::Copy, -1, src, dst}; }
   static Step reduce(Region src, Region dst) { return {StepKind::Reduce, -1, src, dst}; }
-  bool isComm() const { return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce; }
+  bool isComm() const {
+    return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce;
+  }
   bool readsSrc() const { return kind != StepKind::Recv; }
   // Regions this step reads (up to 2) and writes (up to 1). Reduce reads dst too.
   bool readsDst() const { return kind == StepKind::Reduce; }

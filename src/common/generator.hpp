@@ -14,7 +14,9 @@ class Generator {
   struct promise_type {
     const T* current = nullptr;
     std::exception_ptr error;
-    Generator get_return_object() { return Generator(std::coroutine_handle<promise_type>::from_promise(*this)); }
+    Generator get_return_object() {
+      return Generator(std::coroutine_handle<promise_type>::from_promise(*this));
+    }
     std::suspend_always initial_suspend() noexcept { return {}; }
     std::suspend_always final_suspend() noexcept { return {}; }
     std::suspend_always yield_value(const T& value) noexcept {

@@ -15,7 +15,8 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(tribResult_t code, std::string message)
-      : code_(code), message_(code == tribSuccess ? nullptr : std::make_shared<std::string>(std::move(message))) {}
+      : code_(code),
+        message_(code == tribSuccess ? nullptr : std::make_shared<std::string>(std::move(message))) {}
   static Status Ok() { return {}; }
 
   bool ok() const { return code_ == tribSuccess; }
@@ -41,8 +42,8 @@ std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 
 }  // namespace trib
 
-#define TRIB_RETURN_IF_ERROR(expr)        \
-  do {                                    \
-    ::trib::Status trib_status_ = (expr); \
+#define TRIB_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::trib::Status trib_status_ = (expr);        \
     if (!trib_status_.ok()) return trib_status_; \
   } while (0)

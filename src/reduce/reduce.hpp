@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/dtype.hpp"
+#include "common/status.hpp"
 
 namespace trib {
 
@@ -13,10 +14,18 @@ namespace trib {
 // op = tribAvg is computed as a sum here; the executor divides once at the end (avgFinalize).
 // 16- and 8-bit floats are widened to float32, combined, and rounded back to nearest-even
 // after every operation, so the result equals the scalar reference bit for bit.
+// Integers: sum/prod wrap (two's complement). Float min/max follow IEEE 754-2019 minimum/maximum:
+// a NaN operand gives NaN (a's when both are NaN), and -0 < +0. E4M3 saturates to ±448.
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
 
 // buf[i] = buf[i] / divisor (the end of an average). Integers truncate toward zero.
 void avgFinalize(void* buf, size_t count, DataType dtype, uint64_t divisor);
+
+// The same with the arguments checked first: an unknown dtype or op, a null buffer with count > 0,
+// a count that overflows, or dst partially overlapping a or b return tribInvalidArgument with a
+// message, and nothing is written. reduce()/avgFinalize() themselves only print and do nothing.
+Status reduceChecked(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
+Status avgFinalizeChecked(void* buf, size_t count, DataType dtype, uint64_t divisor);  // divisor 0: error
 
 // The instruction set the dispatcher chose: "avx512", "avx2" or "scalar". TRIB_REDUCE_ISA
 // (scalar|avx2|avx512) forces a lower one, for tests and comparisons.

@@ -1,0 +1,393 @@
+// The C ABI: argument checks that need no communicator, error-string plumbing, and the
+// guarantee that no C++ exception crosses into the caller.
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "common/dtype.hpp"
+#include "common/log.hpp"
+#include "core/comm.hpp"
+#include "core/group.hpp"
+
+using trib::Coll;
+using trib::CollCall;
+using trib::errorf;
+using trib::Status;
+
+namespace {
+
+thread_local std::string tLastError;
+
+tribResult_t report(const Status& st) {
+  if (!st.ok()) tLastError = st.message();
+  return st.code();
+}
+
+// Runs `body` and converts any exception into a result code with a message.
+template <typename F>
+tribResult_t guarded(const char* fn, F&& body) {
+  try {
+    return report(body());
+  } catch (const std::bad_alloc&) {
+    return report(errorf(tribSystemError, "%s: out of memory", fn));
+  } catch (const std::exception& e) {
+    return report(errorf(tribInternalError, "%s: internal error: %s", fn, e.what()));
+  } catch (...) {
+    return report(errorf(tribInternalError, "%s: unknown internal error", fn));
+  }
+}
+
+Status needComm(const char* fn, const tribComm* comm) {
+  if (!comm) return errorf(tribInvalidArgument, "%s: comm is NULL", fn);
+  return Status::Ok();
+}
+
+// Blocking collective on host memory: launch, then wait (or join the current group).
+tribResult_t blocking(const char* fn, tribComm_t comm, tribStream_t stream, const CollCall& call) {
+  return guarded(fn, [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm(fn, comm));
+    if (stream) {
+      return errorf(tribNotSupported,
+                    "%s: a stream was given but this build has no device-memory support; pass "
+                    "NULL for host memory",
+                    fn);
+    }
+    tribRequest* req = nullptr;
+    TRIB_RETURN_IF_ERROR(trib::launchCollective(comm, call, &req));
+    return trib::finishBlocking(req);
+  });
+}
+
+tribResult_t nonblocking(const char* fn, tribComm_t comm, tribRequest_t* request, const CollCall& call) {
+  return guarded(fn, [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm(fn, comm));
+    if (!request) return errorf(tribInvalidArgument, "%s: request is NULL", fn);
+    *request = nullptr;
+    return trib::launchCollective(comm, call, request);
+  });
+}
+
+CollCall makeCall(Coll coll, const void* s, void* r, size_t count, tribDataType_t dt, tribRedOp_t op,
+                  int root) {
+  CollCall c;
+  c.coll = coll;
+  c.sendbuff = s;
+  c.recvbuff = r;
+  c.count = count;
+  c.dtype = dt;
+  c.op = op;
+  c.root = root;
+  return c;
+}
+
+}  // namespace
+
+extern "C" {
+
+TRIB_API tribResult_t tribGetVersion(int* version) {
+  if (!version) return report(errorf(tribInvalidArgument, "tribGetVersion: version is NULL"));
+  *version = TRIB_VERSION_CODE;
+  return tribSuccess;
+}
+
+TRIB_API const char* tribGetErrorString(tribResult_t r) {
+  switch (r) {
+    case tribSuccess:
+      return "no error";
+    case tribUnhandledCudaError:
+      return "unhandled CUDA error";
+    case tribSystemError:
+      return "system error (out of memory, socket or OS failure)";
+    case tribInternalError:
+      return "internal error (a Tributary bug: please report it)";
+    case tribInvalidArgument:
+      return "invalid argument";
+    case tribInvalidUsage:
+      return "invalid usage";
+    case tribRemoteError:
+      return "remote error (a peer failed or disconnected)";
+    case tribInProgress:
+      return "operation in progress";
+    case tribTimeout:
+      return "timeout";
+    case tribAborted:
+      return "communicator aborted";
+    case tribNotSupported:
+      return "not supported";
+    default:
+      return "unknown result code";
+  }
+}
+
+TRIB_API const char* tribGetLastError(tribComm_t) { return tLastError.c_str(); }
+TRIB_API const char* tribDataTypeName(tribDataType_t t) { return trib::dataTypeName(t); }
+TRIB_API const char* tribRedOpName(tribRedOp_t op) { return trib::redOpName(op); }
+
+TRIB_API tribResult_t tribDataTypeSize(tribDataType_t t, size_t* bytes) {
+  if (!bytes) return report(errorf(tribInvalidArgument, "tribDataTypeSize: bytes is NULL"));
+  if (!trib::validDataType(t))
+    return report(errorf(tribInvalidArgument, "unknown datatype %d", static_cast<int>(t)));
+  *bytes = trib::dataTypeSize(t);
+  return tribSuccess;
+}
+
+TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* id) {
+  return guarded("tribGetUniqueId", [&]() -> Status {
+    if (!id) return errorf(tribInvalidArgument, "tribGetUniqueId: uniqueId is NULL");
+    return trib::makeUniqueId(id);
+  });
+}
+
+TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId id, int rank,
+                                             const tribConfig_t* config) {
+  return guarded("tribCommInitRank", [&]() -> Status {
+    if (!comm) return errorf(tribInvalidArgument, "tribCommInitRank: comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1) return errorf(tribInvalidArgument, "tribCommInitRank: nranks %d must be >= 1", nranks);
+    if (rank < 0 || rank >= nranks) {
+      return errorf(tribInvalidArgument, "tribCommInitRank: rank %d is out of range 0..%d", rank, nranks - 1);
+    }
+    return trib::commInitRank(nranks, id, rank, config, comm);
+  });
+}
+
+TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueId id, int rank) {
+  return tribCommInitRankConfig(comm, nranks, id, rank, nullptr);
+}
+
+TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* /*devlist*/) {
+  return guarded("tribCommInitAll", [&]() -> Status {
+    if (!comms) return errorf(tribInvalidArgument, "tribCommInitAll: comms is NULL");
+    if (ndev < 1) return errorf(tribInvalidArgument, "tribCommInitAll: ndev %d must be >= 1", ndev);
+    return trib::commCreateLocal(ndev, comms);
+  });
+}
+
+TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribComm_t* newcomm,
+                                    const tribConfig_t* config) {
+  return guarded("tribCommSplit", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommSplit", comm));
+    if (!newcomm) return errorf(tribInvalidArgument, "tribCommSplit: newcomm is NULL");
+    return trib::commSplit(comm, color, key, config, newcomm);
+  });
+}
+
+TRIB_API tribResult_t tribCommFinalize(tribComm_t comm) {
+  return guarded("tribCommFinalize", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommFinalize", comm));
+    return trib::commFinalize(comm);
+  });
+}
+
+TRIB_API tribResult_t tribCommDestroy(tribComm_t comm) {
+  return guarded("tribCommDestroy", [&]() -> Status {
+    if (!comm) return Status::Ok();  // like free(NULL)
+    return trib::commDestroy(comm);
+  });
+}
+
+TRIB_API tribResult_t tribCommAbort(tribComm_t comm) {
+  return guarded("tribCommAbort", [&]() -> Status {
+    if (!comm) return Status::Ok();
+    return trib::commAbort(comm);
+  });
+}
+
+TRIB_API tribResult_t tribCommGetAsyncError(tribComm_t comm, tribResult_t* asyncError) {
+  return guarded("tribCommGetAsyncError", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommGetAsyncError", comm));
+    if (!asyncError) return errorf(tribInvalidArgument, "tribCommGetAsyncError: asyncError is NULL");
+    std::lock_guard<std::mutex> lock(comm->errorMu);
+    *asyncError = comm->asyncError.ok() && comm->aborted.load() ? tribAborted : comm->asyncError.code();
+    return Status::Ok();
+  });
+}
+
+TRIB_API tribResult_t tribCommCount(const tribComm_t comm, int* count) {
+  return guarded("tribCommCount", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommCount", comm));
+    if (!count) return errorf(tribInvalidArgument, "tribCommCount: count is NULL");
+    *count = comm->nranks;
+    return Status::Ok();
+  });
+}
+
+TRIB_API tribResult_t tribCommUserRank(const tribComm_t comm, int* rank) {
+  return guarded("tribCommUserRank", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommUserRank", comm));
+    if (!rank) return errorf(tribInvalidArgument, "tribCommUserRank: rank is NULL");
+    *rank = comm->rank;
+    return Status::Ok();
+  });
+}
+
+// ---- Collectives ----------------------------------------------------------------------------
+TRIB_API tribResult_t tribAllReduce(const void* s, void* r, size_t count, tribDataType_t dt, tribRedOp_t op,
+                                    tribComm_t comm, tribStream_t stream) {
+  return blocking("tribAllReduce", comm, stream, makeCall(Coll::AllReduce, s, r, count, dt, op, 0));
+}
+TRIB_API tribResult_t tribReduce(const void* s, void* r, size_t count, tribDataType_t dt, tribRedOp_t op,
+                                 int root, tribComm_t comm, tribStream_t stream) {
+  return blocking("tribReduce", comm, stream, makeCall(Coll::Reduce, s, r, count, dt, op, root));
+}
+TRIB_API tribResult_t tribBroadcast(const void* s, void* r, size_t count, tribDataType_t dt, int root,
+                                    tribComm_t comm, tribStream_t stream) {
+  return blocking("tribBroadcast", comm, stream, makeCall(Coll::Broadcast, s, r, count, dt, tribSum, root));
+}
+TRIB_API tribResult_t tribAllGather(const void* s, void* r, size_t count, tribDataType_t dt, tribComm_t comm,
+                                    tribStream_t stream) {
+  return blocking("tribAllGather", comm, stream, makeCall(Coll::AllGather, s, r, count, dt, tribSum, 0));
+}
+TRIB_API tribResult_t tribReduceScatter(const void* s, void* r, size_t count, tribDataType_t dt,
+                                        tribRedOp_t op, tribComm_t comm, tribStream_t stream) {
+  return blocking("tribReduceScatter", comm, stream, makeCall(Coll::ReduceScatter, s, r, count, dt, op, 0));
+}
+TRIB_API tribResult_t tribAlltoAll(const void* s, void* r, size_t count, tribDataType_t dt, tribComm_t comm,
+                                   tribStream_t stream) {
+  return blocking("tribAlltoAll", comm, stream, makeCall(Coll::AlltoAll, s, r, count, dt, tribSum, 0));
+}
+TRIB_API tribResult_t tribGather(const void* s, void* r, size_t count, tribDataType_t dt, int root,
+                                 tribComm_t comm, tribStream_t stream) {
+  return blocking("tribGather", comm, stream, makeCall(Coll::Gather, s, r, count, dt, tribSum, root));
+}
+TRIB_API tribResult_t tribScatter(const void* s, void* r, size_t count, tribDataType_t dt, int root,
+                                  tribComm_t comm, tribStream_t stream) {
+  return blocking("tribScatter", comm, stream, makeCall(Coll::Scatter, s, r, count, dt, tribSum, root));
+}
+TRIB_API tribResult_t tribBarrier(tribComm_t comm, tribStream_t stream) {
+  return blocking("tribBarrier", comm, stream,
+                  makeCall(Coll::Barrier, nullptr, nullptr, 0, tribInt8, tribSum, 0));
+}
+
+TRIB_API tribResult_t tribSend(const void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
+                               tribStream_t stream) {
+  return guarded("tribSend", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribSend", comm));
+    if (stream)
+      return errorf(tribNotSupported, "tribSend: streams need a CUDA build; pass NULL for host memory");
+    tribRequest* req = nullptr;
+    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm, true, buf, count, dt, peer, &req));
+    return trib::finishBlocking(req);
+  });
+}
+TRIB_API tribResult_t tribRecv(void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
+                               tribStream_t stream) {
+  return guarded("tribRecv", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribRecv", comm));
+    if (stream)
+      return errorf(tribNotSupported, "tribRecv: streams need a CUDA build; pass NULL for host memory");
+    tribRequest* req = nullptr;
+    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm, false, buf, count, dt, peer, &req));
+    return trib::finishBlocking(req);
+  });
+}
+
+TRIB_API tribResult_t tribIallReduce(const void* s, void* r, size_t count, tribDataType_t dt, tribRedOp_t op,
+                                     tribComm_t comm, tribRequest_t* req) {
+  return nonblocking("tribIallReduce", comm, req, makeCall(Coll::AllReduce, s, r, count, dt, op, 0));
+}
+TRIB_API tribResult_t tribIreduce(const void* s, void* r, size_t count, tribDataType_t dt, tribRedOp_t op,
+                                  int root, tribComm_t comm, tribRequest_t* req) {
+  return nonblocking("tribIreduce", comm, req, makeCall(Coll::Reduce, s, r, count, dt, op, root));
+}
+TRIB_API tribResult_t tribIbroadcast(const void* s, void* r, size_t count, tribDataType_t dt, int root,
+                                     tribComm_t comm, tribRequest_t* req) {
+  return nonblocking("tribIbroadcast", comm, req, makeCall(Coll::Broadcast, s, r, count, dt, tribSum, root));
+}
+TRIB_API tribResult_t tribIallGather(const void* s, void* r, size_t count, tribDataType_t dt, tribComm_t comm,
+                                     tribRequest_t* req) {
+  return nonblocking("tribIallGather", comm, req, makeCall(Coll::AllGather, s, r, count, dt, tribSum, 0));
+}
+TRIB_API tribResult_t tribIreduceScatter(const void* s, void* r, size_t count, tribDataType_t dt,
+                                         tribRedOp_t op, tribComm_t comm, tribRequest_t* req) {
+  return nonblocking("tribIreduceScatter", comm, req, makeCall(Coll::ReduceScatter, s, r, count, dt, op, 0));
+}
+TRIB_API tribResult_t tribIalltoAll(const void* s, void* r, size_t count, tribDataType_t dt, tribComm_t comm,
+                                    tribRequest_t* req) {
+  return nonblocking("tribIalltoAll", comm, req, makeCall(Coll::AlltoAll, s, r, count, dt, tribSum, 0));
+}
+TRIB_API tribResult_t tribIgather(const void* s, void* r, size_t count, tribDataType_t dt, int root,
+                                  tribComm_t comm, tribRequest_t* req) {
+  return nonblocking("tribIgather", comm, req, makeCall(Coll::Gather, s, r, count, dt, tribSum, root));
+}
+TRIB_API tribResult_t tribIscatter(const void* s, void* r, size_t count, tribDataType_t dt, int root,
+                                   tribComm_t comm, tribRequest_t* req) {
+  return nonblocking("tribIscatter", comm, req, makeCall(Coll::Scatter, s, r, count, dt, tribSum, root));
+}
+TRIB_API tribResult_t tribIbarrier(tribComm_t comm, tribRequest_t* req) {
+  return nonblocking("tribIbarrier", comm, req,
+                     makeCall(Coll::Barrier, nullptr, nullptr, 0, tribInt8, tribSum, 0));
+}
+TRIB_API tribResult_t tribIsend(const void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
+                                tribRequest_t* req) {
+  return guarded("tribIsend", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribIsend", comm));
+    if (!req) return errorf(tribInvalidArgument, "tribIsend: request is NULL");
+    return trib::launchP2p(comm, true, buf, count, dt, peer, req);
+  });
+}
+TRIB_API tribResult_t tribIrecv(void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
+                                tribRequest_t* req) {
+  return guarded("tribIrecv", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribIrecv", comm));
+    if (!req) return errorf(tribInvalidArgument, "tribIrecv: request is NULL");
+    return trib::launchP2p(comm, false, buf, count, dt, peer, req);
+  });
+}
+
+TRIB_API tribResult_t tribTest(tribRequest_t* request, int* done) {
+  return guarded("tribTest", [&]() -> Status {
+    if (!request || !*request) return errorf(tribInvalidArgument, "tribTest: request is NULL");
+    if (!done) return errorf(tribInvalidArgument, "tribTest: done is NULL");
+    bool finished = false;
+    Status st = trib::requestTest(*request, &finished);
+    *done = finished ? 1 : 0;
+    if (finished) {
+      trib::requestFree(*request);
+      *request = nullptr;
+    }
+    return st;
+  });
+}
+
+TRIB_API tribResult_t tribWait(tribRequest_t* request, int timeoutMs) {
+  return guarded("tribWait", [&]() -> Status {
+    if (!request || !*request) return errorf(tribInvalidArgument, "tribWait: request is NULL");
+    tribRequest* req = *request;
+    std::chrono::milliseconds timeout = timeoutMs == TRIB_TIMEOUT_DEFAULT ? req->comm->config.timeout
+                                        : timeoutMs < 0                   ? std::chrono::milliseconds(-1)
+                                                        : std::chrono::milliseconds(timeoutMs);
+    // An explicit short timeout leaves the request valid (poll again later); the
+    // communicator's own timeout means the operation is lost and breaks the communicator.
+    Status st = trib::requestWait(req, timeout, timeoutMs == TRIB_TIMEOUT_DEFAULT);
+    if (req->done) {
+      trib::requestFree(req);
+      *request = nullptr;
+    }
+    return st;
+  });
+}
+
+TRIB_API tribResult_t tribRequestFree(tribRequest_t* request) {
+  return guarded("tribRequestFree", [&]() -> Status {
+    if (!request || !*request) return Status::Ok();
+    tribRequest* req = *request;
+    if (!req->done && !req->comm->aborted.load()) {
+      return errorf(tribInvalidUsage,
+                    "tribRequestFree: %s is still running: wait for it or abort the communicator",
+                    req->what.c_str());
+    }
+    trib::requestFree(req);
+    *request = nullptr;
+    return Status::Ok();
+  });
+}
+
+TRIB_API tribResult_t tribGroupStart(void) {
+  return guarded("tribGroupStart", [] { return trib::groupStart(); });
+}
+TRIB_API tribResult_t tribGroupEnd(void) {
+  return guarded("tribGroupEnd", [] { return trib::groupEnd(); });
+}
+
+}  // extern "C"

@@ -1,0 +1,106 @@
+#include "common/env.hpp"
+
+#include <strings.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.hpp"
+
+namespace trib {
+
+const std::vector<EnvVarInfo>& envVars() {
+  static const std::vector<EnvVarInfo> vars = {
+      {"TRIB_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
+      {"TRIB_DEBUG_SUBSYS", "ALL",
+       "Comma list of subsystems to log (INIT, COLL, TUNING, TRANSPORT, BOOTSTRAP, SWITCH, ALL); ^ "
+       "excludes."},
+      {"TRIB_DEBUG_FILE", "", "Write logs to this file instead of stderr (%h host, %p pid)."},
+      {"TRIB_ALGO", "",
+       "Force algorithms: 'ring', 'ring,tree', '^ring' (exclude), or per collective "
+       "'allreduce:rhd;broadcast:chain'."},
+      {"TRIB_TIMEOUT", "300",
+       "Seconds any wait may last before failing with tribTimeout (fractions allowed)."},
+      {"TRIB_CHUNK_BYTES", "524288", "Pipeline slice size in bytes for chunked schedules."},
+      {"TRIB_TRANSPORT", "", "Force the transport: loopback, shm or ucx (default: per peer pair)."},
+      {"TRIB_TOPO_FILE", "", "Load the topology from this file instead of detecting it."},
+      {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
+      {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
+      {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
+       "Address (ip or ip:port) the rendezvous store of tribGetUniqueId listens on; another host's ranks must reach "
+       "it."},
+      {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
+      {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
+      {"TRIB_AUTH_KEY", "",
+       "Job key every bootstrap connection must present (default: random, in the unique id)."},
+      {"TRIB_RANK", "", "This process's rank (overrides the launcher's variables)."},
+      {"TRIB_NRANKS", "", "Number of ranks (overrides the launcher's variables)."},
+      {"TRIB_LOCAL_RANK", "", "Rank within this host (overrides the launcher's variables)."},
+      {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
+      {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
+  };
+  return vars;
+}
+
+static const EnvVarInfo& lookup(const char* name) {
+  for (const EnvVarInfo& v : envVars()) {
+    if (std::strcmp(v.name, name) == 0) return v;
+  }
+  std::fprintf(stderr, "tributary: internal error: environment variable %s is not declared in env.cpp\n",
+               name);
+  std::abort();
+}
+
+std::string envString(const char* name) {
+  const EnvVarInfo& info = lookup(name);
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string(info.defaultValue);
+}
+
+template <typename T, typename Parse>
+static T parseOrDefault(const char* name, Parse parse) {
+  const EnvVarInfo& info = lookup(name);
+  const char* v = std::getenv(name);
+  T out{};
+  if (v && *v) {
+    if (parse(v, &out)) return out;
+    TRIB_WARN("init", "ignoring %s=%s: not a valid value; using the default %s", name, v, info.defaultValue);
+  }
+  parse(info.defaultValue, &out);
+  return out;
+}
+
+int64_t envInt(const char* name) {
+  return parseOrDefault<int64_t>(name, [](const char* s, int64_t* out) {
+    char* end = nullptr;
+    long long x = std::strtoll(s, &end, 0);
+    if (!*s || *end) return false;
+    *out = x;
+    return true;
+  });
+}
+
+double envDouble(const char* name) {
+  return parseOrDefault<double>(name, [](const char* s, double* out) {
+    char* end = nullptr;
+    double x = std::strtod(s, &end);
+    if (!*s || *end) return false;
+    *out = x;
+    return true;
+  });
+}
+
+bool envBool(const char* name) {
+  return parseOrDefault<bool>(name, [](const char* s, bool* out) {
+    for (const char* t : {"1", "true", "yes", "on"}) {
+      if (strcasecmp(s, t) == 0) return *out = true, true;
+    }
+    for (const char* f : {"0", "false", "no", "off"}) {
+      if (strcasecmp(s, f) == 0) return *out = false, true;
+    }
+    return false;
+  });
+}
+
+}  // namespace trib

@@ -1,0 +1,267 @@
+// Communicator lifetime: creation (in-process worlds, unique ids, split), abort, destroy.
+#include "core/comm.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "core/group.hpp"
+#include "transports/loopback/loopback.hpp"
+
+void tribComm::setAsyncError(const trib::Status& s) {
+  std::lock_guard<std::mutex> lock(errorMu);
+  if (asyncError.ok()) asyncError = s;
+}
+
+trib::Status tribComm::checkUsable() const {
+  using trib::errorf;
+  {
+    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(errorMu));
+    if (!asyncError.ok()) {
+      return trib::Status(asyncError.code(),
+                          "communicator is broken by an earlier error: " + asyncError.message());
+    }
+  }
+  if (aborted.load()) {
+    return errorf(tribAborted, "communicator (rank %d of %d) was aborted; destroy it and create a new one",
+                  rank, nranks);
+  }
+  if (finalized.load()) {
+    return errorf(tribInvalidUsage,
+                  "communicator (rank %d of %d) was finalized; only tribCommDestroy is allowed", rank,
+                  nranks);
+  }
+  return trib::Status::Ok();
+}
+
+namespace trib {
+
+Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
+  CommConfig c;
+  c.timeout = std::chrono::milliseconds(static_cast<int64_t>(envDouble("TRIB_TIMEOUT") * 1000.0));
+  c.algo = envString("TRIB_ALGO");
+  c.transport = envString("TRIB_TRANSPORT");
+  c.chunkBytes = static_cast<uint64_t>(std::max<int64_t>(1, envInt("TRIB_CHUNK_BYTES")));
+  if (config) {
+    if (config->magic != TRIB_CONFIG_MAGIC ||
+        config->size < offsetof(tribConfig_t, chunkBytes) + sizeof(int)) {
+      return errorf(
+          tribInvalidArgument,
+          "config struct not initialised: declare it as 'tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;'");
+    }
+    if (config->timeoutMs != TRIB_CONFIG_UNDEF_INT) {
+      if (config->timeoutMs <= 0) return errorf(tribInvalidArgument, "config.timeoutMs must be > 0");
+      c.timeout = std::chrono::milliseconds(config->timeoutMs);
+    }
+    if (config->algo) c.algo = config->algo;
+    if (config->transport) c.transport = config->transport;
+    if (config->commName) c.name = config->commName;
+    if (config->chunkBytes != TRIB_CONFIG_UNDEF_INT) {
+      if (config->chunkBytes <= 0) return errorf(tribInvalidArgument, "config.chunkBytes must be > 0");
+      c.chunkBytes = static_cast<uint64_t>(config->chunkBytes);
+    }
+  }
+  if (c.timeout.count() <= 0) c.timeout = std::chrono::milliseconds(1);
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+namespace {
+
+// ---- In-process worlds ----------------------------------------------------------------------
+// Ranks of one communicator that live in this process share a loopback fabric, found here by
+// the communicator id. An entry lives until all its ranks have joined.
+struct World {
+  int nranks = 0;
+  std::shared_ptr<LoopbackFabric> fabric;
+  std::vector<bool> joined;
+  int joinedCount = 0;
+};
+
+struct WorldRegistry {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, std::shared_ptr<World>> worlds;
+};
+WorldRegistry& registry() {
+  static WorldRegistry r;
+  return r;
+}
+
+// Joins `rank` to world `id` of `nranks` ranks; returns its fabric.
+Status joinWorld(uint64_t id, int nranks, int rank, std::shared_ptr<World>* out) {
+  WorldRegistry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto& w = reg.worlds[id];
+  if (!w) {
+    w = std::make_shared<World>();
+    w->nranks = nranks;
+    w->fabric = makeLoopbackFabric(nranks);
+    w->joined.assign(nranks, false);
+  }
+  if (w->nranks != nranks) {
+    return errorf(tribInvalidUsage,
+                  "rank %d was told nranks=%d but another rank of this communicator said %d", rank, nranks,
+                  w->nranks);
+  }
+  if (w->joined[rank]) return errorf(tribInvalidUsage, "rank %d joined this communicator twice", rank);
+  w->joined[rank] = true;
+  ++w->joinedCount;
+  *out = w;
+  if (w->joinedCount == w->nranks) reg.worlds.erase(id);  // complete: nobody else will look it up
+  reg.cv.notify_all();
+  return Status::Ok();
+}
+
+tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
+                  const std::shared_ptr<LoopbackFabric>& fabric) {
+  auto* comm = new tribComm;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->commId = id;
+  comm->config = config;
+  comm->ownedTransports.push_back(makeLoopbackTransport(fabric, rank));
+  comm->peers.assign(nranks, comm->ownedTransports.back().get());
+  comm->peers[rank] = comm->ownedTransports.back().get();  // self-sends are legal (p2p to self)
+  comm->transportSummary = "loopback";
+  comm->p2pSendSeq.assign(nranks, 0);
+  comm->p2pRecvSeq.assign(nranks, 0);
+  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
+            nranks, comm->transportSummary.c_str());
+  return comm;
+}
+
+uint64_t randomId() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd() ^
+         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser: derives child ids deterministically
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+constexpr char kIdMagic[8] = {'T', 'R', 'I', 'B', 'I', 'D', '0', '1'};
+
+}  // namespace
+
+Status makeUniqueId(tribUniqueId* id) {
+  std::memset(id->internal, 0, sizeof id->internal);
+  std::memcpy(id->internal, kIdMagic, sizeof kIdMagic);
+  uint64_t v = randomId();
+  std::memcpy(id->internal + 8, &v, sizeof v);
+  return Status::Ok();
+}
+
+Status commCreateLocal(int nranks, tribComm** comms) {
+  CommConfig config;
+  TRIB_RETURN_IF_ERROR(resolveConfig(nullptr, &config));
+  uint64_t id = randomId();
+  auto fabric = makeLoopbackFabric(nranks);
+  for (int r = 0; r < nranks; ++r) comms[r] = newComm(r, nranks, id, config, fabric);
+  return Status::Ok();
+}
+
+Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribConfig_t* cfg, tribComm** out) {
+  if (std::memcmp(uid.internal, kIdMagic, sizeof kIdMagic) != 0) {
+    return errorf(tribInvalidArgument,
+                  "unique id is not valid: create it with tribGetUniqueId on one rank and "
+                  "pass the same bytes to every rank");
+  }
+  CommConfig config;
+  TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
+  uint64_t id;
+  std::memcpy(&id, uid.internal + 8, sizeof id);
+  std::shared_ptr<World> world;
+  TRIB_RETURN_IF_ERROR(joinWorld(id, nranks, rank, &world));
+  // Wait (bounded) for every rank so that a missing rank is reported here, not as a hang later.
+  WorldRegistry& reg = registry();
+  std::unique_lock<std::mutex> lock(reg.mu);
+  bool all = reg.cv.wait_for(lock, config.timeout, [&] { return world->joinedCount == nranks; });
+  if (!all) {
+    int missing = -1;
+    for (int r = 0; r < nranks && missing < 0; ++r) {
+      if (!world->joined[r]) missing = r;
+    }
+    world->joined[rank] = false;
+    --world->joinedCount;
+    return errorf(
+        tribTimeout,
+        "only %d of %d ranks joined within %.1f s (rank %d is missing, among others): every rank must call "
+        "tribCommInitRank with the same unique id",
+        world->joinedCount + 1, nranks, config.timeout.count() / 1000.0, missing);
+  }
+  lock.unlock();
+  *out = newComm(rank, nranks, id, config, world->fabric);
+  return Status::Ok();
+}
+
+Status commSplit(tribComm* comm, int color, int key, const tribConfig_t* cfg, tribComm** out) {
+  return groupSplit(comm, color, key, cfg, out);
+}
+
+// Called once the (color, key) table of every rank is known.
+Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, int color,
+                   const tribConfig_t* cfg, tribComm** out) {
+  *out = nullptr;
+  if (color == TRIB_SPLIT_NOCOLOR) return Status::Ok();
+  struct Member {
+    int key, oldRank;
+  };
+  std::vector<Member> members;
+  for (int r = 0; r < parent->nranks; ++r) {
+    if (table[2 * r] == color) members.push_back({table[2 * r + 1], r});
+  }
+  std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+    return a.key != b.key ? a.key < b.key : a.oldRank < b.oldRank;
+  });
+  int newRank = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].oldRank == parent->rank) newRank = static_cast<int>(i);
+  }
+  CommConfig config = parent->config;
+  if (cfg) TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
+  uint64_t id =
+      mix(parent->commId ^ mix(splitSeq) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(color)) << 1));
+  std::shared_ptr<World> world;
+  TRIB_RETURN_IF_ERROR(joinWorld(id, static_cast<int>(members.size()), newRank, &world));
+  *out = newComm(newRank, static_cast<int>(members.size()), id, config, world->fabric);
+  return Status::Ok();
+}
+
+Status commAbort(tribComm* comm) {
+  bool was = comm->aborted.exchange(true);
+  if (!was) {
+    TRIB_WARN("init", "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
+    Status why = errorf(tribAborted, "communicator (rank %d) was aborted", comm->rank);
+    for (auto& t : comm->ownedTransports) t->abort(why);
+  }
+  return Status::Ok();
+}
+
+Status commFinalize(tribComm* comm) {
+  TRIB_RETURN_IF_ERROR(comm->checkUsable());
+  comm->finalized.store(true);
+  return Status::Ok();
+}
+
+Status commDestroy(tribComm* comm) {
+  if (int n = comm->outstanding.load(); n > 0) {
+    return errorf(tribInvalidUsage,
+                  "%d request(s) on this communicator are still outstanding: wait for them (or abort the "
+                  "communicator and free them) before destroying it",
+                  n);
+  }
+  delete comm;
+  return Status::Ok();
+}
+
+}  // namespace trib

@@ -1,0 +1,131 @@
+// The communicator: who the ranks are, how to reach each peer, and the state every call
+// checks (abort, async error, timeouts). The C ABI's tribComm_t points to one of these.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "common/dtype.hpp"
+#include "common/status.hpp"
+#include "exec/executor.hpp"
+#include "transports/transport.hpp"
+
+namespace trib {
+
+// Per-communicator settings: the config struct's fields, else the environment's.
+struct CommConfig {
+  std::chrono::milliseconds timeout{300000};
+  std::string algo;       // TRIB_ALGO syntax
+  std::string transport;  // TRIB_TRANSPORT
+  std::string name;
+  uint64_t chunkBytes = 512 * 1024;
+};
+Status resolveConfig(const tribConfig_t* config, CommConfig* out);
+
+// A request handed to the executor, after validation: what to run and where.
+struct CollCall {
+  Coll coll = Coll::AllReduce;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  uint64_t count = 0;
+  DataType dtype = tribFloat32;
+  RedOp op = tribSum;
+  int root = 0;
+};
+
+}  // namespace trib
+
+// The C ABI's opaque communicator.
+// A materialised schedule, keyed by everything that shapes it. Repeated calls (the training-loop
+// case) skip algorithm choice and generation entirely.
+struct PlanKey {
+  uint8_t coll;
+  bool inPlace;
+  int root;
+  uint64_t count, chunkElems;
+  size_t elemSize;
+  bool operator==(const PlanKey&) const = default;
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = k.count * 0x9e3779b97f4a7c15ull;
+    h ^= (k.chunkElems + 0x7f4a7c15ull + (h << 6) + (h >> 2));
+    h ^= (static_cast<size_t>(k.coll) << 1) ^ (static_cast<size_t>(k.root) << 9) ^ (k.elemSize << 40) ^
+         k.inPlace;
+    return h;
+  }
+};
+struct CachedPlan {
+  const trib::AlgoInfo* algo;
+  std::shared_ptr<const std::vector<trib::Step>> steps;
+  uint64_t scratchCount;
+};
+
+struct tribComm {
+  int rank = 0;
+  int nranks = 1;
+  uint64_t commId = 0;  // identifies this communicator's world (splits derive theirs from it)
+  trib::CommConfig config;
+  std::vector<std::unique_ptr<trib::Transport>> ownedTransports;
+  std::vector<trib::Transport*> peers;  // peers[p]: how to reach rank p (nullptr for self)
+  std::string transportSummary;         // "loopback" / "shm+ucx": for logs and trib-perf
+
+  uint32_t collSeq = 0;  // tags of collectives
+  std::vector<uint32_t> p2pSendSeq, p2pRecvSeq;
+  uint32_t splitSeq = 0;
+
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> finalized{false};
+  std::mutex errorMu;
+  trib::Status asyncError;           // the error that broke the communicator, if any
+  std::atomic<int> outstanding{0};   // live requests
+  std::vector<tribRequest*> active;  // requests still running: progressed together
+  std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> planCache;
+
+  void setAsyncError(const trib::Status& s);
+  trib::Status checkUsable() const;  // aborted / finalized / broken -> error
+};
+
+// The C ABI's opaque request: one rank's run of one operation.
+struct tribRequest {
+  tribComm* comm = nullptr;
+  std::unique_ptr<trib::Execution> exec;
+  std::vector<char> scratch;
+  std::string what;  // "allreduce(count 1024, float32, sum)" for messages
+  bool done = false;
+  trib::Status result;
+  std::chrono::steady_clock::time_point started;
+};
+
+namespace trib {
+
+// Creation.
+Status commCreateLocal(int nranks, tribComm** comms);  // N ranks in this process (loopback)
+Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out);
+Status makeUniqueId(tribUniqueId* id);
+Status commSplit(tribComm* comm, int color, int key, const tribConfig_t* config, tribComm** out);
+Status commAbort(tribComm* comm);
+Status commDestroy(tribComm* comm);
+Status commFinalize(tribComm* comm);
+
+// Operations. validate -> plan -> materialise the schedule -> executor.
+Status validateCall(const tribComm* comm, const CollCall& call);
+Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out);
+Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
+                 tribRequest** out);
+
+// Progress and completion. `timeout` < 0 waits forever.
+Status requestTest(tribRequest* req, bool* done);
+Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abortOnTimeout);
+void requestFree(tribRequest* req);
+
+// The algorithm the communicator will run for a call (TRIB_ALGO / config, else default choice).
+Status chooseAlgorithm(const tribComm* comm, const CollArgs& args, size_t elemSize, const AlgoInfo** out);
+
+}  // namespace trib

@@ -1,0 +1,309 @@
+// Operations: validate a call, turn it into a schedule, run it; progress and completion.
+#include <algorithm>
+#include <thread>
+
+#include "common/log.hpp"
+#include "core/comm.hpp"
+
+namespace trib {
+
+namespace {
+
+bool rangesOverlap(const void* a, uint64_t aBytes, const void* b, uint64_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+bool usesOp(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
+
+// The in-place pattern of `call` on this rank (NCCL's definitions), if its pointers match it.
+bool matchesInPlace(const tribComm* comm, const CollCall& call, size_t es) {
+  auto send = reinterpret_cast<uintptr_t>(call.sendbuff), recv = reinterpret_cast<uintptr_t>(call.recvbuff);
+  uint64_t block = call.count * es;
+  switch (call.coll) {
+    case Coll::AllReduce:
+    case Coll::Broadcast:
+      return send == recv;
+    case Coll::Reduce:
+      return comm->rank == call.root && send == recv;
+    case Coll::AllGather:
+      return send == recv + comm->rank * block;
+    case Coll::ReduceScatter:
+      return recv == send + comm->rank * block;
+    case Coll::Gather:
+      return comm->rank == call.root && send == recv + call.root * block;
+    case Coll::Scatter:
+      return comm->rank == call.root && recv == send + call.root * block;
+    default:
+      return false;
+  }
+}
+
+CollArgs argsFor(const tribComm* comm, const CollCall& call) {
+  CollArgs a;
+  a.coll = call.coll;
+  a.nranks = comm->nranks;
+  a.root = call.root;
+  a.count = call.count;
+  a.inPlace = matchesInPlace(comm, call, dataTypeSize(call.dtype));
+  a.chunkElems = std::max<uint64_t>(1, comm->config.chunkBytes / dataTypeSize(call.dtype));
+  return a;
+}
+
+std::string describeCall(const tribComm* comm, const CollCall& call) {
+  std::string s = strprintf("%s(count %llu, %s", collName(call.coll),
+                            static_cast<unsigned long long>(call.count), dataTypeName(call.dtype));
+  if (usesOp(call.coll)) s += strprintf(", %s", redOpName(call.op));
+  if (call.coll == Coll::Reduce || call.coll == Coll::Broadcast || call.coll == Coll::Gather ||
+      call.coll == Coll::Scatter)
+    s += strprintf(", root %d", call.root);
+  return s + strprintf(") on rank %d of %d", comm->rank, comm->nranks);
+}
+
+Status checkBuffer(const char* name, const void* p, uint64_t elems, size_t es, DataType dtype) {
+  if (elems == 0) return Status::Ok();
+  if (!p) {
+    return errorf(tribInvalidArgument, "%s is NULL but %llu %s elements must be %s", name,
+                  static_cast<unsigned long long>(elems), dataTypeName(dtype),
+                  std::string(name) == "sendbuff" ? "read from it" : "written to it");
+  }
+  if (reinterpret_cast<uintptr_t>(p) % es != 0) {
+    return errorf(tribInvalidArgument, "%s %p is not aligned to the %zu-byte size of %s", name, p, es,
+                  dataTypeName(dtype));
+  }
+  return Status::Ok();
+}
+
+tribRequest* newRequest(tribComm* comm, std::string what) {
+  auto* req = new tribRequest;
+  req->comm = comm;
+  req->what = std::move(what);
+  req->started = std::chrono::steady_clock::now();
+  comm->outstanding.fetch_add(1);
+  comm->active.push_back(req);
+  return req;
+}
+
+void retire(tribRequest* req, Status result) {
+  req->done = true;
+  req->result = std::move(result);
+  auto& v = req->comm->active;
+  v.erase(std::remove(v.begin(), v.end(), req), v.end());
+}
+
+Status startRequest(tribRequest* req) {
+  Status st = req->exec->start();
+  if (!st.ok()) {
+    retire(req, st);
+    return Status::Ok();  // reported by test/wait, like a failure during progress
+  }
+  if (req->exec->finished()) {
+    bool done = false;
+    Status p = req->exec->progress(&done);
+    if (done || !p.ok()) retire(req, p);
+  }
+  return Status::Ok();
+}
+
+// Advances every running request of the communicator: a peer may need our progress on an
+// earlier operation before it can serve the one we wait for.
+void commProgress(tribComm* comm) {
+  std::vector<tribRequest*> running = comm->active;
+  for (tribRequest* r : running) {
+    if (r->done) continue;
+    bool done = false;
+    Status st = r->exec->progress(&done);
+    if (!st.ok()) {
+      TRIB_WARN("coll", "%s failed: %s", r->what.c_str(), st.message().c_str());
+      retire(r, st);
+    } else if (done) {
+      retire(r, Status::Ok());
+    }
+  }
+}
+
+}  // namespace
+
+Status validateCall(const tribComm* comm, const CollCall& call) {
+  TRIB_RETURN_IF_ERROR(comm->checkUsable());
+  if (!validDataType(call.dtype)) {
+    return errorf(tribInvalidArgument, "unknown datatype %d (valid: 0..%d, see tribDataType_t)",
+                  static_cast<int>(call.dtype), tribNumTypes - 1);
+  }
+  if (usesOp(call.coll) && !validRedOp(call.op)) {
+    return errorf(tribInvalidArgument,
+                  "unknown reduction operator %d (valid: tribSum, tribProd, tribMin, tribMax, "
+                  "tribAvg)",
+                  static_cast<int>(call.op));
+  }
+  bool rooted = call.coll == Coll::Reduce || call.coll == Coll::Broadcast || call.coll == Coll::Gather ||
+                call.coll == Coll::Scatter;
+  if (rooted && (call.root < 0 || call.root >= comm->nranks)) {
+    return errorf(tribInvalidArgument, "root %d is out of range: the communicator has ranks 0..%d", call.root,
+                  comm->nranks - 1);
+  }
+  size_t es = dataTypeSize(call.dtype);
+  uint64_t total = 0;
+  if (__builtin_mul_overflow(call.count, static_cast<uint64_t>(es) * static_cast<uint64_t>(comm->nranks),
+                             &total) ||
+      total > (uint64_t{1} << 62)) {
+    return errorf(tribInvalidArgument, "count %llu of %s is too large: the buffers would exceed 2^62 bytes",
+                  static_cast<unsigned long long>(call.count), dataTypeName(call.dtype));
+  }
+  CollArgs args = argsFor(comm, call);
+  uint64_t inElems = inputCount(args, comm->rank), outElems = outputCount(args, comm->rank);
+  TRIB_RETURN_IF_ERROR(checkBuffer("sendbuff", call.sendbuff, inElems, es, call.dtype));
+  TRIB_RETURN_IF_ERROR(checkBuffer("recvbuff", call.recvbuff, outElems, es, call.dtype));
+  if (call.coll == Coll::AlltoAll && call.sendbuff == call.recvbuff && inElems > 0) {
+    return errorf(tribInvalidArgument,
+                  "in-place alltoall is not supported: use distinct send and receive buffers");
+  }
+  if (!args.inPlace && rangesOverlap(call.sendbuff, inElems * es, call.recvbuff, outElems * es)) {
+    return errorf(
+        tribInvalidArgument,
+        "sendbuff and recvbuff overlap but not in %s's in-place layout (see tributary.h): use separate "
+        "buffers or the exact in-place pointers",
+        collName(call.coll));
+  }
+  return Status::Ok();
+}
+
+// The plan for `args` on this communicator: from the cache, or chosen and generated now.
+static Status planFor(tribComm* comm, const CollArgs& args, size_t es, const CachedPlan** out) {
+  PlanKey key{static_cast<uint8_t>(args.coll), args.inPlace, args.root, args.count, args.chunkElems, es};
+  auto it = comm->planCache.find(key);
+  if (it == comm->planCache.end()) {
+    const AlgoInfo* algo = nullptr;
+    TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, args, es, &algo));
+    constexpr size_t kMaxPlans = 256;  // a training loop uses a handful; bound memory anyway
+    if (comm->planCache.size() >= kMaxPlans) comm->planCache.clear();
+    auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, args, comm->rank));
+    it =
+        comm->planCache.emplace(key, CachedPlan{algo, std::move(steps), algo->scratchCount(args, comm->rank)})
+            .first;
+  }
+  *out = &it->second;
+  return Status::Ok();
+}
+
+Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out) {
+  TRIB_RETURN_IF_ERROR(validateCall(comm, call));
+  size_t es = dataTypeSize(call.dtype);
+  CollArgs args = argsFor(comm, call);
+  const CachedPlan* plan = nullptr;
+  TRIB_RETURN_IF_ERROR(planFor(comm, args, es, &plan));
+  tribRequest* req = newRequest(comm, describeCall(comm, call) + " [" + algoName(plan->algo->algo) + "]");
+  req->scratch.resize(plan->scratchCount * es);
+  ExecBuffers bufs{call.sendbuff,
+                   call.recvbuff,
+                   req->scratch.data(),
+                   inputCount(args, comm->rank),
+                   outputCount(args, comm->rank),
+                   plan->scratchCount};
+  ExecOptions opts;
+  opts.dtype = call.dtype;
+  opts.op = call.op;
+  opts.seq = comm->collSeq++ & ~kP2pSeqBit;
+  opts.rank = comm->rank;
+  if (call.op == tribAvg && usesOp(call.coll) && (call.coll != Coll::Reduce || comm->rank == call.root)) {
+    opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
+    opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
+  }
+  TRIB_TRACE("coll", "%s", req->what.c_str());
+  req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);
+  TRIB_RETURN_IF_ERROR(startRequest(req));
+  *out = req;
+  return Status::Ok();
+}
+
+Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
+                 tribRequest** out) {
+  TRIB_RETURN_IF_ERROR(comm->checkUsable());
+  if (!validDataType(dtype))
+    return errorf(tribInvalidArgument, "unknown datatype %d", static_cast<int>(dtype));
+  if (peer < 0 || peer >= comm->nranks) {
+    return errorf(tribInvalidArgument, "peer %d is out of range: the communicator has ranks 0..%d", peer,
+                  comm->nranks - 1);
+  }
+  size_t es = dataTypeSize(dtype);
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, static_cast<uint64_t>(es), &bytes) || bytes > (uint64_t{1} << 62)) {
+    return errorf(tribInvalidArgument, "count %llu of %s is too large",
+                  static_cast<unsigned long long>(count), dataTypeName(dtype));
+  }
+  TRIB_RETURN_IF_ERROR(checkBuffer(isSend ? "sendbuff" : "recvbuff", buf, count, es, dtype));
+  uint32_t& counter = isSend ? comm->p2pSendSeq[peer] : comm->p2pRecvSeq[peer];
+  ExecOptions opts;
+  opts.dtype = dtype;
+  opts.seq = kP2pSeqBit | (counter++ & ~kP2pSeqBit);
+  opts.rank = comm->rank;
+  Region region{isSend ? Buf::Input : Buf::Output, 0, count};
+  auto steps = std::make_shared<const std::vector<Step>>(
+      std::vector<Step>{isSend ? Step::send(peer, region) : Step::recv(peer, region)});
+  ExecBuffers bufs{isSend ? buf : nullptr,
+                   isSend ? nullptr : const_cast<void*>(buf),
+                   nullptr,
+                   isSend ? count : 0,
+                   isSend ? 0 : count,
+                   0};
+  tribRequest* req =
+      newRequest(comm, strprintf("%s(count %llu, %s, peer %d) on rank %d of %d", isSend ? "send" : "recv",
+                                 static_cast<unsigned long long>(count), dataTypeName(dtype), peer,
+                                 comm->rank, comm->nranks));
+  req->exec = std::make_unique<Execution>(std::move(steps), bufs, comm->peers, opts);
+  TRIB_RETURN_IF_ERROR(startRequest(req));
+  *out = req;
+  return Status::Ok();
+}
+
+Status requestTest(tribRequest* req, bool* done) {
+  if (!req->done) {
+    if (req->comm->aborted.load()) {
+      retire(req, errorf(tribAborted, "%s: the communicator was aborted", req->what.c_str()));
+    } else {
+      commProgress(req->comm);
+    }
+  }
+  *done = req->done;
+  return req->done ? req->result : Status::Ok();
+}
+
+Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abortOnTimeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  unsigned idle = 0;
+  while (true) {
+    bool done = false;
+    Status st = requestTest(req, &done);
+    if (done) return st;
+    if (timeout.count() >= 0 && std::chrono::steady_clock::now() >= deadline) break;
+    // Peers are threads or processes on the same few cores: spin briefly, then yield.
+    if (++idle > 64) std::this_thread::yield();
+  }
+  Status err =
+      errorf(tribTimeout,
+             "%s timed out after %.1f s (TRIB_TIMEOUT); still waiting for: %s. A peer may have died, be "
+             "stuck, or be calling a different collective.",
+             req->what.c_str(), timeout.count() / 1000.0, req->exec->describePending().c_str());
+  TRIB_WARN("coll", "%s", err.message().c_str());
+  if (abortOnTimeout) {
+    // The transports may still reference this request's buffers: fail everything and mark
+    // the communicator broken, so nothing touches user memory after we return.
+    tribComm* comm = req->comm;
+    comm->setAsyncError(err);
+    for (auto& t : comm->ownedTransports) t->abort(err);
+    comm->aborted.store(true);
+    retire(req, err);
+  }
+  return err;
+}
+
+void requestFree(tribRequest* req) {
+  if (!req->done) {
+    auto& v = req->comm->active;
+    v.erase(std::remove(v.begin(), v.end(), req), v.end());
+  }
+  req->comm->outstanding.fetch_sub(1);
+  delete req;
+}
+
+}  // namespace trib

@@ -1,0 +1,212 @@
+#include "exec/executor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "common/log.hpp"
+#include "reduce/reduce.hpp"
+
+namespace trib {
+
+namespace {
+// How far past the first unfinished step the scoreboard looks. Enough to keep every slice of
+// a pipelined round in flight, small enough that a scan stays cheap.
+constexpr size_t kWindow = 512;
+}  // namespace
+
+Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBuffers& buffers,
+                     const std::vector<Transport*>& peers, ExecOptions opts)
+    : plan_(std::move(plan)),
+      steps_(*plan_),
+      slots_(steps_.size()),
+      buf_(buffers),
+      peers_(peers),
+      opts_(opts),
+      elemSize_(dataTypeSize(opts.dtype)) {
+  for (Transport* t : peers_) {
+    if (t &&
+        std::find(distinctTransports_.begin(), distinctTransports_.end(), t) == distinctTransports_.end())
+      distinctTransports_.push_back(t);
+  }
+}
+
+Execution::~Execution() = default;
+
+char* Execution::address(const Region& r) const {
+  const void* base = r.buf == Buf::Input ? buf_.input : r.buf == Buf::Output ? buf_.output : buf_.scratch;
+  return static_cast<char*>(const_cast<void*>(base)) + r.offset * elemSize_;
+}
+
+Execution::Range Execution::range(const Region& r) const {
+  if (r.count == 0) return {};
+  auto lo = reinterpret_cast<uintptr_t>(address(r));
+  return {lo, lo + r.count * elemSize_};
+}
+
+bool Execution::conflicts(size_t e, size_t l) const {
+  const Slot& a = slots_[e];
+  const Slot& b = slots_[l];
+  return a.write.overlaps(b.read1) || a.write.overlaps(b.read2) || a.write.overlaps(b.write) ||
+         b.write.overlaps(a.read1) || b.write.overlaps(a.read2);
+}
+
+Status Execution::stepError(size_t i, const Status& cause) const {
+  return Status(cause.code(), strprintf("rank %d, step %zu of %zu %s: %s", opts_.rank, i, steps_.size(),
+                                        describeStep(steps_[i]).c_str(), cause.message().c_str()));
+}
+
+Status Execution::start() {
+  const uint64_t limits[3] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount};
+  // Per-peer message counters give each message its tag; the peer derives the same index.
+  std::unordered_map<int, uint32_t> sent, received;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    for (const Region* r : {&s.src, &s.dst}) {
+      bool used = (r == &s.src) ? s.readsSrc() : s.writesDst();
+      if (used && r->count > 0 && r->offset + r->count > limits[static_cast<int>(r->buf)]) {
+        return stepError(i, errorf(tribInternalError, "region exceeds its buffer of %llu elements",
+                                   static_cast<unsigned long long>(limits[static_cast<int>(r->buf)])));
+      }
+    }
+    Slot& slot = slots_[i];
+    if (s.readsSrc()) slot.read1 = range(s.src);
+    if (s.readsDst()) slot.read2 = range(s.dst);
+    if (s.writesDst()) slot.write = range(s.dst);
+    if (s.isComm()) {
+      if (s.peer < 0 || s.peer >= static_cast<int>(peers_.size()) || !peers_[s.peer]) {
+        return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
+      }
+      uint32_t index = s.kind == StepKind::Send ? sent[s.peer]++ : received[s.peer]++;
+      slot.tag = makeTag(opts_.seq, index);
+    }
+  }
+  bool done = false;
+  return progress(&done);
+}
+
+Status Execution::startStep(size_t i) {
+  const Step& s = steps_[i];
+  Slot& slot = slots_[i];
+  const size_t bytesOf = s.kind == StepKind::Send ? s.src.count * elemSize_ : s.dst.count * elemSize_;
+  switch (s.kind) {
+    case StepKind::Send:
+      slot.state = State::Posted;
+      return peers_[s.peer]->postSend(s.peer, slot.tag, address(s.src), bytesOf, &slot.op);
+    case StepKind::Recv:
+    case StepKind::RecvReduce: {
+      slot.state = State::Posted;
+      ReduceSpec spec;
+      const ReduceSpec* reduce = nullptr;
+      if (s.kind == StepKind::RecvReduce) {
+        spec.local = address(s.src);
+        spec.dtype = opts_.dtype;
+        spec.op = opts_.op == tribAvg ? tribSum : opts_.op;
+        reduce = &spec;
+      }
+      return peers_[s.peer]->postRecv(s.peer, slot.tag, address(s.dst), bytesOf, reduce, &slot.op);
+    }
+    case StepKind::Copy:
+      if (s.dst.count) std::memmove(address(s.dst), address(s.src), s.dst.count * elemSize_);
+      slot.state = State::Done;
+      return Status::Ok();
+    case StepKind::Reduce:
+      reduce(address(s.dst), address(s.dst), address(s.src), s.dst.count, opts_.dtype,
+             opts_.op == tribAvg ? tribSum : opts_.op);
+      slot.state = State::Done;
+      return Status::Ok();
+  }
+  return errorf(tribInternalError, "unknown step kind");
+}
+
+Status Execution::progress(bool* done) {
+  *done = false;
+  for (Transport* t : distinctTransports_) TRIB_RETURN_IF_ERROR(t->progress());
+  // Collect completions.
+  size_t end = std::min(steps_.size(), first_ + kWindow);
+  for (size_t i = first_; i < end; ++i) {
+    Slot& slot = slots_[i];
+    if (slot.state != State::Posted || !slot.op.done()) continue;
+    if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
+      return stepError(i, slot.op.error);
+    slot.state = State::Done;
+    rescan_ = true;
+  }
+  while (first_ < steps_.size() && slots_[first_].state == State::Done) ++first_;
+  // Start every step in the window whose earlier unfinished steps do not conflict with it.
+  // `active` lists the unfinished steps in the window, so a scan costs O(active^2), not O(window^2).
+  std::vector<size_t>& active = activeScratch_;
+  while (rescan_) {
+    rescan_ = false;
+    end = std::min(steps_.size(), first_ + kWindow);
+    active.clear();
+    for (size_t i = first_; i < end; ++i) {
+      if (slots_[i].state != State::Done) active.push_back(i);
+    }
+    for (size_t a = 0; a < active.size(); ++a) {
+      size_t i = active[a];
+      if (slots_[i].state != State::NotStarted) continue;
+      bool blocked = false;
+      bool onlyPostedSends = true;
+      for (size_t b = 0; b < a; ++b) {
+        size_t j = active[b];
+        if (slots_[j].state == State::Done || !conflicts(j, i)) continue;
+        blocked = true;
+        if (slots_[j].state != State::Posted || steps_[j].kind != StepKind::Send) onlyPostedSends = false;
+      }
+      if (blocked && onlyPostedSends) {
+        // Only in-flight sends of this memory stand in the way: let them copy their data out
+        // so an in-place exchange cannot deadlock waiting for the peer.
+        for (size_t b = 0; b < a; ++b) {
+          size_t j = active[b];
+          if (slots_[j].state == State::Posted && steps_[j].kind == StepKind::Send && conflicts(j, i))
+            peers_[steps_[j].peer]->detachSend(&slots_[j].op);
+        }
+        continue;
+      }
+      if (blocked) continue;
+      Status st = startStep(i);
+      if (!st.ok()) return stepError(i, st);
+      if (slots_[i].state == State::Done) rescan_ = true;
+    }
+    for (size_t i : active) {
+      Slot& slot = slots_[i];
+      if (slot.state == State::Posted && slot.op.done()) {
+        if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
+          return stepError(i, slot.op.error);
+        slot.state = State::Done;
+        rescan_ = true;
+      }
+    }
+    while (first_ < steps_.size() && slots_[first_].state == State::Done) ++first_;
+  }
+  if (first_ == steps_.size()) {
+    if (!finalized_) TRIB_RETURN_IF_ERROR(finishLocal());
+    *done = true;
+  }
+  return Status::Ok();
+}
+
+Status Execution::finishLocal() {
+  finalized_ = true;
+  if (opts_.avgDivisor > 0 && opts_.avgRegion.count > 0) {
+    avgFinalize(address(opts_.avgRegion), opts_.avgRegion.count, opts_.dtype, opts_.avgDivisor);
+  }
+  return Status::Ok();
+}
+
+std::string Execution::describePending() const {
+  std::string out;
+  int shown = 0;
+  size_t end = std::min(steps_.size(), first_ + kWindow);
+  for (size_t i = first_; i < end && shown < 4; ++i) {
+    if (slots_[i].state != State::Posted) continue;
+    if (!out.empty()) out += "; ";
+    out += strprintf("step %zu %s", i, describeStep(steps_[i]).c_str());
+    ++shown;
+  }
+  if (out.empty() && first_ < steps_.size()) out = strprintf("step %zu not started", first_);
+  return out;
+}
+
+}  // namespace trib

@@ -1,0 +1,97 @@
+// The executor: runs one rank's schedule over transports.
+//
+// Steps are started in schedule order as far as memory allows: a step may start once every
+// earlier, unfinished step touches memory it does not conflict with (read/write or
+// write/write overlap on real addresses, so in-place calls are handled exactly). This
+// scoreboard over a bounded window is all the pipelining machinery there is: slice k of the
+// next round starts when slice k of this round has landed. Communication steps are posted to
+// the transport and complete asynchronously; local copies and reductions run inline.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "common/dtype.hpp"
+#include "common/status.hpp"
+#include "transports/transport.hpp"
+
+namespace trib {
+
+struct ExecBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;
+  uint64_t inputCount = 0, outputCount = 0, scratchCount = 0;  // elements, for bounds checks
+};
+
+// Message tags: [32 bits sequence (top bit set for point-to-point)][32 bits message index
+// within the ordered pair of ranks]. Both sides derive the same index from the schedule.
+inline uint64_t makeTag(uint32_t seq, uint32_t msgIndex) { return (uint64_t{seq} << 32) | msgIndex; }
+constexpr uint32_t kP2pSeqBit = 0x80000000u;
+
+struct ExecOptions {
+  DataType dtype = tribFloat32;
+  RedOp op = tribSum;
+  uint32_t seq = 0;         // the tag sequence of this operation
+  uint64_t avgDivisor = 0;  // >0: divide avgRegion by it at the end (op avg)
+  Region avgRegion;         // where this rank holds reduced results
+  int rank = 0;             // for messages
+};
+
+class Execution {
+ public:
+  // `peers[p]` is the transport that reaches rank p (nullptr for self).
+  // `plan` is shared: the communicator's plan cache hands the same steps to repeated calls.
+  Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBuffers& buffers,
+            const std::vector<Transport*>& peers, ExecOptions opts);
+  ~Execution();
+  Execution(const Execution&) = delete;
+  Execution& operator=(const Execution&) = delete;
+
+  // Validates regions against buffer sizes and posts what can start.
+  Status start();
+  // Advances; *done = true when every step finished. Returns the first error (naming the
+  // step) once a step failed.
+  Status progress(bool* done);
+  // A description of what this rank still waits for (used in timeout messages).
+  std::string describePending() const;
+  bool finished() const { return first_ == steps_.size(); }
+
+ private:
+  enum class State : uint8_t { NotStarted, Posted, Done };
+  struct Range {
+    uintptr_t lo = 0, hi = 0;
+    bool overlaps(const Range& o) const { return lo < o.hi && o.lo < hi; }
+  };
+  struct Slot {
+    State state = State::NotStarted;
+    Range read1, read2, write;
+    uint64_t tag = 0;
+    TransferOp op;
+  };
+
+  char* address(const Region& r) const;
+  Range range(const Region& r) const;
+  bool conflicts(size_t earlier, size_t later) const;
+  Status startStep(size_t i);
+  Status finishLocal();
+  Status stepError(size_t i, const Status& cause) const;
+
+  std::shared_ptr<const std::vector<Step>> plan_;
+  const std::vector<Step>& steps_;
+  std::vector<Slot> slots_;
+  ExecBuffers buf_;
+  std::vector<Transport*> peers_;
+  std::vector<Transport*> distinctTransports_;
+  ExecOptions opts_;
+  size_t elemSize_;
+  size_t first_ = 0;    // first step not done
+  bool rescan_ = true;  // something completed since the last scan
+  bool finalized_ = false;
+  std::vector<size_t> activeScratch_;
+};
+
+}  // namespace trib

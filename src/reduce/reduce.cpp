@@ -1,0 +1,244 @@
+// Dispatch for the CPU reduction kernels: kernels.inc compiled for scalar, AVX2 and AVX-512,
+// the best one the CPU runs chosen once (TRIB_REDUCE_ISA may force a lower one).
+#include "reduce/reduce.hpp"
+#include "common/env.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <type_traits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "reduce/reduce_internal.hpp"
+
+// GCC vector extensions wider than the file's baseline ISA warn about ABI changes; every such
+// function here is internal and compiled for the wider ISA, so the warning does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace trib {
+
+namespace k_scalar {
+#define TRIB_VB 0
+#include "reduce/kernels.inc"
+#undef TRIB_VB
+}  // namespace k_scalar
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TRIB_REDUCE_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+namespace k_avx2 {
+#define TRIB_VB 32
+#include "reduce/kernels.inc"
+#undef TRIB_VB
+}  // namespace k_avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl")
+namespace k_avx512 {
+#define TRIB_VB 64
+#include "reduce/kernels.inc"
+#undef TRIB_VB
+}  // namespace k_avx512
+#pragma GCC pop_options
+#endif
+
+namespace {
+
+enum Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNumIsas = 3 };
+const char* const kIsaNames[kNumIsas] = {"scalar", "avx2", "avx512"};
+
+Isa bestIsa() {
+#ifdef TRIB_REDUCE_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return kAvx512;
+  if (__builtin_cpu_supports("avx2")) return kAvx2;  // every AVX2 CPU has F16C too
+#endif
+  return kScalar;
+}
+
+int parseIsa(const char* s) {
+  for (int i = 0; i < kNumIsas; ++i)
+    if (s && std::strcmp(s, kIsaNames[i]) == 0) return i;
+  return -1;
+}
+
+// The ISA in use: the best one, lowered by TRIB_REDUCE_ISA; decided on first use.
+std::atomic<int> g_isa{-1};
+
+Isa currentIsa() {
+  int isa = g_isa.load(std::memory_order_relaxed);
+  if (isa >= 0) return static_cast<Isa>(isa);
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int chosen = bestIsa();
+    const std::string isaEnv = envString("TRIB_REDUCE_ISA");
+    if (const char* env = isaEnv.c_str(); *env) {
+      const int want = parseIsa(env);
+      if (want < 0)
+        std::fprintf(stderr, "tributary: TRIB_REDUCE_ISA=%s is not one of scalar|avx2|avx512; using %s\n",
+                     env, kIsaNames[chosen]);
+      else if (want > chosen)
+        std::fprintf(stderr, "tributary: TRIB_REDUCE_ISA=%s is not supported by this CPU/build; using %s\n",
+                     env, kIsaNames[chosen]);
+      else
+        chosen = want;
+    }
+    int expected = -1;  // a reduceForceIsa() that ran first wins
+    g_isa.compare_exchange_strong(expected, chosen);
+  });
+  return static_cast<Isa>(g_isa.load());
+}
+
+k_scalar::Op mapOp(RedOp op) {
+  switch (op) {
+    case tribProd:
+      return k_scalar::Op::kProd;
+    case tribMin:
+      return k_scalar::Op::kMin;
+    case tribMax:
+      return k_scalar::Op::kMax;
+    default:
+      return k_scalar::Op::kSum;  // tribSum, and tribAvg (divided at the end)
+  }
+}
+
+template <class T, class Wide>
+void divideInts(void* buf, size_t n, uint64_t divisor) {
+  T* p = static_cast<T*>(buf);
+  // Wide (__int128 for signed types) holds every value and every divisor, and '/' truncates
+  // toward zero as required.
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<Wide>(p[i]) / static_cast<Wide>(divisor));
+}
+
+bool rangesOverlap(const void* x, const void* y, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(x), b = reinterpret_cast<uintptr_t>(y);
+  return a < b + bytes && b < a + bytes;
+}
+
+}  // namespace
+
+void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op) {
+  if (count == 0) return;
+  if (!validDataType(dtype) || !validRedOp(op)) {
+    // Callers validate (or use reduceChecked); never guess at the meaning of bad arguments.
+    std::fprintf(stderr, "tributary: reduce() called with invalid dtype %d or op %d; nothing reduced\n",
+                 static_cast<int>(dtype), static_cast<int>(op));
+    return;
+  }
+  // The three namespaces share one Op enum layout; convert by value.
+  const int o = static_cast<int>(mapOp(op));
+  switch (currentIsa()) {
+#ifdef TRIB_REDUCE_X86
+    case kAvx512:
+      k_avx512::kernelFor(dtype, static_cast<k_avx512::Op>(o))(dst, a, b, count);
+      return;
+    case kAvx2:
+      k_avx2::kernelFor(dtype, static_cast<k_avx2::Op>(o))(dst, a, b, count);
+      return;
+#endif
+    default:
+      k_scalar::kernelFor(dtype, static_cast<k_scalar::Op>(o))(dst, a, b, count);
+      return;
+  }
+}
+
+void avgFinalize(void* buf, size_t count, DataType dtype, uint64_t divisor) {
+  if (count == 0 || divisor == 1) return;
+  if (!validDataType(dtype) || divisor == 0) {
+    std::fprintf(stderr,
+                 "tributary: avgFinalize() called with invalid dtype %d or divisor 0; nothing divided\n",
+                 static_cast<int>(dtype));
+    return;
+  }
+  switch (dtype) {
+    case tribInt8:
+      return divideInts<int8_t, __int128>(buf, count, divisor);
+    case tribUint8:
+      return divideInts<uint8_t, uint64_t>(buf, count, divisor);
+    case tribInt32:
+      return divideInts<int32_t, __int128>(buf, count, divisor);
+    case tribUint32:
+      return divideInts<uint32_t, uint64_t>(buf, count, divisor);
+    case tribInt64:
+      return divideInts<int64_t, __int128>(buf, count, divisor);
+    case tribUint64:
+      return divideInts<uint64_t, uint64_t>(buf, count, divisor);
+    default:
+      break;
+  }
+  switch (currentIsa()) {
+#ifdef TRIB_REDUCE_X86
+    case kAvx512:
+      k_avx512::divideFloat(buf, count, dtype, divisor);
+      return;
+    case kAvx2:
+      k_avx2::divideFloat(buf, count, dtype, divisor);
+      return;
+#endif
+    default:
+      k_scalar::divideFloat(buf, count, dtype, divisor);
+      return;
+  }
+}
+
+Status reduceChecked(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op) {
+  if (!validDataType(dtype))
+    return errorf(tribInvalidArgument, "reduce: unknown datatype %d (valid: 0..%d)", static_cast<int>(dtype),
+                  tribNumTypes - 1);
+  if (!validRedOp(op))
+    return errorf(tribInvalidArgument, "reduce: unknown reduction op %d (valid: 0..%d)", static_cast<int>(op),
+                  tribNumOps - 1);
+  if (count == 0) return Status::Ok();
+  if (!dst || !a || !b)
+    return errorf(tribInvalidArgument, "reduce: null buffer (dst=%p a=%p b=%p) with count %zu", dst, a, b,
+                  count);
+  const size_t size = dataTypeSize(dtype);
+  if (count > SIZE_MAX / size)
+    return errorf(tribInvalidArgument, "reduce: count %zu of %s overflows the address space", count,
+                  dataTypeName(dtype));
+  const size_t bytes = count * size;
+  if ((dst != a && rangesOverlap(dst, a, bytes)) || (dst != b && rangesOverlap(dst, b, bytes)))
+    return errorf(tribInvalidArgument,
+                  "reduce: dst %p partially overlaps an input (a=%p b=%p, %zu bytes); use the same pointer "
+                  "for in-place or separate buffers",
+                  dst, a, b, bytes);
+  reduce(dst, a, b, count, dtype, op);
+  return Status::Ok();
+}
+
+Status avgFinalizeChecked(void* buf, size_t count, DataType dtype, uint64_t divisor) {
+  if (!validDataType(dtype))
+    return errorf(tribInvalidArgument, "avgFinalize: unknown datatype %d (valid: 0..%d)",
+                  static_cast<int>(dtype), tribNumTypes - 1);
+  if (divisor == 0) return errorf(tribInvalidArgument, "avgFinalize: divisor is 0; pass the number of ranks");
+  if (count > 0 && !buf) return errorf(tribInvalidArgument, "avgFinalize: null buffer with count %zu", count);
+  avgFinalize(buf, count, dtype, divisor);
+  return Status::Ok();
+}
+
+const char* reduceIsa() { return kIsaNames[currentIsa()]; }
+
+std::vector<std::string> reduceAvailableIsas() {
+  std::vector<std::string> out;
+  for (int i = 0; i <= bestIsa(); ++i) out.push_back(kIsaNames[i]);
+  return out;
+}
+
+bool reduceForceIsa(const char* isa) {
+  const int want = parseIsa(isa);
+  if (want < 0 || want > bestIsa()) return false;
+  currentIsa();  // settle the env-based choice first so it cannot overwrite this one
+  g_isa.store(want);
+  return true;
+}
+
+}  // namespace trib

@@ -1,0 +1,354 @@
+// The C ABI's contracts: bad input gets a clear error and leaves buffers untouched; group
+// calls, split, non-blocking requests, abort from another thread, timeouts and peer loss.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "tributary/tributary.h"
+#include "tributary/tributary.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<tribComm_t> makeComms(int n) {
+  std::vector<tribComm_t> comms(n);
+  EXPECT_EQ(tribCommInitAll(comms.data(), n, nullptr), tribSuccess);
+  return comms;
+}
+
+void destroyAll(std::vector<tribComm_t>& comms) {
+  for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess) << tribGetLastError(nullptr);
+}
+
+// A communicator of `n` ranks (threads) whose every wait times out after `ms`.
+std::vector<tribComm_t> makeCommsWithTimeout(int n, int ms) {
+  tribUniqueId id;
+  EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<tribComm_t> comms(n);
+  std::vector<std::thread> t;
+  for (int r = 0; r < n; ++r) {
+    t.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.timeoutMs = ms;
+      EXPECT_EQ(tribCommInitRankConfig(&comms[r], n, id, r, &cfg), tribSuccess);
+    });
+  }
+  for (auto& th : t) th.join();
+  return comms;
+}
+
+std::string lastError() { return tribGetLastError(nullptr); }
+
+TEST(Api, VersionAndStrings) {
+  int v = 0;
+  ASSERT_EQ(tribGetVersion(&v), tribSuccess);
+  EXPECT_EQ(v, TRIB_VERSION_CODE);
+  EXPECT_EQ(tribGetVersion(nullptr), tribInvalidArgument);
+  for (int r = 0; r < tribNumResults; ++r) EXPECT_STRNE(tribGetErrorString(static_cast<tribResult_t>(r)), "");
+  EXPECT_STREQ(tribDataTypeName(tribBfloat16), "bfloat16");
+  size_t bytes = 0;
+  EXPECT_EQ(tribDataTypeSize(tribFloat16, &bytes), tribSuccess);
+  EXPECT_EQ(bytes, 2u);
+  EXPECT_EQ(tribDataTypeSize(static_cast<tribDataType_t>(99), &bytes), tribInvalidArgument);
+}
+
+TEST(Api, BadArgumentsGetClearErrorsAndLeaveBuffersUntouched) {
+  auto comms = makeComms(1);
+  tribComm_t c = comms[0];
+  std::vector<float> send(16, 1.0f), recv(16, 7.0f);
+  auto untouched = [&] {
+    for (float x : recv) ASSERT_EQ(x, 7.0f);
+  };
+  EXPECT_EQ(tribAllReduce(nullptr, recv.data(), 16, tribFloat32, tribSum, c, nullptr), tribInvalidArgument);
+  EXPECT_NE(lastError().find("sendbuff is NULL"), std::string::npos) << lastError();
+  untouched();
+  EXPECT_EQ(tribAllReduce(send.data(), nullptr, 16, tribFloat32, tribSum, c, nullptr), tribInvalidArgument);
+  EXPECT_NE(lastError().find("recvbuff is NULL"), std::string::npos) << lastError();
+  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), SIZE_MAX / 2, tribFloat32, tribSum, c, nullptr),
+            tribInvalidArgument);
+  EXPECT_NE(lastError().find("too large"), std::string::npos) << lastError();
+  untouched();
+  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, static_cast<tribDataType_t>(42), tribSum, c, nullptr),
+            tribInvalidArgument);
+  EXPECT_NE(lastError().find("unknown datatype 42"), std::string::npos) << lastError();
+  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, tribFloat32, static_cast<tribRedOp_t>(9), c, nullptr),
+            tribInvalidArgument);
+  EXPECT_NE(lastError().find("unknown reduction operator 9"), std::string::npos) << lastError();
+  EXPECT_EQ(tribBroadcast(send.data(), recv.data(), 16, tribFloat32, 1, c, nullptr), tribInvalidArgument);
+  EXPECT_NE(lastError().find("root 1 is out of range"), std::string::npos) << lastError();
+  EXPECT_EQ(tribReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, -1, c, nullptr),
+            tribInvalidArgument);
+  // Misaligned float pointer.
+  auto* misaligned = reinterpret_cast<float*>(reinterpret_cast<char*>(recv.data()) + 1);
+  EXPECT_EQ(tribAllReduce(send.data(), misaligned, 8, tribFloat32, tribSum, c, nullptr), tribInvalidArgument);
+  EXPECT_NE(lastError().find("not aligned"), std::string::npos) << lastError();
+  // Overlapping buffers that are not the in-place layout.
+  EXPECT_EQ(tribAllReduce(recv.data(), recv.data() + 1, 8, tribFloat32, tribSum, c, nullptr),
+            tribInvalidArgument);
+  EXPECT_NE(lastError().find("overlap"), std::string::npos) << lastError();
+  untouched();
+  EXPECT_EQ(tribAlltoAll(recv.data(), recv.data(), 16, tribFloat32, c, nullptr), tribInvalidArgument);
+  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, nullptr, nullptr),
+            tribInvalidArgument);
+  EXPECT_NE(lastError().find("comm is NULL"), std::string::npos);
+  int dummyStream = 0;
+  EXPECT_EQ(tribAllReduce(send.data(), recv.data(), 16, tribFloat32, tribSum, c, &dummyStream),
+            tribNotSupported);
+  EXPECT_EQ(tribSend(send.data(), 4, tribFloat32, 3, c, nullptr), tribInvalidArgument);
+  EXPECT_NE(lastError().find("peer 3 is out of range"), std::string::npos) << lastError();
+  untouched();
+  // Zero count with NULL buffers is legal.
+  EXPECT_EQ(tribAllReduce(nullptr, nullptr, 0, tribFloat32, tribSum, c, nullptr), tribSuccess) << lastError();
+  destroyAll(comms);
+}
+
+TEST(Api, InitErrors) {
+  tribComm_t c = nullptr;
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  EXPECT_EQ(tribCommInitRank(&c, 0, id, 0), tribInvalidArgument);
+  EXPECT_EQ(tribCommInitRank(&c, 2, id, 2), tribInvalidArgument);
+  EXPECT_NE(lastError().find("rank 2 is out of range"), std::string::npos);
+  tribUniqueId garbage;
+  std::memset(&garbage, 0x5a, sizeof garbage);
+  EXPECT_EQ(tribCommInitRank(&c, 1, garbage, 0), tribInvalidArgument);
+  EXPECT_NE(lastError().find("unique id is not valid"), std::string::npos);
+  tribConfig_t bad;
+  std::memset(&bad, 0, sizeof bad);
+  EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &bad), tribInvalidArgument);
+  EXPECT_NE(lastError().find("TRIB_CONFIG_INITIALIZER"), std::string::npos);
+  // A rank that never arrives is reported as such, within the timeout.
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 200;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  EXPECT_EQ(tribCommInitRankConfig(&c, 2, id, 0, &cfg), tribTimeout);
+  EXPECT_NE(lastError().find("rank 1 is missing"), std::string::npos) << lastError();
+  EXPECT_EQ(c, nullptr);
+  // Mismatched nranks between ranks.
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::thread t([&] {
+    tribComm_t c2 = nullptr;
+    tribConfig_t cfg2 = TRIB_CONFIG_INITIALIZER;
+    cfg2.timeoutMs = 300;
+    tribCommInitRankConfig(&c2, 2, id, 0, &cfg2);  // times out: its partner disagrees
+    if (c2) tribCommDestroy(c2);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(tribCommInitRankConfig(&c, 3, id, 1, &cfg), tribInvalidUsage);
+  EXPECT_NE(lastError().find("nranks"), std::string::npos) << lastError();
+  t.join();
+}
+
+TEST(Api, GroupLetsOneThreadDriveAllRanks) {
+  const int n = 4;
+  auto comms = makeComms(n);
+  std::vector<std::vector<int32_t>> bufs(n, std::vector<int32_t>(1000));
+  for (int r = 0; r < n; ++r) {
+    for (int i = 0; i < 1000; ++i) bufs[r][i] = r * 1000 + i;
+  }
+  ASSERT_EQ(tribGroupStart(), tribSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(tribAllReduce(bufs[r].data(), bufs[r].data(), 1000, tribInt32, tribSum, comms[r], nullptr),
+              tribSuccess);
+  }
+  ASSERT_EQ(tribGroupEnd(), tribSuccess) << lastError();
+  for (int r = 0; r < n; ++r) {
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(bufs[r][i], 6000 + 4 * i);
+  }
+  EXPECT_EQ(tribGroupEnd(), tribInvalidUsage);
+  destroyAll(comms);
+}
+
+TEST(Api, SendRecvInGroupAndToSelf) {
+  auto comms = makeComms(3);
+  std::vector<double> a(5, 1.5), b(5, 0), self(5, 0);
+  ASSERT_EQ(tribGroupStart(), tribSuccess);
+  ASSERT_EQ(tribSend(a.data(), 5, tribFloat64, 2, comms[0], nullptr), tribSuccess);
+  ASSERT_EQ(tribRecv(b.data(), 5, tribFloat64, 0, comms[2], nullptr), tribSuccess);
+  ASSERT_EQ(tribSend(a.data(), 5, tribFloat64, 1, comms[1], nullptr), tribSuccess);
+  ASSERT_EQ(tribRecv(self.data(), 5, tribFloat64, 1, comms[1], nullptr), tribSuccess);
+  ASSERT_EQ(tribGroupEnd(), tribSuccess) << lastError();
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(self, a);
+  destroyAll(comms);
+}
+
+TEST(Api, SplitByColorAndKey) {
+  const int n = 6;
+  auto comms = makeComms(n);
+  std::vector<tribComm_t> sub(n, nullptr);
+  ASSERT_EQ(tribGroupStart(), tribSuccess);
+  for (int r = 0; r < n; ++r) {
+    int color = r == 5 ? TRIB_SPLIT_NOCOLOR : r % 2;
+    ASSERT_EQ(tribCommSplit(comms[r], color, /*key=*/-r, &sub[r], nullptr), tribSuccess);
+  }
+  ASSERT_EQ(tribGroupEnd(), tribSuccess) << lastError();
+  EXPECT_EQ(sub[5], nullptr);
+  // Even ranks {0,2,4} keyed by -r: new ranks 4->0, 2->1, 0->2. Odd ranks {1,3}: 3->0, 1->1.
+  int expectRank[5] = {2, 1, 1, 0, 0}, expectSize[5] = {3, 2, 3, 2, 3};
+  for (int r = 0; r < 5; ++r) {
+    ASSERT_NE(sub[r], nullptr);
+    int rank = -1, size = -1;
+    EXPECT_EQ(tribCommUserRank(sub[r], &rank), tribSuccess);
+    EXPECT_EQ(tribCommCount(sub[r], &size), tribSuccess);
+    EXPECT_EQ(rank, expectRank[r]) << "old rank " << r;
+    EXPECT_EQ(size, expectSize[r]) << "old rank " << r;
+  }
+  // The sub-communicators work, independently of each other.
+  std::vector<int64_t> v(5);
+  ASSERT_EQ(tribGroupStart(), tribSuccess);
+  for (int r = 0; r < 5; ++r) {
+    v[r] = r;
+    ASSERT_EQ(tribAllReduce(&v[r], &v[r], 1, tribInt64, tribSum, sub[r], nullptr), tribSuccess);
+  }
+  ASSERT_EQ(tribGroupEnd(), tribSuccess) << lastError();
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(v[r], r % 2 ? 1 + 3 : 0 + 2 + 4);
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(tribCommDestroy(sub[r]), tribSuccess);
+  destroyAll(comms);
+}
+
+TEST(Api, NonBlockingRequests) {
+  const int n = 3;
+  auto comms = makeComms(n);
+  std::vector<std::vector<float>> in(n, std::vector<float>(100000)), out(n, std::vector<float>(100000));
+  std::vector<tribRequest_t> reqs(n);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < in[r].size(); ++i) in[r][i] = static_cast<float>(r + (i % 7));
+    ASSERT_EQ(
+        tribIallReduce(in[r].data(), out[r].data(), in[r].size(), tribFloat32, tribMax, comms[r], &reqs[r]),
+        tribSuccess);
+  }
+  // Poll with tribTest until all complete (bounded).
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  int left = n;
+  while (left > 0 && Clock::now() < deadline) {
+    for (int r = 0; r < n; ++r) {
+      if (!reqs[r]) continue;
+      int done = 0;
+      ASSERT_EQ(tribTest(&reqs[r], &done), tribSuccess) << lastError();
+      if (done) {
+        EXPECT_EQ(reqs[r], nullptr);
+        --left;
+      }
+    }
+  }
+  ASSERT_EQ(left, 0);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < out[r].size(); i += 997) ASSERT_EQ(out[r][i], static_cast<float>(2 + (i % 7)));
+  }
+  // A short explicit wait that expires leaves the request valid; the peer then joins.
+  tribRequest_t a = nullptr, b = nullptr;
+  float x = 1, y = 2;
+  ASSERT_EQ(tribIallReduce(&x, &x, 1, tribFloat32, tribSum, comms[0], &a), tribSuccess);
+  EXPECT_EQ(tribWait(&a, 20), tribTimeout);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(tribCommDestroy(comms[0]), tribInvalidUsage);  // a request is outstanding
+  float z = 3;
+  tribRequest_t c = nullptr;
+  ASSERT_EQ(tribIallReduce(&y, &y, 1, tribFloat32, tribSum, comms[1], &b), tribSuccess);
+  ASSERT_EQ(tribIallReduce(&z, &z, 1, tribFloat32, tribSum, comms[2], &c), tribSuccess);
+  // One thread drives the three ranks: waiting on any progresses its communicator only, so poll.
+  std::vector<tribRequest_t*> all{&a, &b, &c};
+  deadline = Clock::now() + std::chrono::seconds(30);
+  while ((a || b || c) && Clock::now() < deadline) {
+    for (auto* r : all) {
+      int done = 0;
+      if (*r) ASSERT_EQ(tribTest(r, &done), tribSuccess) << lastError();
+    }
+  }
+  EXPECT_EQ(x, 6);
+  EXPECT_EQ(y, 6);
+  EXPECT_EQ(z, 6);
+  destroyAll(comms);
+}
+
+TEST(Api, TimeoutNamesWhatTheRankWaitsFor) {
+  auto comms = makeCommsWithTimeout(2, 300);
+  std::vector<float> v(64, 1);
+  auto t0 = Clock::now();
+  // Rank 1 never calls: rank 0 must fail with a timeout, not hang.
+  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),
+            tribTimeout);
+  auto elapsed = Clock::now() - t0;
+  EXPECT_LT(elapsed, std::chrono::seconds(10));
+  EXPECT_NE(lastError().find("timed out"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("from 1"), std::string::npos) << lastError();
+  // The communicator is now broken and says why.
+  EXPECT_NE(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),
+            tribSuccess);
+  EXPECT_NE(lastError().find("earlier error"), std::string::npos) << lastError();
+  tribResult_t async = tribSuccess;
+  EXPECT_EQ(tribCommGetAsyncError(comms[0], &async), tribSuccess);
+  EXPECT_EQ(async, tribTimeout);
+  destroyAll(comms);
+}
+
+TEST(Api, AbortFromAnotherThreadUnblocksTheWaiter) {
+  auto comms = makeCommsWithTimeout(2, 60000);
+  std::vector<float> v(64, 1);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(tribCommAbort(comms[0]), tribSuccess);
+  });
+  auto t0 = Clock::now();
+  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),
+            tribAborted);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+  aborter.join();
+  // Calling after abort: a clear error, no crash.
+  EXPECT_EQ(tribBarrier(comms[0], nullptr), tribAborted);
+  EXPECT_NE(lastError().find("aborted"), std::string::npos) << lastError();
+  // The peer learns that rank 0 is gone instead of waiting for its timeout.
+  t0 = Clock::now();
+  EXPECT_EQ(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[1], nullptr),
+            tribRemoteError);
+  EXPECT_NE(lastError().find("rank 0"), std::string::npos) << lastError();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+  destroyAll(comms);
+}
+
+TEST(Api, MismatchedCountsAreReported) {
+  auto comms = makeCommsWithTimeout(2, 2000);
+  std::vector<float> a(100, 1), b(200, 1);
+  std::atomic<int> r0{-1}, r1{-1};
+  std::thread t(
+      [&] { r1 = tribAllReduce(b.data(), b.data(), 200, tribFloat32, tribSum, comms[1], nullptr); });
+  r0 = tribAllReduce(a.data(), a.data(), 100, tribFloat32, tribSum, comms[0], nullptr);
+  t.join();
+  EXPECT_TRUE(r0 != tribSuccess || r1 != tribSuccess);
+  EXPECT_TRUE(r0 == tribInvalidUsage || r1 == tribInvalidUsage || r0 == tribTimeout || r1 == tribTimeout);
+  destroyAll(comms);
+}
+
+TEST(CxxApi, SpansTypesAndExceptions) {
+  auto comms = tributary::Communicator::createLocal(2);
+  ASSERT_EQ(comms.size(), 2u);
+  EXPECT_EQ(comms[1].rank(), 1);
+  EXPECT_EQ(comms[0].size(), 2);
+  std::vector<double> a{1, 2, 3}, b{10, 20, 30}, ra(3), rb(3);
+  {
+    tributary::Group g;
+    comms[0].allReduce<double>(a, ra, tributary::Op::Sum);
+    comms[1].allReduce<double>(b, rb, tributary::Op::Sum);
+    g.end();
+  }
+  EXPECT_EQ(ra, (std::vector<double>{11, 22, 33}));
+  EXPECT_EQ(rb, ra);
+  std::vector<int32_t> gathered(3);
+  EXPECT_THROW(comms[0].allGather<int32_t>(std::span<const int32_t>(gathered.data(), 2), gathered),
+               tributary::Error);
+  try {
+    comms[0].broadcast<double>(a, 5);
+    FAIL() << "expected an exception";
+  } catch (const tributary::Error& e) {
+    EXPECT_EQ(e.code(), tribInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("root 5"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One entry point for people and CI:
+#   tools/dev.sh bench   install packages, build, run the all-reduce benchmark on local ranks
+#   tools/dev.sh test    install packages, build, run every test (plus ASan/UBSan and TSan builds)
+#   tools/dev.sh build   install packages and build (Release-with-debug-info, in build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+
+setup() { bash tools/setup-debian.sh; }
+
+configure_build() {  # dir, extra cmake args...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON "$@" >/dev/null
+  ninja -C "$dir" -j"$JOBS"
+}
+
+case "${1:-}" in
+  build)
+    setup
+    configure_build build
+    ;;
+  bench)
+    setup
+    configure_build build
+    shift
+    # The main job: all-reduce bus bandwidth over 4 local ranks, 8 B .. 64 MiB, checked.
+    ./build/bench/trib-perf --threads 4 -b 8 -e 64M -f 4 "$@"
+    ;;
+  test)
+    setup
+    configure_build build
+    (cd build && ctest --output-on-failure -j1 --timeout 900)
+    # Sanitizers: the whole suite under ASan+UBSan; the concurrency-heavy tests under TSan.
+    configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
+    (cd build-asan && TRIB_SANITIZER_BUILD=1 ctest --output-on-failure -j1 --timeout 900)
+    configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
+    (cd build-tsan && TRIB_SANITIZER_BUILD=1 ctest --output-on-failure -j1 --timeout 900 -L tsan)
+    ;;
+  *)
+    echo "usage: tools/dev.sh bench|test|build" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,190 @@
+#include "transports/loopback/loopback.hpp"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "reduce/reduce.hpp"
+
+namespace trib {
+
+namespace {
+
+struct PendingSend {
+  const void* data;  // the sender's buffer, or detached.data()
+  size_t bytes;
+  TransferOp* op;              // null once detached (the send already completed)
+  std::vector<char> detached;  // owned copy after detachSend
+  int src;
+};
+
+struct PendingRecv {
+  void* dst;
+  size_t bytes;
+  bool reduce;
+  ReduceSpec spec;
+  TransferOp* op;
+};
+
+using Key = std::pair<int, uint64_t>;  // (source rank, tag)
+
+struct Mailbox {
+  std::mutex mu;
+  std::multimap<Key, PendingSend> sends;  // arrived before the receive was posted
+  std::map<Key, PendingRecv> recvs;       // posted before the send arrived
+};
+
+// Moves the bytes of a matched pair and completes both. Runs outside any lock.
+void deliver(const void* data, size_t sendBytes, TransferOp* sendOp, const PendingRecv& r, int src, int dst) {
+  if (sendBytes != r.bytes) {
+    Status err =
+        errorf(tribInvalidUsage,
+               "message size mismatch: rank %d sent %zu bytes but rank %d expected %zu (are the counts, "
+               "dtypes and collectives the same on every rank?)",
+               src, sendBytes, dst, r.bytes);
+    if (sendOp) sendOp->fail(err);
+    r.op->fail(err);
+    return;
+  }
+  if (r.bytes > 0) {
+    if (r.reduce) {
+      reduce(r.dst, r.spec.local, data, r.bytes / dataTypeSize(r.spec.dtype), r.spec.dtype, r.spec.op);
+    } else {
+      std::memcpy(r.dst, data, r.bytes);
+    }
+  }
+  if (sendOp) sendOp->complete();
+  r.op->complete();
+}
+
+}  // namespace
+
+class LoopbackFabric {
+ public:
+  explicit LoopbackFabric(int nranks) : boxes_(nranks), dead_(nranks) {}
+  int size() const { return static_cast<int>(boxes_.size()); }
+  Mailbox& box(int rank) { return boxes_[rank]; }
+  bool dead(int rank) const { return dead_[rank].load(std::memory_order_acquire); }
+  void markDead(int rank) { dead_[rank].store(true, std::memory_order_release); }
+
+ private:
+  std::vector<Mailbox> boxes_;
+  std::vector<std::atomic<bool>> dead_;
+};
+
+std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks) {
+  return std::make_shared<LoopbackFabric>(nranks);
+}
+
+namespace {
+
+class LoopbackTransport final : public Transport {
+ public:
+  LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank)
+      : fabric_(std::move(fabric)), rank_(rank) {}
+  const char* name() const override { return "loopback"; }
+
+  Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) override {
+    TRIB_RETURN_IF_ERROR(checkPeer(peer));
+    Mailbox& box = fabric_->box(peer);
+    std::unique_lock<std::mutex> lock(box.mu);
+    auto it = box.recvs.find({rank_, tag});
+    if (it != box.recvs.end()) {
+      PendingRecv r = it->second;
+      box.recvs.erase(it);
+      lock.unlock();
+      deliver(buf, bytes, op, r, rank_, peer);
+      return Status::Ok();
+    }
+    box.sends.emplace(Key{rank_, tag}, PendingSend{buf, bytes, op, {}, rank_});
+    return Status::Ok();
+  }
+
+  Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
+                  TransferOp* op) override {
+    TRIB_RETURN_IF_ERROR(checkPeer(peer));
+    PendingRecv r{buf, bytes, reduce != nullptr, reduce ? *reduce : ReduceSpec{}, op};
+    Mailbox& box = fabric_->box(rank_);
+    std::unique_lock<std::mutex> lock(box.mu);
+    auto it = box.sends.find({peer, tag});
+    if (it != box.sends.end()) {
+      PendingSend s = std::move(it->second);
+      box.sends.erase(it);
+      lock.unlock();
+      deliver(s.op ? s.data : s.detached.data(), s.bytes, s.op, r, peer, rank_);
+      return Status::Ok();
+    }
+    if (fabric_->dead(peer)) {
+      op->fail(peerLost(peer));
+      return Status::Ok();
+    }
+    box.recvs.emplace(Key{peer, tag}, r);
+    return Status::Ok();
+  }
+
+  void detachSend(TransferOp* op) override {
+    for (int peer = 0; peer < fabric_->size(); ++peer) {
+      Mailbox& box = fabric_->box(peer);
+      std::lock_guard<std::mutex> lock(box.mu);
+      for (auto& [key, s] : box.sends) {
+        if (s.op != op) continue;
+        s.detached.assign(static_cast<const char*>(s.data), static_cast<const char*>(s.data) + s.bytes);
+        s.op = nullptr;
+        op->complete();
+        return;
+      }
+    }
+  }
+
+  Status progress() override { return Status::Ok(); }
+
+  // This rank is gone: fail its own pending operations and every receive waiting on it.
+  void abort(const Status& why) override {
+    fabric_->markDead(rank_);
+    for (int peer = 0; peer < fabric_->size(); ++peer) {
+      Mailbox& box = fabric_->box(peer);
+      std::lock_guard<std::mutex> lock(box.mu);
+      for (auto it = box.sends.begin(); it != box.sends.end();) {
+        if (it->first.first != rank_) {
+          ++it;
+          continue;
+        }
+        if (it->second.op) it->second.op->fail(why);
+        it = box.sends.erase(it);
+      }
+      for (auto it = box.recvs.begin(); it != box.recvs.end();) {
+        if (peer == rank_) {
+          it->second.op->fail(why);
+        } else if (it->first.first == rank_) {
+          it->second.op->fail(peerLost(rank_));
+        } else {
+          ++it;
+          continue;
+        }
+        it = box.recvs.erase(it);
+      }
+    }
+  }
+
+ private:
+  Status checkPeer(int peer) const {
+    if (peer < 0 || peer >= fabric_->size()) return errorf(tribInternalError, "loopback: no rank %d", peer);
+    if (fabric_->dead(rank_)) return errorf(tribAborted, "rank %d was aborted", rank_);
+    return Status::Ok();
+  }
+  static Status peerLost(int peer) {
+    return errorf(tribRemoteError, "rank %d aborted or failed; its data will never arrive", peer);
+  }
+
+  std::shared_ptr<LoopbackFabric> fabric_;
+  int rank_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeLoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank) {
+  return std::make_unique<LoopbackTransport>(std::move(fabric), rank);
+}
+
+}  // namespace trib
