@@ -317,13 +317,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   double t = -1;
   uint64_t chunk = clampChunk(std::ceil(S / n), k);  // a whole block per slice when it fits
   auto rhdPhase = [&](bool reduce, double total) {
-    // Recursive halving (reduce-scatter) or doubling (all-gather), nearest partner first; steps whose
-    // partner distance reaches a whole domain cross the network, with every rank talking at once.
+    // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
+    // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
+    // partner is a domain or more away crosses the network, every rank sending at once.
     int L = 0;
     while ((2 << L) <= n) ++L;
     double sum = 0;
     for (int s = 0; s < L; ++s) {
-      int dist = 1 << s;
+      int dist = 1 << (L - 1 - s);
       bool cross = c.multi && (!f.uniform || dist >= f.perDomain);
       double v = total / (2 << s);
       double b = cross ? c.bLoaded : c.bIn;
@@ -346,10 +347,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::Tree: {
           int D = ceilLog2(n), cross = c.multi ? std::min(D, ceilLog2(f.domains)) : 0;
           double path = (D - cross) * c.aIn + cross * c.aOut;
-          double b = std::min(bMix, c.R);
+          // Per rank ~2S through its domain link (inner in one tree, leaf in the other); a rank with
+          // an edge across domains carries S/2 per tree each way over the network.
+          double bIn = std::min(c.bIn, c.R), bOut = std::min(c.bOut, c.R);
+          double bwTime = !c.multi ? 2 * S / bIn : f.perDomain > 1 ? std::max(2 * S / bIn, S / bOut) : 2 * S / bOut;
+          double b = 2 * S / bwTime;
           chunk = pipelineChunk(S, b, 2 * D, k);
-          t = 2 * path + 2 * S / b + pipelineCost(S, chunk, b, 2 * D, k);
-          p.reason = "double binary tree: 2 log2(n) hops, 2S per rank, pipelined";
+          t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
+          p.reason = "double binary tree: 2 log2(n) hops, pipelined";
           break;
         }
         case PlanAlgo::Rhd:
