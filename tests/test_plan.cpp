@@ -81,8 +81,12 @@ TEST(Planner, OnceBandwidthBoundRingWinsItKeepsWinning) {
   bool ringSeen = false;
   for (uint64_t b = 8; b <= (16ull << 30); b *= 2) {
     PlanAlgo a = p.choose(allreduce(b, 48)).algo;
-    if (b <= 4096) EXPECT_NE(a, PlanAlgo::Ring) << b;
-    if (ringSeen) EXPECT_EQ(a, PlanAlgo::Ring) << b;
+    if (b <= 4096) {
+      EXPECT_NE(a, PlanAlgo::Ring) << b;
+    }
+    if (ringSeen) {
+      EXPECT_EQ(a, PlanAlgo::Ring) << b;
+    }
     ringSeen |= a == PlanAlgo::Ring;
   }
   EXPECT_TRUE(ringSeen);

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
       args.count /= req.nranks;
     // The plan's chunk for that algorithm.
     for (const auto& c : planner.explain(req))
-      if (c.plan.algo == a) args.chunkElems = c.plan.chunkElems;
+      if (c.plan.algo == a) args.chunkElems = c.plan.chunkElems, args.ranksPerDomain = c.plan.ranksPerDomain;
     SimResult res;
     if (a == PlanAlgo::Switch || a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch) {
       s = simulateInNetwork(t, a, args, req.dtype, &res);

@@ -350,7 +350,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // Per rank ~2S through its domain link (inner in one tree, leaf in the other); a rank with
           // an edge across domains carries S/2 per tree each way over the network.
           double bIn = std::min(c.bIn, c.R), bOut = std::min(c.bOut, c.R);
-          double bwTime = !c.multi ? 2 * S / bIn : f.perDomain > 1 ? std::max(2 * S / bIn, S / bOut) : 2 * S / bOut;
+          double bwTime = !c.multi          ? 2 * S / bIn
+                          : f.perDomain > 1 ? std::max(2 * S / bIn, S / bOut)
+                                            : 2 * S / bOut;
           double b = 2 * S / bwTime;
           chunk = pipelineChunk(S, b, 2 * D, k);
           t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);

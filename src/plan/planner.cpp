@@ -277,6 +277,7 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     c.plan.algo = a;
     c.plan.predictedUs = p.us;
     c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
+    if (a == PlanAlgo::Hierarchical) c.plan.ranksPerDomain = f.perDomain;
     // Executable: a generator in the registry that accepts the request.
     const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::Switch
                                ? nullptr
@@ -289,6 +290,7 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       args.count = countOf(req);
       args.inPlace = req.inPlace;
       args.chunkElems = c.plan.chunkElems;
+      args.ranksPerDomain = c.plan.ranksPerDomain;
       c.plan.executable = info->supports(args);
     } else {
       c.plan.executable = false;
