@@ -227,3 +227,23 @@ TEST(Detect, LocalMachineIsAValidTopology) {
   Topology back;
   ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
 }
+
+TEST(Merge, HostViewsBecomeOneGraph) {
+  std::vector<std::string> views{dumpTopology(makeDgxH100()), dumpTopology(makeDgxH100())};
+  Topology t;
+  Status s = mergeHostTopologies(views, 50, 1, &t);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 16);
+  EXPECT_EQ(t.numDomains(), 2);
+  EXPECT_EQ(t.numHosts(), 2);
+  EXPECT_GE(t.find("h1.gpu7"), 0);
+  Router r(t);
+  EXPECT_DOUBLE_EQ(r.bottleneckGBps(t.find("h0.gpu0"), t.find("h1.gpu0")), 50);
+  // CPU-only hosts join through their CPU.
+  std::vector<std::string> cpus{"node cpu0 cpu\n", "node cpu0 cpu\n", "node cpu0 cpu\n"};
+  ASSERT_TRUE(mergeHostTopologies(cpus, 10, 5, &t).ok());
+  EXPECT_EQ(t.rankNodes().size(), 3u);
+  EXPECT_EQ(t.numHosts(), 3);
+  s = mergeHostTopologies({"node a gpu\nbogus\n", "node cpu0 cpu\n"}, 10, 5, &t);
+  EXPECT_NE(s.message().find("host 0:2: unknown statement 'bogus'"), std::string::npos) << s.message();
+}

@@ -264,4 +264,53 @@ Status dumpTopologyFile(const Topology& t, const std::string& path) {
   return Status::Ok();
 }
 
+Status mergeHostTopologies(const std::vector<std::string>& hostDumps, double netGBps, double netLatUs,
+                           Topology* out) {
+  if (hostDumps.empty()) return errorf(tribInvalidArgument, "mergeHostTopologies: no host views");
+  if (!(netGBps > 0))
+    return errorf(tribInvalidArgument, "mergeHostTopologies: network bandwidth must be > 0");
+  if (hostDumps.size() == 1) return parseTopology(hostDumps[0], out, "host 0");
+  Topology t;
+  t.name = strprintf("%zu-hosts", hostDumps.size());
+  int fabric = t.addNode("fabric", NodeType::Switch);
+  for (size_t h = 0; h < hostDumps.size(); ++h) {
+    Topology v;
+    TRIB_RETURN_IF_ERROR(parseTopology(hostDumps[h], &v, strprintf("host %zu", h)));
+    std::string pre = strprintf("h%zu.", h);
+    int base = t.numNodes();
+    for (int i = 0; i < v.numNodes(); ++i) {
+      int id = t.addNode(pre + v.node(i).name, v.node(i).type);
+      Node& n = t.node(id);
+      n.reduceGBps = v.node(i).reduceGBps;
+      n.reduce = v.node(i).reduce;
+    }
+    for (int i = 0; i < v.numLinks(); ++i) {
+      const Link& l = v.link(i);
+      t.addLink(base + l.a, base + l.b, l.type, l.bwAB, l.latencyUs, l.bwBA);
+    }
+    for (const auto& tr : v.aggTrees()) {
+      AggTree copy = tr;
+      copy.name = pre + tr.name;
+      copy.root = base + tr.root;
+      for (auto& e : copy.edges) e = {base + e.first, base + e.second};
+      copy.edgeLines.clear();
+      TRIB_RETURN_IF_ERROR(t.addAggTree(copy));
+    }
+    int joined = 0;
+    for (int i = 0; i < v.numNodes(); ++i)
+      if (v.node(i).type == NodeType::Nic)
+        t.addLink(base + i, fabric, LinkType::Net, netGBps, netLatUs), ++joined;
+    for (int i = 0; i < v.numNodes() && !joined; ++i)
+      if (v.node(i).type == NodeType::Cpu)
+        t.addLink(base + i, fabric, LinkType::Net, netGBps, netLatUs), ++joined;
+    if (!joined)
+      return errorf(tribInvalidArgument, "host %zu has neither a NIC nor a CPU to join the network through",
+                    h);
+  }
+  t.finalize();
+  TRIB_RETURN_IF_ERROR(t.validate());
+  *out = std::move(t);
+  return Status::Ok();
+}
+
 }  // namespace trib

@@ -152,6 +152,12 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
 // The local machine: hwloc (NUMA, cores, PCI) when libhwloc is loadable, else /sys; NVML GPUs and
 // NVLinks and verbs NICs when their libraries and devices exist. Absent hardware is simply absent.
 Topology detectLocal(std::string* log = nullptr);
+// One graph from the views of several hosts (each a dumpTopology() string, e.g. every host's
+// detectLocal() all-gathered through the bootstrap, one per host): host i's nodes become
+// "h<i>.<name>", and every NIC -- or, on a host without NICs, its first CPU -- joins one network
+// switch "fabric" at netGBps per port (latency netLatUs). A single host is returned unchanged.
+Status mergeHostTopologies(const std::vector<std::string>& hostDumps, double netGBps, double netLatUs,
+                           Topology* out);
 // TRIB_TOPO_FILE if set, else detectLocal(); dumps to TRIB_TOPO_DUMP_FILE if set.
 Status topologyFromEnv(Topology* out);
 
