@@ -439,8 +439,8 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
     target = p->bounce.get();
   }
   ucp_request_param_t prm{};
-  // No immediate completion: UCX 1.13 does not report the received length of a receive that
-  // completes inside ucp_tag_recv_nbx, and the exact-length check needs it.
+  // No immediate completion: with UCX 1.13 a receive completing inside ucp_tag_recv_nbx did not
+  // report its received length to us, and the exact-length check needs it.
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   prm.cb.recv = recvCallback;
   prm.user_data = p;

@@ -46,8 +46,9 @@ struct UcxOptions {
   // caller's buffer, so detachSend can switch an unmatched send to a private copy (UCP cannot
   // retarget a posted contiguous send). That costs a copy on the sending side; set
   // zeroCopySends when the caller never detaches, to let UCX read the buffer directly
-  // (rendezvous, CMA, RDMA). Smaller sends complete locally, without the receiver.
-  size_t detachableAbove = 8192;
+  // (rendezvous, CMA, RDMA). Sends up to detachableAbove stay contiguous: UCX sends those
+  // eagerly, so they complete without the receiver and detaching one just waits for that.
+  size_t detachableAbove = 256;
   bool zeroCopySends = false;
   // With zeroCopySends, detachSend waits this long for the send to finish, then aborts.
   double detachTimeoutSec = 30.0;
