@@ -1,5 +1,6 @@
 // One-way bandwidth and 8-byte latency of the shm transport between two forked processes,
-// slot path vs single-copy (CMA). Prints a table; run: build/bench/bm_shm [--iters N] [--spins N] [--quick]
+// slot path vs single-copy (CMA). Prints a table; run: build/bench/bm_shm [--iters N] [--spins N]
+// [--slot-bytes B] [--nslots N] [--quick]
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -12,7 +13,9 @@ using namespace trib::testing;
 namespace {
 
 struct Args {
-  int iters = 20;
+  int iters = 100;
+  size_t slotBytes = ShmOptions{}.slotBytes;
+  uint32_t nslots = ShmOptions{}.nslots;
   int spins = 1;  // progress() polls per sched_yield() while waiting
   bool quick = false;
 };
@@ -99,10 +102,15 @@ int main(int argc, char** argv) {
       a.iters = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--spins") && i + 1 < argc)
       a.spins = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--slot-bytes") && i + 1 < argc)
+      a.slotBytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--nslots") && i + 1 < argc)
+      a.nslots = static_cast<uint32_t>(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--quick"))
       a.quick = true;
     else {
-      std::fprintf(stderr, "usage: %s [--iters N] [--spins N] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--iters N] [--spins N] [--slot-bytes B] [--nslots N] [--quick]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -110,6 +118,8 @@ int main(int argc, char** argv) {
   for (bool cma : {false, true}) {
     ShmOptions opt;
     opt.cma = cma ? 1 : 0;
+    opt.slotBytes = a.slotBytes;
+    opt.nslots = a.nslots;
     auto res = runShmRanks(2, opt, 300, [&](int rank, ShmTransport& t, Bootstrap& bs) {
       if (cma && !t.usesCma(1 - rank)) {
         if (rank == 0) std::printf("cma    unavailable here (process_vm_readv refused); skipped\n");

@@ -35,6 +35,10 @@ int collectiveBody(Bootstrap& bs) {
     CHILD_OK(bs.broadcast(root, &b), 14);
     CHILD_CHECK(b == rankBlob(100 + root, round), 15);
   }
+  // Forked processes share this host.
+  std::vector<int> local;
+  CHILD_OK(bs.sameHostRanks(&local), 18);
+  CHILD_CHECK(static_cast<int>(local.size()) == n && local.front() == 0 && local.back() == n - 1, 19);
   // The OobAllGather adapter gives the same answer transports expect.
   OobAllGather oob = bs.oobAllGather();
   std::vector<std::vector<uint8_t>> all;
@@ -416,6 +420,33 @@ TEST(Launcher, InconsistentValuesGiveClearErrors) {
     EXPECT_NE(st.message().find(c.needle), std::string::npos)
         << "want '" << c.needle << "' in: " << st.message();
   }
+}
+
+TEST(Launcher, SlurmWithFileStoreRendezvous) {
+  char tmpl[] = "/tmp/trib-launch-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  const int n = 3;
+  auto res = runChildren(n, 30, [&](int rank) {
+    FakeEnv env{{{"SLURM_PROCID", std::to_string(rank)},
+                 {"SLURM_NTASKS", std::to_string(n)},
+                 {"SLURM_LOCALID", std::to_string(rank)},
+                 {"SLURM_JOB_ID", "777"},
+                 {"TRIB_STORE_DIR", dir}}};
+    LaunchInfo info;
+    CHILD_OK(detectLauncher(&info, env.lookup()), 1);
+    std::shared_ptr<Store> store;
+    StoreServerHandle server;
+    CHILD_OK(openLaunchStore(info, 10000, &store, &server), 2);
+    CHILD_CHECK(server == nullptr && info.jobId == "777", 3);
+    Bootstrap bs(store, info.rank, info.nranks, info.jobId, 10000);
+    Blob b = info.rank == 1 ? Blob{4, 2} : Blob{};
+    CHILD_OK(bs.broadcast(1, &b), 4);
+    CHILD_CHECK((b == Blob{4, 2}), 5);
+    return 0;
+  });
+  for (auto& r : res) EXPECT_EQ(r.code, 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Launcher, TorchrunStyleRendezvousServedByRankZero) {

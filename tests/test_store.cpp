@@ -39,22 +39,32 @@ std::unique_ptr<TcpStore> connectClient(const TcpStoreServer& s) {
 
 Blob blob(const std::string& s) { return Blob(s.begin(), s.end()); }
 
-// Captures log lines while alive.
+// Sends log lines to a temporary file while alive (TRIB_DEBUG_FILE) so tests can assert that an
+// event was reported.
 struct LogCapture {
-  std::mutex mu;
-  std::vector<std::string> lines;
+  std::string path;
   LogCapture() {
-    setLogSink([this](LogLevel, const char*, const std::string& line) {
-      std::lock_guard<std::mutex> l(mu);
-      lines.push_back(line);
-    });
+    char tmpl[] = "/tmp/trib-log-XXXXXX";
+    int fd = mkstemp(tmpl);
+    close(fd);
+    path = tmpl;
+    setenv("TRIB_DEBUG_FILE", path.c_str(), 1);
+    logReconfigure();
   }
-  ~LogCapture() { setLogSink(nullptr); }
+  ~LogCapture() {
+    unsetenv("TRIB_DEBUG_FILE");
+    logReconfigure();
+    unlink(path.c_str());
+  }
   bool contains(const std::string& needle) {
-    std::lock_guard<std::mutex> l(mu);
-    for (auto& s : lines)
-      if (s.find(needle) != std::string::npos) return true;
-    return false;
+    FILE* f = fopen(path.c_str(), "r");
+    if (!f) return false;
+    std::string text;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    fclose(f);
+    return text.find(needle) != std::string::npos;
   }
 };
 
@@ -286,6 +296,34 @@ TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
   // A client whose request is over the limit gets a clear error before sending.
   Status st = good->set("big", Blob(8192));
   EXPECT_EQ(st.code(), tribRemoteError) << st.message();  // server closes: request over its limit
+}
+
+TEST(TcpStore, ConnectionLimitAndSilentClientsAreBounded) {
+  LogCapture log;
+  StoreServerOptions opt = trib::testing::storeOptions(kKey);
+  opt.maxConnections = 2;
+  opt.helloTimeoutMs = 200;
+  std::unique_ptr<TcpStoreServer> server;
+  ASSERT_TRUE(TcpStoreServer::start(opt, &server).ok());
+  auto a = connectClient(*server);
+  auto b = connectClient(*server);
+  std::unique_ptr<TcpStore> c;
+  Status st = TcpStore::connect(server->address(), kKey, 1000, &c);
+  EXPECT_EQ(st.code(), tribRemoteError) << st.message();
+  EXPECT_TRUE(log.contains("connections open (the limit)"));
+  a.reset();  // frees a slot
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // A connection that never says HELLO is dropped after helloTimeoutMs, freeing its slot.
+  int fd = rawConnect(*server);
+  auto t0 = net::Clock::now();
+  EXPECT_TRUE(closedByServer(fd));
+  double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  close(fd);
+  EXPECT_GE(ms, 150);
+  EXPECT_TRUE(log.contains("sent no job key within 200 ms"));
+  ASSERT_TRUE(TcpStore::connect(server->address(), kKey, 1000, &c).ok());
+  EXPECT_TRUE(c->set("x", blob("y")).ok());
+  EXPECT_TRUE(b->wait({"x"}, 1000).ok());
 }
 
 TEST(TcpStore, ConcurrentClientsFromForkedProcesses) {

@@ -261,8 +261,7 @@ TEST_P(UcxTls, ExecutorAllReduceOverUcx) {
           ExecOptions eo;
           eo.seq = seq++;
           eo.rank = rank;
-          Execution ex(std::make_shared<const std::vector<Step> >(materialize(*algo, args, rank)), bufs,
-                       peers, eo);
+          Execution ex(std::make_shared<const std::vector<Step>>(materialize(*algo, args, rank)), bufs, peers, eo);
           Status s = ex.start();
           bool done = false;
           auto deadline = Clock::now() + std::chrono::seconds(30);

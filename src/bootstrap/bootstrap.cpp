@@ -1,5 +1,9 @@
 #include "bootstrap/bootstrap.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 namespace trib {
 
 Bootstrap::Bootstrap(std::shared_ptr<Store> store, int rank, int nranks, std::string prefix, int timeoutMs)
@@ -57,6 +61,29 @@ Status Bootstrap::broadcast(int root, Blob* blob) {
   if (rank_ == root) return store_->set(k, *blob).prefix("bootstrap broadcast: ");
   Status st = store_->get(k, blob, timeoutMs_);
   if (!st.ok()) return st.prefix(strprintf("bootstrap broadcast from root %d (rank %d): ", root, rank_));
+  return Status::Ok();
+}
+
+std::string hostIdentity() {
+  char boot[64] = {0};
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    size_t n = std::fread(boot, 1, sizeof boot - 1, f);
+    while (n > 0 && (boot[n - 1] == '\n' || boot[n - 1] == ' ')) --n;
+    boot[n] = '\0';
+    std::fclose(f);
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + "/" + boot;
+}
+
+Status Bootstrap::sameHostRanks(std::vector<int>* ranks) {
+  std::string me = hostIdentity();
+  std::vector<Blob> all;
+  TRIB_RETURN_IF_ERROR(allGather(Blob(me.begin(), me.end()), &all).prefix("finding ranks on this host: "));
+  ranks->clear();
+  for (int i = 0; i < nranks_; ++i)
+    if (std::string(all[i].begin(), all[i].end()) == me) ranks->push_back(i);
   return Status::Ok();
 }
 

@@ -18,6 +18,9 @@
 
 namespace trib {
 
+// "hostname/boot-id": equal exactly for processes on the same running kernel (shared memory works).
+std::string hostIdentity();
+
 class Bootstrap {
  public:
   // `prefix` namespaces this communicator's keys in a shared store (e.g. the comm id in hex).
@@ -35,6 +38,8 @@ class Bootstrap {
   Status broadcast(int root, Blob* blob);
   // For transports' connect-time exchange.
   OobAllGather oobAllGather();
+  // The ranks on this host (sorted, including this one), from an allGather of hostIdentity().
+  Status sameHostRanks(std::vector<int>* ranks);
   // Leave: every rank calls it last. The rank whose process hosts the store server passes
   // hostsStore = true and returns once every rank has left, so the server outlives its last use.
   Status finalize(bool hostsStore);

@@ -20,8 +20,6 @@ using net::Clock;
 
 namespace {
 
-constexpr const char* kSub = "bootstrap";
-
 std::string decimal(int64_t v) { return std::to_string(v); }
 
 bool parseDecimal(const Blob& b, int64_t* v) {
@@ -116,7 +114,7 @@ Status TcpStoreServer::start(const StoreServerOptions& options, std::unique_ptr<
   im.port = bound.ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&bound.ss)->sin_port)
                                           : ntohs(reinterpret_cast<sockaddr_in6*>(&bound.ss)->sin6_port);
   s->thread_ = std::thread([p = &im] { p->run(); });
-  TRIB_INFO(kSub, "store server listening on %s", s->address_.c_str());
+  TRIB_INFO("bootstrap", "store server listening on %s", s->address_.c_str());
   *out = std::move(s);
   return Status::Ok();
 }
@@ -164,7 +162,7 @@ void TcpStoreServer::Impl::run() {
     int timeout = net::msLeft(next);
     int rc = poll(fds.data(), fds.size(), timeout);
     if (rc < 0 && errno != EINTR) {
-      TRIB_WARN(kSub, "store server poll: %s", strerror(errno));
+      TRIB_WARN("bootstrap", "store server poll: %s", strerror(errno));
       continue;
     }
     if (fds[1].revents & POLLIN) acceptAll();
@@ -193,7 +191,7 @@ void TcpStoreServer::Impl::run() {
     for (auto& [id, c] : conns)
       if (!c.authed && !c.closeAfter && c.helloDeadline <= now) slow.push_back(id);
     for (uint64_t id : slow) {
-      TRIB_WARN(kSub, "store: connection from %s sent no job key within %d ms; closed",
+      TRIB_WARN("bootstrap", "store: connection from %s sent no job key within %d ms; closed",
                 conns[id].peer.c_str(), opt.helloTimeoutMs);
       bump(&StoreServerStats::refused);
       closeConn(id);
@@ -208,14 +206,14 @@ void TcpStoreServer::Impl::acceptAll() {
     int fd = accept4(listenFd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        TRIB_WARN(kSub, "store accept: %s", strerror(errno));
+        TRIB_WARN("bootstrap", "store accept: %s", strerror(errno));
       return;
     }
     net::SockAddr peer;
     peer.ss = ss;
     peer.len = len;
     if (static_cast<int>(conns.size()) >= opt.maxConnections) {
-      TRIB_WARN(kSub, "store: refusing connection from %s: %d connections open (the limit)",
+      TRIB_WARN("bootstrap", "store: refusing connection from %s: %d connections open (the limit)",
                 peer.str().c_str(), opt.maxConnections);
       bump(&StoreServerStats::refused);
       close(fd);
@@ -246,7 +244,8 @@ bool TcpStoreServer::Impl::readConn(Conn& c) {
     // Bound the buffered input of a parked connection: one maximal message plus its header.
     if (c.parked || c.closeAfter) {
       if (c.in.size() > opt.maxMessageBytes + 4) {
-        TRIB_WARN(kSub, "store: connection from %s pipelines too much while waiting; closed", c.peer.c_str());
+        TRIB_WARN("bootstrap", "store: connection from %s pipelines too much while waiting; closed",
+                  c.peer.c_str());
         bump(&StoreServerStats::malformed);
         return false;
       }
@@ -264,8 +263,8 @@ bool TcpStoreServer::Impl::parse(Conn& c) {
     uint32_t len;
     std::memcpy(&len, c.in.data() + off, 4);
     if (len == 0 || len > opt.maxMessageBytes) {
-      TRIB_WARN(kSub, "store: connection from %s sent a %u-byte message (limit %zu); closed", c.peer.c_str(),
-                len, opt.maxMessageBytes);
+      TRIB_WARN("bootstrap", "store: connection from %s sent a %u-byte message (limit %zu); closed",
+                c.peer.c_str(), len, opt.maxMessageBytes);
       bump(&StoreServerStats::malformed);
       keep = false;
       break;
@@ -294,13 +293,13 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
     r.u32(&version);
     r.str(&key);
     if (op != kHello || !r.ok() || magic != kMagic) {
-      TRIB_WARN(kSub, "store: connection from %s did not start with a job key (op %u); refused",
+      TRIB_WARN("bootstrap", "store: connection from %s did not start with a job key (op %u); refused",
                 c.peer.c_str(), op);
       bump(&StoreServerStats::refused);
       return false;
     }
     if (version != kVersion) {
-      TRIB_WARN(kSub, "store: connection from %s speaks protocol %u, server %u; refused", c.peer.c_str(),
+      TRIB_WARN("bootstrap", "store: connection from %s speaks protocol %u, server %u; refused", c.peer.c_str(),
                 version, kVersion);
       replyMsg(c, kError, strprintf("store protocol version %u, client sent %u", kVersion, version));
       c.closeAfter = true;
@@ -308,7 +307,7 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
       return true;
     }
     if (key != opt.authKey) {
-      TRIB_WARN(kSub, "store: connection from %s presented a wrong job key; refused", c.peer.c_str());
+      TRIB_WARN("bootstrap", "store: connection from %s presented a wrong job key; refused", c.peer.c_str());
       replyMsg(c, kError, "wrong job key (check TRIB_AUTH_KEY or the unique id)");
       c.closeAfter = true;
       bump(&StoreServerStats::refused);
@@ -386,7 +385,7 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
     default:
       break;
   }
-  TRIB_WARN(kSub, "store: malformed message (op %u, %zu bytes) from %s; connection closed", op, n,
+  TRIB_WARN("bootstrap", "store: malformed message (op %u, %zu bytes) from %s; connection closed", op, n,
             c.peer.c_str());
   bump(&StoreServerStats::malformed);
   return false;

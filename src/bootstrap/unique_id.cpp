@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env.hpp"
+
 namespace trib {
 
 namespace {
@@ -45,6 +47,7 @@ std::string toHex(const uint8_t* p, size_t n) {
 
 Status makeUniqueId(tribUniqueId* id, StoreServerHandle* server) {
   std::string listen = envString("TRIB_BOOTSTRAP_ADDR");
+  if (listen.empty()) listen = "127.0.0.1";
   // A bare address gets a free port.
   bool hasPort = listen[0] == '[' ? listen.find("]:") != std::string::npos
                                   : std::count(listen.begin(), listen.end(), ':') == 1;

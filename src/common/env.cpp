@@ -27,9 +27,6 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_TOPO_FILE", "", "Load the topology from this file instead of detecting it."},
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
-      {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
-       "Address (ip or ip:port) the rendezvous store of tribGetUniqueId listens on; another host's ranks must reach "
-       "it."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
       {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
       {"TRIB_AUTH_KEY", "",
@@ -37,6 +34,12 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_RANK", "", "This process's rank (overrides the launcher's variables)."},
       {"TRIB_NRANKS", "", "Number of ranks (overrides the launcher's variables)."},
       {"TRIB_LOCAL_RANK", "", "Rank within this host (overrides the launcher's variables)."},
+      {"TRIB_LOCAL_SIZE", "", "Ranks on this host (with TRIB_RANK; optional)."},
+      {"TRIB_NODE_ID", "", "Index of this host (with TRIB_RANK; optional)."},
+      {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
+      {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
+       "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other "
+       "hosts can reach for multi-host jobs."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
   };

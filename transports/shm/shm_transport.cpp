@@ -1,5 +1,5 @@
-#include "common/env.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "common/env.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -22,8 +22,10 @@
 #include <string>
 #include <unordered_map>
 
+#include "bootstrap/bootstrap.hpp"
 #include "bootstrap/net.hpp"
 #include "bootstrap/unique_id.hpp"
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "reduce/reduce.hpp"
 
@@ -31,7 +33,6 @@ namespace trib {
 
 namespace {
 
-constexpr const char* kSub = "shm";
 constexpr uint64_t kSegMagic = 0x314d485342495254ull;  // "TRIBSHM1"
 constexpr uint32_t kBlobMagic = 0x53484d42;            // "BMHS"
 constexpr uint32_t kNumCma = 64;                       // outstanding single-copy sends per rank
@@ -99,19 +100,6 @@ bool processAlive(pid_t pid) {
   buf[n] = '\0';
   const char* p = std::strrchr(buf, ')');
   return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
-}
-
-std::string readBootId() {
-  char buf[64] = {0};
-  FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    std::fclose(f);
-  }
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return std::string(host) + "/" + buf;
 }
 
 }  // namespace
@@ -321,7 +309,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
 
   uint64_t localHash = 1469598103934665603ull;
   for (int r : localRanks) localHash = (localHash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
-  std::string boot = readBootId();
+  std::string boot = hostIdentity();
   net::Writer w;
   w.u32(kBlobMagic);
   w.u32(static_cast<uint32_t>(rank));
@@ -375,8 +363,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     if (static_cast<int>(j) != myIdx && !processAlive(p.pid)) {
       // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
       p.watchPid = false;
-      TRIB_INFO(kSub, "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts", rank,
-                p.rank, static_cast<int>(p.pid));
+      TRIB_INFO("transport", "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts",
+                rank, p.rank, static_cast<int>(p.pid));
     }
     uint8_t* seg = mine;
     if (static_cast<int>(j) != myIdx) {
@@ -409,8 +397,9 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
         ssize_t rr = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
         canRead[j] = rr == static_cast<ssize_t>(sizeof got) && got == probeVal;
         if (!canRead[j])
-          TRIB_INFO(kSub, "rank %d cannot read rank %d's memory with process_vm_readv (%s); slot path only",
-                    rank, p.rank, rr < 0 ? strerror(errno) : "wrong value");
+          TRIB_INFO("transport",
+                    "rank %d cannot read rank %d's memory with process_vm_readv (%s); slot path only", rank,
+                    p.rank, rr < 0 ? strerror(errno) : "wrong value");
       }
     } else {
       canRead[j] = opt.cma ? 1 : 0;
@@ -442,7 +431,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     peers[j].useCma = opt.cma && b[1 + myIdx] != 0;
   }
   bounce.resize(kCmaBounce);
-  TRIB_INFO(kSub, "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
+  TRIB_INFO("transport", "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
             opt.nslots, opt.slotBytes, opt.cma ? "on" : "off");
   return Status::Ok();
 }
@@ -746,13 +735,17 @@ bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t g
   uint32_t expected = kReady;
   if (!d.state.compare_exchange_strong(expected, kReading, std::memory_order_acq_rel)) {
     if (expected == kDetaching) return false;  // the sender is copying it aside: retry later
-    *err = errorf(tribInternalError, "shm: single-copy descriptor %u from rank %d in state %u", index, p.rank,
-                  expected);
+    // The sender released the descriptor before we read it: it aborted or failed mid-operation.
+    *err = errorf(
+        tribRemoteError,
+        "shm: rank %d withdrew a message it had offered (descriptor %u, state %u): it aborted or failed",
+        p.rank, index, expected);
     return true;
   }
   if (d.gen != gen || d.bytes != total) {
     d.state.store(kCmaFailed, std::memory_order_release);
-    *err = errorf(tribInternalError, "shm: stale single-copy descriptor from rank %d", p.rank);
+    *err = errorf(tribRemoteError, "shm: rank %d replaced a message it had offered: it aborted or failed",
+                  p.rank);
     return true;
   }
   uint64_t addr = d.addr;
@@ -837,7 +830,10 @@ void ShmTransport::Impl::checkLiveness() {
       bool pending = !p.sendQ.empty() || !p.cmaWait.empty() || !p.posted.empty() || !p.cmaReads.empty() ||
                      p.cur.recv != nullptr;
       // A peer that exits after finishing its work is normal; one that leaves work behind is news.
-      logf(pending ? LogLevel::kWarn : LogLevel::kInfo, kSub, "rank %d: %s", rank, why.message().c_str());
+      if (pending)
+        TRIB_WARN("transport", "rank %d: %s", rank, why.message().c_str());
+      else
+        TRIB_INFO("transport", "rank %d: %s", rank, why.message().c_str());
       // Deliver what it sent before dying, then fail the rest.
       drainIncoming(p);
       failPeer(p, why, true);
