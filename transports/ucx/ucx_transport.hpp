@@ -39,6 +39,9 @@ struct UcxOptions {
   // peers, and a look at /proc for peers on this host (UCX does not notice those dying over
   // shared memory). A dead peer fails its pending operations within about one interval (TCP
   // notices a closed socket at once). <= 0 keeps UCX's default (20 s) and disables the /proc check.
+  // A lost peer fails only what can no longer arrive: messages it sent before it exited (flushed
+  // by its clean close) are first drained into their receives or UCX's unexpected queue, and a
+  // receive posted later still finds its message there; the rest fail with tribRemoteError.
   double keepaliveSec = 0.5;
   // Clean shutdown flushes and closes every endpoint, waiting at most this long, then forces.
   double closeTimeoutSec = 5.0;
