@@ -16,7 +16,7 @@ RANKS="2 4"
 MAXBYTES=256M
 SPLIT=8M                    # sizes below: many iterations; from here on: few (keeps the run ~5 min)
 SMALL_ITERS="-n 20 -w 5"
-LARGE_ITERS="-n 3 -w 1"
+LARGE_ITERS="-n 2 -w 1"
 RUN_TIMEOUT=240             # seconds, per benchmark invocation
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
@@ -89,8 +89,10 @@ run() {
     local json=$OUT/$name-n$n-$part.json
     rm -f "$json"
     echo "== $name n=$n $part: $* $range $iters -J $json" >>"$LOG"
+    local t0=$SECONDS
     # shellcheck disable=SC2086
     timeout -k 5 $RUN_TIMEOUT "$@" $range $iters -J "$json" >>"$LOG" 2>&1 || rc=$?
+    echo "== took $((SECONDS - t0)) s, exit $rc, load average now: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$LOG"
     if [ $rc -ne 0 ]; then
       echo "   $name n=$n $part FAILED (exit $rc; see $LOG)" >&2
       echo "{\"failed\":$rc}" >"$json"
@@ -100,6 +102,7 @@ run() {
 }
 
 START=$(date +%s)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for n in $RANKS; do
   echo "-- $n processes" >&2
   if [ $TRIB_MODE = procs ]; then
@@ -117,9 +120,10 @@ done
 END=$(date +%s)
 
 python3 - "$OUT" "$RANKS" "$TRIB_LABEL" "$HAVE_UCX" "$([ -n "$MPIRUN" ] && echo 1 || echo 0)" \
-  "$([ -x "$GLOOB" ] && echo 1 || echo 0)" "$((END - START))" <<'PY'
+  "$([ -x "$GLOOB" ] && echo 1 || echo 0)" "$((END - START))" \
+  "$LOAD_BEFORE -> $(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" <<'PY'
 import json, os, sys
-out, ranks, trib_label, have_ucx, have_mpi, have_gloo, secs = sys.argv[1:8]
+out, ranks, trib_label, have_ucx, have_mpi, have_gloo, secs, load, cores = sys.argv[1:10]
 peers = [("trib", trib_label)]
 if have_mpi == "1":
     peers.append(("ompi_sm", "ompi(sm)"))
@@ -154,6 +158,8 @@ def human(b):
 
 print(f"# all-reduce float32 sum, out-of-place busbw in GB/s (time = max over ranks); "
       f"Tributary as {trib_label}; run took {secs} s; files in {out}")
+print(f"# {cores} cores; load average (1/5/15 min) before -> after: {load}. Busy machines give noisy "
+      f"numbers: compare ratios within one run, and repeat before trusting a single row.")
 ok = True
 for n in ranks.split():
     data = {name: load(name, n) for name, _ in peers}
