@@ -100,6 +100,10 @@ static inline int peer_parse_args(int argc, char** argv, int withRanks, PeerOpts
   o->json = NULL;
   while ((ch = getopt_long(argc, argv, withRanks ? "b:e:f:n:w:c:J:r:T:h" : "b:e:f:n:w:c:J:h", longOpts,
                            NULL)) != -1) {
+    if ((ch == 'r' || ch == 'T') && !withRanks) {
+      fprintf(stderr, "%s: --ranks/--timeout are not options of this benchmark (see --help)\n", prog);
+      return -1;
+    }
     switch (ch) {
       case 'b':
         o->minBytes = peer_parse_size(optarg, &ok);
