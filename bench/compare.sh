@@ -69,16 +69,26 @@ fi
 
 to_bytes() {
   python3 -c "
-import sys; s=sys.argv[1]; m={'K':1<<10,'M':1<<20,'G':1<<30}
-print(int(float(s[:-1])*m[s[-1].upper()]) if s[-1].upper() in m else int(s))" "$1"
+import sys
+s = sys.argv[1]; m = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
+try:
+    v = int(float(s[:-1]) * m[s[-1].upper()]) if s[-1:].upper() in m else int(s)
+    assert v >= 8
+except (ValueError, AssertionError):
+    sys.exit('compare.sh: bad size %r: give bytes >= 8 with an optional K/M/G suffix' % s)
+print(v)" "$1"
 }
-SMALL_MAX=$(( $(to_bytes "$SPLIT") / 2 ))
+MAX_B=$(to_bytes "$MAXBYTES") || exit 2
+SPLIT_B=$(to_bytes "$SPLIT") || exit 2
+SMALL_MAX=$(( SPLIT_B / 2 < MAX_B ? SPLIT_B / 2 : MAX_B ))
 
 # run NAME N CMD...: runs both size ranges, writing $OUT/NAME-nN-{small,large}.json.
 run() {
   local name=$1 n=$2; shift 2
   local part range iters rc=0
-  for part in small large; do
+  local parts=small
+  [ "$MAX_B" -ge "$SPLIT_B" ] && parts="small large"
+  for part in $parts; do
     if [ $part = small ]; then
       range="-b 8 -e $SMALL_MAX"
       iters=$SMALL_ITERS
@@ -123,7 +133,7 @@ python3 - "$OUT" "$RANKS" "$TRIB_LABEL" "$HAVE_UCX" "$([ -n "$MPIRUN" ] && echo 
   "$([ -x "$GLOOB" ] && echo 1 || echo 0)" "$((END - START))" \
   "$LOAD_BEFORE -> $(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" <<'PY'
 import json, os, sys
-out, ranks, trib_label, have_ucx, have_mpi, have_gloo, secs, load, cores = sys.argv[1:10]
+out, ranks, trib_label, have_ucx, have_mpi, have_gloo, secs, loadavg, cores = sys.argv[1:10]
 peers = [("trib", trib_label)]
 if have_mpi == "1":
     peers.append(("ompi_sm", "ompi(sm)"))
@@ -158,7 +168,7 @@ def human(b):
 
 print(f"# all-reduce float32 sum, out-of-place busbw in GB/s (time = max over ranks); "
       f"Tributary as {trib_label}; run took {secs} s; files in {out}")
-print(f"# {cores} cores; load average (1/5/15 min) before -> after: {load}. Busy machines give noisy "
+print(f"# {cores} cores; load average (1/5/15 min) before -> after: {loadavg}. Busy machines give noisy "
       f"numbers: compare ratios within one run, and repeat before trusting a single row.")
 ok = True
 for n in ranks.split():
