@@ -177,9 +177,13 @@ int main(int argc, char** argv) {
   PeerOpts o;
   int parsed = peer_parse_args(argc, argv, 1, &o);
   if (parsed != 0) return parsed > 0 ? 0 : 2;
+  uint64_t sizes[PEER_MAX_SIZES];
+  int nsizes = peer_sizes(&o, sizes);
+  const char* sizeEnv = std::getenv("WORLD_SIZE");
+  if (peer_check_memory(argv[0], sizes[nsizes - 1], o.ranks > 0 ? o.ranks : sizeEnv ? std::atoi(sizeEnv) : 1))
+    return 2;
   if (o.ranks > 0) return forkRanks(o);
   const char* rankEnv = std::getenv("RANK");
-  const char* sizeEnv = std::getenv("WORLD_SIZE");
   const char* storeEnv = std::getenv("GLOO_BENCH_STORE");
   int rank = rankEnv ? std::atoi(rankEnv) : -1, nranks = sizeEnv ? std::atoi(sizeEnv) : 0;
   if (!rankEnv || !sizeEnv || !storeEnv || nranks < 1 || rank < 0 || rank >= nranks) {

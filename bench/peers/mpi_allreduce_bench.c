@@ -1,6 +1,7 @@
 /* MPI_Allreduce bus-bandwidth benchmark, measured and reported exactly as trib-perf does (see
  * peer_common.h), so bench/compare.sh can put Open MPI next to Tributary. Run under mpirun:
  *   mpirun -np 2 build/bench/peers/mpi_allreduce_bench -b 8 -e 256M -J out.json */
+#include <limits.h>
 #include <mpi.h>
 
 #include "peer_common.h"
@@ -34,6 +35,17 @@ int main(int argc, char** argv) {
     return parsed > 0 ? 0 : 2;
   }
   nsizes = peer_sizes(&o, sizes);
+  if (peer_check_memory(argv[0], sizes[nsizes - 1], nranks) != 0) {
+    MPI_Finalize();
+    return 2;
+  }
+  if (sizes[nsizes - 1] / 4 > (uint64_t)INT_MAX) {
+    if (rank == 0)
+      fprintf(stderr, "mpi_allreduce_bench: --maxbytes %llu is over MPI's int count (%d floats); lower it\n",
+              (unsigned long long)o.maxBytes, INT_MAX);
+    MPI_Finalize();
+    return 2;
+  }
   {
     /* "Open MPI v4.1.4, package: ..." -> keep the first comma-free part for the header. */
     int len = 0;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PEER_MAX_SIZES 64
 
@@ -154,6 +155,21 @@ static inline int peer_parse_args(int argc, char** argv, int withRanks, PeerOpts
             "%s: bad options: need 4 <= minbytes <= maxbytes, stepfactor > 1, iters >= 1, warmup >= 0, "
             "check 0|1, 0 <= ranks <= 64, timeout > 0 (see --help)\n",
             prog);
+    return -1;
+  }
+  return 0;
+}
+
+/* Each rank holds a send and a receive buffer of the largest size; refuse a run that cannot fit in
+ * this host's memory (it would end in the OOM killer, not an error). Returns 0, or -1 with a message. */
+static inline int peer_check_memory(const char* prog, uint64_t maxBytes, int ranksOnHost) {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  double need = 2.0 * (double)maxBytes * ranksOnHost, have = (double)pages * (double)pageSize;
+  if (pages > 0 && pageSize > 0 && need > 0.8 * have) {
+    fprintf(stderr,
+            "%s: %d ranks x 2 buffers x %llu bytes = %.1f GiB is more than 80%% of this host's %.1f GiB; "
+            "lower --maxbytes\n",
+            prog, ranksOnHost, (unsigned long long)maxBytes, need / (1 << 30), have / (1 << 30));
     return -1;
   }
   return 0;
