@@ -258,7 +258,9 @@ TEST(Api, NonBlockingRequests) {
   while ((a || b || c) && Clock::now() < deadline) {
     for (auto* r : all) {
       int done = 0;
-      if (*r) ASSERT_EQ(tribTest(r, &done), tribSuccess) << lastError();
+      if (*r) {
+        ASSERT_EQ(tribTest(r, &done), tribSuccess) << lastError();
+      }
     }
   }
   EXPECT_EQ(x, 6);
