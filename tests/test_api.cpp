@@ -269,6 +269,24 @@ TEST(Api, NonBlockingRequests) {
   destroyAll(comms);
 }
 
+TEST(Api, FinalizeCompletesOutstandingWorkThenRefusesNewWork) {
+  auto comms = makeCommsWithTimeout(2, 20000);
+  std::vector<int32_t> a(1000, 1), b(1000, 2);
+  tribRequest_t ra = nullptr, rb = nullptr;
+  ASSERT_EQ(tribIallReduce(a.data(), a.data(), a.size(), tribInt32, tribSum, comms[0], &ra), tribSuccess);
+  ASSERT_EQ(tribIallReduce(b.data(), b.data(), b.size(), tribInt32, tribSum, comms[1], &rb), tribSuccess);
+  // Finalizing rank 1 drives its request while rank 0's thread waits on its own.
+  std::thread rank0([&] { EXPECT_EQ(tribWait(&ra, TRIB_TIMEOUT_DEFAULT), tribSuccess) << lastError(); });
+  ASSERT_EQ(tribCommFinalize(comms[1]), tribSuccess) << lastError();
+  rank0.join();
+  ASSERT_EQ(tribWait(&rb, TRIB_TIMEOUT_DEFAULT), tribSuccess) << lastError();
+  EXPECT_EQ(a[999], 3);
+  EXPECT_EQ(b[0], 3);
+  EXPECT_EQ(tribBarrier(comms[1], nullptr), tribInvalidUsage);
+  EXPECT_NE(lastError().find("finalized"), std::string::npos) << lastError();
+  destroyAll(comms);
+}
+
 TEST(Api, TimeoutNamesWhatTheRankWaitsFor) {
   auto comms = makeCommsWithTimeout(2, 300);
   std::vector<float> v(64, 1);

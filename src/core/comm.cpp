@@ -218,6 +218,16 @@ Status commAbort(tribComm* comm) {
 
 Status commFinalize(tribComm* comm) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
+  // Complete what is in flight (the caller still owns and frees the requests), bounded by the
+  // communicator's timeout, then refuse new work.
+  auto deadline = std::chrono::steady_clock::now() + comm->config.timeout;
+  std::vector<tribRequest*> running = comm->active;
+  for (tribRequest* req : running) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    Status st = requestWait(req, std::max(left, std::chrono::milliseconds(0)), /*abortOnTimeout=*/true);
+    if (!st.ok()) return st.prefix("tribCommFinalize: ");
+  }
   comm->finalized.store(true);
   return Status::Ok();
 }
