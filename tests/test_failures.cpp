@@ -75,11 +75,11 @@ TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
       return 1;
     }
     if (rank == victim) {
-      // Die in the middle of the next all-reduce: start it, then SIGKILL ourselves.
+      // Die while the others are inside the next all-reduce: start it (its first sends go
+      // out), let the others get well into theirs, then SIGKILL ourselves without progressing.
       tribRequest_t req = nullptr;
       tribIallReduce(buf.data(), buf.data(), buf.size(), tribFloat32, tribSum, comm, &req);
-      int done = 0;
-      for (int i = 0; i < 3 && req; ++i) tribTest(&req, &done);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       raise(SIGKILL);
     }
     auto t0 = Clock::now();
@@ -101,7 +101,8 @@ TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
   EXPECT_EQ(results[victim].signal, SIGKILL);
   bool named = false;
   for (int r = 0; r < victim; ++r) {
-    EXPECT_TRUE(results[r].exited && results[r].exitCode == 0) << "rank " << r << ": " << results[r].output;
+    EXPECT_TRUE(results[r].exited && results[r].exitCode == 0)
+        << trib::testing::describeFailures({results[r]});
     std::printf("rank %d: %s\n", r, results[r].output.c_str());
     named = named || results[r].output.find("rank 2") != std::string::npos;
   }

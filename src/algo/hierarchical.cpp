@@ -3,6 +3,8 @@
 // all-gather inside each domain. Domains are contiguous ranges of args.ranksPerDomain ranks (the
 // planner sets it from the topology's NVLink domains). Network traffic per rank: 2(m-1)/m · S/d
 // instead of the flat ring's 2(n-1)/n · S through one NIC.
+#include <stdexcept>
+
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
 
@@ -35,6 +37,11 @@ Generator<Step> recvSliced(int peer, Range r, uint64_t chunk) {
 }
 
 Generator<Step> hierAllReduce(CollArgs a, int rank) {
+  if (!hierSupports(a)) {
+    throw std::invalid_argument(
+        "hierarchical all-reduce needs ranksPerDomain >= 2 dividing nranks into >= 2 "
+        "domains (check AlgoInfo::supports first)");
+  }
   const int n = a.nranks, d = a.ranksPerDomain, m = n / d;
   const int D = rank / d, L = rank % d;
   const uint64_t chunk = chunkOf(a), c = a.count;

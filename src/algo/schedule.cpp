@@ -104,6 +104,10 @@ const AlgoInfo* findAlgorithm(Coll c, Algo a) {
 }
 
 std::vector<Step> materialize(const AlgoInfo& algo, const CollArgs& args, int rank) {
+  if (!algo.supports(args)) {
+    throw std::invalid_argument(strprintf("%s %s cannot run this request (check AlgoInfo::supports first)",
+                                          algoName(algo.algo), collName(algo.coll)));
+  }
   std::vector<Step> steps;
   auto gen = algo.generate(args, rank);
   while (gen.next()) steps.push_back(gen.value());

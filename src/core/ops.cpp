@@ -90,9 +90,20 @@ void retire(tribRequest* req, Status result) {
   v.erase(std::remove(v.begin(), v.end(), req), v.end());
 }
 
+// A failed operation may still have steps posted in the transports, pointing at its buffers and
+// completion records. Fail everything in flight first (the communicator is broken from here
+// on, as NCCL's is after an error), so nothing touches user memory once the request is freed.
+void breakComm(tribComm* comm, const Status& why) {
+  comm->setAsyncError(why);
+  if (!comm->aborted.exchange(true)) {
+    for (auto& t : comm->ownedTransports) t->abort(why);
+  }
+}
+
 Status startRequest(tribRequest* req) {
   Status st = req->exec->start();
   if (!st.ok()) {
+    breakComm(req->comm, st);
     retire(req, st);
     return Status::Ok();  // reported by test/wait, like a failure during progress
   }
@@ -114,6 +125,7 @@ void commProgress(tribComm* comm) {
     Status st = r->exec->progress(&done);
     if (!st.ok()) {
       TRIB_WARN("coll", "%s failed: %s", r->what.c_str(), st.message().c_str());
+      breakComm(comm, st);
       retire(r, st);
     } else if (done) {
       retire(r, Status::Ok());
@@ -287,10 +299,7 @@ Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abo
   if (abortOnTimeout) {
     // The transports may still reference this request's buffers: fail everything and mark
     // the communicator broken, so nothing touches user memory after we return.
-    tribComm* comm = req->comm;
-    comm->setAsyncError(err);
-    for (auto& t : comm->ownedTransports) t->abort(err);
-    comm->aborted.store(true);
+    breakComm(req->comm, err);
     retire(req, err);
   }
   return err;
