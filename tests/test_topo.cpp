@@ -245,6 +245,10 @@ TEST(Detect, HwlocFindsThisMachineAndAgreesWithSys) {
   EXPECT_EQ(sysRep.source, "sys");
   EXPECT_GE(hw.countType(NodeType::Cpu), 1) << hwRep.log;
   EXPECT_GE(hwRep.cores(), 1) << hwRep.log;
+  for (int i = 0, numa = 0; i < hw.numNodes(); ++i)  // the graph carries the cores, node by node
+    if (hw.node(i).type == NodeType::Cpu) {
+      EXPECT_EQ(hw.node(i).cores, hwRep.coresPerNuma[numa++]);
+    }
   // Same machine, two readers: same NUMA nodes (by name), same physical cores per node, same GPUs/NICs.
   EXPECT_EQ(hw.countType(NodeType::Cpu), sys.countType(NodeType::Cpu)) << hwRep.log << "\n" << sysRep.log;
   for (int i = 0; i < sys.numNodes(); ++i)
@@ -262,6 +266,20 @@ TEST(Detect, HwlocFindsThisMachineAndAgreesWithSys) {
   EXPECT_EQ(dumpTopology(back), dumpTopology(hw));
   EXPECT_EQ(back.rankNodes().size(), hw.rankNodes().size());
 #endif
+}
+
+TEST(TopoFile, CpuCoresRoundTripAndBelongToCpus) {
+  Topology t;
+  ASSERT_TRUE(
+      parseTopology("node cpu0 cpu cores=16\nnode cpu1 cpu cores=16\nlink cpu0 cpu1 c2c bw=40\n", &t).ok());
+  EXPECT_EQ(t.node(t.find("cpu1")).cores, 16);
+  Topology back;
+  ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
+  EXPECT_EQ(back.node(back.find("cpu0")).cores, 16);
+  Status s = parseTopology("node g0 gpu cores=4\n", &back, "x.topo");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("x.topo:1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("'cores'"), std::string::npos) << s.message();
 }
 
 TEST(Merge, HostViewsBecomeOneGraph) {

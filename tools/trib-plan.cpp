@@ -112,9 +112,11 @@ int main(int argc, char** argv) {
       if (!s.ok()) return fail(s);
       const double mem = memGBps >= 0 ? memGBps : run.memcpyGBps;
       std::vector<CalibrationRow> rows;
-      s = calibrate(topo, placeRanks(topo, RankPlacement::singleHost(run.ranks), false), run, mem, &rows);
+      std::string fabric;
+      s = calibrate(topo, placeRanks(topo, RankPlacement::singleHost(run.ranks), false), run, mem, &rows,
+                    &fabric);
       if (!s.ok()) return fail(s.prefix(file + ": "));
-      std::printf("# %s\n%s", file.c_str(), formatCalibration(run, mem, rows).c_str());
+      std::printf("# %s: %s\n%s", file.c_str(), fabric.c_str(), formatCalibration(run, mem, rows).c_str());
     }
     return 0;
   }

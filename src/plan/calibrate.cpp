@@ -62,7 +62,7 @@ Status loadPerfJson(const std::string& path, PerfRun* out) {
 }
 
 Status calibrate(Topology topo, const std::vector<int>& rankToNode, const PerfRun& run, double memGBps,
-                 std::vector<CalibrationRow>* out) {
+                 std::vector<CalibrationRow>* out, std::string* fabricSummary) {
   PlanRequest req;
   if (!parseColl(run.coll, &req.coll))
     return errorf(tribInvalidArgument, "calibration: unknown collective '%s'", run.coll.c_str());
@@ -75,6 +75,7 @@ Status calibrate(Topology topo, const std::vector<int>& rankToNode, const PerfRu
         topo.node(i).reduceGBps = memGBps;
   req.nranks = run.ranks;
   Planner planner(std::move(topo), rankToNode);
+  if (fabricSummary) *fabricSummary = planner.fabric(req.nranks).summary;
   out->clear();
   for (const PerfRun::Point& pt : run.points) {
     req.bytes = pt.bytes;

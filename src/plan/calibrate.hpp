@@ -38,7 +38,7 @@ struct CalibrationRow {
 // memory rate of every CPU node that does not declare one (reduce_gbps), i.e. it replaces the cost
 // model's CPU default (CostConstants::cpuReduceGBps); the link efficiencies stay the cost model's.
 Status calibrate(Topology topo, const std::vector<int>& rankToNode, const PerfRun& run, double memGBps,
-                 std::vector<CalibrationRow>* out);
+                 std::vector<CalibrationRow>* out, std::string* fabricSummary = nullptr);
 // A table: size, choice, predicted time and busbw, measured busbw, ratio.
 std::string formatCalibration(const PerfRun& run, double memGBps, const std::vector<CalibrationRow>& rows);
 

@@ -229,6 +229,7 @@ Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report)
   std::vector<int> numa;
   for (size_t i = 0; i < f.numaOs.size(); ++i) {
     numa.push_back(t.addNode(strprintf("cpu%d", f.numaOs[i]), NodeType::Cpu));
+    t.node(numa.back()).cores = rep.coresPerNuma[i];
     note += strprintf("numa %d: %d cores", f.numaOs[i], rep.coresPerNuma[i]);
     if (rep.numaMemGBps[i] > 0) note += strprintf(", memory %.1f GB/s", rep.numaMemGBps[i]);
     note += "; ";
@@ -237,6 +238,7 @@ Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report)
     numa.push_back(t.addNode("cpu0", NodeType::Cpu));
     f.numaOs.push_back(0);
     rep.coresPerNuma.push_back(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    t.node(numa[0]).cores = rep.coresPerNuma[0];
     rep.numaMemGBps.push_back(0);
     note += strprintf("one CPU node, %d CPUs (no NUMA information); ", rep.coresPerNuma[0]);
   }

@@ -49,6 +49,7 @@ struct Node {
   NodeType type = NodeType::Gpu;
   double reduceGBps = 0;    // gpu/cpu: local reduction throughput (0 = use the cost model's default)
   ReduceCapability reduce;  // switches only
+  int cores = 0;            // cpu/numa: physical cores (ranks beyond them time-share); 0 = unknown
   int sourceLine = 0;       // line in the topology file (0 when generated)
 };
 
