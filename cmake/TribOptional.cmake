@@ -57,3 +57,14 @@ if(NOT TRIB_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 trib_resolve_option(TRIB_WITH_CUDA _cuda_found)
+
+# hwloc is used by src/topo/detect.cpp, which is part of tributary_core. That target is created by
+# the top level after this file is included, so the link is deferred to the end of the top-level
+# directory (the UCX transport does the same from transports/, which runs after add_library).
+function(trib_link_hwloc)
+  if(TRIB_HAVE_HWLOC AND TARGET tributary_core)
+    target_link_libraries(tributary_core PUBLIC PkgConfig::HWLOC)
+    target_compile_definitions(tributary_core PUBLIC TRIB_HAVE_HWLOC=1)
+  endif()
+endfunction()
+cmake_language(DEFER CALL trib_link_hwloc)

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "plan/calibrate.hpp"
 #include "plan/planner.hpp"
 
 using namespace trib;
@@ -220,4 +221,58 @@ TEST(Planner, CpuOnlyHostMapsManyRanksToOneNode) {
   Plan plan = p.choose(allreduce(1 << 20, 4, false));
   EXPECT_GT(plan.predictedUs, 0) << plan.why;
   EXPECT_TRUE(plan.executable);
+}
+
+TEST(CostModel, RanksBeyondTheCoresTimeShareThem) {
+  Topology two, four;
+  ASSERT_TRUE(parseTopology("node cpu0 cpu cores=2\n", &two).ok());
+  ASSERT_TRUE(parseTopology("node cpu0 cpu cores=4\n", &four).ok());
+  Planner p2(two, {0, 0, 0, 0}), p4(four, {0, 0, 0, 0});
+  // Bandwidth-bound (64 MiB): four ranks on two cores take about twice as long as on four cores.
+  Plan a = p2.choose(allreduce(64 << 20, 4, false)), b = p4.choose(allreduce(64 << 20, 4, false));
+  EXPECT_NEAR(a.predictedUs / b.predictedUs, 2.0, 0.1) << a.why << " / " << b.why;
+  EXPECT_NE(p2.fabric(4).summary.find("time-share"), std::string::npos) << p2.fabric(4).summary;
+  EXPECT_EQ(p4.fabric(4).summary.find("time-share"), std::string::npos) << p4.fabric(4).summary;
+}
+
+TEST(Calibration, ReadsTribPerfJsonAndPredictsFromTheMeasuredMemoryRate) {
+  const std::string json =
+      "{\"coll\":\"allreduce\",\"ranks\":2,\"ranks_as\":\"processes\",\"memcpy_GBps\":10.000,\"results\":["
+      "{\"size\":1048576,\"count\":262144,\"type\":\"float32\",\"out_of_place\":{\"time_us\":500.0,\"algbw\":"
+      "2."
+      "0,\"busbw\":2.0,\"wrong\":0},\"in_place\":{\"time_us\":400.0,\"algbw\":2.5,\"busbw\":2.5,\"wrong\":0}}"
+      ","
+      "{\"size\":67108864,\"count\":16777216,\"out_of_place\":{\"time_us\":20000.0,\"algbw\":3.3,\"busbw\":3."
+      "3,"
+      "\"wrong\":0}}],\"avg_busbw\":2.6,\"wrong\":0}\n";
+  PerfRun run;
+  Status s = parsePerfJson(json, &run);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(run.ranks, 2);
+  EXPECT_EQ(run.ranksAs, "processes");
+  EXPECT_DOUBLE_EQ(run.memcpyGBps, 10.0);
+  ASSERT_EQ(run.points.size(), 2u);
+  EXPECT_EQ(run.points[1].bytes, 64u << 20);
+  EXPECT_DOUBLE_EQ(run.points[0].busbw, 2.0);  // out of place, not in place
+  Topology host;
+  ASSERT_TRUE(parseTopology("node cpu0 cpu cores=2\n", &host).ok());
+  std::vector<CalibrationRow> rows;
+  ASSERT_TRUE(calibrate(host, {0, 0}, run, run.memcpyGBps, &rows).ok());
+  ASSERT_EQ(rows.size(), 2u);
+  // Two ranks on one node exchange through shared memory at memory rate x the shm efficiency: a
+  // bandwidth-bound ring's busbw approaches it.
+  const double link = 10.0 * CostConstants::defaults().eff[static_cast<int>(LinkType::Shm)];
+  EXPECT_GT(rows[1].predictedBusbw, 0.95 * link);
+  EXPECT_LE(rows[1].predictedBusbw, link);
+  EXPECT_DOUBLE_EQ(rows[1].ratio, 3.3 / rows[1].predictedBusbw);
+  // A faster memory rate predicts proportionally more.
+  std::vector<CalibrationRow> faster;
+  ASSERT_TRUE(calibrate(host, {0, 0}, run, 20.0, &faster).ok());
+  EXPECT_NEAR(faster[1].predictedBusbw / rows[1].predictedBusbw, 2.0, 0.05);
+  EXPECT_NE(formatCalibration(run, 10, rows).find("64 MiB"), std::string::npos);
+  // Bad input: clear errors.
+  EXPECT_NE(parsePerfJson("{}", &run, "x.json").message().find("trib-perf -J"), std::string::npos);
+  EXPECT_FALSE(parsePerfJson("{\"coll\":\"allreduce\",\"ranks\":2,\"results\":[]}", &run).ok());
+  EXPECT_FALSE(loadPerfJson("/nonexistent/perf.json", &run).ok());
+  EXPECT_FALSE(calibrate(host, {0, 0, 0}, run, 10, &rows).ok());  // 3 placements for 2 ranks
 }

@@ -165,10 +165,16 @@ TEST(Hierarchical, ScheduleIsCorrectAndMatchesTheModel) {
       }
     }
   }
-  CollArgs flat = allreduceArgs(8, 100, 10);
-  EXPECT_FALSE(h->supports(flat));  // ranksPerDomain 0: not hierarchical
-  flat.ranksPerDomain = 3;
-  EXPECT_FALSE(h->supports(flat));  // 3 does not divide 8
+  // Without equal domains (0 = flat, 1, or not dividing n) it runs as one domain: a ring, still correct.
+  for (int rpd : {0, 1, 3}) {
+    CollArgs flat = allreduceArgs(8, 100, 10);
+    flat.ranksPerDomain = rpd;
+    ASSERT_TRUE(h->supports(flat));
+    Status s = verifySchedule(*h, flat);
+    EXPECT_TRUE(s.ok()) << "ranksPerDomain " << rpd << ": " << s.message();
+    const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
+    EXPECT_EQ(materialize(*h, flat, 2).size(), materialize(*ring, flat, 2).size()) << rpd;
+  }
   // On two NVL72 racks the planner's prediction and the simulation agree within 30% (the model does
   // not credit the overlap of slices across ring rounds, so it is the pessimistic one).
   Topology t = makeNvl72Cluster(2);

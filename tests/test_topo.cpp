@@ -228,6 +228,60 @@ TEST(Detect, LocalMachineIsAValidTopology) {
   ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
 }
 
+TEST(Detect, HwlocFindsThisMachineAndAgreesWithSys) {
+#ifndef TRIB_HAVE_HWLOC
+  Topology none;
+  Status no = detectLocalWith(DetectSource::Hwloc, &none);
+  EXPECT_EQ(no.code(), tribNotSupported);
+  EXPECT_NE(no.message().find("libhwloc-dev"), std::string::npos) << no.message();
+  GTEST_SKIP() << "built without hwloc (needs libhwloc-dev; cmake/TribOptional.cmake links it)";
+#else
+  Topology hw, sys;
+  DetectReport hwRep, sysRep;
+  Status s = detectLocalWith(DetectSource::Hwloc, &hw, &hwRep);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(detectLocalWith(DetectSource::Sys, &sys, &sysRep).ok());
+  EXPECT_EQ(hwRep.source, "hwloc");
+  EXPECT_EQ(sysRep.source, "sys");
+  EXPECT_GE(hw.countType(NodeType::Cpu), 1) << hwRep.log;
+  EXPECT_GE(hwRep.cores(), 1) << hwRep.log;
+  for (int i = 0, numa = 0; i < hw.numNodes(); ++i)  // the graph carries the cores, node by node
+    if (hw.node(i).type == NodeType::Cpu) {
+      EXPECT_EQ(hw.node(i).cores, hwRep.coresPerNuma[numa++]);
+    }
+  // Same machine, two readers: same NUMA nodes (by name), same physical cores per node, same GPUs/NICs.
+  EXPECT_EQ(hw.countType(NodeType::Cpu), sys.countType(NodeType::Cpu)) << hwRep.log << "\n" << sysRep.log;
+  for (int i = 0; i < sys.numNodes(); ++i)
+    if (sys.node(i).type == NodeType::Cpu) {
+      EXPECT_GE(hw.find(sys.node(i).name), 0) << sys.node(i).name;
+    }
+  EXPECT_EQ(hwRep.coresPerNuma, sysRep.coresPerNuma) << hwRep.log << "\n" << sysRep.log;
+  EXPECT_EQ(hwRep.gpus, sysRep.gpus);
+  EXPECT_EQ(hwRep.nics, sysRep.nics);
+  EXPECT_LE(hwRep.netDevices, hwRep.pciDevices);
+  // The detected graph round-trips through the topology file format.
+  ASSERT_TRUE(hw.validate().ok()) << hw.validate().message();
+  Topology back;
+  ASSERT_TRUE(parseTopology(dumpTopology(hw), &back).ok());
+  EXPECT_EQ(dumpTopology(back), dumpTopology(hw));
+  EXPECT_EQ(back.rankNodes().size(), hw.rankNodes().size());
+#endif
+}
+
+TEST(TopoFile, CpuCoresRoundTripAndBelongToCpus) {
+  Topology t;
+  ASSERT_TRUE(
+      parseTopology("node cpu0 cpu cores=16\nnode cpu1 cpu cores=16\nlink cpu0 cpu1 c2c bw=40\n", &t).ok());
+  EXPECT_EQ(t.node(t.find("cpu1")).cores, 16);
+  Topology back;
+  ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
+  EXPECT_EQ(back.node(back.find("cpu0")).cores, 16);
+  Status s = parseTopology("node g0 gpu cores=4\n", &back, "x.topo");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("x.topo:1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("'cores'"), std::string::npos) << s.message();
+}
+
 TEST(Merge, HostViewsBecomeOneGraph) {
   std::vector<std::string> views{dumpTopology(makeDgxH100()), dumpTopology(makeDgxH100())};
   Topology t;

@@ -2,12 +2,17 @@
 //   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
 //             [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate] [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
+//   trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]
+//             the prediction on this machine's topology (or FILE), ranks placed as the communicator
+//             places them, next to trib-perf's measured busbw (docs/PLANNER.md, bench/calibrate.sh)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
+#include "plan/calibrate.hpp"
 #include "plan/planner.hpp"
 #include "sim/sim.hpp"
 
@@ -19,6 +24,8 @@ static int usage() {
       "usage: trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) [--coll allreduce] [--bytes 1G]\n"
       "                 [--ranks N] [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate]\n"
       "                 [--algo NAME] [--executable-only] [--algo-override SPEC] [--tune SPEC]\n"
+      "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
+      "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
       "systems: dgx-h100[:NODES], gb300-nvl72, nvl72-cluster:RACKS, uniform:N[:GBPS[:US]]\n");
   return 2;
 }
@@ -32,7 +39,9 @@ int main(int argc, char** argv) {
   std::string topoFile, gen, coll = "allreduce", bytesS = "1G", dtypeS = "float32", opS = "sum", algoS, over,
                              tune;
   int ranks = 0;
-  bool explain = false, sweep = false, simulateIt = false, execOnly = false;
+  bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false;
+  std::vector<std::string> measured;
+  double memGBps = -1;  // < 0: each run's own memcpy_GBps
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -64,6 +73,12 @@ int main(int argc, char** argv) {
       simulateIt = true;
     else if (a == "--executable-only")
       execOnly = true;
+    else if (a == "--calibrate")
+      calib = true;
+    else if (a == "--measured")
+      measured.push_back(val());
+    else if (a == "--mem-gbps")
+      memGBps = std::atof(val().c_str());
     else
       return usage();
   }
@@ -82,8 +97,28 @@ int main(int argc, char** argv) {
     }
     Status s = generateTopology(parts[0], {parts.begin() + 1, parts.end()}, &topo);
     if (!s.ok()) return fail(s);
+  } else if (calib) {
+    Status s = topologyFromEnv(&topo);  // what the communicator plans on: TRIB_TOPO_FILE, else detected
+    if (!s.ok()) return fail(s);
   } else {
     return usage();
+  }
+  if (calib) {
+    if (measured.empty()) return fail(errorf(tribInvalidArgument, "--calibrate needs --measured PERF.json"));
+    std::printf("# topology %s (%d nodes, %d links)\n", topo.name.c_str(), topo.numNodes(), topo.numLinks());
+    for (const std::string& file : measured) {
+      PerfRun run;
+      Status s = loadPerfJson(file, &run);
+      if (!s.ok()) return fail(s);
+      const double mem = memGBps >= 0 ? memGBps : run.memcpyGBps;
+      std::vector<CalibrationRow> rows;
+      std::string fabric;
+      s = calibrate(topo, placeRanks(topo, RankPlacement::singleHost(run.ranks), false), run, mem, &rows,
+                    &fabric);
+      if (!s.ok()) return fail(s.prefix(file + ": "));
+      std::printf("# %s: %s\n%s", file.c_str(), fabric.c_str(), formatCalibration(run, mem, rows).c_str());
+    }
+    return 0;
   }
   PlanRequest req;
   if (!parseColl(coll, &req.coll))

@@ -11,9 +11,13 @@
 namespace trib::algo {
 namespace {
 
-bool hierSupports(const CollArgs& a) {
-  const int d = a.ranksPerDomain;
-  return validArgs(a) && a.coll == Coll::AllReduce && d >= 2 && a.nranks % d == 0 && a.nranks / d >= 2;
+// Every all-reduce (the registry's rule: an algorithm runs every shape of its collective). Without
+// equal domains of >= 2 ranks (ranksPerDomain 0 = flat, 1, or not dividing nranks) the whole
+// communicator is one domain: a sliced ring. The planner sets ranksPerDomain when it picks this.
+bool hierSupports(const CollArgs& a) { return validArgs(a) && a.coll == Coll::AllReduce; }
+int domainSize(const CollArgs& a) {
+  const int r = a.ranksPerDomain;
+  return r >= 2 && a.nranks % r == 0 ? r : a.nranks;
 }
 
 struct Range {
@@ -37,12 +41,11 @@ Generator<Step> recvSliced(int peer, Range r, uint64_t chunk) {
 }
 
 Generator<Step> hierAllReduce(CollArgs a, int rank) {
-  if (!hierSupports(a)) {
-    throw std::invalid_argument(
-        "hierarchical all-reduce needs ranksPerDomain >= 2 dividing nranks into >= 2 "
-        "domains (check AlgoInfo::supports first)");
+  const int n = a.nranks, d = domainSize(a), m = n / d;
+  if (n == 1) {
+    TRIB_YIELD_ALL(localCopy(a, rank));
+    co_return;
   }
-  const int n = a.nranks, d = a.ranksPerDomain, m = n / d;
   const int D = rank / d, L = rank % d;
   const uint64_t chunk = chunkOf(a), c = a.count;
   auto block = [&](int b) { return Range{blockBegin(c, d, mod(b, d)), blockSize(c, d, mod(b, d))}; };

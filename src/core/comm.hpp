@@ -21,6 +21,7 @@ namespace trib {
 class Store;
 class TcpStoreServer;
 class Planner;
+class Topology;
 
 // Per-communicator settings: the config struct's fields, else the environment's.
 struct CommConfig {
@@ -156,6 +157,10 @@ struct RankPlacement {
 // host, when ranks span several hosts (else empty).
 Status makePlanner(const RankPlacement& placement, const std::vector<std::string>& hostDumps,
                    const CommConfig& config, std::shared_ptr<Planner>* out);
+// The topology node of each rank, as makePlanner places them: rank r on its host's rank nodes
+// (GPUs, else CPUs) round-robin by local rank; merged: node names carry "h<host>." (mergeHostTopologies).
+// Empty when the topology has no rank nodes.
+std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged);
 Status localTopologyDump(std::string* out);  // this host's topology, for the exchange at init
 // The algorithm for a call (the planner, under TRIB_ALGO / TRIB_TUNE / config.algo); also sets
 // the slice size and domain size in *args.

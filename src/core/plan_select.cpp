@@ -37,36 +37,40 @@ Status localTopologyDump(std::string* out) {
   return Status::Ok();
 }
 
+std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged) {
+  // Each rank sits on one of its host's rank nodes (GPUs, else CPUs), by local rank.
+  const int nranks = static_cast<int>(placement.hostOfRank.size());
+  const std::vector<int>& nodes = topo.rankNodes();
+  if (nodes.empty()) return {};
+  std::vector<int> rankToNode(nranks, -1);
+  std::map<int, std::vector<int>> byHost;  // host index -> its rank nodes
+  for (int node : nodes) {
+    const std::string& name = topo.node(node).name;
+    int host = 0;
+    if (merged && name.size() > 1 && name[0] == 'h') host = std::atoi(name.c_str() + 1);
+    byHost[host].push_back(node);
+  }
+  for (int r = 0; r < nranks; ++r) {
+    int host = merged ? placement.hostOfRank[r] : 0;
+    const std::vector<int>& mine = byHost.count(host) ? byHost[host] : nodes;
+    rankToNode[r] = mine[static_cast<size_t>(placement.localRankOf[r]) % mine.size()];
+  }
+  return rankToNode;
+}
+
 Status makePlanner(const RankPlacement& placement, const std::vector<std::string>& hostDumps,
                    const CommConfig& config, std::shared_ptr<Planner>* out) {
   Topology topo;
-  const int nranks = static_cast<int>(placement.hostOfRank.size());
-  if (hostDumps.size() > 1 && envString("TRIB_TOPO_FILE").empty()) {
+  const bool merged = hostDumps.size() > 1 && envString("TRIB_TOPO_FILE").empty();
+  if (merged) {
     // Network figures for the join between hosts: the topology file is the way to give real
     // ones; this default is one 100 GB/s (800 Gb/s) NIC per host.
     TRIB_RETURN_IF_ERROR(mergeHostTopologies(hostDumps, 100.0, 5.0, &topo).prefix("planner: "));
   } else {
     TRIB_RETURN_IF_ERROR(localTopology(&topo).prefix("planner: topology: "));
   }
-  // Each rank sits on one of its host's rank nodes (GPUs, else CPUs), by local rank.
-  std::vector<int> rankToNode(nranks, -1);
-  const std::vector<int>& nodes = topo.rankNodes();
-  if (!nodes.empty()) {
-    const bool merged = hostDumps.size() > 1 && envString("TRIB_TOPO_FILE").empty();
-    std::map<int, std::vector<int>> byHost;  // host index -> its rank nodes
-    for (int node : nodes) {
-      const std::string& name = topo.node(node).name;
-      int host = 0;
-      if (merged && name.size() > 1 && name[0] == 'h') host = std::atoi(name.c_str() + 1);
-      byHost[host].push_back(node);
-    }
-    for (int r = 0; r < nranks; ++r) {
-      int host = merged ? placement.hostOfRank[r] : 0;
-      const std::vector<int>& mine = byHost.count(host) ? byHost[host] : nodes;
-      rankToNode[r] = mine[static_cast<size_t>(placement.localRankOf[r]) % mine.size()];
-    }
-  }
-  auto planner = std::make_shared<Planner>(std::move(topo), nodes.empty() ? std::vector<int>{} : rankToNode);
+  std::vector<int> rankToNode = placeRanks(topo, placement, merged);
+  auto planner = std::make_shared<Planner>(std::move(topo), std::move(rankToNode));
   TRIB_RETURN_IF_ERROR(planner->setOverrides(config.algo, envString("TRIB_TUNE"))
                            .prefix("TRIB_ALGO / TRIB_TUNE / config.algo: "));
   *out = std::move(planner);

@@ -58,7 +58,9 @@ const CostConstants& CostConstants::defaults() {
     c.eff[static_cast<int>(LinkType::Net)] = 47.0 / 50.0;       // ring busbw per 400 Gb/s NIC / line rate
     c.eff[static_cast<int>(LinkType::Pcie)] = 0.80;             // PCIe Gen4/5 DMA, TLP overhead
     c.eff[static_cast<int>(LinkType::C2C)] = 0.80;
-    c.eff[static_cast<int>(LinkType::Shm)] = 0.50;  // copy in + copy out through a shared segment
+    // Copy in + copy out through a shared segment. Measured (docs/PLANNER.md): bm_shm one-way
+    // 64 MiB 4.9-5.0 GB/s against memcpy 9.8-10.2 GB/s, back to back on this machine = 0.49-0.50.
+    c.eff[static_cast<int>(LinkType::Shm)] = 0.50;
     c.eff[static_cast<int>(LinkType::Loop)] = 1.0;
     c.stepOverheadUs = 2.5;     // + ~1 µs of NVLink hops = NCCL's 3-4 µs per NVLink step
     c.netStepOverheadUs = 8.0;  // + ~3 µs of NIC/switch hops + 2.5 = NCCL's ~14 µs network step
@@ -66,7 +68,8 @@ const CostConstants& CostConstants::defaults() {
     c.chunkOverheadUs = 0.5;
     c.switchOpUs = 0.5;  // SHARP: 128-host 8-byte all-reduce 2.83 µs over ~3 tiers
     c.gpuReduceGBps = 2000;
-    c.cpuReduceGBps = 8;
+    c.cpuReduceGBps =
+        8;  // one core's memory rate when unknown; trib-plan --calibrate passes a measured memcpy
     c.minChunkBytes = 64 << 10;
     c.maxChunkBytes = 4 << 20;
     return c;
@@ -132,12 +135,21 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   f.uniform = contiguous && maxDom == f.perDomain;
   f.reduceGBps = reduceRate(t.node(ranks[0]), k);
   for (int r : ranks) f.reduceGBps = std::min(f.reduceGBps, reduceRate(t.node(r), k));
+  // Ranks beyond a CPU node's cores time-share them: each gets cores/ranks of a core for its copies
+  // and reductions (the slowest node bounds a collective). Unknown cores (0): no sharing assumed.
+  std::map<int, int> onNode;
+  for (int r : ranks) ++onNode[r];
+  double share = 1;
+  for (auto [node, count] : onNode)
+    if (t.node(node).cores > 0 && count > t.node(node).cores)
+      share = std::min(share, static_cast<double>(t.node(node).cores) / count);
+  f.reduceGBps *= share;
 
   if (maxDom >= 2) {
     for (size_t i = 1; i < ranks.size(); ++i) {
       if (dom[i] != dom[0]) continue;
       PathInfo p = pathInfo(t, router, ranks[0], ranks[i], k);
-      f.bwIntra = p.bw;
+      f.bwIntra = ranks[0] == ranks[i] ? p.bw * share : p.bw;  // a same-node copy runs on a shared core
       f.latIntraUs = p.lat + k.stepOverheadUs + (p.net ? k.netStepOverheadUs : 0);
       break;
     }
@@ -219,6 +231,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   }
   f.summary = strprintf("%d ranks in %d domain(s) of %d%s", f.n, f.domains, f.perDomain,
                         f.uniform ? "" : " (uneven)");
+  if (share < 1) f.summary += strprintf("; ranks time-share cores (x%.2f)", share);
   if (f.bwIntra > 0) f.summary += strprintf("; intra %.0f GB/s %.1f us/step", f.bwIntra, f.latIntraUs);
   if (f.domains > 1)
     f.summary +=

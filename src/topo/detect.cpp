@@ -1,10 +1,10 @@
 // Discovery of the local machine. Sources, each optional (absent hardware is simply absent):
-//  - NUMA nodes and cores: /sys/devices/system/node (Linux), else one node with all online CPUs;
+//  - NUMA nodes, cores and PCI devices: hwloc when the build has it (TRIB_HAVE_HWLOC, linked by
+//    cmake/TribOptional.cmake), which also gives each PCI device's link speed and NUMA locality;
+//    else /sys/devices/system/node, else one node with all online CPUs;
 //  - GPUs and NVLinks: NVML, loaded at run time (libnvidia-ml.so.1), so no build dependency;
-//  - NICs: /sys/class/infiniband/<dev>/ports/<p>/rate (what libibverbs reports), and PCI NUMA
-//    affinity from /sys/bus/pci/devices/<bdf>/numa_node.
-// hwloc is not linked into tributary_core (the top-level build does not add it), so /sys is read
-// directly; the graph it yields is the same for the planner's purpose (who shares which link).
+//  - RDMA NICs and their port rate: /sys/class/infiniband/<dev>/ports/1/rate (what libibverbs
+//    reports); with hwloc the devices are its OpenFabrics OS devices, with their PCI link.
 #include <dirent.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -13,10 +13,15 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "common/env.hpp"
 #include "topo/topology.hpp"
+
+#ifdef TRIB_HAVE_HWLOC
+#include <hwloc.h>
+#endif
 
 namespace trib {
 namespace {
@@ -41,20 +46,29 @@ std::vector<std::string> listDir(const std::string& path) {
   return out;
 }
 
-// "0-3,8-11" -> 8
-int countCpuList(const std::string& s) {
-  int n = 0;
+// "0-3,8-11" -> {0,1,2,3,8,9,10,11}
+std::vector<int> parseCpuList(const std::string& s) {
+  std::vector<int> out;
   std::stringstream ss(s);
   std::string part;
   while (std::getline(ss, part, ',')) {
-    auto dash = part.find('-');
     if (part.empty()) continue;
-    if (dash == std::string::npos)
-      ++n;
-    else
-      n += std::atoi(part.c_str() + dash + 1) - std::atoi(part.c_str()) + 1;
+    auto dash = part.find('-');
+    int lo = std::atoi(part.c_str());
+    int hi = dash == std::string::npos ? lo : std::atoi(part.c_str() + dash + 1);
+    for (int c = lo; c <= hi && hi - lo < (1 << 20); ++c) out.push_back(c);
   }
-  return n;
+  return out;
+}
+
+// Physical cores among logical CPUs: distinct (package, core id) pairs.
+int physicalCores(const std::vector<int>& cpus) {
+  std::set<std::pair<std::string, std::string>> cores;
+  for (int c : cpus) {
+    std::string dir = strprintf("/sys/devices/system/cpu/cpu%d/topology/", c);
+    cores.insert({readFile(dir + "physical_package_id"), readFile(dir + "core_id")});
+  }
+  return static_cast<int>(cores.size());
 }
 
 // NVML through dlopen: the few entry points we need, with NVML's C types reduced to opaque ones.
@@ -95,32 +109,152 @@ double nvlinkPerLinkGBps(const std::string& name) {
   return 20;
 }
 
+// What the CPU/PCI source found, before the common part (GPUs via NVML, RDMA NICs) is added.
+struct PciFinding {
+  std::string name;     // OS device name (e.g. mlx5_0) for NICs
+  int numa = -1;        // NUMA node os index, -1 unknown
+  double linkGBps = 0;  // PCIe link, GB/s per direction; 0 unknown
+};
+struct LocalFindings {
+  std::vector<int> numaOs;  // NUMA node os indices, in order
+  std::vector<PciFinding> rdmaNics, nvidiaGpus;
+};
+
+constexpr double kDefaultPcieGBps = 32;  // PCIe Gen4 x16, when the source does not say
+constexpr double kPcieLatUs = 0.5;
+constexpr double kSocketGBps = 40, kSocketLatUs = 0.3;  // inter-socket link (UPI/xGMI class)
+
+void findFromSys(LocalFindings* f, DetectReport* rep) {
+  for (const auto& e : listDir("/sys/devices/system/node")) {
+    if (e.rfind("node", 0) != 0 || e.size() < 5 || !std::isdigit(static_cast<unsigned char>(e[4]))) continue;
+    std::vector<int> cpus = parseCpuList(readFile("/sys/devices/system/node/" + e + "/cpulist"));
+    if (cpus.empty()) continue;  // memory-only node
+    f->numaOs.push_back(std::atoi(e.c_str() + 4));
+    rep->coresPerNuma.push_back(physicalCores(cpus));
+    rep->numaMemGBps.push_back(0);
+  }
+  for (const auto& dev : listDir("/sys/class/infiniband")) {
+    PciFinding nic;
+    nic.name = dev;
+    nic.numa = std::atoi(readFile("/sys/class/infiniband/" + dev + "/device/numa_node").c_str());
+    f->rdmaNics.push_back(nic);
+  }
+}
+
+#ifdef TRIB_HAVE_HWLOC
+Status findFromHwloc(LocalFindings* f, DetectReport* rep) {
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) return errorf(tribSystemError, "hwloc_topology_init failed");
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(topo) != 0) {
+    hwloc_topology_destroy(topo);
+    return errorf(tribSystemError, "hwloc_topology_load failed (is /sys mounted?)");
+  }
+  const int nNuma = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < nNuma; ++i) {
+    hwloc_obj_t numa = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, i);
+    int cores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, numa->cpuset, HWLOC_OBJ_CORE);
+    if (cores <= 0) continue;  // memory-only node (CXL, HBM without CPUs): not a rank's home
+    f->numaOs.push_back(static_cast<int>(numa->os_index));
+    rep->coresPerNuma.push_back(cores);
+    // Memory bandwidth as seen from the node's own cores; only firmware with ACPI HMAT gives it.
+    hwloc_uint64_t mibps = 0;
+    struct hwloc_location loc;
+    loc.type = HWLOC_LOCATION_TYPE_CPUSET;
+    loc.location.cpuset = numa->cpuset;
+    if (hwloc_memattr_get_value(topo, HWLOC_MEMATTR_ID_BANDWIDTH, numa, &loc, 0, &mibps) != 0) mibps = 0;
+    rep->numaMemGBps.push_back(mibps * 1048576.0 / 1e9);
+  }
+  for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo, nullptr); pci; pci = hwloc_get_next_pcidev(topo, pci)) {
+    ++rep->pciDevices;
+    const auto& a = pci->attr->pcidev;
+    PciFinding d;
+    hwloc_obj_t home = hwloc_get_non_io_ancestor_obj(topo, pci);
+    if (home && home->nodeset && !hwloc_bitmap_iszero(home->nodeset) &&
+        hwloc_bitmap_weight(home->nodeset) == 1)
+      d.numa = hwloc_bitmap_first(home->nodeset);
+    d.linkGBps = a.linkspeed;  // hwloc: GB/s from the negotiated PCIe generation and width
+    const unsigned cls = a.class_id >> 8;
+    if (cls == 0x02) {  // network controller; RDMA-capable when it has an OpenFabrics OS device
+      ++rep->netDevices;
+      for (hwloc_obj_t os = pci->io_first_child; os; os = os->next_sibling)
+        if (os->type == HWLOC_OBJ_OS_DEVICE && os->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+          d.name = os->name;
+          f->rdmaNics.push_back(d);
+        }
+    } else if (cls == 0x03 && a.vendor_id == 0x10de) {  // NVIDIA display/3D controller
+      f->nvidiaGpus.push_back(d);
+    }
+  }
+  hwloc_topology_destroy(topo);
+  return Status::Ok();
+}
+#endif
+
 }  // namespace
 
-Topology detectLocal(std::string* log) {
+int DetectReport::cores() const {
+  int n = 0;
+  for (int c : coresPerNuma) n += c;
+  return n;
+}
+
+Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report) {
+  DetectReport localRep;
+  DetectReport& rep = report ? *report : localRep;
+  rep = DetectReport{};
+  LocalFindings f;
+#ifdef TRIB_HAVE_HWLOC
+  if (source != DetectSource::Sys) {
+    TRIB_RETURN_IF_ERROR(findFromHwloc(&f, &rep).prefix("topology detection with hwloc: "));
+    rep.source = "hwloc";
+  }
+#else
+  if (source == DetectSource::Hwloc)
+    return errorf(tribNotSupported,
+                  "topology detection with hwloc: this build has no hwloc (install libhwloc-dev, "
+                  "reconfigure with -DTRIB_WITH_HWLOC=ON), or use the /sys reader");
+#endif
+  if (rep.source.empty()) {
+    findFromSys(&f, &rep);
+    rep.source = "sys";
+  }
   Topology t;
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
   t.name = host;
-  std::string note;
-  // NUMA nodes and their cores.
+  std::string& note = rep.log;
+  note = "source " + rep.source + "; ";
+  // NUMA nodes (CPU + memory); named by their OS index so every source names them alike.
   std::vector<int> numa;
-  for (const auto& e : listDir("/sys/devices/system/node")) {
-    if (e.rfind("node", 0) != 0 || e.size() < 5 || !std::isdigit(static_cast<unsigned char>(e[4]))) continue;
-    int cores = countCpuList(readFile("/sys/devices/system/node/" + e + "/cpulist"));
-    if (cores <= 0) continue;
-    int id = t.addNode("cpu" + e.substr(4), NodeType::Cpu);
-    numa.push_back(id);
-    note += strprintf("numa %s: %d cores; ", e.c_str(), cores);
+  for (size_t i = 0; i < f.numaOs.size(); ++i) {
+    numa.push_back(t.addNode(strprintf("cpu%d", f.numaOs[i]), NodeType::Cpu));
+    t.node(numa.back()).cores = rep.coresPerNuma[i];
+    note += strprintf("numa %d: %d cores", f.numaOs[i], rep.coresPerNuma[i]);
+    if (rep.numaMemGBps[i] > 0) note += strprintf(", memory %.1f GB/s", rep.numaMemGBps[i]);
+    note += "; ";
   }
   if (numa.empty()) {
     numa.push_back(t.addNode("cpu0", NodeType::Cpu));
-    note +=
-        strprintf("one CPU node, %ld cores (no /sys/devices/system/node); ", sysconf(_SC_NPROCESSORS_ONLN));
+    f.numaOs.push_back(0);
+    rep.coresPerNuma.push_back(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    t.node(numa[0]).cores = rep.coresPerNuma[0];
+    rep.numaMemGBps.push_back(0);
+    note += strprintf("one CPU node, %d CPUs (no NUMA information); ", rep.coresPerNuma[0]);
   }
+  auto numaNode = [&](int os) {
+    for (size_t i = 0; i < f.numaOs.size(); ++i)
+      if (f.numaOs[i] == os) return numa[i];
+    return numa[0];
+  };
+  auto pcieGBps = [](const PciFinding& d) { return d.linkGBps > 0 ? d.linkGBps : kDefaultPcieGBps; };
   for (size_t i = 1; i < numa.size(); ++i)
-    t.addLink(numa[0], numa[i], LinkType::C2C, 40, 0.3);  // socket link
-  // GPUs via NVML.
+    t.addLink(numa[0], numa[i], LinkType::C2C, kSocketGBps, kSocketLatUs);
+  if (rep.pciDevices > 0)
+    note += strprintf("%d PCI devices (%d network, %zu NVIDIA GPUs); ", rep.pciDevices, rep.netDevices,
+                      f.nvidiaGpus.size());
+  // GPUs via NVML (a GPU without a driver cannot run collectives, so hwloc's PCI view alone adds
+  // none). NVML enumerates in PCI bus order, as hwloc does: GPU i takes hwloc's i-th link and node.
   Nvml nvml;
   if (nvml.load()) {
     unsigned n = 0;
@@ -131,8 +265,9 @@ Topology detectLocal(std::string* log) {
       if (nvml.handle(i, &h) != 0) continue;
       char nm[96] = "gpu";
       if (nvml.name) nvml.name(h, nm, sizeof(nm));
+      PciFinding pci = i < f.nvidiaGpus.size() ? f.nvidiaGpus[i] : PciFinding{};
       int g = t.addNode(strprintf("gpu%u", i), NodeType::Gpu);
-      t.addLink(g, numa[0], LinkType::Pcie, 32, 0.5);
+      t.addLink(g, numaNode(pci.numa), LinkType::Pcie, pcieGBps(pci), kPcieLatUs);
       int active = 0;
       for (unsigned l = 0; nvml.nvlinkState && l < 18; ++l) {
         int st = 0;
@@ -142,24 +277,37 @@ Topology detectLocal(std::string* log) {
         if (nvsw < 0) nvsw = t.addNode("nvsw", NodeType::NvSwitch);
         t.addLink(g, nvsw, LinkType::NvLink, active * nvlinkPerLinkGBps(nm), 0.5);
       }
-      note += strprintf("gpu%u %s, %d NVLinks; ", i, nm, active);
+      ++rep.gpus;
+      note += strprintf("gpu%u %s, PCIe %.1f GB/s, %d NVLinks; ", i, nm, pcieGBps(pci), active);
     }
   } else {
     note += "no NVML (no GPUs); ";
   }
-  // NICs (InfiniBand/RoCE devices as libibverbs sees them).
-  for (const auto& dev : listDir("/sys/class/infiniband")) {
-    std::string rate = readFile("/sys/class/infiniband/" + dev + "/ports/1/rate");  // "400 Gb/sec (4X NDR)"
+  // RDMA NICs with an active port rate.
+  for (const PciFinding& d : f.rdmaNics) {
+    std::string rate =
+        readFile("/sys/class/infiniband/" + d.name + "/ports/1/rate");  // "400 Gb/sec (4X NDR)"
     double gbits = std::atof(rate.c_str());
     if (gbits <= 0) continue;
-    int numaNode = std::atoi(readFile("/sys/class/infiniband/" + dev + "/device/numa_node").c_str());
-    int nic = t.addNode(dev, NodeType::Nic);
-    int cpu = numa[numaNode >= 0 && numaNode < static_cast<int>(numa.size()) ? numaNode : 0];
-    t.addLink(nic, cpu, LinkType::Pcie, 32, 0.5);
-    note += strprintf("nic %s %.0f Gb/s; ", dev.c_str(), gbits);
+    int nic = t.addNode(d.name, NodeType::Nic);
+    t.addLink(nic, numaNode(d.numa), LinkType::Pcie, pcieGBps(d), kPcieLatUs);
+    ++rep.nics;
+    note += strprintf("nic %s %.0f Gb/s, PCIe %.1f GB/s; ", d.name.c_str(), gbits, pcieGBps(d));
   }
   t.finalize();
-  if (log) *log = note;
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+Topology detectLocal(std::string* log) {
+  Topology t;
+  DetectReport rep;
+  Status s = detectLocalWith(DetectSource::Auto, &t, &rep);
+  if (!s.ok()) {  // hwloc failed to load the machine: the /sys reader still gives a usable graph
+    (void)detectLocalWith(DetectSource::Sys, &t, &rep);  // the /sys reader cannot fail
+    rep.log = s.message() + "; " + rep.log;
+  }
+  if (log) *log = rep.log;
   return t;
 }
 

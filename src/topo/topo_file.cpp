@@ -89,6 +89,9 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
     if (k == "reduce_gbps") {
       TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
       (sw ? n.reduce.reduceGBps : n.reduceGBps) = d;
+    } else if (k == "cores" && (type == NodeType::Cpu || type == NodeType::Numa)) {
+      TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
+      n.cores = static_cast<int>(d);
     } else if (sw && k == "reduce_dtypes") {
       for (const auto& name : splitList(v, ',')) {
         DataType dt;
@@ -112,7 +115,9 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
     } else {
       return lp.err("", strprintf("unknown field '%s' for a %s node (known: reduce_gbps%s)", k.c_str(),
                                   nodeTypeName(type),
-                                  sw ? ", reduce_dtypes, reduce_ops, reduce_max_ops, reduce_buffer" : ""));
+                                  sw ? ", reduce_dtypes, reduce_ops, reduce_max_ops, reduce_buffer"
+                                  : (type == NodeType::Cpu || type == NodeType::Numa) ? ", cores"
+                                                                                      : ""));
     }
   }
   if (sw && n.reduce.can() && (n.reduce.dtypeMask == 0 || n.reduce.opMask == 0))
@@ -238,6 +243,7 @@ std::string dumpTopology(const Topology& t) {
     } else if (!isSwitchType(n.type) && n.reduceGBps > 0) {
       s += " reduce_gbps=" + num(n.reduceGBps);
     }
+    if (n.cores > 0) s += strprintf(" cores=%d", n.cores);
     s += "\n";
   }
   for (int i = 0; i < t.numLinks(); ++i) {
@@ -283,6 +289,7 @@ Status mergeHostTopologies(const std::vector<std::string>& hostDumps, double net
       Node& n = t.node(id);
       n.reduceGBps = v.node(i).reduceGBps;
       n.reduce = v.node(i).reduce;
+      n.cores = v.node(i).cores;
     }
     for (int i = 0; i < v.numLinks(); ++i) {
       const Link& l = v.link(i);

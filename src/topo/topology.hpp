@@ -49,6 +49,7 @@ struct Node {
   NodeType type = NodeType::Gpu;
   double reduceGBps = 0;    // gpu/cpu: local reduction throughput (0 = use the cost model's default)
   ReduceCapability reduce;  // switches only
+  int cores = 0;            // cpu/numa: physical cores (ranks beyond them time-share); 0 = unknown
   int sourceLine = 0;       // line in the topology file (0 when generated)
 };
 
@@ -149,9 +150,24 @@ Topology makeUniform(int n, double bwGBps, double latencyUs, bool switchReduces 
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out);
 
 // ---- Discovery -------------------------------------------------------------------------------
-// The local machine: hwloc (NUMA, cores, PCI) when libhwloc is loadable, else /sys; NVML GPUs and
-// NVLinks and verbs NICs when their libraries and devices exist. Absent hardware is simply absent.
+// The local machine: hwloc (NUMA nodes, cores, PCI devices and their link speeds) when the build has
+// it (TRIB_HAVE_HWLOC), else /sys; GPUs and NVLinks from NVML and RDMA NICs (as libibverbs sees them)
+// when their libraries and devices exist. Absent hardware is simply absent.
 Topology detectLocal(std::string* log = nullptr);
+// What discovery saw, beyond the graph (the graph has no field for cores or non-RDMA devices).
+enum class DetectSource { Auto, Hwloc, Sys };  // Auto: hwloc when built with it, else /sys
+struct DetectReport {
+  std::string source;               // "hwloc" or "sys"
+  std::vector<int> coresPerNuma;    // physical cores per NUMA node, in node order (cpu0, cpu1, ...)
+  std::vector<double> numaMemGBps;  // memory bandwidth per NUMA node from hwloc (ACPI HMAT); 0 = unknown
+  int pciDevices = 0;               // PCI functions hwloc lists (0 from /sys)
+  int netDevices = 0;               // PCI class 0x02 (network) functions, RDMA-capable or not
+  int gpus = 0, nics = 0;           // gpu / nic nodes added to the graph
+  std::string log;                  // one line per finding, as detectLocal(&log)
+  int cores() const;
+};
+// Discovery from one source. Hwloc in a build without hwloc: tribNotSupported, saying how to get it.
+Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report = nullptr);
 // One graph from the views of several hosts (each a dumpTopology() string, e.g. every host's
 // detectLocal() all-gathered through the bootstrap, one per host): host i's nodes become
 // "h<i>.<name>", and every NIC -- or, on a host without NICs, its first CPU -- joins one network
