@@ -283,3 +283,66 @@ TEST(Switch, SwitchGoneMidOperationFailsPendingOps) {
   EXPECT_EQ(done.state.load(), TransferOp::kFailed);
   EXPECT_NE(done.error.message().find("closed the connection"), std::string::npos) << done.error.message();
 }
+
+// ---- the SwitchReduce step in the symbolic verifier ------------------------------------------
+#include "algo/schedule.hpp"
+#include "verify/verify.hpp"
+
+namespace {
+
+CollArgs allReduceArgs(int n, uint64_t count, bool inPlace) {
+  CollArgs a;
+  a.coll = Coll::AllReduce;
+  a.nranks = n;
+  a.count = count;
+  a.inPlace = inPlace;
+  a.chunkElems = 1000;
+  return a;
+}
+
+// Broken variants of the switch schedule, to check the verifier catches them.
+int gBroken = 0;
+Generator<Step> brokenSwitch(CollArgs a, int rank) {
+  if (gBroken == 0 && rank == 1) co_return;  // rank 1 never joins the rendezvous
+  if (gBroken == 1) {
+    co_yield Step::switchReduce({Buf::Input, 0, rank == 0 ? a.count - 1 : a.count},
+                                {Buf::Output, 0, rank == 0 ? a.count - 1 : a.count});
+    co_return;
+  }
+  co_yield Step::switchReduce({Buf::Input, 0, a.count}, {Buf::Output, 0, a.count});
+  if (gBroken == 2) co_yield Step::switchReduce({Buf::Output, 0, a.count}, {Buf::Output, 0, a.count});
+}
+bool anyArgs(const CollArgs&) { return true; }
+uint64_t noScratchHere(const CollArgs&, int) { return 0; }
+
+}  // namespace
+
+TEST(SwitchVerify, SwitchScheduleIsCorrectAndMovesSEachWay) {
+  const AlgoInfo* sw = findAlgorithm(Coll::AllReduce, Algo::Switch);
+  const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
+  ASSERT_NE(sw, nullptr);
+  for (int n : {1, 2, 5, 64}) {
+    for (bool inPlace : {false, true}) {
+      VerifyStats st;
+      Status s = verifySchedule(*sw, allReduceArgs(n, 12345, inPlace), &st);
+      ASSERT_TRUE(s.ok()) << n << " ranks: " << s.message();
+      EXPECT_EQ(st.maxRankSent, 12345u);
+      EXPECT_EQ(st.maxRankRecv, 12345u);
+    }
+  }
+  // The ring moves 2(n-1)/n * S each way: for 64 ranks, almost twice the switch's S.
+  VerifyStats rs;
+  ASSERT_TRUE(verifySchedule(*ring, allReduceArgs(64, 64 * 1000, false), &rs).ok());
+  EXPECT_EQ(rs.maxRankSent, 2u * 63 * 1000);
+  EXPECT_EQ(rs.maxRankRecv, 2u * 63 * 1000);
+}
+
+TEST(SwitchVerify, CatchesBrokenSwitchSchedules) {
+  const AlgoInfo broken{Algo::Switch, Coll::AllReduce, anyArgs, noScratchHere, brokenSwitch};
+  const char* expect[] = {"switch_reduce #0 (3 of 4 in)", "elements here but", "contribute twice"};
+  for (gBroken = 0; gBroken < 3; ++gBroken) {
+    Status s = verifySchedule(broken, allReduceArgs(4, 100, false));
+    ASSERT_FALSE(s.ok()) << "variant " << gBroken;
+    EXPECT_NE(s.message().find(expect[gBroken]), std::string::npos) << s.message();
+  }
+}

@@ -73,6 +73,8 @@ const AlgoInfo* const kRegistry[] = {
     &kRingAllReduce,
     &kRingReduceScatter,
     &kRingAllGather,
+    // Chosen only when the communicator has a usable aggregation switch (algo_select.cpp).
+    &kSwitchAllReduce,
 };
 
 }  // namespace

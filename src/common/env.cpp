@@ -36,6 +36,8 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_LOCAL_RANK", "", "Rank within this host (overrides the launcher's variables)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
+      {"TRIB_SWITCH_SLOTS", "16",
+       "Aggregation slots a communicator reserves at its switch (chunks in flight)."},
   };
   return vars;
 }

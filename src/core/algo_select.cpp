@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/comm.hpp"
+#include "core/switch_coll.hpp"
 
 namespace trib {
 
@@ -77,16 +78,29 @@ Status chooseAlgorithm(const tribComm* comm, const CollArgs& args, size_t elemSi
   TRIB_RETURN_IF_ERROR(allowedAlgos(comm->config.algo, args.coll, &allowed));
   std::vector<const AlgoInfo*> candidates;
   std::string known;
+  // The switch algorithm needs a usable aggregation switch; TRIB_ALGO=switch without one (missing,
+  // refused, failed: already logged) falls back to the host default.
+  const bool haveSwitch = switchUsable(comm);
+  bool onlySwitch = allowed[static_cast<int>(Algo::Switch)] && !haveSwitch;
   for (const AlgoInfo* a : algorithmsFor(args.coll)) {
     known += (known.empty() ? "" : ", ") + std::string(algoName(a->algo));
-    if (allowed[static_cast<int>(a->algo)] && a->supports(args)) candidates.push_back(a);
+    if (a->algo == Algo::Switch && !haveSwitch) continue;
+    if (allowed[static_cast<int>(a->algo)] && a->supports(args)) {
+      candidates.push_back(a);
+      onlySwitch = false;
+    }
+  }
+  if (onlySwitch) {
+    for (const AlgoInfo* a : algorithmsFor(args.coll)) {
+      if (a->algo != Algo::Switch && a->supports(args)) candidates.push_back(a);
+    }
   }
   if (candidates.empty()) {
     return errorf(
         tribInvalidArgument, "no allowed algorithm supports %s on %d ranks (TRIB_ALGO='%s'; %s has: %s)",
         collName(args.coll), args.nranks, comm->config.algo.c_str(), collName(args.coll), known.c_str());
   }
-  Algo preferred = defaultAlgo(args, elemSize);
+  Algo preferred = haveSwitch && args.coll == Coll::AllReduce ? Algo::Switch : defaultAlgo(args, elemSize);
   *out = candidates.front();
   for (const AlgoInfo* a : candidates) {
     if (a->algo == preferred) *out = a;

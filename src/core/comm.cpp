@@ -11,6 +11,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/group.hpp"
+#include "core/switch_coll.hpp"
 #include "transports/loopback/loopback.hpp"
 
 void tribComm::setAsyncError(const trib::Status& s) {
@@ -131,6 +132,7 @@ tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
   comm->transportSummary = "loopback";
   comm->p2pSendSeq.assign(nranks, 0);
   comm->p2pRecvSeq.assign(nranks, 0);
+  attachSwitch(comm);
   TRIB_INFO(INIT, "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
             nranks, comm->transportSummary.c_str());
   return comm;

@@ -168,13 +168,20 @@ struct SwitchNode::Impl {
 
   void failGroup(Group& g, const std::string& why) {
     if (g.state == Group::Failed || g.state == Group::Refused) return;
+    const bool idle = g.slots.empty() && g.state == Group::Active;
     g.state = Group::Failed;
     g.reason = why;
     {
       std::lock_guard<std::mutex> lock(statsMu);
       ++st.groupsFailed;
     }
-    event(strprintf("group %llx failed: %s", static_cast<unsigned long long>(g.id), why.c_str()));
+    // A member leaving an idle group is how a communicator ends: not worth a warning.
+    if (idle) {
+      TRIB_SWITCH_INFO("trib-switchd %s: group %llx ended: %s", bound.str().c_str(),
+                       static_cast<unsigned long long>(g.id), why.c_str());
+    } else {
+      event(strprintf("group %llx failed: %s", static_cast<unsigned long long>(g.id), why.c_str()));
+    }
     auto msg = std::make_shared<const std::vector<uint8_t>>(textMessage(MsgType::Error, g.id, why));
     for (uint64_t id : g.children) send(conn(id), msg);
     g.pendingAcks.clear();  // pending members are among the children: they got the Error
