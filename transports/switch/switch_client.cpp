@@ -1,5 +1,6 @@
 #include "transports/switch/switch_client.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -94,7 +95,8 @@ void SwitchClient::abort(const Status& why) {
     uint8_t buf[kHeaderBytes];
     encodeHeader(h, buf);
     // Best effort: a header that does not fit the socket buffer is replaced by the close itself.
-    if (out_.empty() || out_.front().off == 0)
+    // Only at a message boundary (not between a chunk's header and its payload).
+    if (out_.empty() || (out_.front().off == 0 && !out_.front().ext))
       (void)::send(fd_, buf, kHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   fail(why.ok() ? errorf(tribAborted, "switch client aborted") : why);
@@ -183,6 +185,7 @@ Status SwitchClient::flush() {
       return Status::Ok();
     }
     s.off += static_cast<size_t>(w);
+    moved_ = true;
     if (s.off == s.n) out_.pop_front();
   }
   return Status::Ok();
@@ -222,6 +225,7 @@ Status SwitchClient::readAvailable() {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
       return errorf(tribRemoteError, "switch %s: recv: %s", cfg_.address.c_str(), strerror(errno));
     }
+    moved_ = true;
     if (!inPayload_) {
       hdrGot_ += static_cast<size_t>(r);
       if (hdrGot_ < kHeaderBytes) continue;
@@ -263,6 +267,13 @@ Status SwitchClient::readAvailable() {
 
 Status SwitchClient::progress() {
   if (!broken_.ok()) return Status::Ok();  // the operations carry the error
+  // Waiting for results with nothing to send: sleep in the kernel until they arrive (bounded),
+  // instead of spinning on cores the switch and the other ranks need.
+  if (!ops_.empty() && out_.empty() && idle_ > kSpinsBeforeSleep) {
+    pollfd p{fd_, POLLIN, 0};
+    (void)::poll(&p, 1, 1);
+  }
+  moved_ = false;
   Status s = flush();
   if (s.ok() && broken_.ok()) s = readAvailable();
   if (s.ok() && broken_.ok()) {
@@ -270,6 +281,7 @@ Status SwitchClient::progress() {
     s = flush();
   }
   if (!s.ok()) fail(s);
+  idle_ = moved_ ? 0 : idle_ + 1;
   return Status::Ok();
 }
 

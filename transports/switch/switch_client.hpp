@@ -103,6 +103,9 @@ class SwitchClient : public CollectiveOffload {
   size_t payGot_ = 0;
   Status broken_;
   SwitchClientStats stats_;
+  bool moved_ = false;  // bytes moved in this progress() call
+  uint32_t idle_ = 0;   // consecutive progress() calls that moved nothing
+  static constexpr uint32_t kSpinsBeforeSleep = 64;
 };
 
 }  // namespace trib::sw

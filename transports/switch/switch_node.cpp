@@ -21,6 +21,7 @@ namespace trib::sw {
 namespace {
 
 using Buffer = std::shared_ptr<const std::vector<uint8_t>>;
+constexpr size_t kMaxEvents = 256;
 
 struct Conn {
   uint64_t id = 0;
@@ -87,6 +88,7 @@ struct SwitchNode::Impl {
   void event(const std::string& what) {
     TRIB_SWITCH_WARN("trib-switchd %s: %s", bound.str().c_str(), what.c_str());
     std::lock_guard<std::mutex> lock(statsMu);
+    if (events.size() >= kMaxEvents) events.erase(events.begin());  // a daemon runs for long
     events.push_back(what);
   }
 
