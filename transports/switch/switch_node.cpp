@@ -1,5 +1,7 @@
 #include "transports/switch/switch_node.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +25,13 @@ namespace {
 using Buffer = std::shared_ptr<const std::vector<uint8_t>>;
 constexpr size_t kMaxEvents = 256;
 
+// The header of a message whose payload (h.payloadBytes) is sent from another buffer.
+std::vector<uint8_t> headerOnly(const Header& h) {
+  std::vector<uint8_t> v(kHeaderBytes);
+  encodeHeader(h, v.data());
+  return v;
+}
+
 struct Conn {
   uint64_t id = 0;
   int fd = -1;
@@ -34,9 +43,10 @@ struct Conn {
   size_t hdrGot = 0;
   bool inPayload = false;
   Header cur;
-  std::vector<uint8_t> payload;
+  std::vector<uint8_t> payload;  // a pool buffer while a payload is being read
+  size_t payLen = 0;
   size_t payGot = 0;
-  std::deque<Buffer> out;
+  std::deque<std::pair<Buffer, size_t>> out;  // buffer, bytes of it to send
   size_t outOff = 0;
   std::map<uint64_t, uint32_t> groups;  // group -> this connection's child index
 };
@@ -44,7 +54,7 @@ struct Conn {
 struct Slot {
   uint8_t dtype = 0, redop = 0, coll = 0;
   uint64_t count = 0;
-  std::vector<uint8_t> acc;
+  std::vector<uint8_t> acc;                  // child 0's buffer, then the running reduction
   uint32_t next = 0;                         // the next child to fold in (child order)
   std::vector<std::vector<uint8_t>> staged;  // contributions that arrived ahead of their turn
   std::vector<bool> got;
@@ -73,6 +83,9 @@ struct SwitchNode::Impl {
   uint64_t keyHash = 0;
   uint64_t nextConnId = 1;
   uint64_t parentId = 0;  // 0: no parent connection
+  // Payload buffers of bufBytes, recycled: allocating 256 KiB per chunk costs page faults.
+  std::vector<std::vector<uint8_t>> pool;
+  size_t bufBytes = 0;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
   std::unordered_map<uint64_t, Group> groups;
   uint32_t freeSlots = 0;
@@ -97,10 +110,37 @@ struct SwitchNode::Impl {
     return it == conns.end() || it->second->dead ? nullptr : it->second.get();
   }
 
-  void send(Conn* c, Buffer b) {
+  std::vector<uint8_t> take() {
+    if (pool.empty()) return std::vector<uint8_t>(bufBytes);
+    std::vector<uint8_t> v = std::move(pool.back());
+    pool.pop_back();
+    return v;
+  }
+  void give(std::vector<uint8_t>&& v) {
+    if (v.size() == bufBytes && pool.size() < cfg.slots + 64) pool.push_back(std::move(v));
+  }
+  // A pool buffer shared by several sends (multicast); it returns to the pool after the last.
+  Buffer share(std::vector<uint8_t>&& v) {
+    return Buffer(new std::vector<uint8_t>(std::move(v)), [this](const std::vector<uint8_t>* p) {
+      give(std::move(*const_cast<std::vector<uint8_t>*>(p)));
+      delete p;
+    });
+  }
+
+  void send(Conn* c, Buffer b, size_t len) {
     if (!c || c->dead) return;
-    c->out.push_back(std::move(b));
+    c->out.emplace_back(std::move(b), len);
     flush(c);
+  }
+  void send(Conn* c, Buffer b) {
+    size_t len = b->size();
+    send(c, std::move(b), len);
+  }
+  // Header + payload of `len` bytes from a shared buffer.
+  void sendData(Conn* c, Header h, const Buffer& payload, size_t len) {
+    h.payloadBytes = static_cast<uint32_t>(len);
+    send(c, headerOnly(h));
+    if (len) send(c, payload, len);
   }
   void send(Conn* c, std::vector<uint8_t> bytes) {
     send(c, std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
@@ -108,15 +148,16 @@ struct SwitchNode::Impl {
 
   void flush(Conn* c) {
     while (!c->out.empty() && !c->dead) {
-      const auto& b = *c->out.front();
-      ssize_t w = ::send(c->fd, b.data() + c->outOff, b.size() - c->outOff, MSG_NOSIGNAL);
+      const auto& b = *c->out.front().first;
+      const size_t len = c->out.front().second;
+      ssize_t w = ::send(c->fd, b.data() + c->outOff, len - c->outOff, MSG_NOSIGNAL);
       if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
         drop(c, strprintf("send failed: %s", strerror(errno)), false);
         return;
       }
       c->outOff += static_cast<size_t>(w);
-      if (c->outOff == b.size()) {
+      if (c->outOff == len) {
         c->out.pop_front();
         c->outOff = 0;
       }
@@ -214,7 +255,7 @@ struct SwitchNode::Impl {
 
   void onRegister(Conn* c, const Header& h) {
     std::vector<PathLevel> path;
-    Status ps = parsePath(c->payload.data(), c->payload.size(), &path);
+    Status ps = parsePath(c->payload.data(), c->payLen, &path);
     if (!ps.ok()) return drop(c, ps.message(), true);
     const PathLevel me = path[0];
     auto it = groups.find(h.group);
@@ -290,20 +331,23 @@ struct SwitchNode::Impl {
       for (uint64_t id : g.pendingAcks) ack(conn(id), g);
       g.pendingAcks.clear();
     } else if (h.type == MsgType::Refuse || h.type == MsgType::Error) {
-      std::string why(payload.begin(), payload.end());
+      std::string why(payload.begin(), payload.begin() + h.payloadBytes);
       failGroup(g, "the parent switch: " + why);
     }
   }
 
-  void deliver(Group& g, const Header& from, const void* data) {
+  void deliver(Group& g, const Header& from, std::vector<uint8_t>&& data) {
     Header r = from;
     r.type = MsgType::Result;
     r.child = 0;
-    auto msg = std::make_shared<const std::vector<uint8_t>>(encodeMessage(r, data, from.payloadBytes));
+    r.payloadBytes = from.payloadBytes;
+    auto head = std::make_shared<const std::vector<uint8_t>>(headerOnly(r));
+    Buffer body = share(std::move(data));
     uint64_t n = 0;
     for (uint64_t id : g.children) {
       if (Conn* c = conn(id)) {
-        send(c, msg);
+        send(c, head);
+        if (from.payloadBytes) send(c, body, from.payloadBytes);
         ++n;
       }
     }
@@ -347,7 +391,6 @@ struct SwitchNode::Impl {
       s.redop = h.redop;
       s.coll = h.coll;
       s.count = h.count;
-      s.acc.resize(h.payloadBytes);
       s.staged.resize(g.members);
       s.got.assign(g.members, false);
       sit = g.slots.emplace(key, std::move(s)).first;
@@ -361,17 +404,19 @@ struct SwitchNode::Impl {
                                     static_cast<unsigned long long>(h.opId)));
     s.got[h.child] = true;
     s.staged[h.child] = std::move(c->payload);
-    c->payload.clear();
+    c->payload = {};
     // Fold in child order: the accumulator is ((c0 op c1) op c2) ... whatever the arrival order.
     const auto dtype = static_cast<DataType>(s.dtype);
     const auto op = static_cast<RedOp>(s.redop);
     while (s.next < g.members && s.got[s.next]) {
       auto& in = s.staged[s.next];
-      if (s.next == 0)
+      if (s.next == 0) {
         s.acc.swap(in);
-      else if (s.count)
-        reduce(s.acc.data(), s.acc.data(), in.data(), s.count, dtype, op);
-      std::vector<uint8_t>().swap(in);
+      } else {
+        if (s.count) reduce(s.acc.data(), s.acc.data(), in.data(), s.count, dtype, op);
+        give(std::move(in));
+      }
+      in = {};
       ++s.next;
     }
     if (s.next < g.members) return;
@@ -384,14 +429,15 @@ struct SwitchNode::Impl {
       out.type = MsgType::Chunk;
       out.child = g.upPath[0].index;
       s.waitingParent = true;
-      send(conn(parentId), encodeMessage(out, s.acc.data(), s.acc.size()));
+      sendData(conn(parentId), out, share(std::move(s.acc)), h.payloadBytes);
+      s.acc = {};
       return;
     }
-    deliver(g, out, s.acc.data());
+    deliver(g, out, std::move(s.acc));
     g.slots.erase(sit);
   }
 
-  void onParentResult(const Header& h, const std::vector<uint8_t>& payload) {
+  void onParentResult(const Header& h, std::vector<uint8_t>& payload) {
     auto it = groups.find(h.group);
     if (it == groups.end() || it->second.state != Group::Active) return;
     Group& g = it->second;
@@ -400,7 +446,7 @@ struct SwitchNode::Impl {
       return failGroup(
           g, strprintf("the parent sent a result for chunk %u of operation %llu that is not pending", h.chunk,
                        static_cast<unsigned long long>(h.opId)));
-    deliver(g, h, payload.data());
+    deliver(g, h, std::move(payload));
     g.slots.erase(sit);
   }
 
@@ -420,7 +466,9 @@ struct SwitchNode::Impl {
         case MsgType::Refuse:
         case MsgType::Error:
           if (h.group == 0 && h.type == MsgType::Error)
-            return drop(c, "the parent closed: " + std::string(c->payload.begin(), c->payload.end()), false);
+            return drop(
+                c, "the parent closed: " + std::string(c->payload.begin(), c->payload.begin() + c->payLen),
+                false);
           return onParentReply(h, c->payload);
         case MsgType::Result:
           return onParentResult(h, c->payload);
@@ -456,7 +504,7 @@ struct SwitchNode::Impl {
       if (!c->inPayload) {
         r = recv(c->fd, c->hdr + c->hdrGot, kHeaderBytes - c->hdrGot, 0);
       } else {
-        r = recv(c->fd, c->payload.data() + c->payGot, c->payload.size() - c->payGot, 0);
+        r = recv(c->fd, c->payload.data() + c->payGot, c->payLen - c->payGot, 0);
       }
       if (r == 0) return drop(c, "connection closed", false);
       if (r < 0) {
@@ -470,13 +518,14 @@ struct SwitchNode::Impl {
         c->hdrGot = 0;
         Status s = parseHeader(c->hdr, cfg.slotBytes, &c->cur);
         if (!s.ok()) return drop(c, s.message(), true);
-        c->payload.resize(c->cur.payloadBytes);
+        if (c->cur.payloadBytes && c->payload.size() < bufBytes) c->payload = take();
+        c->payLen = c->cur.payloadBytes;
         c->payGot = 0;
         c->inPayload = c->cur.payloadBytes > 0;
         if (c->inPayload) continue;
       } else {
         c->payGot += static_cast<size_t>(r);
-        if (c->payGot < c->payload.size()) continue;
+        if (c->payGot < c->payLen) continue;
         c->inPayload = false;
       }
       onMessage(c);
@@ -489,6 +538,9 @@ struct SwitchNode::Impl {
       socklen_t len = sizeof ss;
       int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;
+      // Results are latency-critical: no Nagle delay on the last segment of a chunk.
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       auto c = std::make_unique<Conn>();
       c->id = nextConnId++;
       c->fd = fd;
@@ -542,6 +594,7 @@ Status SwitchNode::create(const SwitchConfig& cfg, std::unique_ptr<SwitchNode>* 
   impl->cfg = cfg;
   impl->keyHash = keyHash(cfg.key);
   impl->freeSlots = cfg.slots;
+  impl->bufBytes = std::max<size_t>(cfg.slotBytes, kMaxTextBytes);
   impl->st.freeSlots = cfg.slots;
   net::SockAddr addr;
   TRIB_RETURN_IF_ERROR(net::parseHostPort(cfg.listen, &addr).prefix("trib-switchd --listen: "));
