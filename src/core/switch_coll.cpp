@@ -33,15 +33,15 @@ void attachSwitch(tribComm* comm) {
   std::unique_ptr<sw::SwitchClient> client;
   Status s = sw::SwitchClient::connect(cfg, &client);
   if (!s.ok()) {
-    TRIB_WARN(SWITCH,
-              "rank %d: not using the aggregation switch (TRIB_SWITCH=%s): %s; collectives run on host "
-              "algorithms",
-              comm->rank, addr.c_str(), s.message().c_str());
+    TRIB_SWITCH_WARN(
+        "rank %d: not using the aggregation switch (TRIB_SWITCH=%s): %s; collectives run on host "
+        "algorithms",
+        comm->rank, addr.c_str(), s.message().c_str());
     comm->switchDisabled = true;
     return;
   }
-  TRIB_INFO(SWITCH, "rank %d: aggregation switch %s, %u slots of %llu bytes", comm->rank, addr.c_str(),
-            client->quota(), static_cast<unsigned long long>(client->slotBytes()));
+  TRIB_SWITCH_INFO("rank %d: aggregation switch %s, %u slots of %llu bytes", comm->rank, addr.c_str(),
+                   client->quota(), static_cast<unsigned long long>(client->slotBytes()));
   comm->switchOffload = std::move(client);
 }
 
@@ -123,10 +123,10 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       if (!comm->switchDisabled) {
         std::string why = run.switchError.ok() ? std::string("another rank's switch operation failed")
                                                : run.switchError.message();
-        TRIB_WARN(SWITCH,
-                  "rank %d: the aggregation switch failed during %s (%s); this communicator stops "
-                  "using it and finishes on a host algorithm",
-                  comm->rank, req->what.c_str(), why.c_str());
+        TRIB_SWITCH_WARN(
+            "rank %d: the aggregation switch failed during %s (%s); this communicator stops "
+            "using it and finishes on a host algorithm",
+            comm->rank, req->what.c_str(), why.c_str());
         comm->switchDisabled = true;
         comm->planCache.clear();  // cached switch plans must not be reused
         if (comm->switchOffload) comm->switchOffload->abort(errorf(tribAborted, "the switch was given up"));
