@@ -1,8 +1,11 @@
 // trib-perf: the all-reduce (and sibling collectives) bandwidth benchmark, with nccl-tests'
 // flags, table and bandwidth conventions. Ranks are threads over the loopback transport
-// (--threads N). The header also reports this machine's memcpy bandwidth, measured here, so
-// results can be read against what memory allows.
+// (--threads N, loopback), processes spawned here (--ranks N, shm/UCX), or processes started by
+// a launcher (mpirun, srun, torchrun: their environment is read). The header also reports this machine's
+// memcpy bandwidth, measured here, so results can be read against what memory allows.
 #include <getopt.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +20,8 @@
 #include <vector>
 
 #include "algo/schedule.hpp"
+#include "bootstrap/store.hpp"
+#include "bootstrap/unique_id.hpp"
 #include "common/dtype.hpp"
 #include "reduce/reduce.hpp"
 #include "tributary/tributary.h"
@@ -35,7 +40,9 @@ struct Options {
   std::string opName = "sum";
   std::string dtypeName = "float";
   int root = 0;
-  int threads = 2;
+  int threads = 0;  // ranks as threads
+  int ranks = 0;    // ranks as processes spawned here
+  std::string transport;
   std::string algo;
   std::string json;
   Coll coll = Coll::AllReduce;
@@ -54,7 +61,10 @@ struct Options {
       "  -o, --op OP          sum|prod|min|max|avg                    [sum]\n"
       "  -d, --datatype T     float|half|bf16|double|int32|...        [float]\n"
       "  -r, --root R         root of rooted collectives              [0]\n"
-      "  -t, --threads N      ranks, as threads of this process       [2]\n"
+      "  -t, --threads N      ranks, as threads of this process (loopback) [2]\n"
+      "  -N, --ranks N        ranks, as processes spawned here (shm/UCX)\n"
+      "  -T, --transport T    loopback|shm|ucx (as TRIB_TRANSPORT)\n"
+      "  Under mpirun/srun/torchrun (their env vars set), each process is one rank.\n"
       "  -C, --coll C         allreduce|reducescatter|allgather|broadcast|reduce|alltoall [allreduce]\n"
       "  -A, --algo A         force the algorithm (as TRIB_ALGO)\n"
       "  -J, --json FILE      also write results as JSON\n"
@@ -259,14 +269,201 @@ double expected(Coll c, int n, int rank, int root, uint64_t count, uint64_t i, t
   }
 }
 
-struct Row {
-  double timeUs = 0;
-  long wrong = 0;
-};
+// Spawns `o.ranks` copies of this program, each one rank (TRIB_RANK/TRIB_NRANKS), meeting at a
+// store this process serves; returns the worst exit code.
+int spawnRanks(const Options& o, char** argv) {
+  uint8_t keyBytes[16];
+  if (!trib::randomBytes(keyBytes, sizeof keyBytes).ok()) return 1;
+  trib::StoreServerOptions so;
+  so.authKey = trib::toHex(keyBytes, sizeof keyBytes);
+  std::unique_ptr<trib::TcpStoreServer> server;
+  if (trib::Status st = trib::TcpStoreServer::start(so, &server); !st.ok()) {
+    std::fprintf(stderr, "trib-perf: cannot start the rendezvous store: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.ranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("TRIB_RANK", std::to_string(r).c_str(), 1);
+      setenv("TRIB_NRANKS", std::to_string(o.ranks).c_str(), 1);
+      setenv("TRIB_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("TRIB_LOCAL_SIZE", std::to_string(o.ranks).c_str(), 1);
+      setenv("TRIB_STORE", server->address().c_str(), 1);
+      setenv("TRIB_AUTH_KEY", so.authKey.c_str(), 1);
+      setenv("TRIB_JOB_ID", ("trib-perf-" + std::to_string(getppid())).c_str(), 1);
+      execv("/proc/self/exe", argv);
+      std::perror("trib-perf: exec");
+      _exit(127);
+    }
+    if (pid < 0) {
+      std::perror("trib-perf: fork");
+      break;
+    }
+    pids.push_back(pid);
+  }
+  int worst = pids.size() == static_cast<size_t>(o.ranks) ? 0 : 1;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    worst = std::max(worst, rc);
+  }
+  return worst;
+}
 
-struct RankResult {
-  std::vector<Row> outOfPlace, inPlace;
-  std::string error;
+// One rank's part of the benchmark; rank 0 prints. Timings and errors are combined across ranks
+// with the library's own collectives, so threads and processes share this code.
+struct Bench {
+  const Options& o;
+  tribDataType_t dtype;
+  tribRedOp_t op;
+
+  int run(tribComm_t comm, const char* how) {
+    int rank = 0, n = 1;
+    tribCommUserRank(comm, &rank);
+    tribCommCount(comm, &n);
+    const bool print = rank == 0;
+    if (o.root >= n) {
+      if (print) std::fprintf(stderr, "trib-perf: root %d out of range for %d ranks\n", o.root, n);
+      return 2;
+    }
+    const size_t es = trib::dataTypeSize(dtype);
+    std::vector<uint64_t> sizes;
+    for (uint64_t s = o.minBytes; s <= o.maxBytes;
+         s = o.step ? s + o.step : static_cast<uint64_t>(s * o.factor)) {
+      if (shapeFor(o.coll, std::max<uint64_t>(s / es, 1), n).count > 0) sizes.push_back(s);
+      if (s == 0) break;
+    }
+    FILE* json = nullptr;
+    if (print) {
+      double memcpyGBs = memcpyBandwidth();
+      const char* transport = std::getenv("TRIB_TRANSPORT");
+      std::printf("# trib-perf (Tributary %s): %s, %d ranks as %s, transport %s, algo %s\n",
+                  TRIB_VERSION_STRING, trib::collName(o.coll), n, how,
+                  transport && *transport ? transport : "auto", o.algo.empty() ? "auto" : o.algo.c_str());
+      std::printf(
+          "# minBytes %llu maxBytes %llu step: %s warmup iters: %d iters: %d validation: %d reduce ISA: %s\n",
+          static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
+          o.step ? (std::to_string(o.step) + " bytes").c_str()
+                 : (std::to_string(o.factor) + "(factor)").c_str(),
+          o.warmup, o.iters, o.check ? 1 : 0, trib::reduceIsa());
+      std::printf("# memcpy bandwidth (this machine, 64 MiB, same run): %.2f GB/s\n#\n", memcpyGBs);
+      std::printf("#%61s%36s\n", "out-of-place", "in-place");
+      std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
+                  "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+      std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
+                  "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+      std::fflush(stdout);
+      json = o.json.empty() ? nullptr : std::fopen(o.json.c_str(), "w");
+      if (json) {
+        std::fprintf(json,
+                     "{\"coll\":\"%s\",\"ranks\":%d,\"ranks_as\":\"%s\",\"memcpy_GBps\":%.3f,\"results\":[",
+                     trib::collName(o.coll), n, how, memcpyGBs);
+      }
+    }
+    double busSum = 0;
+    int busCount = 0;
+    int64_t wrongTotal = 0;
+    for (size_t si = 0; si < sizes.size(); ++si) {
+      Shape sh = shapeFor(o.coll, std::max<uint64_t>(sizes[si] / es, 1), n);
+      std::vector<char> send(sh.inElems * es), recv(std::max(sh.outElems, sh.inElems) * es);
+      uint64_t bytesS = (o.coll == Coll::AllReduce || o.coll == Coll::Broadcast || o.coll == Coll::Reduce)
+                            ? sh.count * es
+                            : std::max(sh.inElems, sh.outElems) * es;
+      bool rooted = o.coll == Coll::Broadcast || o.coll == Coll::Reduce;
+      bool reducing = o.coll == Coll::AllReduce || o.coll == Coll::Reduce || o.coll == Coll::ReduceScatter;
+      if (print) {
+        std::printf(" %12llu %12llu %8s %6s %6d", static_cast<unsigned long long>(bytesS),
+                    static_cast<unsigned long long>(bytesS / es), trib::dataTypeName(dtype),
+                    reducing ? trib::redOpName(op) : "none", rooted ? o.root : -1);
+        if (json) {
+          std::fprintf(json, "%s{\"size\":%llu,\"count\":%llu", si ? "," : "",
+                       static_cast<unsigned long long>(bytesS), static_cast<unsigned long long>(bytesS / es));
+        }
+      }
+      for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        void* out = recv.data();
+        char* inBuf = send.data();
+        if (inPlace) {  // NCCL's in-place layouts
+          inBuf = o.coll == Coll::AllGather ? recv.data() + rank * sh.count * es : recv.data();
+          if (o.coll == Coll::ReduceScatter) {
+            inBuf = recv.data();
+            out = recv.data() + rank * sh.count * es;
+          }
+        }
+        for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
+        std::string error;
+        auto once = [&] {
+          if (error.empty() && call(o.coll, inBuf, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
+            error = tribGetLastError(comm);
+        };
+        for (int it = 0; it < o.warmup; ++it) once();
+        tribBarrier(comm, nullptr);
+        auto t0 = Clock::now();
+        for (int it = 0; it < o.iters; ++it) once();
+        double timeUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
+        int64_t wrong = 0;
+        if (o.check && error.empty()) {
+          for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
+          tribBarrier(comm, nullptr);
+          once();
+          uint64_t outElems = (o.coll == Coll::Reduce && rank != o.root) ? 0 : sh.outElems;
+          for (uint64_t i = 0; i < outElems; ++i) {
+            double want = expected(o.coll, n, rank, o.root, sh.count, i, op, dtype);
+            if (std::isnan(want)) continue;
+            double got = load(out, i, dtype);
+            double tol =
+                op == tribAvg && trib::isFloatType(dtype) ? 1e-2 * std::max(1.0, std::fabs(want)) : 0;
+            if (!(std::fabs(got - want) <= tol)) ++wrong;
+          }
+        }
+        if (!error.empty()) {
+          std::fprintf(stderr, "trib-perf: rank %d failed: %s\n", rank, error.c_str());
+          return 1;
+        }
+        // The slowest rank's time and everyone's errors.
+        double stats[1] = {timeUs};
+        int64_t wrongs[1] = {wrong};
+        if (tribAllReduce(stats, stats, 1, tribFloat64, tribMax, comm, nullptr) != tribSuccess ||
+            tribAllReduce(wrongs, wrongs, 1, tribInt64, tribSum, comm, nullptr) != tribSuccess) {
+          std::fprintf(stderr, "trib-perf: rank %d: combining results failed: %s\n", rank,
+                       tribGetLastError(comm));
+          return 1;
+        }
+        double algbw = bytesS / (stats[0] * 1e-6) / 1e9;
+        double busbw = algbw * busFactor(o.coll, n);
+        busSum += busbw;
+        ++busCount;
+        wrongTotal += wrongs[0];
+        if (print) {
+          std::printf(" %9.2f %8.3f %8.3f %6lld", stats[0], algbw, busbw,
+                      o.check ? static_cast<long long>(wrongs[0]) : -1LL);
+          if (json) {
+            std::fprintf(json, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
+                         inPlace ? "in_place" : "out_of_place", stats[0], algbw, busbw,
+                         static_cast<long long>(wrongs[0]));
+          }
+        }
+      }
+      if (print) {
+        std::printf("\n");
+        std::fflush(stdout);
+        if (json) std::fprintf(json, "}");
+      }
+    }
+    if (print) {
+      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrongTotal),
+                  wrongTotal ? "FAILED" : "OK");
+      std::printf("# Avg bus bandwidth    : %.4f \n#\n", busCount ? busSum / busCount : 0.0);
+      if (json) {
+        std::fprintf(json, "],\"avg_busbw\":%.4f,\"wrong\":%lld}\n", busCount ? busSum / busCount : 0.0,
+                     static_cast<long long>(wrongTotal));
+        std::fclose(json);
+      }
+    }
+    return wrongTotal ? 1 : 0;
+  }
 };
 
 }  // namespace
@@ -274,14 +471,14 @@ struct RankResult {
 int main(int argc, char** argv) {
   Options o;
   static const option longOpts[] = {
-      {"minbytes", 1, nullptr, 'b'},  {"maxbytes", 1, nullptr, 'e'}, {"stepfactor", 1, nullptr, 'f'},
-      {"stepbytes", 1, nullptr, 'i'}, {"iters", 1, nullptr, 'n'},    {"warmup_iters", 1, nullptr, 'w'},
-      {"check", 1, nullptr, 'c'},     {"op", 1, nullptr, 'o'},       {"datatype", 1, nullptr, 'd'},
-      {"root", 1, nullptr, 'r'},      {"threads", 1, nullptr, 't'},  {"coll", 1, nullptr, 'C'},
-      {"algo", 1, nullptr, 'A'},      {"json", 1, nullptr, 'J'},     {"help", 0, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+      {"minbytes", 1, nullptr, 'b'},  {"maxbytes", 1, nullptr, 'e'},  {"stepfactor", 1, nullptr, 'f'},
+      {"stepbytes", 1, nullptr, 'i'}, {"iters", 1, nullptr, 'n'},     {"warmup_iters", 1, nullptr, 'w'},
+      {"check", 1, nullptr, 'c'},     {"op", 1, nullptr, 'o'},        {"datatype", 1, nullptr, 'd'},
+      {"root", 1, nullptr, 'r'},      {"threads", 1, nullptr, 't'},   {"coll", 1, nullptr, 'C'},
+      {"algo", 1, nullptr, 'A'},      {"json", 1, nullptr, 'J'},      {"help", 0, nullptr, 'h'},
+      {"ranks", 1, nullptr, 'N'},     {"transport", 1, nullptr, 'T'}, {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:C:A:J:h", longOpts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:N:T:C:A:J:h", longOpts, nullptr)) != -1) {
     switch (ch) {
       case 'b':
         o.minBytes = parseSize(optarg);
@@ -316,6 +513,12 @@ int main(int argc, char** argv) {
       case 't':
         o.threads = std::atoi(optarg);
         break;
+      case 'N':
+        o.ranks = std::atoi(optarg);
+        break;
+      case 'T':
+        o.transport = optarg;
+        break;
       case 'C':
         if (!trib::parseColl(optarg, &o.coll)) {
           std::fprintf(stderr, "trib-perf: unknown collective '%s'\n", optarg);
@@ -344,158 +547,43 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trib-perf: unknown op '%s' (sum, prod, min, max, avg)\n", o.opName.c_str());
     return 2;
   }
-  const int n = o.threads;
-  if (n < 1 || o.iters < 1 || o.warmup < 0 || o.minBytes > o.maxBytes || (o.step == 0 && o.factor <= 1) ||
-      o.root < 0 || o.root >= n) {
-    std::fprintf(stderr,
-                 "trib-perf: invalid options (need threads >= 1, iters >= 1, minbytes <= maxbytes, "
-                 "stepfactor > 1 or stepbytes > 0, 0 <= root < threads)\n");
+  const bool underLauncher = std::getenv("TRIB_RANK") || std::getenv("OMPI_COMM_WORLD_RANK") ||
+                             std::getenv("PMI_RANK") || std::getenv("SLURM_PROCID") || std::getenv("RANK");
+  if (!o.transport.empty()) setenv("TRIB_TRANSPORT", o.transport.c_str(), 1);
+  if (!o.algo.empty()) setenv("TRIB_ALGO", o.algo.c_str(), 1);
+  if (o.ranks > 0 && !underLauncher) return spawnRanks(o, argv);
+  if (o.threads == 0 && !underLauncher) o.threads = 2;
+  if (o.iters < 1 || o.warmup < 0 || o.minBytes > o.maxBytes || (o.step == 0 && o.factor <= 1) ||
+      o.root < 0) {
+    std::fprintf(
+        stderr,
+        "trib-perf: invalid options (need iters >= 1, minbytes <= maxbytes, stepfactor > 1 or stepbytes > "
+        "0, root >= 0)\n");
     return 2;
   }
-  if (!o.algo.empty()) setenv("TRIB_ALGO", o.algo.c_str(), 1);
-
-  const size_t es = trib::dataTypeSize(dtype);
-  std::vector<uint64_t> sizes;
-  for (uint64_t s = o.minBytes; s <= o.maxBytes;
-       s = o.step ? s + o.step : static_cast<uint64_t>(s * o.factor)) {
-    uint64_t elems = std::max<uint64_t>(s / es, 1);
-    Shape sh = shapeFor(o.coll, elems, n);
-    if (sh.count == 0) continue;
-    sizes.push_back(s);
-    if (s == 0) break;
-  }
-
-  double memcpyGBs = memcpyBandwidth();
-  std::printf("# trib-perf (Tributary %s): %s, %d ranks as threads, transport loopback, algo %s\n",
-              TRIB_VERSION_STRING, trib::collName(o.coll), n, o.algo.empty() ? "auto" : o.algo.c_str());
-  std::printf(
-      "# minBytes %llu maxBytes %llu step: %s warmup iters: %d iters: %d validation: %d reduce ISA: %s\n",
-      static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
-      o.step ? (std::to_string(o.step) + " bytes").c_str() : (std::to_string(o.factor) + "(factor)").c_str(),
-      o.warmup, o.iters, o.check ? 1 : 0, trib::reduceIsa());
-  std::printf("# memcpy bandwidth (this machine, 64 MiB, same run): %.2f GB/s\n#\n", memcpyGBs);
-
-  std::vector<tribComm_t> comms(n);
-  if (tribCommInitAll(comms.data(), n, nullptr) != tribSuccess) {
-    std::fprintf(stderr, "trib-perf: init failed: %s\n", tribGetLastError(nullptr));
-    return 1;
-  }
-  std::vector<RankResult> results(n);
-  std::barrier sync(n);
-  auto rankBody = [&](int rank) {
-    RankResult& res = results[rank];
-    tribComm_t comm = comms[rank];
-    for (uint64_t bytes : sizes) {
-      Shape sh = shapeFor(o.coll, std::max<uint64_t>(bytes / es, 1), n);
-      std::vector<char> send(sh.inElems * es), recv(std::max(sh.outElems, sh.inElems) * es);
-      for (int inPlace = 0; inPlace < 2; ++inPlace) {
-        void* out = recv.data();
-        const void* in = send.data();
-        char* inBuf = send.data();
-        if (inPlace) {
-          // NCCL's in-place layouts.
-          inBuf = o.coll == Coll::AllGather ? recv.data() + rank * sh.count * es : recv.data();
-          in = inBuf;
-          if (o.coll == Coll::ReduceScatter) out = recv.data() + rank * sh.count * es;
-        }
-        for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
-        Row row;
-        for (int it = 0; it < o.warmup && res.error.empty(); ++it) {
-          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
-            res.error = tribGetLastError(nullptr);
-        }
-        sync.arrive_and_wait();
-        auto t0 = Clock::now();
-        for (int it = 0; it < o.iters && res.error.empty(); ++it) {
-          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
-            res.error = tribGetLastError(nullptr);
-        }
-        row.timeUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
-        sync.arrive_and_wait();
-        if (o.check && res.error.empty()) {
-          // One more call on fresh inputs, then compare every element.
-          for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
-          sync.arrive_and_wait();
-          if (call(o.coll, in, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
-            res.error = tribGetLastError(nullptr);
-          uint64_t outElems = (o.coll == Coll::Reduce && rank != o.root) ? 0 : sh.outElems;
-          for (uint64_t i = 0; i < outElems; ++i) {
-            double want = expected(o.coll, n, rank, o.root, sh.count, i, op, dtype);
-            if (std::isnan(want)) continue;
-            double got = load(out, i, dtype);
-            double tol =
-                op == tribAvg && trib::isFloatType(dtype) ? 1e-2 * std::max(1.0, std::fabs(want)) : 0;
-            if (!(std::fabs(got - want) <= tol)) ++row.wrong;
-          }
-        }
-        (inPlace ? res.inPlace : res.outOfPlace).push_back(row);
-        sync.arrive_and_wait();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back(rankBody, r);
-  for (auto& t : threads) t.join();
-
-  for (int r = 0; r < n; ++r) {
-    if (!results[r].error.empty()) {
-      std::fprintf(stderr, "trib-perf: rank %d failed: %s\n", r, results[r].error.c_str());
+  Bench bench{o, dtype, op};
+  if (underLauncher) {
+    // One rank per process, as the launcher started them.
+    tribComm_t comm = nullptr;
+    if (tribCommInitFromEnv(&comm, nullptr) != tribSuccess) {
+      std::fprintf(stderr, "trib-perf: init from the launcher's environment failed: %s\n",
+                   tribGetLastError(nullptr));
       return 1;
     }
+    int rc = bench.run(comm, "processes");
+    tribCommDestroy(comm);
+    return rc;
   }
-  std::printf("#%61s%36s\n", "out-of-place", "in-place");
-  std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type", "redop",
-              "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
-              "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-  double busSum = 0;
-  int busCount = 0;
-  long wrongTotal = 0;
-  FILE* json = o.json.empty() ? nullptr : std::fopen(o.json.c_str(), "w");
-  if (json)
-    std::fprintf(json, "{\"coll\":\"%s\",\"ranks\":%d,\"memcpy_GBps\":%.3f,\"results\":[",
-                 trib::collName(o.coll), n, memcpyGBs);
-  for (size_t s = 0; s < sizes.size(); ++s) {
-    Shape sh = shapeFor(o.coll, std::max<uint64_t>(sizes[s] / es, 1), n);
-    uint64_t bytesS = std::max(sh.inElems, sh.outElems) * es;
-    if (o.coll == Coll::AllReduce || o.coll == Coll::Broadcast || o.coll == Coll::Reduce)
-      bytesS = sh.count * es;
-    bool rooted = o.coll == Coll::Broadcast || o.coll == Coll::Reduce;
-    bool reducing = o.coll == Coll::AllReduce || o.coll == Coll::Reduce || o.coll == Coll::ReduceScatter;
-    std::printf(" %12llu %12llu %8s %6s %6d", static_cast<unsigned long long>(bytesS),
-                static_cast<unsigned long long>(bytesS / es), trib::dataTypeName(dtype),
-                reducing ? trib::redOpName(op) : "none", rooted ? o.root : -1);
-    if (json)
-      std::fprintf(json, "%s{\"size\":%llu,\"count\":%llu", s ? "," : "",
-                   static_cast<unsigned long long>(bytesS), static_cast<unsigned long long>(bytesS / es));
-    for (int inPlace = 0; inPlace < 2; ++inPlace) {
-      double t = 0;
-      long wrong = 0;
-      for (int r = 0; r < n; ++r) {
-        const Row& row = (inPlace ? results[r].inPlace : results[r].outOfPlace)[s];
-        t = std::max(t, row.timeUs);
-        wrong += row.wrong;
-      }
-      double algbw = bytesS / (t * 1e-6) / 1e9;
-      double busbw = algbw * busFactor(o.coll, n);
-      busSum += busbw;
-      ++busCount;
-      wrongTotal += wrong;
-      std::printf(" %9.2f %8.3f %8.3f %6ld", t, algbw, busbw, o.check ? wrong : -1L);
-      if (json)
-        std::fprintf(json, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%ld}",
-                     inPlace ? "in_place" : "out_of_place", t, algbw, busbw, wrong);
-    }
-    std::printf("\n");
-    if (json) std::fprintf(json, "}");
+  const int n = o.threads;
+  std::vector<tribComm_t> comms(n);
+  if (n < 1 || tribCommInitAll(comms.data(), n, nullptr) != tribSuccess) {
+    std::fprintf(stderr, "trib-perf: init of %d thread ranks failed: %s\n", n, tribGetLastError(nullptr));
+    return 1;
   }
-  std::printf("# Out of bounds values : %ld %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
-  std::printf("# Avg bus bandwidth    : %.4f \n#\n", busCount ? busSum / busCount : 0.0);
-  if (json) {
-    std::fprintf(json, "],\"avg_busbw\":%.4f,\"wrong\":%ld}\n", busCount ? busSum / busCount : 0.0,
-                 wrongTotal);
-    std::fclose(json);
-  }
+  std::vector<int> rcs(n, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { rcs[r] = bench.run(comms[r], "threads"); });
+  for (auto& t : threads) t.join();
   for (tribComm_t c : comms) tribCommDestroy(c);
-  return wrongTotal ? 1 : 0;
+  return *std::max_element(rcs.begin(), rcs.end());
 }

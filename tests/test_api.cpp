@@ -117,7 +117,7 @@ TEST(Api, InitErrors) {
   tribUniqueId garbage;
   std::memset(&garbage, 0x5a, sizeof garbage);
   EXPECT_EQ(tribCommInitRank(&c, 1, garbage, 0), tribInvalidArgument);
-  EXPECT_NE(lastError().find("unique id is not valid"), std::string::npos);
+  EXPECT_NE(lastError().find("unique id"), std::string::npos) << lastError();
   tribConfig_t bad;
   std::memset(&bad, 0, sizeof bad);
   EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &bad), tribInvalidArgument);
@@ -127,7 +127,7 @@ TEST(Api, InitErrors) {
   cfg.timeoutMs = 200;
   ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
   EXPECT_EQ(tribCommInitRankConfig(&c, 2, id, 0, &cfg), tribTimeout);
-  EXPECT_NE(lastError().find("rank 1 is missing"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("missing: rank 1"), std::string::npos) << lastError();
   EXPECT_EQ(c, nullptr);
   // Mismatched nranks between ranks.
   ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);

@@ -2,7 +2,9 @@
 // in-place) and against hand-broken schedules it must reject with the right message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -100,9 +102,73 @@ TEST(Registry, MaterializeMatchesGenerator) {
     ++i;
   }
   EXPECT_EQ(i, steps.size());
-  // 2 blocks of 5 and 3 of 4 elements in slices of 2: 3 slices, each 4 (n-1) sends + 4 receives
-  // per rank; the last slice skips the 4-element blocks.
-  EXPECT_GT(steps.size(), 0u);
+  // Blocks of 5,5,5,4,4 elements in slices of 2 (3 or 2 slices). Rank 3 sends blocks 3,2,1,0
+  // and folds in 2,1,0,4 (reduce-scatter), then sends 4,3,2,1 and receives 3,2,1,0 (all-gather).
+  size_t sends = 0, folds = 0, recvs = 0;
+  for (const Step& s : steps) {
+    sends += s.kind == StepKind::Send;
+    folds += s.kind == StepKind::RecvReduce;
+    recvs += s.kind == StepKind::Recv;
+    if (s.isComm()) {
+      EXPECT_EQ(s.peer, s.kind == StepKind::Send ? 4 : 2) << describeStep(s);
+    }
+  }
+  EXPECT_EQ(sends, 11u + 10u);
+  EXPECT_EQ(folds, 11u);
+  EXPECT_EQ(recvs, 11u);
+  EXPECT_EQ(steps.size(), 43u);
+}
+
+TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
+  for (int c = 0; c < kNumColls; ++c) {
+    for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {
+      CollArgs a;
+      a.coll = info->coll;
+      a.nranks = 0;  // would divide by zero inside the generators
+      EXPECT_FALSE(info->supports(a));
+      EXPECT_EQ(info->scratchCount(a, 0), 0u);
+      auto gen = info->generate(a, 0);
+      EXPECT_THROW(gen.next(), std::invalid_argument) << algoName(info->algo) << " " << collName(info->coll);
+      a.nranks = 4;
+      a.root = 4;  // not a rank
+      EXPECT_FALSE(info->supports(a));
+      a.root = 0;
+      a.count = UINT64_MAX / 2;  // nranks * count overflows
+      EXPECT_FALSE(info->supports(a));
+    }
+  }
+}
+
+// Pipelining: no message is longer than a slice, and a long buffer is cut into many messages.
+TEST(Registry, MessagesAreSlices) {
+  for (int c = 0; c < kNumColls; ++c) {
+    for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {
+      for (int n : {5, 8}) {
+        CollArgs a;
+        a.coll = info->coll;
+        a.nranks = n;
+        a.root = n - 2;
+        a.count = info->coll == Coll::Barrier ? 0 : 50;
+        a.chunkElems = 4;
+        uint64_t busiest = 0;  // messages sent + received by the busiest rank
+        for (int r = 0; r < n; ++r) {
+          uint64_t comm = 0;
+          for (const Step& s : materialize(*info, a, r)) {
+            if (!s.isComm()) continue;
+            ++comm;
+            const uint64_t len = s.kind == StepKind::Send ? s.src.count : s.dst.count;
+            EXPECT_LE(len, a.chunkElems) << algoName(info->algo) << " " << collName(info->coll) << " rank "
+                                         << r << ": " << describeStep(s);
+          }
+          busiest = std::max(busiest, comm);
+        }
+        // Some rank moves at least the 50 elements of a whole buffer: 13 slices of 4 at least.
+        if (info->coll != Coll::Barrier) {
+          EXPECT_GE(busiest, 13u) << algoName(info->algo) << " " << collName(info->coll);
+        }
+      }
+    }
+  }
 }
 
 // ---- Every registered schedule -------------------------------------------------------------
@@ -111,23 +177,22 @@ bool rooted(Coll c) {
   return c == Coll::Reduce || c == Coll::Broadcast || c == Coll::Gather || c == Coll::Scatter;
 }
 
-// Elements per rank that a schedule moves, in slices, times the ranks: a proxy for its cost.
-uint64_t workEstimate(const CollArgs& a) {
-  uint64_t perRank = a.count;
-  if (a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter || a.coll == Coll::AlltoAll ||
-      a.coll == Coll::Gather || a.coll == Coll::Scatter) {
-    perRank *= static_cast<uint64_t>(a.nranks);
-  }
-  return static_cast<uint64_t>(a.nranks) * (perRank / a.chunkElems + 2 * static_cast<uint64_t>(a.nranks));
+// Roughly how many steps verifying `a` takes: the root's schedule length times the ranks.
+uint64_t workEstimate(const AlgoInfo& info, const CollArgs& a) {
+  uint64_t steps = 0;
+  auto gen = info.generate(a, a.root);
+  while (gen.next()) ++steps;
+  return steps * static_cast<uint64_t>(a.nranks);
 }
 
 TEST(VerifyAll, EveryAlgorithmEveryShape) {
   const std::vector<int> rankCounts = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
                                        12, 13, 14, 15, 16, 17, 31, 32, 33, 64, 100};
   const std::vector<uint64_t> chunks = {1, 3, 1 << 16};
-  // Combinations whose work estimate exceeds this are skipped (counted below): slices of one
-  // element over 100 ranks' all-gathers would take minutes and test nothing new.
-  const uint64_t kMaxWork = 3'000'000;
+  // Combinations estimated above this many steps are skipped (and counted): the largest counts
+  // cut into 1- or 3-element slices at 64 or 100 ranks would take minutes and add nothing that
+  // the same shapes with larger slices or fewer ranks do not already cover.
+  const uint64_t kMaxWork = 400'000;
   uint64_t verified = 0, skipped = 0, steps = 0;
   int failures = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -152,7 +217,7 @@ TEST(VerifyAll, EveryAlgorithmEveryShape) {
                 a.count = count;
                 a.inPlace = inPlace;
                 a.chunkElems = chunk;
-                if (workEstimate(a) > kMaxWork) {
+                if (workEstimate(*info, a) > kMaxWork) {
                   ++skipped;
                   continue;
                 }
@@ -265,6 +330,11 @@ Generator<Step> misaligned(CollArgs a, int rank) {
   co_yield Step::send(1 - rank, in(rank == 0 ? 0 : h, h));
   co_yield Step::recvReduce(1 - rank, in(0, h), out(0, h));
 }
+// Recursive doubling on 2 ranks: both compute the sum themselves (in different orders).
+Generator<Step> separateSums(CollArgs a, int rank) {
+  co_yield Step::send(1 - rank, in(0, a.count));
+  co_yield Step::recvReduce(1 - rank, in(0, a.count), out(0, a.count));
+}
 // Writes into the caller's input buffer.
 Generator<Step> writesInput(CollArgs a, int rank) {
   co_yield Step::send(1 - rank, in(0, a.count));
@@ -293,6 +363,10 @@ TEST(VerifyNegative, RejectsBrokenSchedules) {
        "rank 0 sent 1 message(s) to rank 1 that were never received"},
       {"misaligned blocks", misaligned, none, 2, "reduces element index 0 with element index 4"},
       {"writes input", writesInput, none, 2, "writes the input buffer"},
+      {"separately reduced", separateSums, none, 2,
+       "rank 1: out[0] holds its own reduction of element index 0 (made by rank 1 at step 1), not the one "
+       "rank 0 "
+       "holds (made by rank 0 at step 1)"},
   };
   for (const BrokenCase& bc : cases) {
     const AlgoInfo fake = {Algo::Direct, Coll::AllReduce, always, bc.scratch, bc.gen};

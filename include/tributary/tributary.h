@@ -116,6 +116,10 @@ TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribU
                                              const tribConfig_t* config);
 /* Create `ndev` ranks in this process (threads; the loopback transport). devlist may be NULL. */
 TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* devlist);
+/* Create a communicator from the launcher's environment: TRIB_RANK/TRIB_NRANKS, torchrun (RANK,
+ * WORLD_SIZE, MASTER_ADDR/PORT), Open MPI (OMPI_COMM_WORLD_*), Slurm (SLURM_*), MPICH/PMI (PMI_*),
+ * in that order; the store from TRIB_STORE, MASTER_ADDR:MASTER_PORT or TRIB_STORE_DIR. */
+TRIB_API tribResult_t tribCommInitFromEnv(tribComm_t* comm, const tribConfig_t* config);
 /* Ranks with the same color form a new communicator, ordered by (key, old rank).
  * color TRIB_SPLIT_NOCOLOR returns *newcomm = NULL. Collective over comm. */
 TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribComm_t* newcomm,

@@ -1,8 +1,11 @@
 // Buffer sizes per collective, in-place aliasing, and the algorithm registry.
 #include "algo/schedule.hpp"
 
+#include <stdexcept>
+
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
+#include "common/status.hpp"
 
 namespace trib {
 
@@ -69,13 +72,21 @@ namespace {
 using namespace algo;
 
 // Preference order within each collective = the default choice when nothing else decides.
+// clang-format off
 const AlgoInfo* const kRegistry[] = {
-    &kRingAllReduce,
-    &kRingReduceScatter,
-    &kRingAllGather,
+    &kRingAllReduce, &kTreeAllReduce, &kRhdAllReduce, &kDirectAllReduce,
+    &kRingReduceScatter, &kDirectReduceScatter,
+    &kRingAllGather, &kRhdAllGather, &kDirectAllGather,
+    &kBinomialBroadcast, &kChainBroadcast,
+    &kBinomialReduce, &kChainReduce,
+    &kDirectAlltoAll,
+    &kDirectGather, &kBinomialGather,
+    &kDirectScatter, &kBinomialScatter,
+    &kDirectBarrier,
     // Chosen only when the communicator has a usable aggregation switch (algo_select.cpp).
     &kSwitchAllReduce,
 };
+// clang-format on
 
 }  // namespace
 
@@ -104,8 +115,21 @@ std::vector<Step> materialize(const AlgoInfo& algo, const CollArgs& args, int ra
 namespace algo {
 
 bool validArgs(const CollArgs& a) {
+  // nranks * count must fit with room to spare (buffer sizes and offsets are computed from it).
   return a.nranks >= 1 && a.root >= 0 && a.root < a.nranks && a.chunkElems >= 1 &&
+         a.count <= (UINT64_MAX / 4) / static_cast<uint64_t>(a.nranks) &&
          (!a.inPlace || supportsInPlace(a.coll));
+}
+
+void requireValid(const CollArgs& a, int rank) {
+  if (!validArgs(a) || rank < 0 || rank >= a.nranks) {
+    throw std::invalid_argument(
+        strprintf("schedule requested for an unsupported request: %s, rank %d of %d, root %d, count %llu, "
+                  "chunkElems %llu%s "
+                  "(check AlgoInfo::supports first)",
+                  collName(a.coll), rank, a.nranks, a.root, static_cast<unsigned long long>(a.count),
+                  static_cast<unsigned long long>(a.chunkElems), a.inPlace ? ", in place" : ""));
+  }
 }
 
 uint64_t noScratch(const CollArgs&, int) { return 0; }

@@ -155,6 +155,14 @@ TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueI
   return tribCommInitRankConfig(comm, nranks, id, rank, nullptr);
 }
 
+TRIB_API tribResult_t tribCommInitFromEnv(tribComm_t* comm, const tribConfig_t* config) {
+  return guarded("tribCommInitFromEnv", [&]() -> Status {
+    if (!comm) return errorf(tribInvalidArgument, "tribCommInitFromEnv: comm is NULL");
+    *comm = nullptr;
+    return trib::commInitFromEnv(config, comm);
+  });
+}
+
 TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* /*devlist*/) {
   return guarded("tribCommInitAll", [&]() -> Status {
     if (!comms) return errorf(tribInvalidArgument, "tribCommInitAll: comms is NULL");

@@ -63,7 +63,7 @@ uint16_t floatToHalf(float f);
 inline float bf16ToFloat(uint16_t h) { return bitsToFloat(static_cast<uint32_t>(h) << 16); }
 uint16_t floatToBf16(float f);
 float fp8e4m3ToFloat(uint8_t v);
-uint8_t floatToFp8e4m3(float f);  // saturates to ±448; NaN -> 0x7f
+uint8_t floatToFp8e4m3(float f);  // saturates to ±448 (and ±inf); NaN -> S.1111.111, sign kept
 float fp8e5m2ToFloat(uint8_t v);
 uint8_t floatToFp8e5m2(float f);  // overflow -> ±inf (IEEE-like)
 

@@ -34,6 +34,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_RANK", "", "This process's rank (overrides the launcher's variables)."},
       {"TRIB_NRANKS", "", "Number of ranks (overrides the launcher's variables)."},
       {"TRIB_LOCAL_RANK", "", "Rank within this host (overrides the launcher's variables)."},
+      {"TRIB_LOCAL_SIZE", "", "Ranks on this host (with TRIB_RANK; optional)."},
+      {"TRIB_NODE_ID", "", "Index of this host (with TRIB_RANK; optional)."},
+      {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_SLOTS", "16",
@@ -64,7 +67,7 @@ static T parseOrDefault(const char* name, Parse parse) {
   T out{};
   if (v && *v) {
     if (parse(v, &out)) return out;
-    TRIB_WARN(INIT, "ignoring %s=%s: not a valid value; using the default %s", name, v, info.defaultValue);
+    TRIB_WARN("init", "ignoring %s=%s: not a valid value; using the default %s", name, v, info.defaultValue);
   }
   parse(info.defaultValue, &out);
   return out;

@@ -5,95 +5,116 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
-#include <string>
+#include <vector>
 
 #include "common/env.hpp"
 
 namespace trib {
 
 namespace {
+
 struct LogConfig {
-  std::atomic<int> level{-1};  // -1 = not read yet
-  std::atomic<unsigned> subsys{~0u};
-  FILE* out = stderr;
   std::mutex mu;
+  bool loaded = false;
+  std::atomic<int> level{static_cast<int>(LogLevel::kWarn)};
+  bool exclude = false;                 // TRIB_DEBUG_SUBSYS started with ^
+  bool all = true;                      // ALL (or empty)
+  std::vector<std::string> subsystems;  // lower-case names
+  FILE* out = stderr;
+  LogSink sink;
 };
+
 LogConfig& config() {
   static LogConfig c;
   return c;
 }
 
-unsigned parseSubsys(const std::string& spec) {
-  static const struct {
-    const char* name;
-    LogSubsys bit;
-  } names[] = {{"INIT", LogSubsys::INIT},           {"COLL", LogSubsys::COLL},
-               {"TUNING", LogSubsys::TUNING},       {"TRANSPORT", LogSubsys::TRANSPORT},
-               {"BOOTSTRAP", LogSubsys::BOOTSTRAP}, {"SWITCH", LogSubsys::SWITCH}};
-  bool exclude = !spec.empty() && spec[0] == '^';
-  unsigned mask = 0;
-  size_t pos = exclude ? 1 : 0;
-  while (pos <= spec.size()) {
-    size_t comma = spec.find(',', pos);
-    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (strcasecmp(item.c_str(), "ALL") == 0) mask = ~0u;
-    for (const auto& n : names) {
-      if (strcasecmp(item.c_str(), n.name) == 0) mask |= static_cast<unsigned>(n.bit);
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return exclude ? ~mask : mask;
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+  return s;
 }
 
-void readConfig() {
-  LogConfig& c = config();
+// Caller holds c.mu.
+void load(LogConfig& c) {
   std::string level = envString("TRIB_DEBUG");
-  int l = static_cast<int>(LogLevel::Warn);
+  int l = static_cast<int>(LogLevel::kWarn);
   if (strcasecmp(level.c_str(), "NONE") == 0) l = 0;
   if (strcasecmp(level.c_str(), "INFO") == 0) l = 2;
   if (strcasecmp(level.c_str(), "TRACE") == 0) l = 3;
-  c.subsys.store(parseSubsys(envString("TRIB_DEBUG_SUBSYS")));
+  c.level.store(l);
+  std::string spec = lower(envString("TRIB_DEBUG_SUBSYS"));
+  c.exclude = !spec.empty() && spec[0] == '^';
+  if (c.exclude) spec.erase(0, 1);
+  c.subsystems.clear();
+  c.all = spec.empty();
+  size_t pos = 0;
+  while (pos <= spec.size() && !spec.empty()) {
+    size_t comma = spec.find(',', pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item == "all")
+      c.all = true;
+    else if (!item.empty())
+      c.subsystems.push_back(item);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
   std::string file = envString("TRIB_DEBUG_FILE");
+  if (c.out != stderr) std::fclose(c.out);
+  c.out = stderr;
   if (!file.empty()) {
     std::string path;
     char host[64] = "host";
     gethostname(host, sizeof host - 1);
     for (size_t i = 0; i < file.size(); ++i) {
-      if (file[i] == '%' && i + 1 < file.size() && file[i + 1] == 'h')
-        path += host, ++i;
-      else if (file[i] == '%' && i + 1 < file.size() && file[i + 1] == 'p')
-        path += std::to_string(getpid()), ++i;
-      else
+      if (file[i] == '%' && i + 1 < file.size() && file[i + 1] == 'h') {
+        path += host;
+        ++i;
+      } else if (file[i] == '%' && i + 1 < file.size() && file[i + 1] == 'p') {
+        path += std::to_string(getpid());
+        ++i;
+      } else {
         path += file[i];
+      }
     }
     if (FILE* f = std::fopen(path.c_str(), "a")) c.out = f;
   }
-  c.level.store(l);
+  c.loaded = true;
 }
+
+bool subsysSelected(const LogConfig& c, const char* subsys) {
+  bool named = false;
+  std::string s = lower(subsys ? subsys : "");
+  for (const std::string& n : c.subsystems) named = named || n == s;
+  if (c.exclude) return !named && !c.all;
+  return c.all || named;
+}
+
 }  // namespace
 
-void logReconfigure() { readConfig(); }
-
-bool logEnabled(LogLevel level, LogSubsys subsys) {
+void logReconfigure() {
   LogConfig& c = config();
-  int l = c.level.load(std::memory_order_relaxed);
-  if (l < 0) {
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (c.level.load() < 0) readConfig();
-    l = c.level.load();
-  }
-  return static_cast<int>(level) <= l &&
-         (c.subsys.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys));
+  std::lock_guard<std::mutex> lock(c.mu);
+  load(c);
 }
 
-void logMessage(LogLevel level, LogSubsys subsys, const char* fmt, ...) {
+void setLogSink(LogSink sink) {
+  LogConfig& c = config();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.sink = std::move(sink);
+}
+
+bool logEnabled(LogLevel level, const char* subsys) {
+  LogConfig& c = config();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.loaded) load(c);
+  return static_cast<int>(level) <= c.level.load() && level != LogLevel::kNone && subsysSelected(c, subsys);
+}
+
+void logf(LogLevel level, const char* subsys, const char* fmt, ...) {
   static const char* const levels[] = {"NONE", "WARN", "INFO", "TRACE"};
-  char host[64] = "host";
-  gethostname(host, sizeof host - 1);
   char body[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -101,8 +122,17 @@ void logMessage(LogLevel level, LogSubsys subsys, const char* fmt, ...) {
   va_end(ap);
   LogConfig& c = config();
   std::lock_guard<std::mutex> lock(c.mu);
-  std::fprintf(c.out, "%s:%d:%ld TRIB %s %s\n", host, static_cast<int>(getpid()),
-               static_cast<long>(syscall(SYS_gettid)), levels[static_cast<int>(level)], body);
+  if (!c.loaded) load(c);
+  if (static_cast<int>(level) > c.level.load() || level == LogLevel::kNone || !subsysSelected(c, subsys))
+    return;
+  if (c.sink) {
+    c.sink(level, subsys, body);
+    return;
+  }
+  char host[64] = "host";
+  gethostname(host, sizeof host - 1);
+  std::fprintf(c.out, "%s:%d:%ld TRIB %s [%s] %s\n", host, static_cast<int>(getpid()),
+               static_cast<long>(syscall(SYS_gettid)), levels[static_cast<int>(level)], subsys, body);
   std::fflush(c.out);
 }
 

@@ -2,7 +2,6 @@
 #include "core/comm.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <random>
@@ -76,9 +75,10 @@ namespace {
 
 // ---- In-process worlds ----------------------------------------------------------------------
 // Ranks of one communicator that live in this process share a loopback fabric, found here by
-// the communicator id. An entry lives until all its ranks have joined.
+// the communicator id. An entry lives until all of this process's ranks have joined.
 struct World {
   int nranks = 0;
+  int localCount = 0;
   std::shared_ptr<LoopbackFabric> fabric;
   std::vector<bool> joined;
   int joinedCount = 0;
@@ -86,37 +86,11 @@ struct World {
 
 struct WorldRegistry {
   std::mutex mu;
-  std::condition_variable cv;
   std::map<uint64_t, std::shared_ptr<World>> worlds;
 };
 WorldRegistry& registry() {
   static WorldRegistry r;
   return r;
-}
-
-// Joins `rank` to world `id` of `nranks` ranks; returns its fabric.
-Status joinWorld(uint64_t id, int nranks, int rank, std::shared_ptr<World>* out) {
-  WorldRegistry& reg = registry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  auto& w = reg.worlds[id];
-  if (!w) {
-    w = std::make_shared<World>();
-    w->nranks = nranks;
-    w->fabric = makeLoopbackFabric(nranks);
-    w->joined.assign(nranks, false);
-  }
-  if (w->nranks != nranks) {
-    return errorf(tribInvalidUsage,
-                  "rank %d was told nranks=%d but another rank of this communicator said %d", rank, nranks,
-                  w->nranks);
-  }
-  if (w->joined[rank]) return errorf(tribInvalidUsage, "rank %d joined this communicator twice", rank);
-  w->joined[rank] = true;
-  ++w->joinedCount;
-  *out = w;
-  if (w->joinedCount == w->nranks) reg.worlds.erase(id);  // complete: nobody else will look it up
-  reg.cv.notify_all();
-  return Status::Ok();
 }
 
 tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
@@ -133,7 +107,7 @@ tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
   comm->p2pSendSeq.assign(nranks, 0);
   comm->p2pRecvSeq.assign(nranks, 0);
   attachSwitch(comm);
-  TRIB_INFO(INIT, "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
+  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
             nranks, comm->transportSummary.c_str());
   return comm;
 }
@@ -151,15 +125,30 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser: derives child ids determini
   return x ^ (x >> 31);
 }
 
-constexpr char kIdMagic[8] = {'T', 'R', 'I', 'B', 'I', 'D', '0', '1'};
-
 }  // namespace
 
-Status makeUniqueId(tribUniqueId* id) {
-  std::memset(id->internal, 0, sizeof id->internal);
-  std::memcpy(id->internal, kIdMagic, sizeof kIdMagic);
-  uint64_t v = randomId();
-  std::memcpy(id->internal + 8, &v, sizeof v);
+Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank, std::shared_ptr<LoopbackFabric>* out,
+                      bool* complete) {
+  WorldRegistry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto& w = reg.worlds[id];
+  if (!w) {
+    w = std::make_shared<World>();
+    w->nranks = nranks;
+    w->localCount = localCount;
+    w->fabric = makeLoopbackFabric(nranks);
+    w->joined.assign(nranks, false);
+  }
+  if (w->nranks != nranks) {
+    return errorf(tribInvalidUsage, "rank %d was told nranks=%d but another rank of this communicator said %d", rank,
+                  nranks, w->nranks);
+  }
+  if (w->joined[rank]) return errorf(tribInvalidUsage, "rank %d joined this communicator twice", rank);
+  w->joined[rank] = true;
+  *out = w->fabric;
+  bool last = ++w->joinedCount == w->localCount;
+  if (last) reg.worlds.erase(id);  // complete: nobody else will look it up
+  if (complete) *complete = last;
   return Status::Ok();
 }
 
@@ -169,40 +158,6 @@ Status commCreateLocal(int nranks, tribComm** comms) {
   uint64_t id = randomId();
   auto fabric = makeLoopbackFabric(nranks);
   for (int r = 0; r < nranks; ++r) comms[r] = newComm(r, nranks, id, config, fabric);
-  return Status::Ok();
-}
-
-Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribConfig_t* cfg, tribComm** out) {
-  if (std::memcmp(uid.internal, kIdMagic, sizeof kIdMagic) != 0) {
-    return errorf(tribInvalidArgument,
-                  "unique id is not valid: create it with tribGetUniqueId on one rank and "
-                  "pass the same bytes to every rank");
-  }
-  CommConfig config;
-  TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
-  uint64_t id;
-  std::memcpy(&id, uid.internal + 8, sizeof id);
-  std::shared_ptr<World> world;
-  TRIB_RETURN_IF_ERROR(joinWorld(id, nranks, rank, &world));
-  // Wait (bounded) for every rank so that a missing rank is reported here, not as a hang later.
-  WorldRegistry& reg = registry();
-  std::unique_lock<std::mutex> lock(reg.mu);
-  bool all = reg.cv.wait_for(lock, config.timeout, [&] { return world->joinedCount == nranks; });
-  if (!all) {
-    int missing = -1;
-    for (int r = 0; r < nranks && missing < 0; ++r) {
-      if (!world->joined[r]) missing = r;
-    }
-    world->joined[rank] = false;
-    --world->joinedCount;
-    return errorf(
-        tribTimeout,
-        "only %d of %d ranks joined within %.1f s (rank %d is missing, among others): every rank must call "
-        "tribCommInitRank with the same unique id",
-        world->joinedCount + 1, nranks, config.timeout.count() / 1000.0, missing);
-  }
-  lock.unlock();
-  *out = newComm(rank, nranks, id, config, world->fabric);
   return Status::Ok();
 }
 
@@ -233,16 +188,22 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
   if (cfg) TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
   uint64_t id =
       mix(parent->commId ^ mix(splitSeq) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(color)) << 1));
-  std::shared_ptr<World> world;
-  TRIB_RETURN_IF_ERROR(joinWorld(id, static_cast<int>(members.size()), newRank, &world));
-  *out = newComm(newRank, static_cast<int>(members.size()), id, config, world->fabric);
+  const int n = static_cast<int>(members.size());
+  if (parent->store) {
+    // Ranks may live in other processes: connect through the parent's store.
+    std::string prefix = parent->bootstrapPrefix + strprintf("/split%u/%d", splitSeq, color);
+    return commConnect(newRank, n, id, parent->store, prefix, parent->storeServer, config, out);
+  }
+  std::shared_ptr<LoopbackFabric> fabric;
+  TRIB_RETURN_IF_ERROR(joinLocalWorld(id, n, n, newRank, &fabric));
+  *out = newComm(newRank, n, id, config, fabric);
   return Status::Ok();
 }
 
 Status commAbort(tribComm* comm) {
   bool was = comm->aborted.exchange(true);
   if (!was) {
-    TRIB_WARN(INIT, "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
+    TRIB_WARN("init", "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
     Status why = errorf(tribAborted, "communicator (rank %d) was aborted", comm->rank);
     for (auto& t : comm->ownedTransports) t->abort(why);
   }

@@ -18,6 +18,8 @@
 
 namespace trib {
 
+class Store;
+class TcpStoreServer;
 struct SwitchRun;  // core/switch_coll.cpp
 
 // Per-communicator settings: the config struct's fields, else the environment's.
@@ -74,6 +76,9 @@ struct tribComm {
   int nranks = 1;
   uint64_t commId = 0;  // identifies this communicator's world (splits derive theirs from it)
   trib::CommConfig config;
+  std::shared_ptr<trib::Store> store;                 // rendezvous store (null for tribCommInitAll)
+  std::shared_ptr<trib::TcpStoreServer> storeServer;  // held where this process serves the store
+  std::string bootstrapPrefix;                        // this communicator's keys in the store
   std::vector<std::unique_ptr<trib::Transport>> ownedTransports;
   std::vector<trib::Transport*> peers;  // peers[p]: how to reach rank p (nullptr for self)
   std::string transportSummary;         // "loopback" / "shm+ucx": for logs and trib-perf
@@ -115,6 +120,15 @@ namespace trib {
 // Creation.
 Status commCreateLocal(int nranks, tribComm** comms);  // N ranks in this process (loopback)
 Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out);
+Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
+// Collective over the `nranks` ranks that share `prefix` in `store`: learns where every rank
+// lives and connects the transports (connect.cpp).
+Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store, const std::string& prefix,
+                   std::shared_ptr<TcpStoreServer> server, const CommConfig& config, tribComm** out);
+// The loopback fabric shared by this process's `localCount` ranks of communicator `id`.
+// *complete is set when this was the last of them to join.
+Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank, std::shared_ptr<class LoopbackFabric>* out,
+                      bool* complete = nullptr);
 Status makeUniqueId(tribUniqueId* id);
 Status commSplit(tribComm* comm, int color, int key, const tribConfig_t* config, tribComm** out);
 Status commAbort(tribComm* comm);

@@ -112,7 +112,7 @@ void commProgress(tribComm* comm) {
     Status st = r->exec->progress(&done);
     if (r->switchRun && (done || !st.ok())) st = advanceSwitchRun(r, st, &done);
     if (!st.ok()) {
-      TRIB_WARN(COLL, "%s failed: %s", r->what.c_str(), st.message().c_str());
+      TRIB_WARN("coll", "%s failed: %s", r->what.c_str(), st.message().c_str());
       retire(r, st);
     } else if (done) {
       retire(r, Status::Ok());
@@ -208,7 +208,7 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
   }
   if (plan->algo->algo == Algo::Switch) prepareSwitchRun(comm, call, args, req, &opts);
-  TRIB_TRACE(COLL, "%s", req->what.c_str());
+  TRIB_TRACE("coll", "%s", req->what.c_str());
   req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);
   TRIB_RETURN_IF_ERROR(startRequest(req));
   *out = req;
@@ -283,7 +283,7 @@ Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abo
              "%s timed out after %.1f s (TRIB_TIMEOUT); still waiting for: %s. A peer may have died, be "
              "stuck, or be calling a different collective.",
              req->what.c_str(), timeout.count() / 1000.0, req->exec->describePending().c_str());
-  TRIB_WARN(COLL, "%s", err.message().c_str());
+  TRIB_WARN("coll", "%s", err.message().c_str());
   if (abortOnTimeout) {
     // The transports may still reference this request's buffers: fail everything and mark
     // the communicator broken, so nothing touches user memory after we return.

@@ -18,9 +18,9 @@ struct SwitchRun {
   Status switchError;
 };
 
-void attachSwitch(tribComm* comm) {
-  const std::string addr = envString("TRIB_SWITCH");
-  if (addr.empty()) return;
+namespace {
+
+void attachOne(tribComm* comm, const std::string& addr) {
   sw::SwitchClientConfig cfg;
   cfg.address = addr;
   cfg.key = envString("TRIB_AUTH_KEY");
@@ -43,6 +43,31 @@ void attachSwitch(tribComm* comm) {
   TRIB_SWITCH_INFO("rank %d: aggregation switch %s, %u slots of %llu bytes", comm->rank, addr.c_str(),
                    client->quota(), static_cast<unsigned long long>(client->slotBytes()));
   comm->switchOffload = std::move(client);
+}
+
+}  // namespace
+
+void attachSwitch(tribComm* comm, const OobAllGather& agree) {
+  const std::string addr = envString("TRIB_SWITCH");
+  if (addr.empty()) return;
+  attachOne(comm, addr);
+  if (!agree) return;
+  std::vector<uint8_t> mine{static_cast<uint8_t>(comm->switchOffload ? 1 : 0)};
+  std::vector<std::vector<uint8_t>> all;
+  Status s = agree(mine, all);
+  int missing = -1;
+  for (size_t r = 0; r < all.size() && missing < 0; ++r) {
+    if (all[r].size() != 1 || all[r][0] != 1) missing = static_cast<int>(r);
+  }
+  if (s.ok() && missing < 0) return;
+  if (comm->switchOffload) {
+    std::string why = s.ok() ? strprintf("rank %d could not attach to it", missing) : s.message();
+    TRIB_SWITCH_WARN("rank %d: not using the aggregation switch %s: %s; collectives run on host algorithms",
+                     comm->rank, addr.c_str(), why.c_str());
+    comm->switchOffload->abort(errorf(tribAborted, "the ranks did not all attach to the switch"));
+    comm->switchOffload.reset();
+  }
+  comm->switchDisabled = true;
 }
 
 bool switchUsable(const tribComm* comm) { return comm->switchOffload && !comm->switchDisabled; }

@@ -20,7 +20,9 @@ namespace trib {
 
 // Connects this rank to its leaf switch (TRIB_SWITCH) and registers the communicator as a group.
 // Never fails the communicator: without a usable switch it logs one WARN and plans without one.
-void attachSwitch(tribComm* comm);
+// With `agree` (the bootstrap's all-gather), the ranks then agree: unless every rank attached,
+// none uses the switch (a rank that alone cannot reach it must not plan differently).
+void attachSwitch(tribComm* comm, const OobAllGather& agree = nullptr);
 bool switchUsable(const tribComm* comm);
 
 // For an Algo::Switch plan, before the request starts: reserves the sequence numbers of phases 2

@@ -1,6 +1,7 @@
 // Dispatch for the CPU reduction kernels: kernels.inc compiled for scalar, AVX2 and AVX-512,
 // the best one the CPU runs chosen once (TRIB_REDUCE_ISA may force a lower one).
 #include "reduce/reduce.hpp"
+#include "common/env.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -79,7 +80,8 @@ Isa currentIsa() {
   static std::once_flag once;
   std::call_once(once, [] {
     int chosen = bestIsa();
-    if (const char* env = std::getenv("TRIB_REDUCE_ISA"); env && *env) {
+    const std::string isaEnv = envString("TRIB_REDUCE_ISA");
+    if (const char* env = isaEnv.c_str(); *env) {
       const int want = parseIsa(env);
       if (want < 0)
         std::fprintf(stderr, "tributary: TRIB_REDUCE_ISA=%s is not one of scalar|avx2|avx512; using %s\n",

@@ -63,7 +63,13 @@ class RankSet {
   uint32_t intervals() const { return n_; }
   const uint32_t* flat() const { return n_ > kInline ? heap_ : inl_; }
   bool operator==(const RankSet& o) const {
-    return n_ == o.n_ && std::memcmp(flat(), o.flat(), sizeof(uint32_t) * 2 * n_) == 0;
+    if (n_ != o.n_) return false;
+    if (n_ == 0) return true;
+    if (n_ <= kInline) {
+      return inl_[0] == o.inl_[0] && inl_[1] == o.inl_[1] &&
+             (n_ == 1 || (inl_[2] == o.inl_[2] && inl_[3] == o.inl_[3]));
+    }
+    return std::memcmp(heap_, o.heap_, sizeof(uint32_t) * 2 * n_) == 0;
   }
   bool operator!=(const RankSet& o) const { return !(*this == o); }
   uint64_t size() const {

@@ -24,15 +24,22 @@ constexpr uint64_t kNone = ~uint64_t{0};
 
 // A run of `len` cells; cell k holds source index idx+k reduced over `set`. An empty set means
 // the cells were never written.
+// `origin` names the reduction that produced the cells (see makeOrigin; 0 = an input value), so
+// the verifier can tell one sum distributed to all ranks from several sums computed separately.
 struct Seg {
   uint64_t len = 0;
   uint64_t idx = 0;
+  uint64_t origin = 0;
   RankSet set;
 };
 
+uint64_t makeOrigin(int rank, uint64_t stepNo) { return (static_cast<uint64_t>(rank) + 1) << 40 | stepNo; }
+int originRank(uint64_t o) { return static_cast<int>((o >> 40) - 1); }
+uint64_t originStep(uint64_t o) { return o & ((uint64_t{1} << 40) - 1); }
+
 bool mergeable(const Seg& a, const Seg& b) {
   if (a.set.empty() || b.set.empty()) return a.set.empty() && b.set.empty();
-  return a.idx + a.len == b.idx && a.set == b.set;
+  return a.idx + a.len == b.idx && a.origin == b.origin && a.set == b.set;
 }
 
 // Appends `s`, merging it into the last run when possible.
@@ -50,6 +57,7 @@ Seg clip(const Seg& s, uint64_t start, uint64_t from, uint64_t len) {
   Seg out;
   out.len = len;
   out.idx = s.set.empty() ? 0 : s.idx + (from - start);
+  out.origin = s.origin;
   out.set = s.set;
   return out;
 }
@@ -58,7 +66,7 @@ class Memory {
  public:
   void init(uint64_t total) {
     total_ = total;
-    pageSize_ = std::max<uint64_t>(32, total / 4096 + 1);
+    pageSize_ = std::max<uint64_t>(32, total / 256 + 1);
     const uint64_t pages = total == 0 ? 0 : (total - 1) / pageSize_ + 1;
     pages_.resize(pages);
     for (uint64_t p = 0; p < pages; ++p) {
@@ -149,7 +157,10 @@ class Memory {
         pos = segEnd;
       }
       delta += static_cast<int64_t>(tmp_.size()) - static_cast<int64_t>(page.size());
-      page.swap(tmp_);
+      // Move back rather than swap: the page keeps its own (cache-warm) buffer.
+      if (tmp_.size() > page.capacity()) page.reserve(tmp_.size() + tmp_.size() / 8 + 1);  // not 2x: memory
+      page.resize(tmp_.size());
+      std::move(tmp_.begin(), tmp_.end(), page.begin());
       off = b;
       ++p;
     }
@@ -392,6 +403,7 @@ class Verifier {
     size_t i = 0, j = 0;
     uint64_t xo = 0, yo = 0, pos = 0;
     RankSet u, overlap;
+    const uint64_t origin = makeOrigin(r, ranks_[r].stepNo);
     while (i < x.size() && j < y.size()) {
       const Seg& sx = x[i];
       const Seg& sy = y[j];
@@ -412,6 +424,7 @@ class Verifier {
       Seg piece;
       piece.len = take;
       piece.idx = ix;
+      piece.origin = origin;
       piece.set = std::move(u);
       pushSeg(out, std::move(piece));
       xo += take;
@@ -458,7 +471,8 @@ class Verifier {
     return Status::Ok();
   }
 
-  Status execute(int r, const Step& s, std::deque<int>& ready) {
+  using ChanMap = std::unordered_map<uint64_t, Channel>;
+  Status execute(int r, const Step& s, std::deque<int>& ready, ChanMap::iterator inbox) {
     RankState& st = ranks_[r];
     uint64_t us = 0, ud = 0;
     switch (s.kind) {
@@ -507,8 +521,8 @@ class Verifier {
           }
           TRIB_RETURN_IF_ERROR(checkOverlap(r, s, us, ud, s.dst.count));
         }
-        auto it = chans_.find(chanKey(s.peer, r));
-        const uint32_t m = it->second.head;  // the caller checked the channel is not empty
+        auto it = inbox;  // runRank found the channel non-empty
+        const uint32_t m = it->second.head;
         Message& msg = pool_[m];
         if (msg.len != s.dst.count) {
           return fail(
@@ -587,14 +601,16 @@ class Verifier {
         TRIB_RETURN_IF_ERROR(switchStep(r, s, ready, &blocked));
         if (blocked) return Status::Ok();
       } else {
+        auto inbox = chans_.end();
         if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
           TRIB_RETURN_IF_ERROR(checkPeer(r, s));
-          if (chans_.find(chanKey(s.peer, r)) == chans_.end()) {
+          inbox = chans_.find(chanKey(s.peer, r));
+          if (inbox == chans_.end()) {
             st.waitingOn = s.peer;  // a send from the peer re-queues us
             return Status::Ok();
           }
         }
-        TRIB_RETURN_IF_ERROR(execute(r, s, ready));
+        TRIB_RETURN_IF_ERROR(execute(r, s, ready, inbox));
       }
       st.hasPending = false;
       ++st.stepNo;
@@ -793,6 +809,46 @@ class Verifier {
       });
       TRIB_RETURN_IF_ERROR(bad);
     }
+    if (a_.coll == Coll::AllReduce) return checkSameReduction();
+    return Status::Ok();
+  }
+
+  // All-reduce: every rank must hold the very same reduction of each element (computed once,
+  // then distributed); separately computed sums may differ in the last bits between ranks.
+  Status checkSameReduction() const {
+    const uint64_t c = a_.count;
+    std::vector<Seg> ref, got;
+    mem_[0].read(layouts_[0].base[1], c, ref);
+    for (int r = 1; r < n_; ++r) {
+      got.clear();
+      mem_[r].read(layouts_[r].base[1], c, got);
+      size_t i = 0, j = 0;
+      uint64_t io = 0, jo = 0, pos = 0;
+      while (i < ref.size() && j < got.size()) {
+        const uint64_t take = std::min(ref[i].len - io, got[j].len - jo);
+        if (ref[i].origin != got[j].origin) {
+          const uint64_t o0 = ref[i].origin, o1 = got[j].origin;
+          return errorf(
+              tribInternalError,
+              "rank %d: out[%llu] holds its own reduction of element index %llu (made by rank %d at step "
+              "%llu), not the one rank 0 holds (made by rank %d at step %llu): ranks could end with "
+              "different floating-point results; reduce each element once and distribute the result",
+              r, static_cast<ull>(pos), static_cast<ull>(pos), originRank(o1),
+              static_cast<ull>(originStep(o1)), originRank(o0), static_cast<ull>(originStep(o0)));
+        }
+        io += take;
+        jo += take;
+        pos += take;
+        if (io == ref[i].len) {
+          ++i;
+          io = 0;
+        }
+        if (jo == got[j].len) {
+          ++j;
+          jo = 0;
+        }
+      }
+    }
     return Status::Ok();
   }
 
@@ -805,7 +861,7 @@ class Verifier {
   std::vector<Layout> layouts_;
   std::vector<Memory> mem_;
   std::vector<RankState> ranks_;
-  std::unordered_map<uint64_t, Channel> chans_;
+  ChanMap chans_;
   std::vector<Message> pool_;
   uint32_t freeMsg_ = UINT32_MAX;
   std::vector<Seg> tmpA_, tmpB_, tmpC_;

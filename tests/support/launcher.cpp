@@ -11,8 +11,44 @@
 
 namespace trib::testing {
 
+ParentChannel::ParentChannel(int n) : readFds_(n, -1), writeFds_(n, -1) {
+  for (int r = 0; r < n; ++r) {
+    int fds[2];
+    if (pipe(fds) == 0) {
+      readFds_[r] = fds[0];
+      writeFds_[r] = fds[1];
+    }
+  }
+}
+
+ParentChannel::~ParentChannel() {
+  for (int fd : readFds_) close(fd);
+  for (int fd : writeFds_) close(fd);
+}
+
+void ParentChannel::send(int rank, const void* data, size_t bytes) {
+  (void)!write(writeFds_[rank], data, bytes);
+}
+
+bool ParentChannel::receive(int rank, void* data, size_t bytes, int timeoutMs) {
+  size_t got = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (got < bytes) {
+    pollfd p{readFds_[rank], POLLIN, 0};
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+            .count());
+    if (left <= 0 || poll(&p, 1, left) <= 0) return false;
+    ssize_t r = read(readFds_[rank], static_cast<char*>(data) + got, bytes - got);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
 std::vector<ProcessResult> runProcesses(int n, const std::function<int(int rank, std::string& report)>& body,
-                                        std::chrono::milliseconds timeout) {
+                                        std::chrono::milliseconds timeout,
+                                        const std::function<void(const std::vector<int>& pids)>& afterFork) {
   std::vector<ProcessResult> results(n);
   std::vector<pid_t> pids(n, -1);
   std::vector<int> pipes(n, -1);
@@ -39,6 +75,7 @@ std::vector<ProcessResult> runProcesses(int n, const std::function<int(int rank,
     pipes[r] = fds[0];
     results[r].rank = r;
   }
+  if (afterFork) afterFork(std::vector<int>(pids.begin(), pids.end()));
   auto deadline = std::chrono::steady_clock::now() + timeout;
   int left = n;
   while (left > 0) {
@@ -46,10 +83,12 @@ std::vector<ProcessResult> runProcesses(int n, const std::function<int(int rank,
       if (pids[r] <= 0) continue;
       char buf[4096];
       ssize_t got;
-      while ((got = read(pipes[r], buf, sizeof buf)) > 0) results[r].output.append(buf, static_cast<size_t>(got));
+      while ((got = read(pipes[r], buf, sizeof buf)) > 0)
+        results[r].output.append(buf, static_cast<size_t>(got));
       int status = 0;
       if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
-        while ((got = read(pipes[r], buf, sizeof buf)) > 0) results[r].output.append(buf, static_cast<size_t>(got));
+        while ((got = read(pipes[r], buf, sizeof buf)) > 0)
+          results[r].output.append(buf, static_cast<size_t>(got));
         results[r].exited = WIFEXITED(status);
         results[r].exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         results[r].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;

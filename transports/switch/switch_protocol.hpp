@@ -32,8 +32,8 @@
 #include "common/status.hpp"
 
 // One place to change if the logging macros change.
-#define TRIB_SWITCH_WARN(...) TRIB_WARN(SWITCH, __VA_ARGS__)
-#define TRIB_SWITCH_INFO(...) TRIB_INFO(SWITCH, __VA_ARGS__)
+#define TRIB_SWITCH_WARN(...) TRIB_WARN("switch", __VA_ARGS__)
+#define TRIB_SWITCH_INFO(...) TRIB_INFO("switch", __VA_ARGS__)
 
 namespace trib::sw {
 

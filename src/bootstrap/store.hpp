@@ -1,0 +1,131 @@
+// Key-value stores for rendezvous: a TCP store (a poll()-driven server thread plus a client) and a
+// file store on a shared directory. Both implement Store; the Bootstrap is built on any Store.
+//
+// Every wait is bounded: timeoutMs >= 0, a wait that expires returns tribTimeout naming the keys.
+// TCP protocol (docs/BOOTSTRAP.md): each message is a u32 little-endian body length then the body;
+// the first message of a connection must be HELLO carrying the job key, else it is refused and
+// logged. Bodies over maxMessageBytes, unknown opcodes or truncated fields close that connection
+// with a logged error; the server itself keeps running.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/net.hpp"
+#include "common/status.hpp"
+
+namespace trib {
+
+using Blob = std::vector<uint8_t>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual Status set(const std::string& key, const Blob& value) = 0;
+  // Wait until `key` exists (up to timeoutMs), then return its value.
+  virtual Status get(const std::string& key, Blob* value, int timeoutMs) = 0;
+  // Atomically add `delta` to the integer at `key` (created as 0; stored as decimal text).
+  virtual Status add(const std::string& key, int64_t delta, int64_t* result) = 0;
+  // Wait until every key exists.
+  virtual Status wait(const std::vector<std::string>& keys, int timeoutMs) = 0;
+  // Wait until every key exists and return all values in key order: one round trip on TCP.
+  virtual Status multiGet(const std::vector<std::string>& keys, std::vector<Blob>* values, int timeoutMs) = 0;
+  // Remove `key`; *existed (optional) tells whether it was there.
+  virtual Status remove(const std::string& key, bool* existed = nullptr) = 0;
+};
+
+// Protocol constants shared by client, server and tests.
+namespace storeproto {
+constexpr uint32_t kMagic = 0x54535452;  // "RTST": HELLO payload starts with it
+constexpr uint32_t kVersion = 1;
+enum Op : uint8_t { kHello = 1, kSet = 2, kAdd = 3, kWait = 4, kRemove = 5 };
+enum Reply : uint8_t { kOk = 0, kTimeoutReply = 1, kError = 2 };
+constexpr size_t kDefaultMaxMessage = 64u << 20;
+}  // namespace storeproto
+
+struct StoreServerOptions {
+  std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free port
+  std::string authKey;                 // must be non-empty
+  size_t maxMessageBytes = storeproto::kDefaultMaxMessage;
+  int maxConnections = 16384;
+  int helloTimeoutMs = 10000;  // a connection that does not authenticate in time is dropped
+};
+
+// Counters for tests and docs (message count and bytes per operation).
+struct StoreServerStats {
+  uint64_t connections = 0, refused = 0, malformed = 0, messagesIn = 0, messagesOut = 0, bytesIn = 0,
+           bytesOut = 0;
+};
+
+class TcpStoreServer {
+ public:
+  static Status start(const StoreServerOptions& options, std::unique_ptr<TcpStoreServer>* out);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  std::string address() const { return address_; }  // "ip:port" actually bound
+  int port() const;
+  StoreServerStats stats() const;
+  void stop();  // idempotent; joins the thread
+
+  struct Impl;
+
+ private:
+  TcpStoreServer() = default;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  std::string address_;
+};
+
+class TcpStore : public Store {
+ public:
+  // Connect to host:port (retrying until timeoutMs while the server starts) and authenticate.
+  static Status connect(const std::string& hostPort, const std::string& authKey, int timeoutMs,
+                        std::unique_ptr<TcpStore>* out,
+                        size_t maxMessageBytes = storeproto::kDefaultMaxMessage);
+  ~TcpStore() override;
+
+  Status set(const std::string& key, const Blob& value) override;
+  Status get(const std::string& key, Blob* value, int timeoutMs) override;
+  Status add(const std::string& key, int64_t delta, int64_t* result) override;
+  Status wait(const std::vector<std::string>& keys, int timeoutMs) override;
+  Status multiGet(const std::vector<std::string>& keys, std::vector<Blob>* values, int timeoutMs) override;
+  Status remove(const std::string& key, bool* existed) override;
+
+ private:
+  TcpStore() = default;
+  // Send one request and read its reply body (status byte stripped into *reply payload).
+  Status call(const net::Writer& req, int waitMs, std::vector<uint8_t>* reply);
+  Status waitImpl(const std::vector<std::string>& keys, int timeoutMs, bool values, std::vector<Blob>* out);
+  std::mutex mu_;
+  int fd_ = -1;
+  std::string addr_;
+  size_t maxMessage_ = storeproto::kDefaultMaxMessage;
+  int ioTimeoutMs_ = 30000;  // bound on a non-waiting request's round trip
+};
+
+// A store on a directory every rank can see (local disk for one host, NFS/Lustre across hosts).
+// set writes a temporary file then rename()s it into place, so readers never see a partial value;
+// add serialises through flock() on a lock file.
+class FileStore : public Store {
+ public:
+  static Status open(const std::string& dir, std::unique_ptr<FileStore>* out);
+  Status set(const std::string& key, const Blob& value) override;
+  Status get(const std::string& key, Blob* value, int timeoutMs) override;
+  Status add(const std::string& key, int64_t delta, int64_t* result) override;
+  Status wait(const std::vector<std::string>& keys, int timeoutMs) override;
+  Status multiGet(const std::vector<std::string>& keys, std::vector<Blob>* values, int timeoutMs) override;
+  Status remove(const std::string& key, bool* existed) override;
+
+ private:
+  std::string pathOf(const std::string& key) const;
+  bool readKey(const std::string& key, Blob* value) const;
+  std::string dir_;
+};
+
+}  // namespace trib

@@ -1,0 +1,624 @@
+// TCP store: one server thread multiplexes every connection with poll(); waits that cannot be
+// answered yet are parked and answered when their last key arrives (or their deadline passes).
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <unordered_map>
+
+#include "bootstrap/store.hpp"
+#include "common/log.hpp"
+
+namespace trib {
+
+using namespace storeproto;
+using net::Clock;
+
+namespace {
+
+std::string decimal(int64_t v) { return std::to_string(v); }
+
+bool parseDecimal(const Blob& b, int64_t* v) {
+  std::string s(b.begin(), b.end());
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(s.c_str(), &end, 10);
+  if (*end != '\0' || errno) return false;
+  *v = x;
+  return true;
+}
+
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  struct Conn {
+    int fd = -1;
+    uint64_t id = 0;
+    std::string peer;
+    bool authed = false;
+    bool parked = false;      // a wait is pending: stop parsing further requests until answered
+    bool closeAfter = false;  // close once the output buffer drains (refused HELLO)
+    Clock::time_point helloDeadline;
+    std::vector<uint8_t> in;
+    std::vector<uint8_t> out;
+    size_t outOff = 0;
+  };
+  struct Waiter {
+    uint64_t conn;
+    std::vector<std::string> keys;
+    bool values;
+    size_t missing;
+    Clock::time_point deadline;
+  };
+
+  StoreServerOptions opt;
+  int listenFd = -1;
+  int wakePipe[2] = {-1, -1};
+  std::atomic<bool> stopping{false};
+  int port = 0;
+
+  std::unordered_map<uint64_t, Conn> conns;
+  uint64_t nextConn = 1;
+  std::unordered_map<std::string, Blob> data;
+  std::map<uint64_t, Waiter> waiters;  // by id
+  uint64_t nextWaiter = 1;
+  std::unordered_map<std::string, std::vector<uint64_t>> watchers;  // missing key -> waiter ids
+
+  mutable std::mutex statsMu;
+  StoreServerStats stats;
+
+  void run();
+  void acceptAll();
+  bool readConn(Conn& c);         // false: close it
+  bool parse(Conn& c);            // handle buffered complete messages; false: close it
+  std::vector<uint64_t> reparse;  // connections unparked since their last parse
+  bool handle(Conn& c, const uint8_t* body, size_t n);
+  void reply(Conn& c, uint8_t code, const net::Writer& payload);
+  void replyMsg(Conn& c, uint8_t code, const std::string& msg) {
+    net::Writer w;
+    w.str(msg);
+    reply(c, code, w);
+  }
+  void keyArrived(const std::string& key);
+  void finishWaiter(uint64_t id, bool timedOut);
+  void closeConn(uint64_t id);
+  bool flush(Conn& c);
+  void bump(uint64_t StoreServerStats::*field, uint64_t n = 1) {
+    std::lock_guard<std::mutex> l(statsMu);
+    stats.*field += n;
+  }
+};
+
+Status TcpStoreServer::start(const StoreServerOptions& options, std::unique_ptr<TcpStoreServer>* out) {
+  if (options.authKey.empty())
+    return errorf(tribInvalidArgument, "store server needs a non-empty job key (set TRIB_AUTH_KEY)");
+  if (options.maxMessageBytes < 64)
+    return errorf(tribInvalidArgument, "store maxMessageBytes %zu is too small", options.maxMessageBytes);
+  net::SockAddr addr, bound;
+  TRIB_RETURN_IF_ERROR(net::parseHostPort(options.listen, &addr));
+  std::unique_ptr<TcpStoreServer> s(new TcpStoreServer());
+  s->impl_ = std::make_unique<Impl>();
+  Impl& im = *s->impl_;
+  im.opt = options;
+  TRIB_RETURN_IF_ERROR(net::listenOn(addr, &im.listenFd, &bound));
+  if (pipe2(im.wakePipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    close(im.listenFd);
+    return errorf(tribSystemError, "pipe2: %s", strerror(errno));
+  }
+  s->address_ = bound.str();
+  im.port = bound.ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&bound.ss)->sin_port)
+                                          : ntohs(reinterpret_cast<sockaddr_in6*>(&bound.ss)->sin6_port);
+  s->thread_ = std::thread([p = &im] { p->run(); });
+  TRIB_INFO("bootstrap", "store server listening on %s", s->address_.c_str());
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+TcpStoreServer::~TcpStoreServer() { stop(); }
+
+int TcpStoreServer::port() const { return impl_->port; }
+
+StoreServerStats TcpStoreServer::stats() const {
+  std::lock_guard<std::mutex> l(impl_->statsMu);
+  return impl_->stats;
+}
+
+void TcpStoreServer::stop() {
+  if (!impl_ || impl_->stopping.exchange(true)) return;
+  char c = 1;
+  (void)!write(impl_->wakePipe[1], &c, 1);
+  if (thread_.joinable()) thread_.join();
+  for (auto& [id, c2] : impl_->conns) close(c2.fd);
+  impl_->conns.clear();
+  close(impl_->listenFd);
+  close(impl_->wakePipe[0]);
+  close(impl_->wakePipe[1]);
+}
+
+void TcpStoreServer::Impl::run() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  while (!stopping.load()) {
+    fds.clear();
+    ids.clear();
+    fds.push_back({wakePipe[0], POLLIN, 0});
+    fds.push_back({listenFd, POLLIN, 0});
+    auto now = Clock::now();
+    Clock::time_point next = now + std::chrono::seconds(1);
+    for (auto& [id, c] : conns) {
+      short ev = 0;
+      if (!c.parked && !c.closeAfter) ev |= POLLIN;
+      if (c.out.size() > c.outOff) ev |= POLLOUT;
+      fds.push_back({c.fd, ev, 0});
+      ids.push_back(id);
+      if (!c.authed) next = std::min(next, c.helloDeadline);
+    }
+    for (auto& [id, w] : waiters) next = std::min(next, w.deadline);
+    int timeout = net::msLeft(next);
+    int rc = poll(fds.data(), fds.size(), timeout);
+    if (rc < 0 && errno != EINTR) {
+      TRIB_WARN("bootstrap", "store server poll: %s", strerror(errno));
+      continue;
+    }
+    if (fds[1].revents & POLLIN) acceptAll();
+    for (size_t i = 2; i < fds.size(); ++i) {
+      auto it = conns.find(ids[i - 2]);
+      if (it == conns.end()) continue;
+      Conn& c = it->second;
+      bool keep = true;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) keep = readConn(c);
+      if (keep && (fds[i].revents & POLLOUT)) keep = flush(c);
+      if (!keep) closeConn(ids[i - 2]);
+    }
+    while (!reparse.empty()) {
+      uint64_t id = reparse.back();
+      reparse.pop_back();
+      auto it = conns.find(id);
+      if (it != conns.end() && !(parse(it->second) && flush(it->second))) closeConn(id);
+    }
+    now = Clock::now();
+    // Expired waits answer with a timeout; unauthenticated connections past their deadline are dropped.
+    std::vector<uint64_t> expired;
+    for (auto& [id, w] : waiters)
+      if (w.deadline <= now) expired.push_back(id);
+    for (uint64_t id : expired) finishWaiter(id, true);
+    std::vector<uint64_t> slow;
+    for (auto& [id, c] : conns)
+      if (!c.authed && !c.closeAfter && c.helloDeadline <= now) slow.push_back(id);
+    for (uint64_t id : slow) {
+      TRIB_WARN("bootstrap", "store: connection from %s sent no job key within %d ms; closed",
+                conns[id].peer.c_str(), opt.helloTimeoutMs);
+      bump(&StoreServerStats::refused);
+      closeConn(id);
+    }
+  }
+}
+
+void TcpStoreServer::Impl::acceptAll() {
+  for (;;) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int fd = accept4(listenFd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        TRIB_WARN("bootstrap", "store accept: %s", strerror(errno));
+      return;
+    }
+    net::SockAddr peer;
+    peer.ss = ss;
+    peer.len = len;
+    if (static_cast<int>(conns.size()) >= opt.maxConnections) {
+      TRIB_WARN("bootstrap", "store: refusing connection from %s: %d connections open (the limit)",
+                peer.str().c_str(), opt.maxConnections);
+      bump(&StoreServerStats::refused);
+      close(fd);
+      continue;
+    }
+    Conn c;
+    c.fd = fd;
+    c.id = nextConn++;
+    c.peer = peer.str();
+    c.helloDeadline = Clock::now() + std::chrono::milliseconds(opt.helloTimeoutMs);
+    conns.emplace(c.id, std::move(c));
+    bump(&StoreServerStats::connections);
+  }
+}
+
+bool TcpStoreServer::Impl::readConn(Conn& c) {
+  uint8_t buf[65536];
+  for (;;) {
+    ssize_t r = recv(c.fd, buf, sizeof buf, 0);
+    if (r == 0) return false;  // peer closed
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      return false;
+    }
+    c.in.insert(c.in.end(), buf, buf + r);
+    if (!parse(c)) return false;
+    // Bound the buffered input of a parked connection: one maximal message plus its header.
+    if (c.parked || c.closeAfter) {
+      if (c.in.size() > opt.maxMessageBytes + 4) {
+        TRIB_WARN("bootstrap", "store: connection from %s pipelines too much while waiting; closed",
+                  c.peer.c_str());
+        bump(&StoreServerStats::malformed);
+        return false;
+      }
+      break;
+    }
+  }
+  return flush(c);
+}
+
+bool TcpStoreServer::Impl::parse(Conn& c) {
+  // Parse complete messages; stop while a wait is parked so replies stay in request order.
+  size_t off = 0;
+  bool keep = true;
+  while (!c.parked && !c.closeAfter && c.in.size() - off >= 4) {
+    uint32_t len;
+    std::memcpy(&len, c.in.data() + off, 4);
+    if (len == 0 || len > opt.maxMessageBytes) {
+      TRIB_WARN("bootstrap", "store: connection from %s sent a %u-byte message (limit %zu); closed",
+                c.peer.c_str(), len, opt.maxMessageBytes);
+      bump(&StoreServerStats::malformed);
+      keep = false;
+      break;
+    }
+    if (c.in.size() - off - 4 < len) break;
+    bump(&StoreServerStats::messagesIn);
+    bump(&StoreServerStats::bytesIn, 4 + len);
+    if (!handle(c, c.in.data() + off + 4, len)) {
+      keep = false;
+      break;
+    }
+    off += 4 + len;
+  }
+  c.in.erase(c.in.begin(), c.in.begin() + static_cast<long>(off));
+  return keep;
+}
+
+bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
+  net::Reader r(body, n);
+  uint8_t op = 0;
+  r.u8(&op);
+  if (!c.authed) {
+    uint32_t magic = 0, version = 0;
+    std::string key;
+    r.u32(&magic);
+    r.u32(&version);
+    r.str(&key);
+    if (op != kHello || !r.ok() || magic != kMagic) {
+      TRIB_WARN("bootstrap", "store: connection from %s did not start with a job key (op %u); refused",
+                c.peer.c_str(), op);
+      bump(&StoreServerStats::refused);
+      return false;
+    }
+    if (version != kVersion) {
+      TRIB_WARN("bootstrap", "store: connection from %s speaks protocol %u, server %u; refused",
+                c.peer.c_str(), version, kVersion);
+      replyMsg(c, kError, strprintf("store protocol version %u, client sent %u", kVersion, version));
+      c.closeAfter = true;
+      bump(&StoreServerStats::refused);
+      return true;
+    }
+    if (key != opt.authKey) {
+      TRIB_WARN("bootstrap", "store: connection from %s presented a wrong job key; refused", c.peer.c_str());
+      replyMsg(c, kError, "wrong job key (check TRIB_AUTH_KEY or the unique id)");
+      c.closeAfter = true;
+      bump(&StoreServerStats::refused);
+      return true;
+    }
+    c.authed = true;
+    reply(c, kOk, net::Writer());
+    return true;
+  }
+  std::string key;
+  switch (op) {
+    case kSet: {
+      Blob value;
+      r.str(&key);
+      r.bytes(&value);
+      if (!r.ok() || !r.atEnd()) break;
+      bool isNew = data.find(key) == data.end();
+      data[key] = std::move(value);
+      reply(c, kOk, net::Writer());
+      if (isNew) keyArrived(key);
+      return true;
+    }
+    case kAdd: {
+      uint64_t delta;
+      r.str(&key);
+      r.u64(&delta);
+      if (!r.ok() || !r.atEnd()) break;
+      int64_t v = 0;
+      auto it = data.find(key);
+      bool isNew = it == data.end();
+      if (!isNew && !parseDecimal(it->second, &v)) {
+        replyMsg(c, kError, strprintf("add: key '%s' holds a non-integer value", key.c_str()));
+        return true;
+      }
+      v += static_cast<int64_t>(delta);
+      std::string s = decimal(v);
+      data[key] = Blob(s.begin(), s.end());
+      net::Writer w;
+      w.u64(static_cast<uint64_t>(v));
+      reply(c, kOk, w);
+      if (isNew) keyArrived(key);
+      return true;
+    }
+    case kWait: {
+      uint32_t count = 0, timeoutMs = 0;
+      uint8_t values = 0;
+      r.u32(&timeoutMs);
+      r.u8(&values);
+      r.u32(&count);
+      if (!r.ok() || count > n / 4) break;  // each key needs >= 4 bytes: rejects absurd counts early
+      Waiter w{c.id, {}, values != 0, 0, Clock::now() + std::chrono::milliseconds(timeoutMs)};
+      w.keys.resize(count);
+      for (auto& k : w.keys) r.str(&k);
+      if (!r.ok() || !r.atEnd()) break;
+      uint64_t id = nextWaiter++;
+      for (auto& k : w.keys)
+        if (data.find(k) == data.end()) {
+          ++w.missing;
+          watchers[k].push_back(id);
+        }
+      bool ready = w.missing == 0;
+      waiters.emplace(id, std::move(w));
+      c.parked = true;
+      if (ready) finishWaiter(id, false);
+      return true;
+    }
+    case kRemove: {
+      r.str(&key);
+      if (!r.ok() || !r.atEnd()) break;
+      net::Writer w;
+      w.u8(data.erase(key) ? 1 : 0);
+      reply(c, kOk, w);
+      return true;
+    }
+    default:
+      break;
+  }
+  TRIB_WARN("bootstrap", "store: malformed message (op %u, %zu bytes) from %s; connection closed", op, n,
+            c.peer.c_str());
+  bump(&StoreServerStats::malformed);
+  return false;
+}
+
+void TcpStoreServer::Impl::reply(Conn& c, uint8_t code, const net::Writer& payload) {
+  uint32_t len = static_cast<uint32_t>(1 + payload.data().size());
+  size_t at = c.out.size();
+  c.out.resize(at + 4 + len);
+  std::memcpy(c.out.data() + at, &len, 4);
+  c.out[at + 4] = code;
+  if (!payload.data().empty())
+    std::memcpy(c.out.data() + at + 5, payload.data().data(), payload.data().size());
+  bump(&StoreServerStats::messagesOut);
+  bump(&StoreServerStats::bytesOut, 4 + len);
+}
+
+void TcpStoreServer::Impl::keyArrived(const std::string& key) {
+  auto it = watchers.find(key);
+  if (it == watchers.end()) return;
+  std::vector<uint64_t> ids = std::move(it->second);
+  watchers.erase(it);
+  for (uint64_t id : ids) {
+    auto w = waiters.find(id);
+    if (w == waiters.end()) continue;
+    if (--w->second.missing == 0) finishWaiter(id, false);
+  }
+}
+
+void TcpStoreServer::Impl::finishWaiter(uint64_t id, bool timedOut) {
+  auto wit = waiters.find(id);
+  if (wit == waiters.end()) return;
+  Waiter& w = wit->second;
+  auto cit = conns.find(w.conn);
+  if (cit == conns.end()) {
+    waiters.erase(wit);
+    return;
+  }
+  Conn& c = cit->second;
+  std::vector<std::string> missing;
+  for (auto& k : w.keys)
+    if (data.find(k) == data.end()) missing.push_back(k);
+  if (!missing.empty() && !timedOut) {
+    // A key was removed after it arrived: keep waiting for it.
+    w.missing = missing.size();
+    for (auto& k : missing) watchers[k].push_back(id);
+    return;
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", '" : "'") + missing[i] + "'";
+    if (missing.size() > 4) list += strprintf(" and %zu more", missing.size() - 4);
+    replyMsg(c, kTimeoutReply,
+             strprintf("%zu of %zu keys still missing: %s", missing.size(), w.keys.size(), list.c_str()));
+  } else {
+    net::Writer out;
+    if (w.values) {
+      out.u32(static_cast<uint32_t>(w.keys.size()));
+      for (auto& k : w.keys) {
+        const Blob& v = data[k];
+        out.bytes(v.data(), v.size());
+      }
+    }
+    reply(c, kOk, out);
+  }
+  waiters.erase(wit);
+  c.parked = false;
+  // Requests that arrived while parked are parsed by the run loop (never recursively here).
+  reparse.push_back(c.id);
+}
+
+bool TcpStoreServer::Impl::flush(Conn& c) {
+  while (c.out.size() > c.outOff) {
+    ssize_t w = send(c.fd, c.out.data() + c.outOff, c.out.size() - c.outOff, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      return false;
+    }
+    c.outOff += static_cast<size_t>(w);
+  }
+  c.out.clear();
+  c.outOff = 0;
+  return !c.closeAfter;
+}
+
+void TcpStoreServer::Impl::closeConn(uint64_t id) {
+  auto it = conns.find(id);
+  if (it == conns.end()) return;
+  close(it->second.fd);
+  conns.erase(it);
+  // Its parked waits die with it (watchers lists skip ids no longer in waiters).
+  for (auto w = waiters.begin(); w != waiters.end();)
+    w = w->second.conn == id ? waiters.erase(w) : std::next(w);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client
+
+Status TcpStore::connect(const std::string& hostPort, const std::string& authKey, int timeoutMs,
+                         std::unique_ptr<TcpStore>* out, size_t maxMessageBytes) {
+  if (timeoutMs < 0)
+    return errorf(tribInvalidArgument, "store connect timeout %d ms must be >= 0", timeoutMs);
+  net::SockAddr addr;
+  TRIB_RETURN_IF_ERROR(net::parseHostPort(hostPort, &addr));
+  auto deadline = net::deadlineAfter(timeoutMs);
+  std::unique_ptr<TcpStore> s(new TcpStore());
+  s->addr_ = addr.str();
+  s->maxMessage_ = maxMessageBytes;
+  s->ioTimeoutMs_ = std::max(timeoutMs, 1000);
+  TRIB_RETURN_IF_ERROR(net::connectTo(addr, deadline, &s->fd_));
+  net::Writer hello;
+  hello.u8(kHello);
+  hello.u32(kMagic);
+  hello.u32(kVersion);
+  hello.str(authKey);
+  std::vector<uint8_t> reply;
+  Status st = s->call(hello, 0, &reply);
+  if (!st.ok()) return st.prefix("store at " + s->addr_ + " refused this client: ");
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+TcpStore::~TcpStore() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status TcpStore::call(const net::Writer& req, int waitMs, std::vector<uint8_t>* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) return errorf(tribRemoteError, "connection to store at %s was lost earlier", addr_.c_str());
+  // The server enforces waitMs; the client allows a grace period on top before giving up.
+  auto deadline = net::deadlineAfter(waitMs + ioTimeoutMs_);
+  std::vector<uint8_t> framed = req.frame();
+  if (framed.size() - 4 > maxMessage_)
+    return errorf(tribInvalidArgument, "store request of %zu bytes exceeds the %zu-byte message limit",
+                  framed.size() - 4, maxMessage_);
+  Status st = net::sendAll(fd_, framed.data(), framed.size(), deadline);
+  uint32_t len = 0;
+  if (st.ok()) st = net::recvAll(fd_, &len, 4, deadline);
+  if (st.ok() && (len == 0 || len > maxMessage_))
+    st = errorf(tribRemoteError, "store sent a malformed reply (%u bytes)", len);
+  if (st.ok()) {
+    reply->resize(len);
+    st = net::recvAll(fd_, reply->data(), len, deadline);
+  }
+  if (!st.ok()) {
+    // The stream is out of step after a partial exchange: drop the connection.
+    close(fd_);
+    fd_ = -1;
+    return st.prefix(strprintf("store at %s: ", addr_.c_str()));
+  }
+  uint8_t code = (*reply)[0];
+  if (code == kOk) {
+    reply->erase(reply->begin());
+    return Status::Ok();
+  }
+  net::Reader r(reply->data() + 1, reply->size() - 1);
+  std::string msg;
+  r.str(&msg);
+  return errorf(code == kTimeoutReply ? tribTimeout : tribRemoteError, "store at %s: %s", addr_.c_str(),
+                msg.c_str());
+}
+
+Status TcpStore::set(const std::string& key, const Blob& value) {
+  net::Writer w;
+  w.u8(kSet);
+  w.str(key);
+  w.bytes(value.data(), value.size());
+  std::vector<uint8_t> reply;
+  return call(w, 0, &reply);
+}
+
+Status TcpStore::add(const std::string& key, int64_t delta, int64_t* result) {
+  net::Writer w;
+  w.u8(kAdd);
+  w.str(key);
+  w.u64(static_cast<uint64_t>(delta));
+  std::vector<uint8_t> reply;
+  TRIB_RETURN_IF_ERROR(call(w, 0, &reply));
+  uint64_t v = 0;
+  net::Reader r(reply.data(), reply.size());
+  if (!r.u64(&v)) return errorf(tribRemoteError, "store at %s: malformed add reply", addr_.c_str());
+  if (result) *result = static_cast<int64_t>(v);
+  return Status::Ok();
+}
+
+Status TcpStore::waitImpl(const std::vector<std::string>& keys, int timeoutMs, bool values,
+                          std::vector<Blob>* out) {
+  if (timeoutMs < 0) return errorf(tribInvalidArgument, "store wait timeout %d ms must be >= 0", timeoutMs);
+  net::Writer w;
+  w.u8(kWait);
+  w.u32(static_cast<uint32_t>(timeoutMs));
+  w.u8(values ? 1 : 0);
+  w.u32(static_cast<uint32_t>(keys.size()));
+  for (auto& k : keys) w.str(k);
+  std::vector<uint8_t> reply;
+  TRIB_RETURN_IF_ERROR(call(w, timeoutMs, &reply));
+  if (!values) return Status::Ok();
+  net::Reader r(reply.data(), reply.size());
+  uint32_t n = 0;
+  r.u32(&n);
+  if (!r.ok() || n != keys.size())
+    return errorf(tribRemoteError, "store at %s: reply has %u values for %zu keys", addr_.c_str(), n,
+                  keys.size());
+  out->resize(n);
+  for (auto& v : *out) r.bytes(&v);
+  if (!r.ok()) return errorf(tribRemoteError, "store at %s: truncated multi-get reply", addr_.c_str());
+  return Status::Ok();
+}
+
+Status TcpStore::get(const std::string& key, Blob* value, int timeoutMs) {
+  std::vector<Blob> v;
+  TRIB_RETURN_IF_ERROR(waitImpl({key}, timeoutMs, true, &v));
+  *value = std::move(v[0]);
+  return Status::Ok();
+}
+
+Status TcpStore::wait(const std::vector<std::string>& keys, int timeoutMs) {
+  return waitImpl(keys, timeoutMs, false, nullptr);
+}
+
+Status TcpStore::multiGet(const std::vector<std::string>& keys, std::vector<Blob>* values, int timeoutMs) {
+  return waitImpl(keys, timeoutMs, true, values);
+}
+
+Status TcpStore::remove(const std::string& key, bool* existed) {
+  net::Writer w;
+  w.u8(kRemove);
+  w.str(key);
+  std::vector<uint8_t> reply;
+  TRIB_RETURN_IF_ERROR(call(w, 0, &reply));
+  if (existed) *existed = !reply.empty() && reply[0] == 1;
+  return Status::Ok();
+}
+
+}  // namespace trib

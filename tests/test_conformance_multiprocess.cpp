@@ -1,0 +1,103 @@
+// The conformance suite over real processes: shared memory and UCX (TCP, and UCX's shared
+// memory). Each test forks its ranks once; they join through tribGetUniqueId's store, split one
+// communicator per algorithm (exercising split across processes), and run every case.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "conformance.hpp"
+#include "support/launcher.hpp"
+
+namespace trib::conformance {
+namespace {
+
+struct TransportSetup {
+  const char* transport;  // TRIB_TRANSPORT
+  const char* ucxTls;     // UCX_TLS, for ucx
+  int nranks;
+  std::string name() const {
+    return std::string(transport) + (ucxTls ? std::string("_") + ucxTls : "") + "_n" + std::to_string(nranks);
+  }
+};
+
+std::vector<Case> casesFor(int n) {
+  std::vector<Case> all = structuralCases({n}, {0, 1, 7, 4093, 262147});
+  for (const Case& c : arithmeticCases({n}, {7, 4093})) all.push_back(c);
+  return all;
+}
+
+// One rank: join, then for each algorithm a split communicator that forces it, then every case.
+int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::string& report) {
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 60000;
+  cfg.transport = s.transport;
+  tribComm_t world = nullptr;
+  if (tribCommInitRankConfig(&world, s.nranks, id, rank, &cfg) != tribSuccess) {
+    report = std::string("init: ") + tribGetLastError(nullptr);
+    return 1;
+  }
+  std::map<std::string, std::vector<Case>> byAlgo;
+  for (const Case& c : casesFor(s.nranks)) byAlgo[c.algo].push_back(c);
+  int failures = 0;
+  for (auto& [algo, cases] : byAlgo) {
+    tribConfig_t sub = cfg;
+    sub.algo = algo.c_str();
+    tribComm_t comm = nullptr;
+    if (tribCommSplit(world, 0, rank, &comm, &sub) != tribSuccess) {
+      report += "split for " + algo + ": " + tribGetLastError(nullptr) + "\n";
+      return 1;
+    }
+    for (const Case& c : cases) {
+      RankBuffers b;
+      prepare(c, rank, &b);
+      tribResult_t r = runCase(c, comm, &b);
+      std::string err =
+          r == tribSuccess ? check(c, rank, b) : std::string("call failed: ") + tribGetLastError(comm);
+      if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
+      if (r != tribSuccess) break;  // the communicator is unusable after a failed call
+    }
+    tribCommDestroy(comm);
+  }
+  tribCommDestroy(world);
+  if (failures > 5) report += std::to_string(failures) + " failing cases in all\n";
+  return failures ? 1 : 0;
+}
+
+class MultiProcess : public ::testing::TestWithParam<TransportSetup> {};
+
+TEST_P(MultiProcess, EveryCollectiveAlgorithmDtypeOp) {
+  const TransportSetup s = GetParam();
+#ifndef TRIB_HAVE_UCX
+  if (std::string(s.transport) == "ucx") GTEST_SKIP() << "needs the UCX transport (build with libucx-dev)";
+#endif
+  if (s.ucxTls) setenv("UCX_TLS", s.ucxTls, 1);
+  testing::ParentChannel channel(s.nranks);
+  auto results = testing::runProcesses(
+      s.nranks,
+      [&](int rank, std::string& report) {
+        tribUniqueId id;
+        if (!channel.receive(rank, &id, sizeof id, 30000)) {
+          report = "no unique id from the parent";
+          return 1;
+        }
+        return rankMain(s, rank, id, report);
+      },
+      std::chrono::minutes(8),
+      [&](const std::vector<int>&) {
+        tribUniqueId id;
+        ASSERT_EQ(tribGetUniqueId(&id), tribSuccess) << tribGetLastError(nullptr);
+        for (int r = 0; r < s.nranks; ++r) channel.send(r, &id, sizeof id);
+      });
+  if (s.ucxTls) unsetenv("UCX_TLS");
+  EXPECT_EQ(testing::describeFailures(results), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MultiProcess,
+                         ::testing::Values(TransportSetup{"shm", nullptr, 2},
+                                           TransportSetup{"shm", nullptr, 3},
+                                           TransportSetup{"shm", nullptr, 4}, TransportSetup{"ucx", "tcp", 2},
+                                           TransportSetup{"ucx", "tcp", 3}, TransportSetup{"ucx", "sm", 4}),
+                         [](const auto& info) { return info.param.name(); });
+
+}  // namespace
+}  // namespace trib::conformance

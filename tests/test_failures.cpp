@@ -1,0 +1,149 @@
+// Failures across processes: a rank killed with SIGKILL mid-collective makes every other rank's
+// call fail, naming the lost rank, within the timeout; abort from another thread unblocks a
+// rank stuck in a collective. Over shm and UCX.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "support/launcher.hpp"
+#include "tributary/tributary.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Scenario {
+  const char* transport;
+  std::string name() const { return transport; }
+};
+
+bool available(const char* transport) {
+#ifndef TRIB_HAVE_UCX
+  if (std::string(transport) == "ucx") return false;
+#endif
+  return true;
+}
+
+tribComm_t join(const char* transport, int n, int rank, const tribUniqueId& id, int timeoutMs,
+                std::string& report) {
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.timeoutMs = timeoutMs;
+  cfg.transport = transport;
+  tribComm_t comm = nullptr;
+  if (tribCommInitRankConfig(&comm, n, id, rank, &cfg) != tribSuccess) {
+    report = std::string("init: ") + tribGetLastError(nullptr);
+  }
+  return comm;
+}
+
+// Runs `body` on n forked ranks that share a fresh unique id.
+std::vector<trib::testing::ProcessResult> runRanks(
+    int n, const std::function<int(int, const tribUniqueId&, std::string&)>& body) {
+  trib::testing::ParentChannel channel(n);
+  return trib::testing::runProcesses(
+      n,
+      [&](int rank, std::string& report) {
+        tribUniqueId id;
+        if (!channel.receive(rank, &id, sizeof id, 30000)) return report = "no id", 1;
+        return body(rank, id, report);
+      },
+      std::chrono::seconds(120),
+      [&](const std::vector<int>&) {
+        tribUniqueId id;
+        ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+        for (int r = 0; r < n; ++r) channel.send(r, &id, sizeof id);
+      });
+}
+
+class Failures : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
+  const char* transport = GetParam().transport;
+  if (!available(transport)) GTEST_SKIP() << "needs the UCX transport (libucx-dev)";
+  const int n = 3, victim = 2, timeoutMs = 8000;
+  auto results = runRanks(n, [&](int rank, const tribUniqueId& id, std::string& report) {
+    tribComm_t comm = join(transport, n, rank, id, timeoutMs, report);
+    if (!comm) return 1;
+    std::vector<float> buf(1 << 22, 1.0f);  // 16 MiB: many pipeline slices in flight
+    // One good all-reduce first, so every connection is up.
+    if (tribAllReduce(buf.data(), buf.data(), 1024, tribFloat32, tribSum, comm, nullptr) != tribSuccess) {
+      report = std::string("warm-up: ") + tribGetLastError(comm);
+      return 1;
+    }
+    if (rank == victim) {
+      // Die in the middle of the next all-reduce: start it, then SIGKILL ourselves.
+      tribRequest_t req = nullptr;
+      tribIallReduce(buf.data(), buf.data(), buf.size(), tribFloat32, tribSum, comm, &req);
+      int done = 0;
+      for (int i = 0; i < 3 && req; ++i) tribTest(&req, &done);
+      raise(SIGKILL);
+    }
+    auto t0 = Clock::now();
+    tribResult_t r = tribAllReduce(buf.data(), buf.data(), buf.size(), tribFloat32, tribSum, comm, nullptr);
+    double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::string msg = tribGetLastError(comm);
+    if (r == tribSuccess) return report = "the all-reduce succeeded without rank 2", 1;
+    if (waited > timeoutMs / 1000.0 + 5) return report = "took " + std::to_string(waited) + " s: " + msg, 1;
+    // Every survivor fails with an error that names a peer (the lost rank, or a survivor whose
+    // own failure reached it first); the parent checks that someone named rank 2.
+    if (msg.find("rank") == std::string::npos) return report = "error names no rank: " + msg, 1;
+    report = std::to_string(waited) + " s: " + msg;
+    tribCommAbort(comm);
+    tribCommDestroy(comm);
+    return 0;
+  });
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_FALSE(results[victim].exited);
+  EXPECT_EQ(results[victim].signal, SIGKILL);
+  bool named = false;
+  for (int r = 0; r < victim; ++r) {
+    EXPECT_TRUE(results[r].exited && results[r].exitCode == 0) << "rank " << r << ": " << results[r].output;
+    std::printf("rank %d: %s\n", r, results[r].output.c_str());
+    named = named || results[r].output.find("rank 2") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "no survivor said that rank 2 was lost";
+}
+
+TEST_P(Failures, AbortFromAnotherThreadUnblocksACollective) {
+  const char* transport = GetParam().transport;
+  if (!available(transport)) GTEST_SKIP() << "needs the UCX transport (libucx-dev)";
+  const int n = 2;
+  auto results = runRanks(n, [&](int rank, const tribUniqueId& id, std::string& report) {
+    tribComm_t comm = join(transport, n, rank, id, 60000, report);
+    if (!comm) return 1;
+    std::vector<float> buf(4096, 1.0f);
+    if (rank == 1) {
+      // Never joins the collective; stays alive until rank 0 is done.
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      tribCommAbort(comm);
+      tribCommDestroy(comm);
+      return 0;
+    }
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      tribCommAbort(comm);
+    });
+    auto t0 = Clock::now();
+    tribResult_t r = tribAllReduce(buf.data(), buf.data(), buf.size(), tribFloat32, tribSum, comm, nullptr);
+    double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    aborter.join();
+    if (r != tribAborted)
+      return report = std::string("expected tribAborted, got ") + tribGetErrorString(r), 1;
+    if (waited > 10) return report = "abort took " + std::to_string(waited) + " s", 1;
+    if (tribAllReduce(buf.data(), buf.data(), 1, tribFloat32, tribSum, comm, nullptr) != tribAborted) {
+      return report = "a call after abort did not return tribAborted", 1;
+    }
+    tribCommDestroy(comm);
+    return 0;
+  });
+  EXPECT_EQ(trib::testing::describeFailures(results), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::Values(Scenario{"shm"}, Scenario{"ucx"}),
+                         [](const auto& info) { return info.param.name(); });
+
+}  // namespace

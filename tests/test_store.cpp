@@ -1,0 +1,409 @@
+// TCP and file stores: operations, timeouts, authentication, hostile input, concurrency.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "bootstrap/store.hpp"
+#include "common/log.hpp"
+#include "store_util.hpp"
+
+using namespace trib;
+using trib::testing::runChildren;
+
+namespace {
+
+const std::string kKey = "test-job-key";
+
+std::unique_ptr<TcpStoreServer> startServer(size_t maxMessage = storeproto::kDefaultMaxMessage) {
+  StoreServerOptions opt;
+  opt.authKey = kKey;
+  opt.maxMessageBytes = maxMessage;
+  std::unique_ptr<TcpStoreServer> s;
+  Status st = TcpStoreServer::start(opt, &s);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return s;
+}
+
+std::unique_ptr<TcpStore> connectClient(const TcpStoreServer& s) {
+  std::unique_ptr<TcpStore> c;
+  Status st = TcpStore::connect(s.address(), kKey, 5000, &c);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return c;
+}
+
+Blob blob(const std::string& s) { return Blob(s.begin(), s.end()); }
+
+// Sends log lines to a temporary file while alive (TRIB_DEBUG_FILE) so tests can assert that an
+// event was reported.
+struct LogCapture {
+  std::string path;
+  LogCapture() {
+    char tmpl[] = "/tmp/trib-log-XXXXXX";
+    int fd = mkstemp(tmpl);
+    close(fd);
+    path = tmpl;
+    setenv("TRIB_DEBUG_FILE", path.c_str(), 1);
+    logReconfigure();
+  }
+  ~LogCapture() {
+    unsetenv("TRIB_DEBUG_FILE");
+    logReconfigure();
+    unlink(path.c_str());
+  }
+  bool contains(const std::string& needle) {
+    FILE* f = fopen(path.c_str(), "r");
+    if (!f) return false;
+    std::string text;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    fclose(f);
+    return text.find(needle) != std::string::npos;
+  }
+};
+
+// A raw TCP connection for sending hand-made bytes.
+int rawConnect(const TcpStoreServer& s) {
+  net::SockAddr a;
+  EXPECT_TRUE(net::parseHostPort(s.address(), &a).ok());
+  int fd = -1;
+  EXPECT_TRUE(net::connectTo(a, net::deadlineAfter(2000), &fd).ok());
+  return fd;
+}
+
+// True when the server closes `fd` within 2 s.
+bool closedByServer(int fd) {
+  auto deadline = net::deadlineAfter(2000);
+  uint8_t buf[256];
+  while (net::Clock::now() < deadline) {
+    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    if (r == 0) return true;
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::vector<uint8_t> helloFrame(const std::string& key) {
+  net::Writer w;
+  w.u8(storeproto::kHello);
+  w.u32(storeproto::kMagic);
+  w.u32(storeproto::kVersion);
+  w.str(key);
+  return w.frame();
+}
+
+// Runs the same semantic checks against any Store.
+void checkBasicOps(Store& s) {
+  ASSERT_TRUE(s.set("a", blob("hello")).ok());
+  Blob v;
+  ASSERT_TRUE(s.get("a", &v, 1000).ok());
+  EXPECT_EQ(v, blob("hello"));
+  ASSERT_TRUE(s.set("a", blob("")).ok());  // overwrite with an empty value
+  ASSERT_TRUE(s.get("a", &v, 1000).ok());
+  EXPECT_TRUE(v.empty());
+  Blob big(1 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + 3);
+  ASSERT_TRUE(s.set("weird/key with spaces\x01", big).ok());
+  ASSERT_TRUE(s.get("weird/key with spaces\x01", &v, 1000).ok());
+  EXPECT_EQ(v, big);
+
+  int64_t r = 0;
+  ASSERT_TRUE(s.add("ctr", 5, &r).ok());
+  EXPECT_EQ(r, 5);
+  ASSERT_TRUE(s.add("ctr", -7, &r).ok());
+  EXPECT_EQ(r, -2);
+  ASSERT_TRUE(s.get("ctr", &v, 1000).ok());
+  EXPECT_EQ(v, blob("-2"));
+  Status bad = s.add("a", 1, &r);  // "a" holds a non-integer
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("non-integer"), std::string::npos) << bad.message();
+
+  std::vector<Blob> all;
+  ASSERT_TRUE(s.set("m0", blob("x")).ok());
+  ASSERT_TRUE(s.set("m1", blob("yy")).ok());
+  ASSERT_TRUE(s.multiGet({"m1", "m0", "ctr"}, &all, 1000).ok());
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0], blob("yy"));
+  EXPECT_EQ(all[1], blob("x"));
+  EXPECT_EQ(all[2], blob("-2"));
+  EXPECT_TRUE(s.wait({"m0", "m1"}, 0).ok());
+
+  bool existed = false;
+  ASSERT_TRUE(s.remove("m0", &existed).ok());
+  EXPECT_TRUE(existed);
+  ASSERT_TRUE(s.remove("m0", &existed).ok());
+  EXPECT_FALSE(existed);
+
+  // A wait on a missing key times out with tribTimeout, naming the key, close to the timeout.
+  auto t0 = net::Clock::now();
+  Status st = s.wait({"m1", "m0"}, 200);
+  double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_NE(st.message().find("m0"), std::string::npos) << st.message();
+  EXPECT_GE(ms, 190);
+  EXPECT_LT(ms, 3000);
+  st = s.get("never", &v, 50);
+  EXPECT_EQ(st.code(), tribTimeout);
+  EXPECT_EQ(s.wait({"x"}, -1).code(), tribInvalidArgument);
+}
+
+}  // namespace
+
+TEST(TcpStore, BasicOperations) {
+  auto server = startServer();
+  auto c = connectClient(*server);
+  checkBasicOps(*c);
+}
+
+TEST(TcpStore, WaitReleasedBySetFromAnotherClient) {
+  auto server = startServer();
+  auto waiter = connectClient(*server);
+  auto setter = connectClient(*server);
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(setter->set("late", blob("v")).ok());
+    EXPECT_TRUE(setter->add("late-ctr", 3, nullptr).ok());
+  });
+  std::vector<Blob> v;
+  auto t0 = net::Clock::now();
+  Status st = waiter->multiGet({"late", "late-ctr"}, &v, 5000);
+  double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  t.join();
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(v[0], blob("v"));
+  EXPECT_EQ(v[1], blob("3"));
+  EXPECT_GE(ms, 80);
+  EXPECT_LT(ms, 3000);
+}
+
+TEST(TcpStore, ConnectTimesOutWhenNoServer) {
+  // Take a free port, then close it so nothing listens there.
+  auto server = startServer();
+  std::string addr = server->address();
+  server->stop();
+  std::unique_ptr<TcpStore> c;
+  auto t0 = net::Clock::now();
+  Status st = TcpStore::connect(addr, kKey, 300, &c);
+  double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_NE(st.message().find(addr), std::string::npos) << st.message();
+  EXPECT_LT(ms, 3000);
+}
+
+TEST(TcpStore, WrongOrMissingKeyRefusedAndLogged) {
+  LogCapture log;
+  auto server = startServer();
+  std::unique_ptr<TcpStore> c;
+  Status st = TcpStore::connect(server->address(), "not-the-key", 2000, &c);
+  EXPECT_EQ(st.code(), tribRemoteError);
+  EXPECT_NE(st.message().find("wrong job key"), std::string::npos) << st.message();
+  EXPECT_TRUE(log.contains("wrong job key"));
+
+  // A connection whose first message is not HELLO is dropped without a reply.
+  int fd = rawConnect(*server);
+  net::Writer w;
+  w.u8(storeproto::kSet);
+  w.str("k");
+  w.str("v");
+  auto f = w.frame();
+  ASSERT_TRUE(net::sendAll(fd, f.data(), f.size(), net::deadlineAfter(1000)).ok());
+  EXPECT_TRUE(closedByServer(fd));
+  close(fd);
+  EXPECT_TRUE(log.contains("did not start with a job key"));
+  EXPECT_EQ(server->stats().refused, 2u);
+
+  // The refused SET did not happen, and honest clients still work.
+  auto good = connectClient(*server);
+  Blob v;
+  EXPECT_EQ(good->get("k", &v, 50).code(), tribTimeout);
+}
+
+TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
+  LogCapture log;
+  auto server = startServer(/*maxMessage=*/4096);
+  auto good = connectClient(*server);
+  ASSERT_TRUE(good->set("keep", blob("alive")).ok());
+
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> bytes;  // sent after a valid HELLO
+  };
+  std::vector<Case> cases;
+  {
+    net::Writer w;  // oversized length prefix
+    uint32_t huge = 0xFFFFFFF0u;
+    std::vector<uint8_t> b(4);
+    std::memcpy(b.data(), &huge, 4);
+    cases.push_back({"oversized", b});
+  }
+  {
+    std::vector<uint8_t> b(4, 0);  // zero-length message
+    cases.push_back({"zero length", b});
+  }
+  {
+    net::Writer w;  // unknown opcode
+    w.u8(77);
+    cases.push_back({"unknown op", w.frame()});
+  }
+  {
+    net::Writer w;  // SET whose key length runs past the body
+    w.u8(storeproto::kSet);
+    w.u32(1000);
+    w.u8('x');
+    cases.push_back({"truncated", w.frame()});
+  }
+  {
+    net::Writer w;  // WAIT claiming 2^31 keys
+    w.u8(storeproto::kWait);
+    w.u32(10);
+    w.u8(1);
+    w.u32(0x80000000u);
+    cases.push_back({"absurd count", w.frame()});
+  }
+  {
+    net::Writer w;  // trailing garbage after a valid SET
+    w.u8(storeproto::kSet);
+    w.str("k");
+    w.str("v");
+    w.u8(0);
+    cases.push_back({"trailing bytes", w.frame()});
+  }
+  for (auto& c : cases) {
+    int fd = rawConnect(*server);
+    auto hello = helloFrame(kKey);
+    ASSERT_TRUE(net::sendAll(fd, hello.data(), hello.size(), net::deadlineAfter(1000)).ok());
+    uint8_t ok[5];
+    ASSERT_TRUE(net::recvAll(fd, ok, 5, net::deadlineAfter(2000)).ok()) << c.what;
+    EXPECT_EQ(ok[4], storeproto::kOk);
+    ASSERT_TRUE(net::sendAll(fd, c.bytes.data(), c.bytes.size(), net::deadlineAfter(1000)).ok()) << c.what;
+    EXPECT_TRUE(closedByServer(fd)) << c.what;
+    close(fd);
+  }
+  EXPECT_EQ(server->stats().malformed, cases.size());
+  EXPECT_TRUE(log.contains("limit 4096"));
+  EXPECT_TRUE(log.contains("malformed message"));
+  // The server and the earlier client survive.
+  Blob v;
+  ASSERT_TRUE(good->get("keep", &v, 1000).ok());
+  EXPECT_EQ(v, blob("alive"));
+  // A client whose request is over the limit gets a clear error before sending.
+  Status st = good->set("big", Blob(8192));
+  EXPECT_EQ(st.code(), tribRemoteError) << st.message();  // server closes: request over its limit
+}
+
+TEST(TcpStore, ConnectionLimitAndSilentClientsAreBounded) {
+  LogCapture log;
+  StoreServerOptions opt = trib::testing::storeOptions(kKey);
+  opt.maxConnections = 2;
+  opt.helloTimeoutMs = 200;
+  std::unique_ptr<TcpStoreServer> server;
+  ASSERT_TRUE(TcpStoreServer::start(opt, &server).ok());
+  auto a = connectClient(*server);
+  auto b = connectClient(*server);
+  std::unique_ptr<TcpStore> c;
+  Status st = TcpStore::connect(server->address(), kKey, 1000, &c);
+  EXPECT_EQ(st.code(), tribRemoteError) << st.message();
+  EXPECT_TRUE(log.contains("connections open (the limit)"));
+  a.reset();  // frees a slot
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // A connection that never says HELLO is dropped after helloTimeoutMs, freeing its slot.
+  int fd = rawConnect(*server);
+  auto t0 = net::Clock::now();
+  EXPECT_TRUE(closedByServer(fd));
+  double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  close(fd);
+  EXPECT_GE(ms, 150);
+  EXPECT_TRUE(log.contains("sent no job key within 200 ms"));
+  ASSERT_TRUE(TcpStore::connect(server->address(), kKey, 1000, &c).ok());
+  EXPECT_TRUE(c->set("x", blob("y")).ok());
+  EXPECT_TRUE(b->wait({"x"}, 1000).ok());
+}
+
+TEST(TcpStore, ConcurrentClientsFromForkedProcesses) {
+  const int kProcs = 6, kAdds = 200;
+  std::string lastAddr;
+  auto run = trib::testing::runWithStore(
+      kProcs, 30, trib::testing::storeOptions(kKey), [&](int rank, const std::string& addr) {
+        std::unique_ptr<TcpStore> c;
+        CHILD_OK(TcpStore::connect(addr, kKey, 5000, &c), 1);
+        for (int i = 0; i < kAdds; ++i) CHILD_OK(c->add("counter", 1, nullptr), 2);
+        CHILD_OK(c->set("p/" + std::to_string(rank), blob(std::to_string(rank * 11))), 3);
+        std::vector<std::string> keys;
+        for (int i = 0; i < kProcs; ++i) keys.push_back("p/" + std::to_string(i));
+        std::vector<Blob> all;
+        CHILD_OK(c->multiGet(keys, &all, 10000), 4);
+        for (int i = 0; i < kProcs; ++i) CHILD_CHECK(all[i] == blob(std::to_string(i * 11)), 5);
+        // The last process to finish its adds sees the full count.
+        Blob v;
+        CHILD_OK(c->get("counter", &v, 1000), 6);
+        int64_t count = std::stoll(std::string(v.begin(), v.end()));
+        CHILD_CHECK(count >= kAdds && count <= kProcs * kAdds, 7);
+        return 0;
+      });
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  for (auto& r : run.results) EXPECT_EQ(r.code, 0) << "child " << r.pid;
+  // Every add reached the server exactly once: 1 HELLO + kAdds ADD + SET + WAIT + GET per process.
+  EXPECT_EQ(run.stats.messagesIn, static_cast<uint64_t>(kProcs * (kAdds + 4)));
+  EXPECT_EQ(run.stats.malformed, 0u);
+}
+
+class FileStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trib-filestore-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(FileStoreTest, BasicOperations) {
+  std::unique_ptr<FileStore> s;
+  ASSERT_TRUE(FileStore::open(dir_ + "/store", &s).ok());
+  checkBasicOps(*s);
+}
+
+TEST_F(FileStoreTest, RejectsUnusableDirectory) {
+  std::unique_ptr<FileStore> s;
+  EXPECT_EQ(FileStore::open("", &s).code(), tribInvalidArgument);
+  std::string file = dir_ + "/plain";
+  FILE* f = fopen(file.c_str(), "w");
+  fclose(f);
+  Status st = FileStore::open(file, &s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(file), std::string::npos) << st.message();
+}
+
+TEST_F(FileStoreTest, ConcurrentProcessesAddAndGather) {
+  const int kProcs = 4, kAdds = 50;
+  std::string dir = dir_;
+  auto res = runChildren(kProcs, 30, [&](int rank) {
+    std::unique_ptr<FileStore> s;
+    CHILD_OK(FileStore::open(dir, &s), 1);
+    for (int i = 0; i < kAdds; ++i) CHILD_OK(s->add("counter", 1, nullptr), 2);
+    CHILD_OK(s->set("p/" + std::to_string(rank), blob(std::string(1000 + rank, 'a' + rank))), 3);
+    std::vector<std::string> keys;
+    for (int i = 0; i < kProcs; ++i) keys.push_back("p/" + std::to_string(i));
+    std::vector<Blob> all;
+    CHILD_OK(s->multiGet(keys, &all, 10000), 4);
+    for (int i = 0; i < kProcs; ++i) CHILD_CHECK(all[i] == blob(std::string(1000 + i, 'a' + i)), 5);
+    return 0;
+  });
+  for (auto& r : res) EXPECT_EQ(r.code, 0);
+  std::unique_ptr<FileStore> s;
+  ASSERT_TRUE(FileStore::open(dir, &s).ok());
+  Blob v;
+  ASSERT_TRUE(s->get("counter", &v, 1000).ok());
+  EXPECT_EQ(v, blob(std::to_string(kProcs * kAdds)));
+  // No temporary files are left behind.
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().rfind(".tmp.", 0), std::string::npos) << e.path();
+}

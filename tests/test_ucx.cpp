@@ -1,0 +1,548 @@
+// UCX transport tests: real processes (fork), worker addresses exchanged through a file-based
+// all-gather, run over UCX_TLS=tcp, sm and UCX's default. Without UCX in the build the suite
+// compiles to one skipped test.
+#include <gtest/gtest.h>
+
+#ifndef TRIB_HAVE_UCX
+TEST(Ucx, NotBuilt) { GTEST_SKIP() << "UCX transport not built: install libucx-dev and reconfigure"; }
+#else
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "exec/executor.hpp"
+#include "transports/ucx/ucx_transport.hpp"
+
+namespace fs = std::filesystem;
+using namespace trib;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kSkipExit = 77;
+constexpr int kChildAlarmSec = 60;
+
+// All-gather through files in a shared directory: each rank writes <gen>.<rank> (atomically, by
+// rename) and waits, bounded, for every other rank's file.
+struct FileOob {
+  fs::path dir;
+  int rank, nranks;
+  int gen = 0;
+  Status operator()(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t> >& all) {
+    int g = gen++;
+    auto file = [&](int r) { return dir / (std::to_string(g) + "." + std::to_string(r)); };
+    fs::path tmp = dir / ("tmp." + std::to_string(rank));
+    {
+      std::ofstream o(tmp, std::ios::binary);
+      o.write(reinterpret_cast<const char*>(mine.data()), static_cast<std::streamsize>(mine.size()));
+      if (!o) return errorf(tribSystemError, "oob: cannot write %s", tmp.c_str());
+    }
+    fs::rename(tmp, file(rank));
+    all.assign(nranks, {});
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    for (int r = 0; r < nranks; ++r) {
+      while (!fs::exists(file(r))) {
+        if (Clock::now() > deadline)
+          return errorf(tribTimeout, "oob: rank %d never published generation %d", r, g);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      std::ifstream in(file(r), std::ios::binary);
+      all[r].assign(std::istreambuf_iterator<char>(in), {});
+    }
+    return Status::Ok();
+  }
+  Status barrier() {
+    std::vector<std::vector<uint8_t> > all;
+    return (*this)({1}, all);
+  }
+};
+
+// Waits for every op, driving progress, at most `sec` seconds.
+Status waitAll(Transport& t, const std::vector<TransferOp*>& ops, double sec = 30) {
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(sec));
+  for (;;) {
+    TRIB_RETURN_IF_ERROR(t.progress());
+    bool all = true;
+    for (auto* op : ops) all = all && op->done();
+    if (all) break;
+    if (Clock::now() > deadline) {
+      // Abort so the transport lets go of the ops and buffers before they go out of scope.
+      Status s = errorf(tribTimeout, "test: operations not done after %.0f s", sec);
+      t.abort(s);
+      return s;
+    }
+    std::this_thread::yield();
+  }
+  for (auto* op : ops)
+    if (op->state.load() == TransferOp::kFailed) return op->error;
+  return Status::Ok();
+}
+
+uint8_t pattern(int src, int dst, uint64_t tag, size_t i) {
+  return static_cast<uint8_t>(i * 131 + src * 17 + dst * 29 + tag * 7 + (i >> 12));
+}
+std::vector<uint8_t> makeData(int src, int dst, uint64_t tag, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = pattern(src, dst, tag, i);
+  return v;
+}
+
+using Body = std::function<std::string(int rank, int nranks, Transport& t, FileOob& oob)>;
+
+// Forks `nranks` children; each creates a UCX transport over `tls` and runs `body`. Returns the
+// failure text (empty when all passed); sets *skip when UCX cannot use `tls` here. `onStarted`,
+// if given, runs in the parent with the children's pids while they run.
+std::string runRanks(int nranks, const UcxOptions& base, const Body& body, bool* skip,
+                     const std::function<void(const std::vector<pid_t>&, const fs::path&)>& onStarted = {},
+                     const std::vector<int>& expectKilled = {}) {
+  char tmpl[] = "/tmp/trib_ucx_test.XXXXXX";
+  fs::path dir = mkdtemp(tmpl);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(kChildAlarmSec);
+      FileOob oob{dir / "oob", r, nranks};
+      fs::create_directories(oob.dir);
+      UcxOptions opts = base;
+      std::unique_ptr<Transport> t;
+      Status s = createUcxTransport(r, nranks, std::ref(oob), opts, &t);
+      std::string err;
+      int code = 0;
+      if (!s.ok()) {
+        err = s.message();
+        code = s.code() == tribNotSupported ? kSkipExit : 1;
+      } else {
+        err = body(r, nranks, *t, oob);
+        code = err.empty() ? 0 : 1;
+        t.reset();
+      }
+      std::ofstream(dir / ("result." + std::to_string(r))) << err;
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  if (onStarted) onStarted(pids, dir);
+  std::string failures;
+  for (int r = 0; r < nranks; ++r) {
+    // Killed ranks were reaped by onStarted (a zombie still looks alive to UCX's keepalive).
+    if (std::find(expectKilled.begin(), expectKilled.end(), r) != expectKilled.end()) continue;
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    std::ifstream in(dir / ("result." + std::to_string(r)));
+    std::string msg((std::istreambuf_iterator<char>(in)), {});
+    if (WIFEXITED(st) && WEXITSTATUS(st) == kSkipExit) {
+      *skip = true;
+      failures += msg;
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      failures += "rank " + std::to_string(r) +
+                  (WIFSIGNALED(st) ? " died of signal " + std::to_string(WTERMSIG(st)) : " failed") + ": " +
+                  msg + "\n";
+    }
+  }
+  fs::remove_all(dir);
+  return failures;
+}
+
+class UcxTls : public ::testing::TestWithParam<std::string> {
+ protected:
+  void run(int nranks, const Body& body,
+           const std::function<void(const std::vector<pid_t>&, const fs::path&)>& onStarted = {},
+           const std::vector<int>& expectKilled = {}, bool zeroCopySends = false) {
+    bool skip = false;
+    UcxOptions o;
+    o.tls = GetParam();
+    o.zeroCopySends = zeroCopySends;
+    std::string f = runRanks(nranks, o, body, &skip, onStarted, expectKilled);
+    if (skip) GTEST_SKIP() << "UCX cannot use transports '" << GetParam() << "' here: " << f;
+    EXPECT_EQ(f, "");
+  }
+};
+
+TEST_P(UcxTls, SendRecvSizes) {
+  // Every rank sends to every rank (itself included), all sizes at once, distinct tags; with
+  // detachable (packed) and zero-copy sends.
+  const std::vector<size_t> sizes = {0, 1, 7, 4097, 65537, (3u << 20) + 5, 9u << 20};
+  for (bool zeroCopy : {false, true}) {
+    SCOPED_TRACE(zeroCopy ? "zero-copy sends" : "packed sends");
+    run(
+        4,
+        [&](int rank, int n, Transport& t, FileOob&) -> std::string {
+          std::vector<std::vector<uint8_t> > out, in;
+          std::vector<std::unique_ptr<TransferOp> > ops;
+          std::vector<std::tuple<int, uint64_t, size_t> > recvs;
+          for (int peer = 0; peer < n; ++peer) {
+            for (size_t k = 0; k < sizes.size(); ++k) {
+              uint64_t tag = k;
+              out.push_back(makeData(rank, peer, tag, sizes[k]));
+              ops.push_back(std::make_unique<TransferOp>());
+              Status s = t.postSend(peer, tag, out.back().data(), sizes[k], ops.back().get());
+              if (!s.ok()) return s.message();
+              in.emplace_back(sizes[k], 0xee);
+              ops.push_back(std::make_unique<TransferOp>());
+              s = t.postRecv(peer, tag, in.back().data(), sizes[k], nullptr, ops.back().get());
+              if (!s.ok()) return s.message();
+              recvs.emplace_back(peer, tag, in.size() - 1);
+            }
+          }
+          std::vector<TransferOp*> raw;
+          for (auto& o : ops) raw.push_back(o.get());
+          Status s = waitAll(t, raw);
+          if (!s.ok()) return s.message();
+          for (auto [peer, tag, idx] : recvs)
+            if (in[idx] != makeData(peer, rank, tag, in[idx].size()))
+              return strprintf("data from rank %d tag %llu (%zu bytes) differs", peer,
+                               (unsigned long long)tag, in[idx].size());
+          return "";
+        },
+        {}, {}, zeroCopy);
+  }
+}
+
+TEST_P(UcxTls, DetachedSendKeepsOriginalData) {
+  // In-place exchange: each rank sends its buffer, detaches the send, then receives into the same
+  // buffer; the peer posts its receive only after that. Each must get the other's original data.
+  run(2, [&](int rank, int, Transport& t, FileOob& oob) -> std::string {
+    const size_t n = (2u << 20) + 3;
+    int other = 1 - rank;
+    std::vector<uint8_t> buf = makeData(rank, other, 5, n);
+    TransferOp send, recv;
+    if (Status s = t.postSend(other, 5, buf.data(), n, &send); !s.ok()) return s.message();
+    t.detachSend(&send);
+    if (send.state.load() == TransferOp::kFailed) return "detach failed the send: " + send.error.message();
+    std::fill(buf.begin(), buf.end(), 0xab);           // the caller reuses its buffer at once
+    if (!oob.barrier().ok()) return "barrier failed";  // the peer's receive comes only now
+    if (Status s = t.postRecv(other, 5, buf.data(), n, nullptr, &recv); !s.ok()) return s.message();
+    if (Status s = waitAll(t, {&send, &recv}); !s.ok()) return s.message();
+    return buf == makeData(other, rank, 5, n) ? "" : "received data is not the sender's original";
+  });
+}
+
+TEST_P(UcxTls, ExecutorAllReduceOverUcx) {
+  // The real executor over UCX: every all-reduce algorithm, in and out of place, with small
+  // pipeline slices (many 64-bit tags, in-place detaches, reduce-on-receive), 2 and 3 ranks.
+  for (int n : {2, 3}) {
+    run(n, [&](int rank, int nranks, Transport& t, FileOob&) -> std::string {
+      const uint64_t count = 262147;
+      std::vector<Transport*> peers(nranks, &t);
+      peers[rank] = nullptr;
+      uint32_t seq = 0;
+      for (const AlgoInfo* algo : algorithmsFor(Coll::AllReduce)) {
+        for (bool inPlace : {false, true}) {
+          CollArgs args;
+          args.coll = Coll::AllReduce;
+          args.nranks = nranks;
+          args.count = count;
+          args.inPlace = inPlace;
+          args.chunkElems = 4099;
+          if (!algo->supports(args)) continue;
+          std::vector<float> in(count), out(count, -1.0f);
+          for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<float>((i * 7 + rank * 3) % 11) - 5.0f;
+          if (inPlace) out = in;
+          std::vector<float> scratch(algo->scratchCount(args, rank));
+          ExecBuffers bufs{
+              inPlace ? out.data() : in.data(), out.data(), scratch.data(), count, count, scratch.size()};
+          ExecOptions eo;
+          eo.seq = seq++;
+          eo.rank = rank;
+          Execution ex(std::make_shared<const std::vector<Step>>(materialize(*algo, args, rank)), bufs, peers, eo);
+          Status s = ex.start();
+          bool done = false;
+          auto deadline = Clock::now() + std::chrono::seconds(30);
+          while (s.ok() && !done) {
+            s = ex.progress(&done);
+            if (s.ok() && !done && Clock::now() > deadline) {
+              s = errorf(tribTimeout, "waiting for %s", ex.describePending().c_str());
+              t.abort(s);
+            }
+            if (!done) std::this_thread::yield();
+          }
+          if (!s.ok())
+            return strprintf("%s inPlace=%d: %s", algoName(algo->algo), inPlace, s.message().c_str());
+          for (uint64_t i = 0; i < count; ++i) {
+            float want = 0;
+            for (int r = 0; r < nranks; ++r) want += static_cast<float>((i * 7 + r * 3) % 11) - 5.0f;
+            if (out[i] != want)
+              return strprintf("%s inPlace=%d: element %llu is %g, want %g", algoName(algo->algo), inPlace,
+                               static_cast<unsigned long long>(i), out[i], want);
+          }
+        }
+      }
+      return seq >= 2 ? "" : "no all-reduce algorithm ran";
+    });
+  }
+}
+
+TEST_P(UcxTls, ReduceOnReceive) {
+  // Rank 0 receives rank 1's float32 vector and sums it into its own, out of place and in place.
+  const size_t count = (1u << 20) + 3;
+  run(2, [&](int rank, int, Transport& t, FileOob&) -> std::string {
+    auto val = [](int r, size_t i) { return static_cast<float>((i % 1000) * (r + 1)) - 3.0f * r; };
+    std::vector<float> mine(count);
+    for (size_t i = 0; i < count; ++i) mine[i] = val(rank, i);
+    if (rank == 1) {
+      TransferOp a, b;
+      if (Status s = t.postSend(0, 1, mine.data(), count * 4, &a); !s.ok()) return s.message();
+      if (Status s = t.postSend(0, 2, mine.data(), count * 4, &b); !s.ok()) return s.message();
+      Status s = waitAll(t, {&a, &b});
+      return s.ok() ? "" : s.message();
+    }
+    std::vector<float> dst(count, -1.0f), inplace = mine;
+    ReduceSpec out{mine.data(), tribFloat32, tribSum}, in{inplace.data(), tribFloat32, tribSum};
+    TransferOp a, b;
+    if (Status s = t.postRecv(1, 1, dst.data(), count * 4, &out, &a); !s.ok()) return s.message();
+    if (Status s = t.postRecv(1, 2, inplace.data(), count * 4, &in, &b); !s.ok()) return s.message();
+    if (Status s = waitAll(t, {&a, &b}); !s.ok()) return s.message();
+    for (size_t i = 0; i < count; ++i) {
+      float want = val(0, i) + val(1, i);
+      if (dst[i] != want || inplace[i] != want)
+        return strprintf("element %zu: got %g / %g, want %g", i, dst[i], inplace[i], want);
+    }
+    return "";
+  });
+}
+
+TEST_P(UcxTls, OutOfOrderTags) {
+  // Rank 0 sends tags 9..0 (mixing eager and rendezvous sizes); rank 1 receives them in 0..9.
+  run(2, [&](int rank, int, Transport& t, FileOob&) -> std::string {
+    const int kMsgs = 10;
+    auto size = [](int tag) -> size_t { return tag % 3 == 0 ? (1u << 20) + tag : 100 + tag; };
+    std::vector<std::vector<uint8_t> > bufs(kMsgs);
+    std::vector<TransferOp> ops(kMsgs);
+    std::vector<TransferOp*> raw;
+    for (int k = 0; k < kMsgs; ++k) {
+      int tag = rank == 0 ? kMsgs - 1 - k : k;
+      bufs[tag] = rank == 0 ? makeData(0, 1, tag, size(tag)) : std::vector<uint8_t>(size(tag), 0);
+      Status s = rank == 0 ? t.postSend(1, tag, bufs[tag].data(), size(tag), &ops[k])
+                           : t.postRecv(0, tag, bufs[tag].data(), size(tag), nullptr, &ops[k]);
+      if (!s.ok()) return s.message();
+      raw.push_back(&ops[k]);
+    }
+    if (Status s = waitAll(t, raw); !s.ok()) return s.message();
+    if (rank == 1)
+      for (int tag = 0; tag < kMsgs; ++tag)
+        if (bufs[tag] != makeData(0, 1, tag, size(tag)))
+          return strprintf("message with tag %d corrupted", tag);
+    return "";
+  });
+}
+
+TEST_P(UcxTls, SizeMismatchFailsTheReceive) {
+  // Larger and smaller than posted, eager and rendezvous; afterwards the pair still works.
+  run(2, [&](int rank, int, Transport& t, FileOob&) -> std::string {
+    struct Case {
+      size_t sent, posted;
+    };
+    const std::vector<Case> cases = {{100, 64}, {10, 64}, {4u << 20, 1u << 20}, {1u << 20, 4u << 20}};
+    for (size_t k = 0; k < cases.size(); ++k) {
+      auto [sent, posted] = cases[k];
+      if (rank == 0) {
+        std::vector<uint8_t> buf(sent, 1);
+        TransferOp op;
+        if (Status s = t.postSend(1, k, buf.data(), sent, &op); !s.ok()) return s.message();
+        Status s = waitAll(t, {&op});
+        // A truncated rendezvous may be reported to the sender too; anything else must succeed.
+        if (!s.ok() && sent <= posted) return "send failed: " + s.message();
+      } else {
+        std::vector<uint8_t> buf(posted);
+        TransferOp op;
+        if (Status s = t.postRecv(0, k, buf.data(), posted, nullptr, &op); !s.ok()) return s.message();
+        Status s = waitAll(t, {&op});
+        if (s.ok()) return strprintf("receive of %zu bytes into %zu succeeded", sent, posted);
+        if (s.code() != tribInvalidUsage) return "wrong code: " + s.message();
+        std::string m = s.message();
+        if (m.find(std::to_string(posted)) == std::string::npos || m.find("rank 0") == std::string::npos ||
+            (sent < posted && m.find(std::to_string(sent)) == std::string::npos))
+          return "message lacks sizes or peer: " + m;
+      }
+    }
+    // The connection survives a mismatch.
+    std::vector<uint8_t> buf = rank == 0 ? makeData(0, 1, 99, 5000) : std::vector<uint8_t>(5000);
+    TransferOp op;
+    Status s = rank == 0 ? t.postSend(1, 99, buf.data(), buf.size(), &op)
+                         : t.postRecv(0, 99, buf.data(), buf.size(), nullptr, &op);
+    if (s.ok()) s = waitAll(t, {&op});
+    if (!s.ok()) return "after mismatch: " + s.message();
+    if (rank == 1 && buf != makeData(0, 1, 99, 5000)) return "data after mismatch differs";
+    return "";
+  });
+}
+
+TEST_P(UcxTls, KilledPeerFailsPendingOps) {
+  // Three ranks exchange once; then rank 2 is SIGKILLed while ranks 0 and 1 have a receive from it
+  // and a large send to it pending. Both must fail with tribRemoteError naming rank 2 within the
+  // timeout, and ranks 0 and 1 must still talk to each other.
+  run(
+      3,
+      [&](int rank, int n, Transport& t, FileOob& oob) -> std::string {
+        std::vector<uint8_t> a(64, 1), b(64);
+        std::vector<TransferOp> ops(2 * n);
+        std::vector<TransferOp*> raw;
+        for (int p = 0; p < n; ++p) {
+          (void)t.postSend(p, 1, a.data(), a.size(), &ops[2 * p]);
+          (void)t.postRecv(p, 1, b.data(), b.size(), nullptr, &ops[2 * p + 1]);
+          raw.push_back(&ops[2 * p]);
+          raw.push_back(&ops[2 * p + 1]);
+        }
+        if (Status s = waitAll(t, raw); !s.ok()) return "warm-up: " + s.message();
+        if (rank == 2) {
+          std::ofstream(oob.dir.parent_path() / "victim_ready") << "1";
+          for (;;) pause();  // until SIGKILL (or the alarm)
+        }
+        std::vector<uint8_t> big(8u << 20, 3), in(64);
+        TransferOp send, recv;
+        if (Status s = t.postRecv(2, 2, in.data(), in.size(), nullptr, &recv); !s.ok()) return s.message();
+        if (Status s = t.postSend(2, 2, big.data(), big.size(), &send);
+            !s.ok() && s.code() != tribRemoteError)
+          return s.message();
+        auto start = Clock::now();
+        Status s = waitAll(t, {&recv, &send}, 20);
+        double sec = std::chrono::duration<double>(Clock::now() - start).count();
+        for (TransferOp* op : {&recv, &send}) {
+          if (op->state.load() != TransferOp::kFailed)
+            return "an operation with the killed rank 2 did not fail";
+          if (op->error.code() != tribRemoteError || op->error.message().find("rank 2") == std::string::npos)
+            return "wrong error: " + op->error.message();
+        }
+        if (sec > 15) return strprintf("failure took %.1f s to report", sec);
+        // New posts to the dead rank fail at once; the survivors still work together.
+        TransferOp late;
+        if (t.postRecv(2, 3, in.data(), in.size(), nullptr, &late).code() != tribRemoteError)
+          return "post to dead rank did not fail";
+        int other = 1 - rank;
+        std::vector<uint8_t> x = makeData(rank, other, 4, 3000), y(3000);
+        TransferOp xs, yr;
+        (void)t.postSend(other, 4, x.data(), x.size(), &xs);
+        (void)t.postRecv(other, 4, y.data(), y.size(), nullptr, &yr);
+        if (Status s2 = waitAll(t, {&xs, &yr}); !s2.ok()) return "survivors: " + s2.message();
+        if (y != makeData(other, rank, 4, 3000)) return "survivor data differs";
+        return "";
+      },
+      [](const std::vector<pid_t>& pids, const fs::path& dir) {
+        auto deadline = Clock::now() + std::chrono::seconds(30);
+        while (!fs::exists(dir / "victim_ready") && Clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the survivors post
+        kill(pids[2], SIGKILL);
+        waitpid(pids[2], nullptr, 0);
+      },
+      {2});
+}
+
+TEST_P(UcxTls, AbortFromAnotherThreadFailsPendingOps) {
+  run(2, [&](int rank, int, Transport& t, FileOob& oob) -> std::string {
+    if (rank == 1) {  // posts nothing; waits until rank 0 has aborted, so rank 0 sees no peer loss
+      return oob.barrier().ok() ? "" : "barrier failed";
+    }
+    std::vector<uint8_t> in(1000), big(4u << 20, 5);
+    TransferOp recv, send;
+    (void)t.postRecv(1, 7, in.data(), in.size(), nullptr, &recv);
+    (void)t.postSend(1, 8, big.data(), big.size(), &send);  // rendezvous: stays pending
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      t.abort(errorf(tribAborted, "test abort"));
+    });
+    Status s = waitAll(t, {&recv}, 10);
+    aborter.join();
+    std::string err;
+    if (recv.state.load() != TransferOp::kFailed || recv.error.message() != "test abort")
+      err = "pending receive not failed by abort: " + s.message();
+    else if (!send.done() || send.error.code() != tribAborted)
+      err = "pending send not failed by abort";
+    else if (t.progress().code() != tribAborted)
+      err = "progress after abort did not report it";
+    TransferOp late;
+    if (err.empty() && t.postSend(1, 9, in.data(), 1, &late).code() != tribAborted)
+      err = "post after abort accepted";
+    (void)oob.barrier();
+    return err;
+  });
+}
+
+TEST_P(UcxTls, BadArgumentsAreRefused) {
+  run(1, [&](int, int, Transport& t, FileOob&) -> std::string {
+    uint8_t b[8] = {};
+    TransferOp op;
+    Status s = t.postSend(1, 0, b, 8, &op);
+    if (s.code() != tribInvalidArgument || s.message().find("peer 1") == std::string::npos)
+      return "peer out of range: " + s.message();
+    s = t.postSend(0, 1ull << 30, b, 8, &op);  // message index beyond the 24 index bits
+    if (s.code() != tribInvalidArgument || s.message().find("indexBits") == std::string::npos)
+      return "wide tag: " + s.message();
+    ReduceSpec r{b, tribFloat32, tribSum};
+    s = t.postRecv(0, 0, b, 6, &r, &op);
+    if (s.code() != tribInvalidArgument) return "6 bytes of float32: " + s.message();
+    // Self send/receive works.
+    uint8_t out[5] = {1, 2, 3, 4, 5}, in[5] = {};
+    TransferOp so, ro;
+    (void)t.postRecv(0, 3, in, 5, nullptr, &ro);
+    (void)t.postSend(0, 3, out, 5, &so);
+    if (Status w = waitAll(t, {&so, &ro}); !w.ok()) return "self: " + w.message();
+    return std::memcmp(in, out, 5) == 0 ? "" : "self data differs";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Tls, UcxTls, ::testing::Values("tcp", "sm", ""), [](const auto& info) {
+  return info.param.empty() ? std::string("default") : info.param;
+});
+
+TEST(Ucx, TagLayout) {
+  UcxOptions o;  // 4 comm + 20 rank + 16 seq + 24 index bits
+  o.commId = 77;
+  uint64_t a = 0, b = 0, c = 0;
+  // Rank, sequence, point-to-point bit and index land in their fields.
+  ASSERT_TRUE(ucxTagFor(o, 5, (uint64_t{0x80000003} << 32) | 9, &a).ok());
+  EXPECT_EQ((a >> 40) & 0xfffff, 5u);
+  EXPECT_EQ((a >> 24) & 0xffff, 0x8003u);
+  EXPECT_EQ(a & 0xffffff, 9u);
+  // Different communicators, sources, sequences or indices never share a tag.
+  UcxOptions o2 = o;
+  o2.commId = 78;
+  ASSERT_TRUE(ucxTagFor(o2, 5, (uint64_t{0x80000003} << 32) | 9, &b).ok());
+  ASSERT_TRUE(ucxTagFor(o, 5, (uint64_t{3} << 32) | 9, &c).ok());
+  EXPECT_NE(a >> 60, b >> 60) << "comm ids 77 and 78 hash to the same 4 bits; pick others";
+  EXPECT_NE(a, c);
+  // An index that does not fit is refused, with the field named.
+  Status s = ucxTagFor(o, 0, uint64_t{1} << 24, &a);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("indexBits"), std::string::npos) << s.message();
+}
+
+TEST(Ucx, OptionsValidated) {
+  UcxOptions o;
+  o.commBits = 30;
+  o.rankBits = 30;
+  std::unique_ptr<Transport> t;
+  auto oob = [](const std::vector<uint8_t>&, std::vector<std::vector<uint8_t> >&) { return Status::Ok(); };
+  Status s = createUcxTransport(0, 1, oob, o, &t);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("must be 64"), std::string::npos) << s.message();
+  o = UcxOptions{};
+  o.rankBits = 2;
+  o.seqBits = 32;
+  o.indexBits = 26;
+  s = createUcxTransport(0, 5, oob, o, &t);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("rankBits"), std::string::npos) << s.message();
+  EXPECT_EQ(createUcxTransport(3, 3, oob, UcxOptions{}, &t).code(), tribInvalidArgument);
+  EXPECT_EQ(t, nullptr);
+}
+
+}  // namespace
+#endif

@@ -1,0 +1,919 @@
+#include "transports/shm/shm_transport.hpp"
+#include "common/env.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/net.hpp"
+#include "bootstrap/unique_id.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "reduce/reduce.hpp"
+
+namespace trib {
+
+namespace {
+
+constexpr uint64_t kSegMagic = 0x314d485342495254ull;  // "TRIBSHM1"
+constexpr uint32_t kBlobMagic = 0x53484d42;            // "BMHS"
+constexpr uint32_t kNumCma = 64;                       // outstanding single-copy sends per rank
+constexpr size_t kCmaBounce = 1 << 20;                 // reduce-on-receive staging for CMA reads
+using Clock = std::chrono::steady_clock;
+
+struct SegHeader {
+  uint64_t magic;
+  int32_t ownerRank;
+  int32_t ownerPid;
+  uint32_t nlocal;
+  uint32_t nslots;
+  uint64_t slotBytes;
+  uint64_t ringsOffset, ringBytes, cmaOffset, totalBytes;
+  uint64_t probe;  // a random value peers read through CMA to test single-copy
+};
+
+enum SlotKind : uint32_t { kData = 1, kCmaRts = 2 };
+struct SlotHeader {
+  uint64_t tag, total, offset;
+  uint32_t len, kind;
+  uint32_t cmaIndex, pad;
+  uint64_t cmaGen;
+  uint8_t reserved[16];
+};
+static_assert(sizeof(SlotHeader) == 64);
+
+struct RingCtl {
+  alignas(64) std::atomic<uint64_t> head;  // written by the sender
+  alignas(64) std::atomic<uint64_t> tail;  // written by the receiver
+};
+static_assert(sizeof(RingCtl) == 128);
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
+
+// A single-copy send published by its owner; the receiver claims it READY -> READING -> DONE.
+enum CmaState : uint32_t {
+  kFree = 0,
+  kReady = 1,
+  kReading = 2,
+  kCmaDone = 3,
+  kDetaching = 4,
+  kCmaFailed = 5
+};
+struct alignas(64) CmaDesc {
+  std::atomic<uint32_t> state;
+  uint32_t pad;
+  uint64_t addr, bytes, gen;
+};
+
+uint8_t* slotAt(RingCtl* r, uint32_t k, size_t slotBytes) {
+  return reinterpret_cast<uint8_t*>(r) + sizeof(RingCtl) +
+         static_cast<size_t>(k) * (sizeof(SlotHeader) + slotBytes);
+}
+
+bool processAlive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A killed process stays a zombie until its parent reaps it: still dead for us.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return errno != ENOENT;
+  char buf[512];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+}  // namespace
+
+struct ShmTransport::Impl {
+  struct SendReq {
+    int peer;
+    uint64_t tag;
+    const uint8_t* buf;
+    size_t bytes;
+    size_t sent = 0;
+    TransferOp* op;
+    std::vector<uint8_t> owned;  // after detachSend
+    bool cma = false;
+    int cmaIndex = -1;
+  };
+  struct RecvReq {
+    uint64_t tag;
+    uint8_t* buf;
+    size_t bytes;
+    bool reduce = false;
+    ReduceSpec red;
+    TransferOp* op;
+  };
+  struct Unexpected {
+    uint64_t tag, total;
+    std::vector<uint8_t> data;
+    bool complete = false;
+    bool dropped = false;  // its receive failed on a size mismatch: discard once complete
+    bool cma = false;
+    uint32_t cmaIndex = 0;
+    uint64_t cmaGen = 0;
+    std::unique_ptr<RecvReq> claimed;  // a receive posted while the message was still arriving
+  };
+  struct InMsg {  // the message currently arriving from a peer (slots of one message are contiguous)
+    bool active = false;
+    uint64_t tag = 0, total = 0;
+    std::unique_ptr<RecvReq> recv;
+    Unexpected* unexp = nullptr;
+    bool discard = false;
+  };
+  struct CmaRead {
+    std::unique_ptr<RecvReq> recv;
+    uint32_t index;
+    uint64_t gen, total;
+  };
+  struct Peer {
+    int rank = -1;
+    pid_t pid = 0;
+    RingCtl* outRing = nullptr;  // in the peer's segment: my ring into it
+    RingCtl* inRing = nullptr;   // in my segment: the peer's ring into me
+    CmaDesc* peerCma = nullptr;  // the peer's single-copy table
+    uint8_t* seg = nullptr;      // the peer's mapping (nullptr for myself: mine_ is used)
+    size_t segBytes = 0;
+    bool useCma = false;
+    bool watchPid = true;  // false when the peer's pid is not visible here (another pid namespace)
+    uint64_t cachedTail = 0;
+    std::deque<std::unique_ptr<SendReq>> sendQ;
+    std::list<std::unique_ptr<SendReq>> cmaWait;
+    std::list<std::unique_ptr<RecvReq>> posted;
+    std::list<std::unique_ptr<Unexpected>> unexpected;
+    std::list<CmaRead> cmaReads;
+    InMsg cur;
+    Status dead;
+  };
+
+  int rank = 0, nranks = 0, myIdx = -1;
+  ShmOptions opt;
+  std::vector<int> localRanks;
+  std::vector<int> idxOfRank;  // comm rank -> local index, -1 when not local
+  std::vector<Peer> peers;     // by local index
+  std::string myName;
+  bool unlinked = false;
+  uint8_t* mine = nullptr;
+  size_t mineBytes = 0;
+  SegHeader* hdr = nullptr;
+  CmaDesc* myCma = nullptr;
+  uint64_t cmaGenNext = 1;
+  std::vector<uint8_t> bounce;
+
+  std::mutex mu;
+  Status aborted;
+  std::unordered_map<TransferOp*, SendReq*> liveSends;
+  Clock::time_point nextLiveness = Clock::now();
+
+  ~Impl();
+  Status connect(int nranksArg, const OobAllGather& oob);
+  RingCtl* ringIn(uint8_t* seg, int senderIdx) const {
+    auto* h = reinterpret_cast<SegHeader*>(seg);
+    return reinterpret_cast<RingCtl*>(seg + h->ringsOffset + static_cast<size_t>(senderIdx) * h->ringBytes);
+  }
+  Status peerIndex(int peer, const char* what, int* idx) const {
+    if (peer < 0 || peer >= nranks || idxOfRank[peer] < 0)
+      return errorf(tribInvalidArgument, "shm %s: rank %d is not a local rank of this transport (%d ranks)",
+                    what, peer, nranks);
+    *idx = idxOfRank[peer];
+    return Status::Ok();
+  }
+  void pushSends(Peer& p);
+  void drainIncoming(Peer& p);
+  void handleSlot(Peer& p, const SlotHeader& sh, const uint8_t* data);
+  void runCmaReads(Peer& p);
+  bool cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t gen, uint64_t total, Status* err);
+  void checkCmaSends(Peer& p);
+  void deliver(RecvReq& r, size_t off, const uint8_t* src, size_t len);
+  bool matchSize(Peer& p, RecvReq& r, uint64_t tag, uint64_t total);
+  void finishUnexpected(Peer& p, Unexpected* u);
+  // Fail every pending op with `p`; peerGone: its process is dead (vs. an abort).
+  void failPeer(Peer& p, const Status& why, bool peerGone);
+  void completeSend(Peer& p, SendReq* s);
+  void checkLiveness();
+};
+
+// ---------------------------------------------------------------------------------------------
+// Connection setup
+
+ShmTransport::ShmTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ShmTransport::~ShmTransport() {
+  // Ops still pending would otherwise wait forever on a transport that is gone.
+  abort(errorf(tribAborted, "shm transport destroyed with this operation pending"));
+}
+
+ShmTransport::Impl::~Impl() {
+  if (!myName.empty() && !unlinked) shm_unlink(myName.c_str());
+  for (auto& p : peers)
+    if (p.seg) munmap(p.seg, p.segBytes);
+  if (mine) munmap(mine, mineBytes);
+}
+
+Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localRanks, const OobAllGather& oob,
+                            const ShmOptions& options, std::unique_ptr<ShmTransport>* out) {
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return errorf(tribInvalidArgument, "shm: rank %d of %d is out of range", rank, nranks);
+  if (options.slotBytes < 64 || options.slotBytes % 64 != 0 || options.slotBytes > (1u << 30))
+    return errorf(tribInvalidArgument, "shm: slotBytes %zu must be a multiple of 64 in [64, 1 GiB]",
+                  options.slotBytes);
+  if (options.nslots < 2 || options.nslots > 65536)
+    return errorf(tribInvalidArgument, "shm: nslots %u must be in [2, 65536]", options.nslots);
+  auto im = std::make_unique<Impl>();
+  im->rank = rank;
+  im->nranks = nranks;
+  im->opt = options;
+  im->localRanks = localRanks;
+  std::sort(im->localRanks.begin(), im->localRanks.end());
+  im->idxOfRank.assign(nranks, -1);
+  for (size_t i = 0; i < im->localRanks.size(); ++i) {
+    int r = im->localRanks[i];
+    if (r < 0 || r >= nranks || (i > 0 && r == im->localRanks[i - 1]))
+      return errorf(tribInvalidArgument, "shm: local rank list has an invalid or repeated rank %d", r);
+    im->idxOfRank[r] = static_cast<int>(i);
+  }
+  if (im->idxOfRank[rank] < 0)
+    return errorf(tribInvalidArgument, "shm: the local rank list does not contain this rank (%d)", rank);
+  im->myIdx = im->idxOfRank[rank];
+  if (im->opt.cma < 0) {
+    im->opt.cma = envBool("TRIB_SHM_CMA") ? 1 : 0;
+  }
+  Status st = im->connect(nranks, oob);
+  if (!st.ok()) return st.prefix(strprintf("shm transport (rank %d): ", rank));
+  out->reset(new ShmTransport(std::move(im)));
+  return Status::Ok();
+}
+
+Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
+  const uint32_t nlocal = static_cast<uint32_t>(localRanks.size());
+  const size_t slotStride = sizeof(SlotHeader) + opt.slotBytes;
+  const size_t ringBytes = sizeof(RingCtl) + opt.nslots * slotStride;
+  const size_t ringsOffset = 4096;
+  const size_t cmaOffset = ringsOffset + nlocal * ringBytes;
+  mineBytes = cmaOffset + kNumCma * sizeof(CmaDesc);
+
+  uint64_t rnd = 0;
+  TRIB_RETURN_IF_ERROR(randomBytes(&rnd, sizeof rnd));
+  myName = strprintf("/%s%d-%016llx-r%d", ShmTransport::kSegmentPrefix, static_cast<int>(getpid()),
+                     static_cast<unsigned long long>(rnd), rank);
+  int fd = shm_open(myName.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    std::string n2 = myName;
+    myName.clear();
+    return errorf(tribSystemError, "shm_open('%s'): %s (is /dev/shm mounted and writable?)", n2.c_str(),
+                  strerror(errno));
+  }
+  if (ftruncate(fd, static_cast<off_t>(mineBytes)) != 0) {
+    int e = errno;
+    close(fd);
+    return errorf(tribSystemError, "ftruncate shm segment to %zu bytes: %s (is /dev/shm full?)", mineBytes,
+                  strerror(e));
+  }
+  void* m = mmap(nullptr, mineBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return errorf(tribSystemError, "mmap shm segment: %s", strerror(errno));
+  mine = static_cast<uint8_t*>(m);
+  hdr = reinterpret_cast<SegHeader*>(mine);
+  *hdr = SegHeader{kSegMagic,   rank,       static_cast<int32_t>(getpid()),
+                   nlocal,      opt.nslots, opt.slotBytes,
+                   ringsOffset, ringBytes,  cmaOffset,
+                   mineBytes,   0};
+  TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
+  for (uint32_t j = 0; j < nlocal; ++j) {
+    RingCtl* r = ringIn(mine, static_cast<int>(j));
+    new (r) RingCtl();
+    r->head.store(0);
+    r->tail.store(0);
+  }
+  myCma = reinterpret_cast<CmaDesc*>(mine + cmaOffset);
+  for (uint32_t i = 0; i < kNumCma; ++i) new (&myCma[i]) CmaDesc{};
+
+  // Let peers read this process's memory for single-copy (Yama ptrace_scope=1 needs it).
+  if (opt.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+
+  uint64_t localHash = 1469598103934665603ull;
+  for (int r : localRanks) localHash = (localHash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  std::string boot = hostIdentity();
+  net::Writer w;
+  w.u32(kBlobMagic);
+  w.u32(static_cast<uint32_t>(rank));
+  w.u32(static_cast<uint32_t>(getpid()));
+  w.u64(reinterpret_cast<uint64_t>(&hdr->probe));
+  w.u64(hdr->probe);
+  w.u64(localHash);
+  w.u64(mineBytes);
+  w.str(boot);
+  w.str(myName);
+  std::vector<std::vector<uint8_t>> all;
+  TRIB_RETURN_IF_ERROR(oob(w.data(), all).prefix("exchanging segment names: "));
+  if (static_cast<int>(all.size()) != n)
+    return errorf(tribInternalError, "out-of-band allgather returned %zu blobs for %d ranks", all.size(), n);
+
+  peers.resize(nlocal);
+  std::vector<std::string> names(nlocal);
+  std::vector<uint8_t> canRead(nlocal, 0);
+  Status st;
+  for (uint32_t j = 0; j < nlocal && st.ok(); ++j) {
+    Peer& p = peers[j];
+    p.rank = localRanks[j];
+    net::Reader r(all[p.rank].data(), all[p.rank].size());
+    uint32_t magic = 0, prank = 0, ppid = 0;
+    uint64_t probeAddr = 0, probeVal = 0, hash = 0, bytes = 0;
+    std::string pboot;
+    r.u32(&magic);
+    r.u32(&prank);
+    r.u32(&ppid);
+    r.u64(&probeAddr);
+    r.u64(&probeVal);
+    r.u64(&hash);
+    r.u64(&bytes);
+    r.str(&pboot);
+    r.str(&names[j]);
+    if (!r.ok() || magic != kBlobMagic || static_cast<int>(prank) != p.rank) {
+      st = errorf(tribInternalError, "rank %d sent a malformed shm connection blob", p.rank);
+      break;
+    }
+    if (hash != localHash) {
+      st = errorf(tribInvalidUsage, "rank %d and this rank disagree on the set of local ranks", p.rank);
+      break;
+    }
+    if (pboot != boot) {
+      st = errorf(tribInvalidUsage,
+                  "rank %d is listed as local but runs on another host or kernel ('%s' vs '%s')", p.rank,
+                  pboot.c_str(), boot.c_str());
+      break;
+    }
+    p.pid = static_cast<pid_t>(ppid);
+    if (static_cast<int>(j) != myIdx && !processAlive(p.pid)) {
+      // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
+      p.watchPid = false;
+      TRIB_INFO("transport", "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts",
+                rank, p.rank, static_cast<int>(p.pid));
+    }
+    uint8_t* seg = mine;
+    if (static_cast<int>(j) != myIdx) {
+      int pfd = shm_open(names[j].c_str(), O_RDWR | O_CLOEXEC, 0);
+      if (pfd < 0) {
+        st = errorf(tribRemoteError, "cannot open rank %d's segment '%s': %s", p.rank, names[j].c_str(),
+                    strerror(errno));
+        break;
+      }
+      void* pm = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+      close(pfd);
+      if (pm == MAP_FAILED) {
+        st = errorf(tribSystemError, "mmap rank %d's segment: %s", p.rank, strerror(errno));
+        break;
+      }
+      p.seg = static_cast<uint8_t*>(pm);
+      p.segBytes = bytes;
+      seg = p.seg;
+      auto* ph = reinterpret_cast<SegHeader*>(seg);
+      if (ph->magic != kSegMagic || ph->ownerRank != p.rank || ph->nlocal != nlocal ||
+          ph->slotBytes != opt.slotBytes || ph->nslots != opt.nslots || ph->totalBytes != bytes) {
+        st = errorf(tribInvalidUsage,
+                    "rank %d's shm segment has a different layout (slot size or count differ?)", p.rank);
+        break;
+      }
+      // Probe single-copy: read the peer's random probe value from its address space.
+      if (opt.cma) {
+        uint64_t got = 0;
+        iovec l{&got, sizeof got}, rm{reinterpret_cast<void*>(probeAddr), sizeof got};
+        ssize_t rr = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
+        int readErr = errno;
+        canRead[j] = rr == static_cast<ssize_t>(sizeof got) && got == probeVal;
+        if (!canRead[j]) {
+          char scope[8] = "absent";  // Yama: 0 any same-uid, 1 needs PR_SET_PTRACER (done), 2+ refuses
+          if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
+            size_t n = std::fread(scope, 1, sizeof scope - 1, f);
+            scope[n > 0 && scope[n - 1] == '\n' ? n - 1 : n] = '\0';
+            std::fclose(f);
+          }
+          TRIB_INFO("transport",
+                    "rank %d cannot read rank %d's memory with process_vm_readv (%s; yama ptrace_scope %s); "
+                    "slot path only",
+                    rank, p.rank, rr < 0 ? strerror(readErr) : "wrong value", scope);
+        }
+      }
+    } else {
+      canRead[j] = opt.cma ? 1 : 0;
+    }
+    p.inRing = ringIn(mine, static_cast<int>(j));
+    p.outRing = ringIn(seg, myIdx);
+    p.peerCma = reinterpret_cast<CmaDesc*>(seg + reinterpret_cast<SegHeader*>(seg)->cmaOffset);
+  }
+  // Second exchange: who can read whom; it is also the point after which every peer has mapped
+  // my segment, so the name can go (nothing leaks if any process dies from here on).
+  std::vector<uint8_t> mineRead(nlocal + 1);
+  mineRead[0] = st.ok() ? 1 : 0;
+  std::copy(canRead.begin(), canRead.end(), mineRead.begin() + 1);
+  std::vector<std::vector<uint8_t>> reads;
+  Status st2 = oob(mineRead, reads);
+  shm_unlink(myName.c_str());
+  unlinked = true;
+  if (!st.ok() || !st2.ok()) {
+    // A peer may have died before unlinking its own segment: remove every name we know.
+    for (auto& nm : names)
+      if (!nm.empty()) shm_unlink(nm.c_str());
+    return st.ok() ? st2.prefix("confirming segment mappings: ") : st;
+  }
+  for (uint32_t j = 0; j < nlocal; ++j) {
+    const auto& b = reads[localRanks[j]];
+    if (b.size() != nlocal + 1 || b[0] != 1)
+      return errorf(tribRemoteError, "rank %d failed to map the shm segments", localRanks[j]);
+    // I send single-copy to j when I may and j can read me.
+    peers[j].useCma = opt.cma && b[1 + myIdx] != 0;
+  }
+  bounce.resize(kCmaBounce);
+  TRIB_INFO("transport", "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
+            opt.nslots, opt.slotBytes, opt.cma ? "on" : "off");
+  return Status::Ok();
+}
+
+bool ShmTransport::usesCma(int peer) const {
+  int idx = peer >= 0 && peer < impl_->nranks ? impl_->idxOfRank[peer] : -1;
+  return idx >= 0 && impl_->peers[idx].useCma;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Posting
+
+Status ShmTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mu);
+  int idx = -1;
+  Status st = im.peerIndex(peer, "postSend", &idx);
+  if (st.ok() && !buf && bytes > 0)
+    st = errorf(tribInvalidArgument, "shm postSend: null buffer for %zu bytes", bytes);
+  if (st.ok() && !im.aborted.ok()) st = im.aborted;
+  if (st.ok() && !im.peers[idx].dead.ok()) st = im.peers[idx].dead;
+  if (!st.ok()) {
+    op->fail(st);
+    return st;
+  }
+  Impl::Peer& p = im.peers[idx];
+  auto s = std::make_unique<Impl::SendReq>();
+  s->peer = idx;
+  s->tag = tag;
+  s->buf = static_cast<const uint8_t*>(buf);
+  s->bytes = bytes;
+  s->op = op;
+  s->cma = p.useCma && bytes >= im.opt.cmaThreshold;
+  im.liveSends[op] = s.get();
+  p.sendQ.push_back(std::move(s));
+  im.pushSends(p);  // small messages leave at once
+  return Status::Ok();
+}
+
+Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
+                              TransferOp* op) {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mu);
+  int idx = -1;
+  Status st = im.peerIndex(peer, "postRecv", &idx);
+  if (st.ok() && !buf && bytes > 0)
+    st = errorf(tribInvalidArgument, "shm postRecv: null buffer for %zu bytes", bytes);
+  if (st.ok() && reduce) {
+    if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
+      st = errorf(tribInvalidArgument, "shm postRecv: invalid reduce dtype %d or op %d", reduce->dtype,
+                  reduce->op);
+    else if (bytes % dataTypeSize(reduce->dtype) != 0)
+      st = errorf(tribInvalidArgument, "shm postRecv: %zu bytes is not a whole number of %s elements", bytes,
+                  dataTypeName(reduce->dtype));
+    else if (!reduce->local && bytes > 0)
+      st = errorf(tribInvalidArgument, "shm postRecv: reduce without a local operand");
+  }
+  if (st.ok() && !im.aborted.ok()) st = im.aborted;
+  if (!st.ok()) {
+    op->fail(st);
+    return st;
+  }
+  Impl::Peer& p = im.peers[idx];
+  auto r = std::make_unique<Impl::RecvReq>();
+  r->tag = tag;
+  r->buf = static_cast<uint8_t*>(buf);
+  r->bytes = bytes;
+  r->op = op;
+  if (reduce) {
+    r->reduce = true;
+    r->red = *reduce;
+  }
+  // An unexpected message with this tag (the oldest first) takes it.
+  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+    Impl::Unexpected* u = it->get();
+    if (u->tag != tag || u->claimed || u->dropped) continue;
+    if (!im.matchSize(p, *r, tag, u->total)) {
+      if (u->cma) p.peerCma[u->cmaIndex].state.store(kCmaDone, std::memory_order_release);
+      if (u->complete || u->cma)
+        p.unexpected.erase(it);
+      else
+        u->dropped = true;  // still arriving: discarded once complete
+      return Status::Ok();
+    }
+    if (u->cma) {
+      p.cmaReads.push_back({std::move(r), u->cmaIndex, u->cmaGen, u->total});
+      p.unexpected.erase(it);
+      im.runCmaReads(p);
+    } else if (u->complete) {
+      im.deliver(*r, 0, u->data.data(), u->total);
+      op->complete();
+      p.unexpected.erase(it);
+    } else {
+      u->claimed = std::move(r);
+    }
+    return Status::Ok();
+  }
+  // A message that fully arrived before its sender exited is still delivered (above); anything
+  // else from a dead peer will never come.
+  if (!p.dead.ok()) {
+    op->fail(p.dead);
+    return p.dead;
+  }
+  p.posted.push_back(std::move(r));
+  im.drainIncoming(p);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress
+
+bool ShmTransport::Impl::matchSize(Peer& p, RecvReq& r, uint64_t tag, uint64_t total) {
+  if (total == r.bytes) return true;
+  r.op->fail(errorf(tribInvalidUsage,
+                    "shm: message from rank %d with tag %llu has %llu bytes but the receive expects %zu "
+                    "(mismatched collective arguments across ranks?)",
+                    p.rank, static_cast<unsigned long long>(tag), static_cast<unsigned long long>(total),
+                    r.bytes));
+  return false;
+}
+
+void ShmTransport::Impl::deliver(RecvReq& r, size_t off, const uint8_t* src, size_t len) {
+  if (len == 0) return;
+  if (!r.reduce) {
+    std::memcpy(r.buf + off, src, len);
+    return;
+  }
+  size_t es = dataTypeSize(r.red.dtype);
+  reduce(r.buf + off, static_cast<const uint8_t*>(r.red.local) + off, src, len / es, r.red.dtype, r.red.op);
+}
+
+void ShmTransport::Impl::pushSends(Peer& p) {
+  const uint32_t nslots = opt.nslots;
+  while (!p.sendQ.empty()) {
+    SendReq* s = p.sendQ.front().get();
+    uint64_t head = p.outRing->head.load(std::memory_order_relaxed);
+    if (head - p.cachedTail >= nslots) {
+      p.cachedTail = p.outRing->tail.load(std::memory_order_acquire);
+      if (head - p.cachedTail >= nslots) return;  // ring full: try again on the next progress()
+    }
+    uint8_t* slot = slotAt(p.outRing, static_cast<uint32_t>(head % nslots), opt.slotBytes);
+    auto* sh = reinterpret_cast<SlotHeader*>(slot);
+    if (s->cma) {
+      if (s->cmaIndex < 0) {
+        for (uint32_t i = 0; i < kNumCma; ++i)
+          if (myCma[i].state.load(std::memory_order_acquire) == kFree) {
+            s->cmaIndex = static_cast<int>(i);
+            break;
+          }
+        if (s->cmaIndex < 0) return;  // all descriptors in use: wait for readers to finish
+        CmaDesc& d = myCma[s->cmaIndex];
+        d.addr = reinterpret_cast<uint64_t>(s->buf);
+        d.bytes = s->bytes;
+        d.gen = cmaGenNext++;
+        d.state.store(kReady, std::memory_order_release);
+      }
+      *sh = SlotHeader{
+          s->tag, s->bytes, 0, 0, kCmaRts, static_cast<uint32_t>(s->cmaIndex), 0, myCma[s->cmaIndex].gen, {}};
+      p.outRing->head.store(head + 1, std::memory_order_release);
+      p.cmaWait.push_back(std::move(p.sendQ.front()));
+      p.sendQ.pop_front();
+      continue;
+    }
+    size_t len = std::min(opt.slotBytes, s->bytes - s->sent);
+    *sh = SlotHeader{s->tag, s->bytes, s->sent, static_cast<uint32_t>(len), kData, 0, 0, 0, {}};
+    if (len) std::memcpy(slot + sizeof(SlotHeader), s->buf + s->sent, len);
+    p.outRing->head.store(head + 1, std::memory_order_release);
+    s->sent += len;
+    if (s->sent == s->bytes) {
+      std::unique_ptr<SendReq> done = std::move(p.sendQ.front());
+      p.sendQ.pop_front();
+      completeSend(p, done.get());
+    }
+  }
+}
+
+void ShmTransport::Impl::completeSend(Peer&, SendReq* s) {
+  liveSends.erase(s->op);
+  s->op->complete();
+}
+
+void ShmTransport::Impl::checkCmaSends(Peer& p) {
+  for (auto it = p.cmaWait.begin(); it != p.cmaWait.end();) {
+    SendReq* s = it->get();
+    CmaDesc& d = myCma[s->cmaIndex];
+    uint32_t state = d.state.load(std::memory_order_acquire);
+    if (state == kCmaDone || state == kCmaFailed) {
+      d.state.store(kFree, std::memory_order_release);
+      liveSends.erase(s->op);
+      if (state == kCmaDone)
+        s->op->complete();
+      else
+        s->op->fail(errorf(tribRemoteError, "shm: rank %d could not read this rank's send (tag %llu) by CMA",
+                           p.rank, static_cast<unsigned long long>(s->tag)));
+      it = p.cmaWait.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ShmTransport::Impl::drainIncoming(Peer& p) {
+  const uint32_t nslots = opt.nslots;
+  uint64_t tail = p.inRing->tail.load(std::memory_order_relaxed);
+  uint64_t head = p.inRing->head.load(std::memory_order_acquire);
+  while (tail != head) {
+    uint8_t* slot = slotAt(p.inRing, static_cast<uint32_t>(tail % nslots), opt.slotBytes);
+    SlotHeader sh;
+    std::memcpy(&sh, slot, sizeof sh);
+    handleSlot(p, sh, slot + sizeof(SlotHeader));
+    ++tail;
+    p.inRing->tail.store(tail, std::memory_order_release);
+    if (!p.dead.ok()) return;  // the stream was corrupt: stop reading it
+    if (tail == head) head = p.inRing->head.load(std::memory_order_acquire);
+  }
+  runCmaReads(p);
+}
+
+void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t* data) {
+  auto findPosted = [&](uint64_t tag) -> std::unique_ptr<RecvReq> {
+    for (auto it = p.posted.begin(); it != p.posted.end(); ++it)
+      if ((*it)->tag == tag) {
+        std::unique_ptr<RecvReq> r = std::move(*it);
+        p.posted.erase(it);
+        return r;
+      }
+    return nullptr;
+  };
+  if (sh.kind == kCmaRts) {
+    std::unique_ptr<RecvReq> r = findPosted(sh.tag);
+    if (!r) {
+      auto u = std::make_unique<Unexpected>();
+      u->tag = sh.tag;
+      u->total = sh.total;
+      u->cma = true;
+      u->cmaIndex = sh.cmaIndex;
+      u->cmaGen = sh.cmaGen;
+      p.unexpected.push_back(std::move(u));
+    } else if (!matchSize(p, *r, sh.tag, sh.total)) {
+      p.peerCma[sh.cmaIndex].state.store(kCmaDone, std::memory_order_release);
+    } else {
+      p.cmaReads.push_back({std::move(r), sh.cmaIndex, sh.cmaGen, sh.total});
+    }
+    return;
+  }
+  InMsg& m = p.cur;
+  if (sh.offset == 0) {
+    m = InMsg{};
+    m.active = true;
+    m.tag = sh.tag;
+    m.total = sh.total;
+    m.recv = findPosted(sh.tag);
+    if (m.recv && !matchSize(p, *m.recv, sh.tag, sh.total)) {
+      m.recv.reset();
+      m.discard = true;
+    } else if (!m.recv) {
+      auto u = std::make_unique<Unexpected>();
+      u->tag = sh.tag;
+      u->total = sh.total;
+      u->data.resize(sh.total);
+      m.unexp = u.get();
+      p.unexpected.push_back(std::move(u));
+    }
+  }
+  if (!m.active || m.tag != sh.tag || sh.offset + sh.len > m.total) {
+    failPeer(
+        p,
+        errorf(tribInternalError, "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)",
+               p.rank, static_cast<unsigned long long>(sh.tag), static_cast<unsigned long long>(sh.offset)),
+        false);
+    return;
+  }
+  if (m.recv)
+    deliver(*m.recv, sh.offset, data, sh.len);
+  else if (m.unexp && sh.len > 0)
+    std::memcpy(m.unexp->data.data() + sh.offset, data, sh.len);
+  if (sh.offset + sh.len == m.total) {
+    if (m.recv)
+      m.recv->op->complete();
+    else if (m.unexp)
+      finishUnexpected(p, m.unexp);
+    m = InMsg{};
+  }
+}
+
+void ShmTransport::Impl::finishUnexpected(Peer& p, Unexpected* u) {
+  u->complete = true;
+  if (u->dropped) {
+    p.unexpected.remove_if([u](const std::unique_ptr<Unexpected>& x) { return x.get() == u; });
+    return;
+  }
+  if (!u->claimed) return;
+  deliver(*u->claimed, 0, u->data.data(), u->total);
+  u->claimed->op->complete();
+  p.unexpected.remove_if([u](const std::unique_ptr<Unexpected>& x) { return x.get() == u; });
+}
+
+bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t gen, uint64_t total,
+                                 Status* err) {
+  CmaDesc& d = p.peerCma[index];
+  uint32_t expected = kReady;
+  if (!d.state.compare_exchange_strong(expected, kReading, std::memory_order_acq_rel)) {
+    if (expected == kDetaching) return false;  // the sender is copying it aside: retry later
+    // The sender released the descriptor before we read it: it aborted or failed mid-operation.
+    *err = errorf(
+        tribRemoteError,
+        "shm: rank %d withdrew a message it had offered (descriptor %u, state %u): it aborted or failed",
+        p.rank, index, expected);
+    return true;
+  }
+  if (d.gen != gen || d.bytes != total) {
+    d.state.store(kCmaFailed, std::memory_order_release);
+    *err = errorf(tribRemoteError, "shm: rank %d replaced a message it had offered: it aborted or failed",
+                  p.rank);
+    return true;
+  }
+  uint64_t addr = d.addr;
+  size_t off = 0;
+  while (off < total) {
+    // Without a reduce, read straight into the destination; with one, stage through `bounce`.
+    size_t len = r.reduce ? std::min(bounce.size(), total - off) : total - off;
+    iovec l{r.reduce ? bounce.data() : r.buf + off, len};
+    iovec rm{reinterpret_cast<void*>(addr + off), len};
+    ssize_t got = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
+    if (got <= 0) {
+      int e = errno;
+      d.state.store(kCmaFailed, std::memory_order_release);
+      *err = errorf(tribRemoteError, "shm: reading rank %d's message by process_vm_readv failed: %s%s",
+                    p.rank, strerror(e), e == ESRCH ? " (the process is gone)" : "");
+      return true;
+    }
+    if (r.reduce) deliver(r, off, bounce.data(), static_cast<size_t>(got));
+    off += static_cast<size_t>(got);
+  }
+  d.state.store(kCmaDone, std::memory_order_release);
+  return true;
+}
+
+void ShmTransport::Impl::runCmaReads(Peer& p) {
+  for (auto it = p.cmaReads.begin(); it != p.cmaReads.end();) {
+    Status err;
+    if (!cmaRead(p, *it->recv, it->index, it->gen, it->total, &err)) {
+      ++it;
+      continue;
+    }
+    if (err.ok())
+      it->recv->op->complete();
+    else
+      it->recv->op->fail(err);
+    it = p.cmaReads.erase(it);
+  }
+}
+
+void ShmTransport::Impl::failPeer(Peer& p, const Status& why, bool peerGone) {
+  for (auto& s : p.sendQ) {
+    liveSends.erase(s->op);
+    s->op->fail(why);
+  }
+  for (auto& s : p.cmaWait) {
+    // Take the descriptor back so nobody reads the buffer after we report failure. One a live
+    // reader holds (READING) is left to it: it marks it DONE, and it is recycled below.
+    CmaDesc& d = myCma[s->cmaIndex];
+    uint32_t st = kReady;
+    if (!d.state.compare_exchange_strong(st, kFree) && (st != kReading || peerGone)) d.state.store(kFree);
+    liveSends.erase(s->op);
+    s->op->fail(why);
+  }
+  for (auto& r : p.posted) r->op->fail(why);
+  for (auto& c : p.cmaReads) c.recv->op->fail(why);
+  for (auto& u : p.unexpected)
+    if (u->claimed) u->claimed->op->fail(why);
+  if (p.cur.recv) p.cur.recv->op->fail(why);
+  p.sendQ.clear();
+  p.cmaWait.clear();
+  p.posted.clear();
+  p.cmaReads.clear();
+  // Complete slot-path messages stay deliverable: a sender may finish and exit before its peer
+  // posts the matching receive. Partial ones and single-copy ones (the data lived in the sender)
+  // are gone.
+  p.unexpected.remove_if([&](const std::unique_ptr<Unexpected>& u) {
+    return !peerGone || !u->complete || u->cma || u->dropped || u->claimed;
+  });
+  p.cur = InMsg{};
+  if (p.dead.ok()) p.dead = why;
+}
+
+void ShmTransport::Impl::checkLiveness() {
+  auto now = Clock::now();
+  if (now < nextLiveness) return;
+  nextLiveness = now + std::chrono::milliseconds(opt.livenessIntervalMs);
+  for (auto& p : peers) {
+    if (p.rank == rank || !p.dead.ok() || !p.watchPid) continue;
+    if (!processAlive(p.pid)) {
+      Status why = errorf(tribRemoteError, "shm: rank %d (pid %d) died; its pending operations are failed",
+                          p.rank, static_cast<int>(p.pid));
+      bool pending = !p.sendQ.empty() || !p.cmaWait.empty() || !p.posted.empty() || !p.cmaReads.empty() ||
+                     p.cur.recv != nullptr;
+      // A peer that exits after finishing its work is normal; one that leaves work behind is news.
+      if (pending)
+        TRIB_WARN("transport", "rank %d: %s", rank, why.message().c_str());
+      else
+        TRIB_INFO("transport", "rank %d: %s", rank, why.message().c_str());
+      // Deliver what it sent before dying, then fail the rest.
+      drainIncoming(p);
+      failPeer(p, why, true);
+    }
+  }
+}
+
+Status ShmTransport::progress() {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mu);
+  if (!im.aborted.ok()) return Status::Ok();  // every op already failed with the abort status
+  for (auto& p : im.peers) {
+    if (!p.dead.ok()) continue;
+    im.drainIncoming(p);
+    im.pushSends(p);
+    im.checkCmaSends(p);
+  }
+  im.checkLiveness();
+  return Status::Ok();
+}
+
+void ShmTransport::detachSend(TransferOp* op) {
+  Impl& im = *impl_;
+  auto deadline = Clock::now() + std::chrono::milliseconds(im.opt.detachTimeoutMs);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(im.mu);
+      auto it = im.liveSends.find(op);
+      if (it == im.liveSends.end()) return;  // already complete (or failed)
+      Impl::SendReq* s = it->second;
+      if (!s->owned.empty() || s->bytes == 0) return;
+      if (!s->cma || s->cmaIndex < 0) {
+        // Not yet (fully) in the ring, or not yet published: keep a private copy.
+        s->owned.assign(s->buf, s->buf + s->bytes);
+        s->buf = s->owned.data();
+        return;
+      }
+      CmaDesc& d = im.myCma[s->cmaIndex];
+      uint32_t st = kReady;
+      if (d.state.compare_exchange_strong(st, kDetaching, std::memory_order_acq_rel)) {
+        s->owned.assign(s->buf, s->buf + s->bytes);
+        s->buf = s->owned.data();
+        d.addr = reinterpret_cast<uint64_t>(s->buf);
+        d.state.store(kReady, std::memory_order_release);
+        return;
+      }
+      if (st != kReading) return;  // done or failed: the user buffer is no longer referenced
+      int idx = s->peer;
+      bool gone = im.peers[idx].watchPid && !processAlive(im.peers[idx].pid);
+      if (Clock::now() > deadline || gone) {
+        // The reader died mid-read (or hangs): fail the send rather than wait forever.
+        im.failPeer(
+            im.peers[idx],
+            errorf(tribRemoteError, "shm: rank %d stopped while reading a message", im.peers[idx].rank),
+            gone);
+        return;
+      }
+    }
+    sched_yield();  // the receiver is copying out of the buffer right now; it finishes soon
+  }
+}
+
+void ShmTransport::abort(const Status& why) {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mu);
+  Status st = why.ok() ? errorf(tribAborted, "shm transport aborted") : why;
+  if (im.aborted.ok()) im.aborted = st;
+  for (auto& p : im.peers) im.failPeer(p, st, false);
+}
+
+}  // namespace trib

@@ -1,0 +1,744 @@
+#include "transports/ucx/ucx_transport.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "reduce/reduce.hpp"
+
+namespace trib {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadlineAfter(double sec) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(sec));
+}
+
+// splitmix64 finaliser: spreads a communicator id over all bits before it is folded.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// UCX statuses that mean "this build/host cannot do what was asked", not "something broke".
+bool isUnsupported(ucs_status_t s) {
+  return s == UCS_ERR_NO_DEVICE || s == UCS_ERR_UNREACHABLE || s == UCS_ERR_UNSUPPORTED ||
+         s == UCS_ERR_NO_ELEM;
+}
+
+// Identity of this process as seen from its host: a peer with the same host identity is a
+// process we can watch directly (/proc), which catches a dead peer even on transports where
+// UCX's own keepalive does not (shared memory). The pid namespace is part of the identity so
+// that containers sharing a kernel never compare pids across namespaces.
+struct ProcIdentity {
+  static constexpr uint32_t kMagic = 0x54554358;  // "TUCX"
+  uint32_t magic = kMagic;
+  int32_t pid = 0;
+  uint64_t startTime = 0;
+  char host[96] = {};
+};
+
+bool readProcStat(int pid, char* state, uint64_t* startTime) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command name may contain spaces
+  if (!p) return false;
+  unsigned long long start = 0;
+  // Fields after the name: state(3) ... starttime(22).
+  if (std::sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                  state, &start) != 2)
+    return false;
+  *startTime = start;
+  return true;
+}
+
+ProcIdentity selfIdentity() {
+  ProcIdentity id;
+  id.pid = static_cast<int32_t>(getpid());
+  char state = 0;
+  readProcStat(id.pid, &state, &id.startTime);
+  std::string host;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char b[64] = {};
+    if (std::fgets(b, sizeof b, f)) host = b;
+    std::fclose(f);
+    while (!host.empty() && (host.back() == '\n' || host.back() == ' ')) host.pop_back();
+  }
+  char ns[64] = {};
+  ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  if (host.empty() || n <= 0 || id.startTime == 0) return ProcIdentity{};  // unknown: never watched
+  host += "/" + std::string(ns, static_cast<size_t>(n));
+  std::snprintf(id.host, sizeof id.host, "%s", host.c_str());
+  return id;
+}
+
+// True while the process is running (a zombie or a reused pid counts as gone).
+bool processAlive(const ProcIdentity& id) {
+  char state = 0;
+  uint64_t start = 0;
+  if (!readProcStat(id.pid, &state, &start)) return false;
+  return state != 'Z' && state != 'X' && start == id.startTime;
+}
+
+class UcxTransport;
+
+// One posted send or receive. Lives from the post until UCX completes (or cancels) it; `op`
+// is cleared once the caller has been told (abort), after which the caller may free it.
+struct Pending {
+  UcxTransport* self = nullptr;
+  TransferOp* op = nullptr;
+  void* req = nullptr;
+  int peer = -1;
+  bool isRecv = false;
+  uint64_t tag = 0;  // the executor's tag, for messages
+  size_t bytes = 0;
+  void* buf = nullptr;
+  bool reduce = false;
+  ReduceSpec spec;
+  std::unique_ptr<uint8_t[]> bounce;
+  size_t bounceCap = 0;
+  Status override;               // reported instead of UCX's status (peer lost, transport closed)
+  const uint8_t* src = nullptr;  // send data: the caller's buffer, or `copy` once detached
+  bool packed = false;           // sent as packDt_ (detachable)
+  std::unique_ptr<uint8_t[]> copy;
+  // UCX may run the callback inside ucp_tag_*_nbx (with NO_IMM_CMPL) before the request
+  // pointer is known; the completion is then recorded here and finished after the call returns.
+  bool posting = false;
+  bool doneInPost = false;
+  ucs_status_t postStatus = UCS_OK;
+  size_t postLength = 0;
+};
+
+struct Peer {
+  UcxTransport* self = nullptr;
+  int rank = -1;
+  ucp_ep_h ep = nullptr;
+  bool failed = false;
+  bool handled = false;   // its pending receives were cancelled and its endpoint closed
+  bool sameHost = false;  // watched through /proc
+  ProcIdentity proc;
+  Status lost;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(int rank, int nranks, const UcxOptions& o) : rank_(rank), nranks_(nranks), opts_(o) {}
+  ~UcxTransport() override { shutdown(); }
+
+  Status init(const OobAllGather& oob);
+
+  const char* name() const override { return "ucx"; }
+  Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) override;
+  Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
+                  TransferOp* op) override;
+  void detachSend(TransferOp* op) override;
+  Status progress() override;
+  void abort(const Status& why) override;
+
+  // UCX callbacks (run inside ucp_worker_progress / cancel / close, with mu_ held).
+  void finish(Pending* p, ucs_status_t st, size_t length);
+  void onPeerError(Peer* peer, ucs_status_t st);
+  void markLost(Peer* peer, const std::string& why);
+
+ private:
+  Status checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op, int src,
+                   uint64_t* ucpTag) const;
+  Status failNow(TransferOp* op, Status s) {
+    op->fail(s);
+    return s;
+  }
+  void handleFailedPeers();
+  void closeEndpoints(bool force, double timeoutSec);
+  void drainPending(double timeoutSec);
+  void shutdown();
+  void takeBounce(Pending* p);
+  void giveBounce(Pending* p);
+
+  const int rank_, nranks_;
+  const UcxOptions opts_;
+  ucp_context_h ctx_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_datatype_t packDt_ = 0;
+  bool haveDt_ = false;
+  std::vector<Peer> peers_;  // sized once in init(); error callbacks hold pointers into it
+  std::mutex mu_;            // serialises every UCX call: abort() may come from another thread
+  std::unordered_set<Pending*> pending_;
+  bool aborted_ = false;
+  Status abortStatus_;
+  bool anyPeerFailed_ = false;
+  bool watchLocal_ = false;
+  Clock::time_point nextLivenessCheck_{};
+  std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> bouncePool_;
+};
+
+void sendCallback(void* /*request*/, ucs_status_t st, void* user) {
+  auto* p = static_cast<Pending*>(user);
+  p->self->finish(p, st, p->bytes);
+}
+
+void recvCallback(void* /*request*/, ucs_status_t st, const ucp_tag_recv_info_t* info, void* user) {
+  auto* p = static_cast<Pending*>(user);
+  p->self->finish(p, st, info ? info->length : 0);
+}
+
+// Generic datatype for detachable sends: the "buffer" handed to UCX is the Pending itself.
+void* packStart(void* /*context*/, const void* buffer, size_t /*count*/) { return const_cast<void*>(buffer); }
+void* unpackStart(void* /*context*/, void* /*buffer*/, size_t /*count*/) { return nullptr; }
+size_t packedSize(void* state) { return static_cast<Pending*>(state)->bytes; }
+size_t packCallback(void* state, size_t offset, void* dest, size_t maxLength) {
+  auto* p = static_cast<Pending*>(state);
+  size_t n = std::min(maxLength, p->bytes - offset);
+  std::memcpy(dest, p->src + offset, n);
+  return n;
+}
+ucs_status_t unpackCallback(void* /*state*/, size_t /*offset*/, const void* /*src*/, size_t /*length*/) {
+  return UCS_ERR_UNSUPPORTED;  // receives are contiguous
+}
+void packFinish(void* /*state*/) {}
+
+void errorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t st) {
+  auto* peer = static_cast<Peer*>(arg);
+  peer->self->onPeerError(peer, st);
+}
+
+Status UcxTransport::init(const OobAllGather& oob) {
+  // Local set-up errors are remembered, not returned at once: every rank must still take part
+  // in the exchange (with an empty blob) so the others fail fast instead of waiting on us.
+  Status local;
+  // UCX's shared-memory transports report a dead peer only with their error handling on;
+  // without it UCX leaves them out of endpoints that ask for peer-failure handling. These are
+  // transport-level settings that ucp_config_modify cannot reach in UCX 1.13, hence the
+  // environment; a value the user set wins.
+  // Only when shared memory may be used, or UCX warns about unused variables.
+  const char* envTls = std::getenv("UCX_TLS");
+  std::string tls = !opts_.tls.empty() ? opts_.tls : envTls ? envTls : "all";
+  if (tls[0] == '^' || tls.find("all") != std::string::npos || tls.find("sm") != std::string::npos ||
+      tls.find("posix") != std::string::npos || tls.find("sysv") != std::string::npos) {
+    setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+    setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  }
+  ucp_config_t* cfg = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
+  if (st != UCS_OK)
+    local = errorf(tribSystemError, "UCX: reading the configuration failed: %s", ucs_status_string(st));
+  if (local.ok() && !opts_.tls.empty()) {
+    st = ucp_config_modify(cfg, "TLS", opts_.tls.c_str());
+    if (st != UCS_OK)
+      local = errorf(tribInvalidArgument, "UCX: transport list '%s' was refused: %s", opts_.tls.c_str(),
+                     ucs_status_string(st));
+  }
+  if (local.ok() && opts_.keepaliveSec > 0) {
+    std::string v = strprintf("%.6fs", opts_.keepaliveSec);
+    (void)ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", v.c_str());
+  }
+  if (local.ok()) {
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    st = ucp_init(&params, cfg, &ctx_);
+    if (st != UCS_OK) {
+      local = errorf(isUnsupported(st) ? tribNotSupported : tribSystemError,
+                     "UCX: ucp_init failed (%s) with transports '%s'; check UCX_TLS and `ucx_info -d`",
+                     ucs_status_string(st), opts_.tls.empty() ? "default" : opts_.tls.c_str());
+      ctx_ = nullptr;
+    }
+  }
+  if (cfg) ucp_config_release(cfg);
+  if (local.ok()) {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    // Serialised, not single: abort() may run on another thread (always under mu_).
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(ctx_, &wp, &worker_);
+    if (st != UCS_OK) {
+      local = errorf(tribSystemError, "UCX: ucp_worker_create failed: %s", ucs_status_string(st));
+      worker_ = nullptr;
+    }
+  }
+  if (local.ok()) {
+    ucp_generic_dt_ops_t ops{};
+    ops.start_pack = packStart;
+    ops.start_unpack = unpackStart;
+    ops.packed_size = packedSize;
+    ops.pack = packCallback;
+    ops.unpack = unpackCallback;
+    ops.finish = packFinish;
+    st = ucp_dt_create_generic(&ops, this, &packDt_);
+    if (st != UCS_OK)
+      local = errorf(tribSystemError, "UCX: ucp_dt_create_generic failed: %s", ucs_status_string(st));
+    else
+      haveDt_ = true;
+  }
+  std::vector<uint8_t> mine;
+  if (local.ok()) {
+    ucp_address_t* addr = nullptr;
+    size_t len = 0;
+    st = ucp_worker_get_address(worker_, &addr, &len);
+    if (st != UCS_OK) {
+      local = errorf(tribSystemError, "UCX: ucp_worker_get_address failed: %s", ucs_status_string(st));
+    } else {
+      ProcIdentity id = selfIdentity();
+      mine.resize(sizeof id);
+      std::memcpy(mine.data(), &id, sizeof id);
+      mine.insert(mine.end(), reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
+      ucp_worker_release_address(worker_, addr);
+    }
+  }
+  std::vector<std::vector<uint8_t>> all;
+  Status ex = oob(mine, all);
+  if (!local.ok()) return local.prefix(strprintf("rank %d: ", rank_));
+  if (!ex.ok()) return ex.prefix("UCX worker address exchange: ");
+  if (static_cast<int>(all.size()) != nranks_)
+    return errorf(tribInternalError, "UCX worker address exchange returned %zu blobs for %d ranks",
+                  all.size(), nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    if (all[r].empty())
+      return errorf(tribRemoteError, "rank %d could not initialise UCX (it sent no worker address)", r);
+    uint32_t magic = 0;
+    if (all[r].size() > sizeof(ProcIdentity)) std::memcpy(&magic, all[r].data(), sizeof magic);
+    if (magic != ProcIdentity::kMagic)
+      return errorf(tribInvalidUsage,
+                    "rank %d sent a malformed UCX address (%zu bytes); is it a different build?", r,
+                    all[r].size());
+  }
+
+  peers_.resize(nranks_);
+  const ProcIdentity me = selfIdentity();
+  for (int r = 0; r < nranks_; ++r) {
+    Peer& p = peers_[r];
+    p.self = this;
+    p.rank = r;
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    std::memcpy(&p.proc, all[r].data(), sizeof p.proc);
+    p.proc.host[sizeof p.proc.host - 1] = 0;
+    p.sameHost = r != rank_ && me.host[0] &&
+                 std::strcmp(me.host, p.proc.host) == 0
+                 // watch only what /proc shows us now (hidepid, other users)
+                 && processAlive(p.proc);
+    watchLocal_ = watchLocal_ || p.sameHost;
+    ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data() + sizeof(ProcIdentity));
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = errorCallback;
+    ep.err_handler.arg = &p;
+    st = ucp_ep_create(worker_, &ep, &p.ep);
+    if (st != UCS_OK) {
+      p.ep = nullptr;
+      return errorf(isUnsupported(st) ? tribNotSupported : tribSystemError,
+                    "rank %d: UCX cannot reach rank %d (%s) with transports '%s'", rank_, r,
+                    ucs_status_string(st), opts_.tls.empty() ? "default" : opts_.tls.c_str());
+    }
+  }
+  return Status::Ok();
+}
+
+Status UcxTransport::checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op, int src,
+                               uint64_t* ucpTag) const {
+  if (!op) return errorf(tribInvalidArgument, "UCX: null TransferOp");
+  if (peer < 0 || peer >= nranks_)
+    return errorf(tribInvalidArgument, "UCX: peer %d out of range (communicator has %d ranks)", peer,
+                  nranks_);
+  TRIB_RETURN_IF_ERROR(ucxTagFor(opts_, src, tag, ucpTag));
+  if (!buf && bytes > 0)
+    return errorf(tribInvalidArgument, "UCX: null buffer for %zu bytes to/from rank %d", bytes, peer);
+  return Status::Ok();
+}
+
+Status UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) {
+  uint64_t ucpTag = 0;
+  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, rank_, &ucpTag));
+  op->error = Status();
+  op->state.store(TransferOp::kPending, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return failNow(op, abortStatus_);
+  if (peers_[peer].failed) return failNow(op, peers_[peer].lost);
+  auto* p = new Pending;
+  p->self = this;
+  p->op = op;
+  p->peer = peer;
+  p->tag = tag;
+  p->bytes = bytes;
+  p->src = static_cast<const uint8_t*>(buf);
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.cb.send = sendCallback;
+  prm.user_data = p;
+  ucs_status_ptr_t r;
+  if (!opts_.zeroCopySends && bytes > opts_.detachableAbove) {
+    // Packed by packCallback from p->src, which detachSend may point at a copy.
+    p->packed = true;
+    prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    prm.datatype = packDt_;
+    r = ucp_tag_send_nbx(peers_[peer].ep, p, 1, ucpTag, &prm);
+  } else {
+    r = ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, ucpTag, &prm);
+  }
+  if (UCS_PTR_IS_PTR(r)) {
+    p->req = r;
+    pending_.insert(p);
+    return Status::Ok();
+  }
+  ucs_status_t st = UCS_PTR_STATUS(r);
+  finish(p, st, bytes);  // deletes p
+  return st == UCS_OK ? Status::Ok() : op->error;
+}
+
+Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
+                              TransferOp* op) {
+  uint64_t ucpTag = 0;
+  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, peer, &ucpTag));
+  if (reduce) {
+    if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
+      return errorf(tribInvalidArgument, "UCX: invalid reduction (dtype %d, op %d)",
+                    static_cast<int>(reduce->dtype), static_cast<int>(reduce->op));
+    if (bytes % dataTypeSize(reduce->dtype) != 0)
+      return errorf(tribInvalidArgument,
+                    "UCX: reduce-receive of %zu bytes is not a whole number of %s elements", bytes,
+                    dataTypeName(reduce->dtype));
+    if (!reduce->local && bytes > 0)
+      return errorf(tribInvalidArgument, "UCX: reduce-receive with null local operand");
+  }
+  op->error = Status();
+  op->state.store(TransferOp::kPending, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return failNow(op, abortStatus_);
+  if (peers_[peer].failed) return failNow(op, peers_[peer].lost);
+  auto* p = new Pending;
+  p->self = this;
+  p->op = op;
+  p->peer = peer;
+  p->isRecv = true;
+  p->tag = tag;
+  p->bytes = bytes;
+  p->buf = buf;
+  void* target = buf;
+  if (reduce && bytes > 0) {
+    p->reduce = true;
+    p->spec = *reduce;
+    takeBounce(p);
+    target = p->bounce.get();
+  }
+  ucp_request_param_t prm{};
+  // No immediate completion: UCX 1.13 does not report the received length of a receive that
+  // completes inside ucp_tag_recv_nbx, and the exact-length check needs it.
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  prm.cb.recv = recvCallback;
+  prm.user_data = p;
+  p->posting = true;
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, target, bytes, ucpTag, ~0ull, &prm);
+  p->posting = false;
+  if (UCS_PTR_IS_PTR(r)) {
+    p->req = r;
+    if (p->doneInPost)
+      finish(p, p->postStatus, p->postLength);
+    else
+      pending_.insert(p);
+    return Status::Ok();
+  }
+  Status s = errorf(tribSystemError, "UCX: posting a receive from rank %d failed: %s", peer,
+                    ucs_status_string(UCS_PTR_STATUS(r)));
+  finish(p, UCS_PTR_STATUS(r), 0);
+  return s;
+}
+
+void UcxTransport::finish(Pending* p, ucs_status_t st, size_t length) {
+  if (p->posting) {
+    p->doneInPost = true;
+    p->postStatus = st;
+    p->postLength = length;
+    return;
+  }
+  const char* what = p->isRecv ? "receive from" : "send to";
+  unsigned long long tag = static_cast<unsigned long long>(p->tag);
+  Status s;
+  if (!p->override.ok()) {
+    s = p->override;
+  } else if (st != UCS_OK && peers_[p->peer].failed) {
+    s = peers_[p->peer].lost;
+  } else if (st == UCS_ERR_MESSAGE_TRUNCATED) {
+    s = length > p->bytes
+            ? errorf(tribInvalidUsage,
+                     "UCX %s rank %d (tag %#llx): rank %d sent %zu bytes but %zu were expected (mismatched "
+                     "count or datatype across ranks)",
+                     what, p->peer, tag, p->peer, length, p->bytes)
+            : errorf(tribInvalidUsage,
+                     "UCX %s rank %d (tag %#llx): rank %d sent more than the %zu bytes expected (mismatched "
+                     "count or datatype across ranks)",
+                     what, p->peer, tag, p->peer, p->bytes);
+  } else if (st == UCS_ERR_CANCELED) {
+    s = errorf(tribAborted, "UCX %s rank %d (tag %#llx) was cancelled", what, p->peer, tag);
+  } else if (st != UCS_OK) {
+    s = errorf(tribRemoteError, "UCX %s rank %d (tag %#llx) failed: %s", what, p->peer, tag,
+               ucs_status_string(st));
+  } else if (p->isRecv && length != p->bytes) {
+    s = errorf(
+        tribInvalidUsage,
+        "UCX %s rank %d (tag %#llx): rank %d sent %zu bytes but %zu were expected (mismatched count or "
+        "datatype across ranks)",
+        what, p->peer, tag, p->peer, length, p->bytes);
+  } else if (p->reduce) {
+    size_t count = p->bytes / dataTypeSize(p->spec.dtype);
+    trib::reduce(p->buf, p->spec.local, p->bounce.get(), count, p->spec.dtype, p->spec.op);
+  }
+  if (p->op) {
+    if (s.ok())
+      p->op->complete();
+    else
+      p->op->fail(s);
+  }
+  if (p->req) ucp_request_free(p->req);
+  giveBounce(p);
+  pending_.erase(p);
+  delete p;
+}
+
+void UcxTransport::onPeerError(Peer* peer, ucs_status_t st) {
+  markLost(peer, strprintf("UCX: %s; the peer process died, exited or its connection broke",
+                           ucs_status_string(st)));
+}
+
+void UcxTransport::markLost(Peer* peer, const std::string& why) {
+  if (peer->failed) return;
+  peer->failed = true;
+  peer->lost = errorf(tribRemoteError, "rank %d: lost rank %d (%s)", rank_, peer->rank, why.c_str());
+  anyPeerFailed_ = true;  // the rest happens in progress(), outside UCX's callback
+}
+
+void UcxTransport::handleFailedPeers() {
+  anyPeerFailed_ = false;
+  for (Peer& peer : peers_) {
+    if (!peer.failed || peer.handled) continue;
+    peer.handled = true;
+    // Receives are matched by the worker, not the endpoint, so UCX leaves them posted: cancel.
+    std::vector<Pending*> recvs;
+    for (Pending* p : pending_)
+      if (p->peer == peer.rank && p->isRecv) recvs.push_back(p);
+    for (Pending* p : recvs) {
+      p->override = peer.lost;
+      ucp_request_cancel(worker_, p->req);
+    }
+    // Sends on a failed endpoint complete with an error once it is closed (UCX requires force).
+    if (peer.ep) {
+      ucp_request_param_t prm{};
+      prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t r = ucp_ep_close_nbx(peer.ep, &prm);
+      if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+      peer.ep = nullptr;
+    }
+  }
+}
+
+Status UcxTransport::progress() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return abortStatus_;
+  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+  }
+  if (watchLocal_ && opts_.keepaliveSec > 0 && Clock::now() >= nextLivenessCheck_) {
+    nextLivenessCheck_ = deadlineAfter(opts_.keepaliveSec);
+    for (Peer& peer : peers_)
+      if (peer.sameHost && !peer.failed && !processAlive(peer.proc))
+        markLost(&peer, strprintf("its process %d on this host has exited", peer.proc.pid));
+  }
+  if (anyPeerFailed_) handleFailedPeers();
+  return Status::Ok();
+}
+
+void UcxTransport::detachSend(TransferOp* op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (op->done()) return;
+    for (Pending* p : pending_) {
+      if (p->op != op || p->isRecv) continue;
+      if (!p->packed) break;
+      // UCX packs the rest of this send from a private copy; what it packed so far is the same.
+      if (!p->copy) {
+        p->copy.reset(new uint8_t[p->bytes]);
+        std::memcpy(p->copy.get(), p->src, p->bytes);
+        p->src = p->copy.get();
+      }
+      return;
+    }
+  }
+  // A contiguous send cannot be retargeted: small ones finish locally without the receiver;
+  // with zeroCopySends, wait, and abort rather than let the caller overwrite data UCX may read.
+  auto deadline = deadlineAfter(opts_.detachTimeoutSec);
+  while (!op->done()) {
+    if (!progress().ok()) return;
+    if (op->done()) return;
+    if (Clock::now() > deadline) {
+      abort(errorf(tribTimeout,
+                   "rank %d: UCX zero-copy send could not finish within %.1f s while its buffer was to be "
+                   "reused (detachSend); is the receiving rank posting its receive?",
+                   rank_, opts_.detachTimeoutSec));
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
+
+void UcxTransport::drainPending(double timeoutSec) {
+  auto deadline = deadlineAfter(timeoutSec);
+  while (!pending_.empty() && Clock::now() < deadline) {
+    if (ucp_worker_progress(worker_) == 0) std::this_thread::yield();
+  }
+}
+
+void UcxTransport::closeEndpoints(bool force, double timeoutSec) {
+  std::vector<void*> reqs;
+  for (Peer& peer : peers_) {
+    if (!peer.ep) continue;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = force || peer.failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(peer.ep, &prm);
+    if (UCS_PTR_IS_PTR(r)) reqs.push_back(r);
+    peer.ep = nullptr;
+  }
+  auto deadline = deadlineAfter(timeoutSec);
+  for (void* r : reqs) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
+      if (ucp_worker_progress(worker_) == 0) std::this_thread::yield();
+    ucp_request_free(r);  // released by UCX on completion if still in flight
+  }
+}
+
+void UcxTransport::abort(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_ || !worker_) return;
+  aborted_ = true;
+  abortStatus_ = why.ok() ? errorf(tribAborted, "rank %d: UCX transport aborted", rank_) : why;
+  // Tell every caller now; from here on their ops and buffers are theirs again.
+  std::vector<Pending*> all(pending_.begin(), pending_.end());
+  for (Pending* p : all) {
+    if (p->op) p->op->fail(abortStatus_);
+    p->op = nullptr;
+  }
+  for (Pending* p : all)
+    if (p->isRecv && pending_.count(p)) ucp_request_cancel(worker_, p->req);
+  // Forced close completes the outstanding sends; the short drain lets in-flight transfers that
+  // already matched stop touching caller memory.
+  closeEndpoints(true, 0.0);
+  drainPending(1.0);
+}
+
+void UcxTransport::shutdown() {
+  if (!worker_) {
+    if (ctx_) ucp_cleanup(ctx_);
+    ctx_ = nullptr;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Pending*> all(pending_.begin(), pending_.end());
+    Status closed = errorf(tribAborted, "rank %d: UCX transport closed with the operation pending", rank_);
+    for (Pending* p : all) {
+      if (p->op) p->op->fail(closed);
+      p->op = nullptr;
+    }
+    for (Pending* p : all)
+      if (p->isRecv && pending_.count(p)) ucp_request_cancel(worker_, p->req);
+    // A clean close flushes what was sent; pending sends nobody will receive end with the timeout.
+    closeEndpoints(aborted_, opts_.closeTimeoutSec);
+    drainPending(aborted_ ? 0.0 : 1.0);
+    // Destroying the worker may still complete requests through finish(); whatever it does not
+    // complete was released with it.
+    ucp_worker_destroy(worker_);
+    worker_ = nullptr;
+    for (Pending* p : pending_) delete p;
+    pending_.clear();
+  }
+  if (haveDt_) ucp_dt_destroy(packDt_);
+  haveDt_ = false;
+  ucp_cleanup(ctx_);
+  ctx_ = nullptr;
+}
+
+void UcxTransport::takeBounce(Pending* p) {
+  for (size_t i = 0; i < bouncePool_.size(); ++i) {
+    if (bouncePool_[i].first >= p->bytes) {
+      p->bounceCap = bouncePool_[i].first;
+      p->bounce = std::move(bouncePool_[i].second);
+      bouncePool_.erase(bouncePool_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+  p->bounce.reset(new uint8_t[p->bytes]);  // not zeroed: fully overwritten by the message
+  p->bounceCap = p->bytes;
+}
+
+void UcxTransport::giveBounce(Pending* p) {
+  // Keep a few buffers for the next reduce-receives; a request UCX may still write into (a
+  // cancelled one it had already matched) is never in here, since finish() runs on completion.
+  if (!p->bounce) return;
+  if (bouncePool_.size() < 4) bouncePool_.emplace_back(p->bounceCap, std::move(p->bounce));
+  p->bounce.reset();
+}
+
+}  // namespace
+
+Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out) {
+  if (o.commBits < 0 || o.rankBits < 1 || o.seqBits < 2 || o.indexBits < 1 || o.commBits > 32 ||
+      o.rankBits > 32 || o.seqBits > 32 || o.indexBits > 32 ||
+      o.commBits + o.rankBits + o.seqBits + o.indexBits != 64)
+    return errorf(
+        tribInvalidArgument,
+        "UCX tag layout: commBits %d + rankBits %d + seqBits %d + indexBits %d must be 64 (comm 0..32, "
+        "rank 1..32, seq 2..32, index 1..32)",
+        o.commBits, o.rankBits, o.seqBits, o.indexBits);
+  auto mask = [](int b) { return (1ull << b) - 1; };  // b <= 32 here
+  uint64_t seq = tag >> 32, index = tag & 0xffffffffull;
+  if (src < 0 || static_cast<uint64_t>(src) > mask(o.rankBits))
+    return errorf(tribInvalidArgument,
+                  "UCX tag layout: rank %d does not fit rankBits=%d; raise UcxOptions::rankBits", src,
+                  o.rankBits);
+  if (index > mask(o.indexBits))
+    return errorf(tribInvalidArgument,
+                  "UCX tag layout: message index %llu does not fit indexBits=%d (tag %#llx); raise "
+                  "UcxOptions::indexBits or split the operation",
+                  static_cast<unsigned long long>(index), o.indexBits, static_cast<unsigned long long>(tag));
+  // Keep the point-to-point bit (top of the sequence); wrap the rest of the sequence.
+  uint64_t seqField = ((seq >> 31) << (o.seqBits - 1)) | (seq & mask(o.seqBits - 1));
+  uint64_t comm = o.commBits == 0 ? 0 : (mix64(o.commId) >> (64 - o.commBits)) << (64 - o.commBits);
+  *out = comm | (static_cast<uint64_t>(src) << (o.seqBits + o.indexBits)) | (seqField << o.indexBits) | index;
+  return Status::Ok();
+}
+
+Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const UcxOptions& opts,
+                          std::unique_ptr<Transport>* out) {
+  if (!out) return errorf(tribInvalidArgument, "createUcxTransport: null output pointer");
+  if (!oob) return errorf(tribInvalidArgument, "createUcxTransport: no out-of-band exchange given");
+  uint64_t probe = 0;
+  TRIB_RETURN_IF_ERROR(ucxTagFor(opts, 0, 0, &probe));
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return errorf(tribInvalidArgument, "createUcxTransport: rank %d of %d is out of range", rank, nranks);
+  if (static_cast<uint64_t>(nranks) > (1ull << opts.rankBits))
+    return errorf(tribInvalidArgument, "UCX tag layout: %d ranks need more than rankBits=%d; raise rankBits",
+                  nranks, opts.rankBits);
+  auto t = std::make_unique<UcxTransport>(rank, nranks, opts);
+  TRIB_RETURN_IF_ERROR(t->init(oob));
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+}  // namespace trib

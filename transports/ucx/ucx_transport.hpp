@@ -1,0 +1,67 @@
+// UCX transport: ranks in different processes or hosts, over UCP tag matching.
+//
+// One UCP context + worker per transport instance; worker addresses are exchanged through the
+// bootstrap's OobAllGather at creation and an endpoint is created to every rank. UCX picks the
+// wire (TCP, shared memory, CMA, InfiniBand, RoCE) from what the host has and UCX_TLS / tls.
+//
+// Tag layout. UCP matches receives by tag only (not by sender), so the 64-bit UCP tag must
+// carry the sender's rank as well as the executor's tag, which is itself 64 bits:
+// [32 bits sequence (top bit: point-to-point)][32 bits message index] (src/exec/executor.hpp).
+// The UCP tag is therefore, from the most significant bit down:
+//   [ comm : commBits ][ source rank : rankBits ][ seq : seqBits ][ message index : indexBits ]
+// with commBits + rankBits + seqBits + indexBits = 64 (defaults 4 + 20 + 16 + 24):
+//  - comm: a hash of UcxOptions::commId, so communicators never match each other's messages even
+//    if they share a worker (today each transport has its own worker, which separates them too);
+//  - seq: the point-to-point bit, then the low seqBits-1 bits of the sequence number. Sequence
+//    numbers wrap there, which is safe while fewer than 2^(seqBits-1) operations (32768 by
+//    default) between the same two ranks have messages in flight at once;
+//  - index: the message index, which must be below 2^indexBits (16M messages per pair per
+//    operation by default); a larger one, or a rank >= 2^rankBits, is refused with
+//    tribInvalidArgument, never folded.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transports/transport.hpp"
+
+namespace trib {
+
+struct UcxOptions {
+  uint64_t commId = 0;  // distinguishes communicators; hashed into commBits
+  int commBits = 4;
+  int rankBits = 20;
+  int seqBits = 16;
+  int indexBits = 24;
+  // UCX transports to use, as UCX_TLS ("tcp", "sm", "rc,sm", ...); empty: UCX_TLS or UCX's default.
+  std::string tls;
+  // How often peers are checked for life: UCX's keepalive (KEEPALIVE_INTERVAL) for remote
+  // peers, and a look at /proc for peers on this host (UCX does not notice those dying over
+  // shared memory). A dead peer fails its pending operations within about one interval (TCP
+  // notices a closed socket at once). <= 0 keeps UCX's default (20 s) and disables the /proc check.
+  double keepaliveSec = 0.5;
+  // Clean shutdown flushes and closes every endpoint, waiting at most this long, then forces.
+  double closeTimeoutSec = 5.0;
+  // Sends of more than this many bytes are posted as a UCX generic datatype packed from the
+  // caller's buffer, so detachSend can switch an unmatched send to a private copy (UCP cannot
+  // retarget a posted contiguous send). That costs a copy on the sending side; set
+  // zeroCopySends when the caller never detaches, to let UCX read the buffer directly
+  // (rendezvous, CMA, RDMA). Smaller sends complete locally, without the receiver.
+  size_t detachableAbove = 8192;
+  bool zeroCopySends = false;
+  // With zeroCopySends, detachSend waits this long for the send to finish, then aborts.
+  double detachTimeoutSec = 30.0;
+};
+
+// The UCP tag for a message from `src` carrying executor tag `tag` under layout `o` (see above);
+// tribInvalidArgument when the layout does not add up to 64 bits or a field does not fit.
+Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out);
+
+// Creates the transport for `rank` of `nranks`: initialises UCP, exchanges worker addresses
+// through `oob` (every rank must call it), and connects to every rank. Errors:
+// tribNotSupported when UCX has no usable transport for `tls`, tribInvalidArgument for bad
+// rank/options, tribSystemError/tribRemoteError when UCX or the exchange fails.
+Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const UcxOptions& opts,
+                          std::unique_ptr<Transport>* out);
+
+}  // namespace trib
