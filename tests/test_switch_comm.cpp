@@ -14,6 +14,7 @@
 #include "conformance.hpp"
 #include "core/comm.hpp"
 #include "core/switch_coll.hpp"
+#include "support/launcher.hpp"
 #include "switch_util.hpp"
 
 using namespace trib;
@@ -295,4 +296,96 @@ TEST(SwitchFailover, SwitchKilledMidAllReduce) {
     EXPECT_TRUE(disabledAtEnd[r]) << "rank " << r << " still uses the killed switch";
   }
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+// Ranks as processes (shm between them, the switch in the parent): they join through the
+// bootstrap, agree that all attached, run all-reduces through the switch, and when the parent
+// takes the switch away mid-stream every rank agrees over shm, falls back, and stays exact.
+TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
+  struct Hello {
+    tribUniqueId id;
+    char addr[64];
+  };
+  const int n = 4;
+  trib::testing::ParentChannel channel(n);
+  std::unique_ptr<SwitchNode> node;
+  std::thread killer;
+  auto results = trib::testing::runProcesses(
+      n,
+      [&](int rank, std::string& report) -> int {
+        Hello h{};
+        if (!channel.receive(rank, &h, sizeof h, 30000)) {
+          report = "no hello from the parent";
+          return 1;
+        }
+        setenv("TRIB_SWITCH", h.addr, 1);
+        setenv("TRIB_AUTH_KEY", "test-job", 1);
+        setenv("TRIB_SWITCH_SLOTS", "2", 1);
+        tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+        cfg.timeoutMs = 60000;
+        cfg.transport = "shm";
+        tribComm_t comm = nullptr;
+        if (tribCommInitRankConfig(&comm, n, h.id, rank, &cfg) != tribSuccess) {
+          report = std::string("init: ") + tribGetLastError(nullptr);
+          return 1;
+        }
+        if (!switchUsable(comm)) {
+          report = "the switch is not in use after init";
+          return 1;
+        }
+        for (DataType dt : {tribInt32, tribFloat32, tribFloat16}) {
+          for (bool inPlace : {false, true}) {
+            conformance::Case c;
+            c.algo = "switch";
+            c.dtype = dt;
+            c.nranks = n;
+            c.count = 70001;
+            c.inPlace = inPlace;
+            std::string err = conformanceBody(c, rank, comm);
+            if (!err.empty()) {
+              report = c.name() + ": " + err;
+              return 1;
+            }
+          }
+        }
+        // Until the communicators agree the switch is gone (the parent kills it), bounded.
+        std::vector<int32_t> in(1 << 16), out(in.size());
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        int it = 0;
+        for (; !comm->switchDisabled && std::chrono::steady_clock::now() < deadline; ++it) {
+          for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i) * (rank + 1) + it;
+          if (tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr) !=
+              tribSuccess) {
+            report = strprintf("iteration %d: %s", it, tribGetLastError(nullptr));
+            return 1;
+          }
+          for (size_t i = 0; i < in.size(); ++i) {
+            if (out[i] != static_cast<int32_t>(i) * (n * (n + 1) / 2) + n * it) {
+              report = strprintf("iteration %d element %zu: %d", it, i, out[i]);
+              return 1;
+            }
+          }
+        }
+        if (!comm->switchDisabled) {
+          report = "the switch was never given up";
+          return 1;
+        }
+        tribCommDestroy(comm);
+        return 0;
+      },
+      std::chrono::minutes(2),
+      [&](const std::vector<int>&) {
+        ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 4096), &node).ok());
+        node->start();
+        Hello h{};
+        ASSERT_EQ(tribGetUniqueId(&h.id), tribSuccess);
+        std::snprintf(h.addr, sizeof h.addr, "%s", node->address().c_str());
+        for (int r = 0; r < n; ++r) channel.send(r, &h, sizeof h);
+        killer = std::thread([&] {
+          std::this_thread::sleep_for(std::chrono::seconds(4));
+          node.reset();  // the switch goes away with its sockets, mid-stream
+        });
+      });
+  if (killer.joinable()) killer.join();
+  EXPECT_EQ(trib::testing::describeFailures(results), "");
 }

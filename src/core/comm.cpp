@@ -158,6 +158,7 @@ Status commCreateLocal(int nranks, tribComm** comms) {
   uint64_t id = randomId();
   auto fabric = makeLoopbackFabric(nranks);
   for (int r = 0; r < nranks; ++r) comms[r] = newComm(r, nranks, id, config, fabric);
+  agreeSwitchLocal(comms, nranks);
   return Status::Ok();
 }
 

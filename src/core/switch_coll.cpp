@@ -45,6 +45,17 @@ void attachOne(tribComm* comm, const std::string& addr) {
   comm->switchOffload = std::move(client);
 }
 
+// A rank that attached drops the switch because another did not (one WARN, then host algorithms).
+void giveUp(tribComm* comm, const std::string& why) {
+  if (comm->switchOffload) {
+    TRIB_SWITCH_WARN("rank %d: not using the aggregation switch: %s; collectives run on host algorithms",
+                     comm->rank, why.c_str());
+    comm->switchOffload->abort(errorf(tribAborted, "the ranks did not all attach to the switch"));
+    comm->switchOffload.reset();
+  }
+  comm->switchDisabled = true;
+}
+
 }  // namespace
 
 void attachSwitch(tribComm* comm, const OobAllGather& agree) {
@@ -60,14 +71,16 @@ void attachSwitch(tribComm* comm, const OobAllGather& agree) {
     if (all[r].size() != 1 || all[r][0] != 1) missing = static_cast<int>(r);
   }
   if (s.ok() && missing < 0) return;
-  if (comm->switchOffload) {
-    std::string why = s.ok() ? strprintf("rank %d could not attach to it", missing) : s.message();
-    TRIB_SWITCH_WARN("rank %d: not using the aggregation switch %s: %s; collectives run on host algorithms",
-                     comm->rank, addr.c_str(), why.c_str());
-    comm->switchOffload->abort(errorf(tribAborted, "the ranks did not all attach to the switch"));
-    comm->switchOffload.reset();
+  giveUp(comm, s.ok() ? strprintf("rank %d could not attach to it", missing) : s.message());
+}
+
+void agreeSwitchLocal(tribComm** comms, int n) {
+  int missing = -1;
+  for (int r = 0; r < n && missing < 0; ++r) {
+    if (!comms[r]->switchOffload) missing = r;
   }
-  comm->switchDisabled = true;
+  if (missing < 0) return;
+  for (int r = 0; r < n; ++r) giveUp(comms[r], strprintf("rank %d could not attach to it", missing));
 }
 
 bool switchUsable(const tribComm* comm) { return comm->switchOffload && !comm->switchDisabled; }

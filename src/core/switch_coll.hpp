@@ -23,6 +23,8 @@ namespace trib {
 // With `agree` (the bootstrap's all-gather), the ranks then agree: unless every rank attached,
 // none uses the switch (a rank that alone cannot reach it must not plan differently).
 void attachSwitch(tribComm* comm, const OobAllGather& agree = nullptr);
+// The same agreement for the ranks of one process created together (tribCommInitAll).
+void agreeSwitchLocal(tribComm** comms, int n);
 bool switchUsable(const tribComm* comm);
 
 // For an Algo::Switch plan, before the request starts: reserves the sequence numbers of phases 2
