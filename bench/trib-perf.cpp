@@ -165,76 +165,6 @@ double inputValue(int r, uint64_t i, tribRedOp_t op) {
   return static_cast<double>((r * 3 + i) % 5);
 }
 
-void store(void* base, uint64_t i, tribDataType_t t, double v) {
-  char* p = static_cast<char*>(base) + i * trib::dataTypeSize(t);
-  switch (t) {
-    case tribInt8:
-    case tribUint8:
-      *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v);
-      break;
-    case tribInt32:
-    case tribUint32:
-      *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);
-      break;
-    case tribInt64:
-    case tribUint64:
-      *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v);
-      break;
-    case tribFloat16:
-      *reinterpret_cast<uint16_t*>(p) = trib::floatToHalf(static_cast<float>(v));
-      break;
-    case tribBfloat16:
-      *reinterpret_cast<uint16_t*>(p) = trib::floatToBf16(static_cast<float>(v));
-      break;
-    case tribFloat32:
-      *reinterpret_cast<float*>(p) = static_cast<float>(v);
-      break;
-    case tribFloat64:
-      *reinterpret_cast<double*>(p) = v;
-      break;
-    case tribFp8E4M3:
-      *reinterpret_cast<uint8_t*>(p) = trib::floatToFp8e4m3(static_cast<float>(v));
-      break;
-    case tribFp8E5M2:
-      *reinterpret_cast<uint8_t*>(p) = trib::floatToFp8e5m2(static_cast<float>(v));
-      break;
-    default:
-      break;
-  }
-}
-
-double load(const void* base, uint64_t i, tribDataType_t t) {
-  const char* p = static_cast<const char*>(base) + i * trib::dataTypeSize(t);
-  switch (t) {
-    case tribInt8:
-      return *reinterpret_cast<const int8_t*>(p);
-    case tribUint8:
-      return *reinterpret_cast<const uint8_t*>(p);
-    case tribInt32:
-      return *reinterpret_cast<const int32_t*>(p);
-    case tribUint32:
-      return *reinterpret_cast<const uint32_t*>(p);
-    case tribInt64:
-      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case tribUint64:
-      return static_cast<double>(*reinterpret_cast<const uint64_t*>(p));
-    case tribFloat16:
-      return trib::halfToFloat(*reinterpret_cast<const uint16_t*>(p));
-    case tribBfloat16:
-      return trib::bf16ToFloat(*reinterpret_cast<const uint16_t*>(p));
-    case tribFloat32:
-      return *reinterpret_cast<const float*>(p);
-    case tribFloat64:
-      return *reinterpret_cast<const double*>(p);
-    case tribFp8E4M3:
-      return trib::fp8e4m3ToFloat(*reinterpret_cast<const uint8_t*>(p));
-    case tribFp8E5M2:
-      return trib::fp8e5m2ToFloat(*reinterpret_cast<const uint8_t*>(p));
-    default:
-      return NAN;
-  }
-}
-
 double reducedValue(int n, uint64_t i, tribRedOp_t op, tribDataType_t t) {
   double acc = inputValue(0, i, op);
   for (int r = 1; r < n; ++r) {
@@ -392,7 +322,8 @@ struct Bench {
             out = recv.data() + rank * sh.count * es;
           }
         }
-        for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
+        for (uint64_t i = 0; i < sh.inElems; ++i)
+          trib::storeElement(inBuf, i, dtype, inputValue(rank, i, op));
         std::string error;
         auto once = [&] {
           if (error.empty() && call(o.coll, inBuf, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
@@ -405,14 +336,15 @@ struct Bench {
         double timeUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
         int64_t wrong = 0;
         if (o.check && error.empty()) {
-          for (uint64_t i = 0; i < sh.inElems; ++i) store(inBuf, i, dtype, inputValue(rank, i, op));
+          for (uint64_t i = 0; i < sh.inElems; ++i)
+            trib::storeElement(inBuf, i, dtype, inputValue(rank, i, op));
           tribBarrier(comm, nullptr);
           once();
           uint64_t outElems = (o.coll == Coll::Reduce && rank != o.root) ? 0 : sh.outElems;
           for (uint64_t i = 0; i < outElems; ++i) {
             double want = expected(o.coll, n, rank, o.root, sh.count, i, op, dtype);
             if (std::isnan(want)) continue;
-            double got = load(out, i, dtype);
+            double got = trib::loadElement(out, i, dtype);
             double tol =
                 op == tribAvg && trib::isFloatType(dtype) ? 1e-2 * std::max(1.0, std::fabs(want)) : 0;
             if (!(std::fabs(got - want) <= tol)) ++wrong;

@@ -21,138 +21,6 @@ std::string Case::name() const {
   return s;
 }
 
-void storeValue(void* p, DataType t, double v) {
-  switch (t) {
-    case tribInt8: {
-      int8_t x = static_cast<int8_t>(v);
-      std::memcpy(p, &x, 1);
-      break;
-    }
-    case tribUint8: {
-      uint8_t x = static_cast<uint8_t>(v);
-      std::memcpy(p, &x, 1);
-      break;
-    }
-    case tribInt32: {
-      int32_t x = static_cast<int32_t>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case tribUint32: {
-      uint32_t x = static_cast<uint32_t>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case tribInt64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-    case tribUint64: {
-      uint64_t x = static_cast<uint64_t>(v);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-    case tribFloat16: {
-      uint16_t x = floatToHalf(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case tribBfloat16: {
-      uint16_t x = floatToBf16(static_cast<float>(v));
-      std::memcpy(p, &x, 2);
-      break;
-    }
-    case tribFloat32: {
-      float x = static_cast<float>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case tribFloat64:
-      std::memcpy(p, &v, 8);
-      break;
-    case tribFp8E4M3: {
-      uint8_t x = floatToFp8e4m3(static_cast<float>(v));
-      std::memcpy(p, &x, 1);
-      break;
-    }
-    case tribFp8E5M2: {
-      uint8_t x = floatToFp8e5m2(static_cast<float>(v));
-      std::memcpy(p, &x, 1);
-      break;
-    }
-    default:
-      break;
-  }
-}
-
-double loadValue(const void* p, DataType t) {
-  switch (t) {
-    case tribInt8: {
-      int8_t x;
-      std::memcpy(&x, p, 1);
-      return x;
-    }
-    case tribUint8: {
-      uint8_t x;
-      std::memcpy(&x, p, 1);
-      return x;
-    }
-    case tribInt32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case tribUint32: {
-      uint32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case tribInt64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-    case tribUint64: {
-      uint64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-    case tribFloat16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      return halfToFloat(x);
-    }
-    case tribBfloat16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      return bf16ToFloat(x);
-    }
-    case tribFloat32: {
-      float x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case tribFloat64: {
-      double x;
-      std::memcpy(&x, p, 8);
-      return x;
-    }
-    case tribFp8E4M3: {
-      uint8_t x;
-      std::memcpy(&x, p, 1);
-      return fp8e4m3ToFloat(x);
-    }
-    case tribFp8E5M2: {
-      uint8_t x;
-      std::memcpy(&x, p, 1);
-      return fp8e5m2ToFloat(x);
-    }
-    default:
-      return std::numeric_limits<double>::quiet_NaN();
-  }
-}
-
 // Reduction of element `idx` of every rank's input, in exact double arithmetic.
 static double reduced(const Case& c, uint64_t idx) {
   double acc = inputValue(c, 0, idx);
@@ -239,8 +107,7 @@ void prepare(const Case& c, int rank, RankBuffers* b) {
     b->recvPtr = b->outCount ? recvData : nullptr;
   }
   for (uint64_t i = 0; i < b->inCount; ++i) {
-    storeValue(const_cast<unsigned char*>(static_cast<const unsigned char*>(b->sendPtr)) + i * es, c.dtype,
-               inputValue(c, rank, i));
+    storeElement(const_cast<void*>(b->sendPtr), i, c.dtype, inputValue(c, rank, i));
   }
 }
 
@@ -279,7 +146,7 @@ std::string check(const Case& c, int rank, const RankBuffers& b) {
     for (uint64_t i = 0; i < b.outCount; ++i) {
       double want = expectedValue(c, rank, i);
       if (std::isnan(want)) continue;
-      double got = loadValue(out + i * es, c.dtype);
+      double got = loadElement(out, i, c.dtype);
       // Exact everywhere, except a float average: one rounding of sum/n in the type.
       double tol = 0;
       if (c.op == tribAvg && hasOp(c.coll) && isFloatType(c.dtype)) {

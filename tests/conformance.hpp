@@ -79,10 +79,6 @@ inline double inputValue(const Case& c, int rank, uint64_t idx) {
   }
 }
 
-// Writes `v` (exactly representable) as one element of `t` at p.
-void storeValue(void* p, DataType t, double v);
-double loadValue(const void* p, DataType t);
-
 // Expected output element `idx` on `rank` (NaN if the element is not defined for this rank).
 double expectedValue(const Case& c, int rank, uint64_t idx);
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for people and CI:
-#   tools/dev.sh bench   install packages, build, run the all-reduce benchmark on local ranks
+#   tools/dev.sh bench   install packages, build, run the all-reduce benchmark on 4 local processes
 #   tools/dev.sh test    install packages, build, run every test (plus ASan/UBSan and TSan builds)
 #   tools/dev.sh build   install packages and build (Release-with-debug-info, in build/)
 set -euo pipefail
@@ -25,8 +25,9 @@ case "${1:-}" in
     setup
     configure_build build
     shift
-    # The main job: all-reduce bus bandwidth over 4 local ranks, 8 B .. 64 MiB, checked.
-    ./build/bench/trib-perf --threads 4 -b 8 -e 64M -f 4 "$@"
+    # The main job: all-reduce bus bandwidth over 4 local processes (shared memory), 8 B .. 64 MiB,
+    # every result checked.
+    ./build/bench/trib-perf --ranks 4 -b 8 -e 64M -f 4 "$@"
     ;;
   test)
     setup

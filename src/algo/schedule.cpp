@@ -74,7 +74,7 @@ using namespace algo;
 // Preference order within each collective = the default choice when nothing else decides.
 // clang-format off
 const AlgoInfo* const kRegistry[] = {
-    &kRingAllReduce, &kTreeAllReduce, &kRhdAllReduce, &kDirectAllReduce,
+    &kRingAllReduce, &kTreeAllReduce, &kRhdAllReduce, &kDirectAllReduce, &kHierarchicalAllReduce,
     &kRingReduceScatter, &kDirectReduceScatter,
     &kRingAllGather, &kRhdAllGather, &kDirectAllGather,
     &kBinomialBroadcast, &kChainBroadcast,

@@ -94,6 +94,9 @@ struct CollArgs {
   uint64_t count = 0;
   bool inPlace = false;
   uint64_t chunkElems = 1 << 16;  // pipeline slice in elements (>= 1); the planner picks it
+  // Hierarchical: ranks per domain; domains are contiguous rank ranges (the planner sets it from the
+  // topology). 0 = flat; every other algorithm ignores it.
+  int ranksPerDomain = 0;
 };
 
 uint64_t inputCount(const CollArgs& a, int rank);

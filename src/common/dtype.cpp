@@ -2,6 +2,8 @@
 
 #include <strings.h>
 
+#include <cstring>
+
 namespace trib {
 
 const char* dataTypeName(DataType t) {
@@ -48,6 +50,87 @@ bool parseRedOp(const char* s, RedOp* out) {
     }
   }
   return false;
+}
+
+double loadElement(const void* base, uint64_t i, DataType t) {
+  const char* p = static_cast<const char*>(base) + i * dataTypeSize(t);
+  auto get = [p](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    return x;
+  };
+  switch (t) {
+    case tribInt8:
+      return get(int8_t{});
+    case tribUint8:
+      return get(uint8_t{});
+    case tribInt32:
+      return get(int32_t{});
+    case tribUint32:
+      return get(uint32_t{});
+    case tribInt64:
+      return static_cast<double>(get(int64_t{}));
+    case tribUint64:
+      return static_cast<double>(get(uint64_t{}));
+    case tribFloat16:
+      return halfToFloat(get(uint16_t{}));
+    case tribBfloat16:
+      return bf16ToFloat(get(uint16_t{}));
+    case tribFloat32:
+      return get(float{});
+    case tribFloat64:
+      return get(double{});
+    case tribFp8E4M3:
+      return fp8e4m3ToFloat(get(uint8_t{}));
+    case tribFp8E5M2:
+      return fp8e5m2ToFloat(get(uint8_t{}));
+    default:
+      return 0.0 / 0.0;
+  }
+}
+
+void storeElement(void* base, uint64_t i, DataType t, double v) {
+  char* p = static_cast<char*>(base) + i * dataTypeSize(t);
+  auto put = [p](auto x) { std::memcpy(p, &x, sizeof x); };
+  switch (t) {
+    case tribInt8:
+      put(static_cast<int8_t>(v));
+      break;
+    case tribUint8:
+      put(static_cast<uint8_t>(v));
+      break;
+    case tribInt32:
+      put(static_cast<int32_t>(v));
+      break;
+    case tribUint32:
+      put(static_cast<uint32_t>(v));
+      break;
+    case tribInt64:
+      put(static_cast<int64_t>(v));
+      break;
+    case tribUint64:
+      put(static_cast<uint64_t>(v));
+      break;
+    case tribFloat16:
+      put(floatToHalf(static_cast<float>(v)));
+      break;
+    case tribBfloat16:
+      put(floatToBf16(static_cast<float>(v)));
+      break;
+    case tribFloat32:
+      put(static_cast<float>(v));
+      break;
+    case tribFloat64:
+      put(v);
+      break;
+    case tribFp8E4M3:
+      put(floatToFp8e4m3(static_cast<float>(v)));
+      break;
+    case tribFp8E5M2:
+      put(floatToFp8e5m2(static_cast<float>(v)));
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace trib

@@ -67,4 +67,9 @@ uint8_t floatToFp8e4m3(float f);  // saturates to ±448 (and ±inf); NaN -> S.11
 float fp8e5m2ToFloat(uint8_t v);
 uint8_t floatToFp8e5m2(float f);  // overflow -> ±inf (IEEE-like)
 
+// Element i of a buffer of `t`, as a double (exact for every type but 64-bit integers beyond 2^53),
+// and the reverse (rounding to nearest even for the small floats). For tests, benchmarks, tools.
+double loadElement(const void* base, uint64_t i, DataType t);
+void storeElement(void* base, uint64_t i, DataType t, double v);
+
 }  // namespace trib

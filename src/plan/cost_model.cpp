@@ -1,0 +1,484 @@
+// Cost model formulas. Units inside: µs and bytes; bandwidths converted from GB/s (10^9 B/s) to
+// bytes/µs (x 1e3). Derivations and calibration: docs/PLANNER.md.
+#include "plan/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace trib {
+
+const char* planAlgoName(PlanAlgo a) {
+  static const char* const names[kNumPlanAlgos] = {
+      "ring", "tree", "rhd", "direct", "binomial", "chain", "hierarchical", "switch", "nvls", "nvls_switch"};
+  auto i = static_cast<int>(a);
+  return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
+}
+
+bool parsePlanAlgo(const std::string& s, PlanAlgo* out) {
+  if (s == "sharp" || s == "collnet") {
+    *out = PlanAlgo::Switch;
+    return true;
+  }
+  for (int i = 0; i < kNumPlanAlgos; ++i) {
+    if (s == planAlgoName(static_cast<PlanAlgo>(i))) {
+      *out = static_cast<PlanAlgo>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+Algo toScheduleAlgo(PlanAlgo a) {
+  switch (a) {
+    case PlanAlgo::Ring:
+      return Algo::Ring;
+    case PlanAlgo::Tree:
+      return Algo::Tree;
+    case PlanAlgo::Rhd:
+      return Algo::Rhd;
+    case PlanAlgo::Direct:
+      return Algo::Direct;
+    case PlanAlgo::Binomial:
+      return Algo::Binomial;
+    case PlanAlgo::Chain:
+      return Algo::Chain;
+    case PlanAlgo::Hierarchical:
+      return Algo::Hierarchical;
+    default:
+      return Algo::Switch;
+  }
+}
+
+const CostConstants& CostConstants::defaults() {
+  // The one place the model's constants live; docs/PLANNER.md gives each one's source.
+  static const CostConstants k = [] {
+    CostConstants c{};
+    c.eff[static_cast<int>(LinkType::NvLink)] = 370.0 / 450.0;  // DGX H100 ring busbw / NVLink4 per direction
+    c.eff[static_cast<int>(LinkType::Net)] = 47.0 / 50.0;       // ring busbw per 400 Gb/s NIC / line rate
+    c.eff[static_cast<int>(LinkType::Pcie)] = 0.80;             // PCIe Gen4/5 DMA, TLP overhead
+    c.eff[static_cast<int>(LinkType::C2C)] = 0.80;
+    c.eff[static_cast<int>(LinkType::Shm)] = 0.50;  // copy in + copy out through a shared segment
+    c.eff[static_cast<int>(LinkType::Loop)] = 1.0;
+    c.stepOverheadUs = 2.5;     // + ~1 µs of NVLink hops = NCCL's 3-4 µs per NVLink step
+    c.netStepOverheadUs = 8.0;  // + ~3 µs of NIC/switch hops + 2.5 = NCCL's ~14 µs network step
+    c.launchUs = 8.0;           // NCCL's base latency
+    c.chunkOverheadUs = 0.5;
+    c.switchOpUs = 0.5;  // SHARP: 128-host 8-byte all-reduce 2.83 µs over ~3 tiers
+    c.gpuReduceGBps = 2000;
+    c.cpuReduceGBps = 8;
+    c.minChunkBytes = 64 << 10;
+    c.maxChunkBytes = 4 << 20;
+    return c;
+  }();
+  return k;
+}
+
+namespace {
+
+constexpr double kB = 1e3;  // GB/s -> bytes/µs
+
+struct PathInfo {
+  double bw = 0;  // effective GB/s
+  double lat = 0;
+  bool net = false;
+};
+
+PathInfo pathInfo(const Topology& t, Router& r, int a, int b, const CostConstants& k) {
+  PathInfo p;
+  if (a == b) {  // two ranks on one node (processes on one host): a copy through shared memory
+    const Node& n = t.node(a);
+    double mem =
+        n.reduceGBps > 0 ? n.reduceGBps : (n.type == NodeType::Gpu ? k.gpuReduceGBps : k.cpuReduceGBps);
+    p.bw = mem * k.eff[static_cast<int>(LinkType::Shm)];
+    return p;
+  }
+  const auto& path = r.route(a, b);
+  p.bw = path.empty() ? 0 : 1e300;
+  for (DirLink d : path) {
+    const Link& l = t.link(dirLinkId(d));
+    p.bw = std::min(p.bw, dirLinkBw(t, d) * k.eff[static_cast<int>(l.type)]);
+    p.lat += l.latencyUs;
+    p.net |= l.type == LinkType::Net;
+  }
+  return p;
+}
+
+double reduceRate(const Node& n, const CostConstants& k) {
+  if (n.reduceGBps > 0) return n.reduceGBps;
+  return n.type == NodeType::Gpu ? k.gpuReduceGBps : k.cpuReduceGBps;
+}
+
+}  // namespace
+
+FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& ranks,
+                         const CostConstants& k) {
+  FabricView f;
+  f.n = static_cast<int>(ranks.size());
+  if (ranks.empty()) return f;
+  std::map<int, int> perDom;
+  std::vector<int> dom(ranks.size());
+  bool contiguous = true;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    dom[i] = t.domainOf(ranks[i]);
+    if (dom[i] < 0) dom[i] = -1 - static_cast<int>(i);  // outside any domain: alone
+    if (i > 0 && dom[i] != dom[i - 1] && perDom.count(dom[i])) contiguous = false;
+    ++perDom[dom[i]];
+  }
+  f.domains = static_cast<int>(perDom.size());
+  f.perDomain = f.n;
+  int maxDom = 0;
+  for (auto [d, c] : perDom) f.perDomain = std::min(f.perDomain, c), maxDom = std::max(maxDom, c);
+  f.uniform = contiguous && maxDom == f.perDomain;
+  f.reduceGBps = reduceRate(t.node(ranks[0]), k);
+  for (int r : ranks) f.reduceGBps = std::min(f.reduceGBps, reduceRate(t.node(r), k));
+
+  if (maxDom >= 2) {
+    for (size_t i = 1; i < ranks.size(); ++i) {
+      if (dom[i] != dom[0]) continue;
+      PathInfo p = pathInfo(t, router, ranks[0], ranks[i], k);
+      f.bwIntra = p.bw;
+      f.latIntraUs = p.lat + k.stepOverheadUs + (p.net ? k.netStepOverheadUs : 0);
+      break;
+    }
+  }
+  if (f.domains >= 2) {
+    size_t j = 1;
+    while (dom[j] == dom[0]) ++j;
+    PathInfo p = pathInfo(t, router, ranks[0], ranks[j], k);
+    f.bwInter = p.bw;
+    f.latInterUs = p.lat + k.stepOverheadUs + (p.net ? k.netStepOverheadUs : 0);
+    // Under load every rank of a host shares the host's network egress; a thin core shares more.
+    int host = t.hostOf(ranks[0]);
+    double egress = 0;
+    for (int i = 0; i < t.numLinks(); ++i) {
+      const Link& l = t.link(i);
+      if (l.type != LinkType::Net) continue;
+      bool ina = t.node(l.a).type != NodeType::Switch && t.hostOf(l.a) == host;
+      bool inb = t.node(l.b).type != NodeType::Switch && t.hostOf(l.b) == host;
+      if (ina != inb) egress += (ina ? l.bwAB : l.bwBA) * k.eff[static_cast<int>(LinkType::Net)];
+    }
+    int inHost = 0;
+    for (int r : ranks) inHost += t.hostOf(r) == host;
+    double edge = 0, core = 0;
+    t.networkCapacity(&edge, &core);
+    double oversub = core > 0 && edge > 0 ? std::min(1.0, core / edge) : 1.0;
+    f.bwInterLoaded = egress > 0 ? std::min(f.bwInter, egress / std::max(1, inHost)) * oversub : f.bwInter;
+  }
+
+  // NVLink-switch reduction: every rank's NVSwitch must reduce.
+  f.nvlsGBps = 1e300;
+  for (int r : ranks) {
+    double best = 0;
+    for (auto [lid, nb] : t.adjacent(r)) {
+      const Node& sw = t.node(nb);
+      if (sw.type == NodeType::NvSwitch && sw.reduce.can() && sw.reduce.reduceGBps > best) {
+        best = sw.reduce.reduceGBps;
+        f.nvlsCap = sw.reduce;
+      }
+    }
+    f.nvlsGBps = std::min(f.nvlsGBps, best);
+  }
+  if (f.nvlsGBps <= 0 || f.nvlsGBps > 1e299) f.nvlsGBps = 0;
+
+  // Network-switch reduction: every rank's leaf reduces and one aggregation tree spans all leaves.
+  std::vector<int> leaves;
+  double leafLat = 0, leafBw = 1e300, rate = 1e300;
+  bool ok = f.n >= 2;
+  std::vector<DirLink> up;
+  for (int r : ranks) {
+    int leaf = firstSwitchAbove(t, r, &up);
+    if (leaf < 0 || !t.node(leaf).reduce.can()) {
+      ok = false;
+      break;
+    }
+    if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+    double lat = 0;
+    for (DirLink d : up) {
+      const Link& l = t.link(dirLinkId(d));
+      lat += l.latencyUs;
+      leafBw = std::min(leafBw, dirLinkBw(t, d) * k.eff[static_cast<int>(l.type)]);
+    }
+    leafLat = std::max(leafLat, lat);
+    rate = std::min(rate, t.node(leaf).reduce.reduceGBps);
+    f.switchCap = t.node(leaf).reduce;
+  }
+  int depth = 0;
+  const AggTree* tree = ok ? findAggTree(t, leaves, &depth) : nullptr;
+  if (tree) {
+    double upLat = 0;
+    for (auto [c, p] : tree->edges) {
+      rate = std::min(rate, t.node(p).reduce.reduceGBps);
+      upLat = std::max(upLat, t.link(dirLinkId(dirLinkBetween(t, c, p))).latencyUs);
+    }
+    f.switchTiers = depth + 1;
+    double loaded = f.bwInterLoaded > 0 ? std::min(leafBw, f.bwInterLoaded) : leafBw;
+    f.switchGBps = std::min(loaded, rate * k.eff[static_cast<int>(LinkType::Net)]);
+    f.switchLatUs =
+        leafLat + depth * upLat + k.stepOverheadUs + k.netStepOverheadUs + k.switchOpUs * f.switchTiers;
+  }
+  f.summary = strprintf("%d ranks in %d domain(s) of %d%s", f.n, f.domains, f.perDomain,
+                        f.uniform ? "" : " (uneven)");
+  if (f.bwIntra > 0) f.summary += strprintf("; intra %.0f GB/s %.1f us/step", f.bwIntra, f.latIntraUs);
+  if (f.domains > 1)
+    f.summary +=
+        strprintf("; inter %.0f GB/s (%.0f loaded) %.1f us/step", f.bwInter, f.bwInterLoaded, f.latInterUs);
+  if (f.nvlsGBps > 0) f.summary += strprintf("; nvls %.0f GB/s", f.nvlsGBps);
+  if (f.switchGBps > 0)
+    f.summary += strprintf("; switch reduce %.0f GB/s, %d tier(s), %.1f us one way", f.switchGBps,
+                           f.switchTiers, f.switchLatUs);
+  return f;
+}
+
+namespace {
+
+uint64_t clampChunk(double c, const CostConstants& k) {
+  c = std::max<double>(k.minChunkBytes, std::min<double>(k.maxChunkBytes, c));
+  return static_cast<uint64_t>(std::ceil(c));
+}
+
+// Pipelined chunk that balances fill (depth x chunk / bw) against per-chunk overhead.
+uint64_t pipelineChunk(double S, double bwBpu, int depth, const CostConstants& k) {
+  return clampChunk(std::sqrt(S * k.chunkOverheadUs * bwBpu / std::max(1, depth)), k);
+}
+
+double pipelineCost(double S, double c, double bwBpu, int depth, const CostConstants& k) {
+  return depth * c / bwBpu + std::ceil(S / c) * k.chunkOverheadUs;
+}
+
+int ceilLog2(int n) {
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
+struct Ctx {
+  const FabricView& f;
+  const CostConstants& k;
+  double R;  // reduce rate, bytes/µs
+  bool multi;
+  double bIn, bOut, bLoaded, aIn, aOut;
+};
+
+// One phase of a flat ring (n-1 steps of v bytes) over ranks laid out domain by domain: the
+// critical path crosses the network m/n of the time; the busiest network link carries every step.
+double flatRingPhase(const Ctx& c, double v, bool reduce) {
+  int n = c.f.n;
+  double bIn = reduce ? std::min(c.bIn, c.R) : c.bIn;
+  if (!c.multi) return (n - 1) * (c.aIn + v / bIn);
+  double bOut = reduce ? std::min(c.bOut, c.R) : c.bOut;
+  double fr = static_cast<double>(c.f.domains) / n;
+  double path = (n - 1) * ((1 - fr) * (c.f.perDomain > 1 ? c.aIn + v / bIn : 0) + fr * (c.aOut + v / bOut));
+  double capacity = (n - 1) * v / bOut + c.aOut;
+  return std::max(path, capacity);
+}
+
+double localRingPhase(int members, double v, double a, double b) { return (members - 1) * (a + v / b); }
+
+}  // namespace
+
+Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp op, const FabricView& f,
+                   const CostConstants& k) {
+  Prediction p;
+  int n = f.n;
+  if (n < 1) {
+    p.reason = "no ranks";
+    return p;
+  }
+  double S = static_cast<double>(bytes);
+  Ctx c{f,
+        k,
+        f.reduceGBps * kB,
+        f.domains > 1,
+        f.bwIntra * kB,
+        f.bwInter * kB,
+        f.bwInterLoaded * kB,
+        f.latIntraUs,
+        f.latInterUs};
+  if (!c.multi) c.bOut = c.bIn, c.aOut = c.aIn;
+  if (f.perDomain < 2 && c.multi) c.bIn = c.bOut, c.aIn = c.aOut;  // every rank alone: no NVLink
+  double bMix = c.multi ? c.bOut : c.bIn;
+  double aMix =
+      c.multi ? (1 - static_cast<double>(f.domains) / n) * c.aIn + static_cast<double>(f.domains) / n * c.aOut
+              : c.aIn;
+  bool reduces = coll == Coll::AllReduce || coll == Coll::Reduce || coll == Coll::ReduceScatter;
+  auto unsupported = [&](const char* why) {
+    p.supported = false;
+    p.reason = why;
+    return p;
+  };
+  if (n == 1) {
+    if (a != PlanAlgo::Ring) return unsupported("one rank: a local copy, the ring handles it");
+    p.supported = true;
+    p.us = k.launchUs + (S > 0 ? S / (f.reduceGBps * kB) : 0);
+    p.chunkBytes = clampChunk(S, k);
+    return p;
+  }
+  double t = -1;
+  uint64_t chunk = clampChunk(std::ceil(S / n), k);  // a whole block per slice when it fits
+  auto rhdPhase = [&](bool reduce, double total) {
+    // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
+    // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
+    // partner is a domain or more away crosses the network, every rank sending at once.
+    int L = 0;
+    while ((2 << L) <= n) ++L;
+    double sum = 0;
+    for (int s = 0; s < L; ++s) {
+      int dist = 1 << (L - 1 - s);
+      bool cross = c.multi && (!f.uniform || dist >= f.perDomain);
+      double v = total / (2 << s);
+      double b = cross ? c.bLoaded : c.bIn;
+      if (reduce) b = std::min(b, c.R);
+      sum += (cross ? c.aOut : c.aIn) + v / b;
+    }
+    return sum;
+  };
+  int pof2 = 1;
+  while (pof2 * 2 <= n) pof2 *= 2;
+  double rhdExtra = pof2 == n ? 0 : (c.multi ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
+
+  switch (coll) {
+    case Coll::AllReduce:
+      switch (a) {
+        case PlanAlgo::Ring:
+          t = flatRingPhase(c, S / n, true) + flatRingPhase(c, S / n, false);
+          p.reason = "2(n-1) steps of S/n";
+          break;
+        case PlanAlgo::Tree: {
+          int D = ceilLog2(n), cross = c.multi ? std::min(D, ceilLog2(f.domains)) : 0;
+          double path = (D - cross) * c.aIn + cross * c.aOut;
+          // Per rank ~2S through its domain link (inner in one tree, leaf in the other); a rank with
+          // an edge across domains carries S/2 per tree each way over the network.
+          double bIn = std::min(c.bIn, c.R), bOut = std::min(c.bOut, c.R);
+          double bwTime = !c.multi          ? 2 * S / bIn
+                          : f.perDomain > 1 ? std::max(2 * S / bIn, S / bOut)
+                                            : 2 * S / bOut;
+          double b = 2 * S / bwTime;
+          chunk = pipelineChunk(S, b, 2 * D, k);
+          t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
+          p.reason = "double binary tree: 2 log2(n) hops, pipelined";
+          break;
+        }
+        case PlanAlgo::Rhd:
+          t = rhdPhase(true, S) + rhdPhase(false, S) + 2 * rhdExtra;
+          p.reason = "2 log2(n) steps, halving/doubling";
+          break;
+        case PlanAlgo::Hierarchical: {
+          if (!c.multi) return unsupported("needs more than one domain");
+          if (f.perDomain < 2) return unsupported("one rank per domain: nothing to do inside domains");
+          if (!f.uniform) return unsupported("needs equal, contiguous domains");
+          int d = f.perDomain, m = f.domains;
+          double v = S / d;
+          t = localRingPhase(d, v, c.aIn, std::min(c.bIn, c.R)) +
+              localRingPhase(m, v / m, c.aOut, std::min(c.bLoaded, c.R)) +
+              localRingPhase(m, v / m, c.aOut, c.bLoaded) + localRingPhase(d, v, c.aIn, c.bIn);
+          chunk = clampChunk(std::ceil(v / m), k);
+          p.reason = "ring reduce-scatter in domain, ring all-reduce of S/d across, all-gather in domain";
+          break;
+        }
+        case PlanAlgo::Switch: {
+          if (f.switchGBps <= 0)
+            return unsupported("no reduce-capable network switch with an aggregation tree over all ranks");
+          if (!f.switchCap.supports(dtype, op))
+            return unsupported("the switches do not reduce this dtype/op");
+          double b = f.switchGBps * kB;
+          chunk = pipelineChunk(S, b, 2 * f.switchTiers, k);
+          if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
+          t = 2 * f.switchLatUs + S / b + pipelineCost(S, chunk, b, 2 * f.switchTiers, k);
+          p.reason = "each rank sends S up and receives S down";
+          break;
+        }
+        case PlanAlgo::Nvls: {
+          if (c.multi) return unsupported("NVLS reduces within one NVLink domain (see nvls_switch)");
+          if (f.nvlsGBps <= 0) return unsupported("no reduce-capable NVSwitch");
+          if (!f.nvlsCap.supports(dtype, op))
+            return unsupported("the NVSwitch does not reduce this dtype/op");
+          double b = std::min(c.bIn, f.nvlsGBps * kB);
+          chunk = pipelineChunk(S, b, 2, k);
+          t = 2 * c.aIn + S / b + pipelineCost(S, chunk, b, 2, k);
+          p.reason = "each GPU sends S to the NVSwitch and receives S";
+          break;
+        }
+        case PlanAlgo::NvlsSwitch: {
+          if (!c.multi) return unsupported("single domain (see nvls)");
+          if (f.nvlsGBps <= 0 || f.switchGBps <= 0)
+            return unsupported("needs reduce-capable NVSwitches and network switches");
+          if (!f.uniform) return unsupported("needs equal, contiguous domains");
+          if (!f.nvlsCap.supports(dtype, op) || !f.switchCap.supports(dtype, op))
+            return unsupported("the switches do not reduce this dtype/op");
+          double bn = std::min(c.bIn, f.nvlsGBps * kB), bs = f.switchGBps * kB;
+          double slow = std::max(S / bn, S / f.perDomain / bs);
+          double bEff = S / slow;
+          chunk = pipelineChunk(S, bEff, 2 + 2 * f.switchTiers, k);
+          t = 2 * c.aIn + 2 * f.switchLatUs + slow + pipelineCost(S, chunk, bEff, 2 + 2 * f.switchTiers, k);
+          p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
+          break;
+        }
+        default:
+          return unsupported("not for this collective");
+      }
+      break;
+    case Coll::ReduceScatter:
+    case Coll::AllGather:
+      if (a == PlanAlgo::Ring) {
+        t = flatRingPhase(c, S / n, reduces);
+        p.reason = "n-1 steps of S/n";
+      } else if (a == PlanAlgo::Rhd) {
+        t = rhdPhase(reduces, S) + rhdExtra;
+        p.reason = "log2(n) steps";
+      } else {
+        return unsupported("not for this collective");
+      }
+      break;
+    case Coll::Broadcast:
+    case Coll::Reduce: {
+      double b = reduces ? std::min(bMix, c.R) : bMix;
+      if (a == PlanAlgo::Ring || a == PlanAlgo::Chain) {
+        chunk = pipelineChunk(S, b, n, k);
+        t = (n - 1) * aMix + S / b + pipelineCost(S, chunk, b, n - 1, k);
+        p.reason = "pipelined chain";
+      } else if (a == PlanAlgo::Tree) {
+        int D = ceilLog2(n);
+        chunk = pipelineChunk(S, b / 2, D, k);
+        t = D * aMix + 2 * S / b + pipelineCost(S, chunk, b / 2, D, k);
+        p.reason = "pipelined binary tree (2 children per node)";
+      } else if (a == PlanAlgo::Binomial) {
+        t = ceilLog2(n) * (aMix + S / b);
+        chunk = clampChunk(S, k);
+        p.reason = "log2(n) rounds of S";
+      } else {
+        return unsupported("not for this collective");
+      }
+      break;
+    }
+    case Coll::AlltoAll:
+    case Coll::Gather:
+    case Coll::Scatter:
+      if (a != PlanAlgo::Direct && a != PlanAlgo::Ring) return unsupported("not for this collective");
+      if (a == PlanAlgo::Direct) {
+        double b = coll == Coll::AlltoAll ? (c.multi ? c.bLoaded : c.bIn) : bMix;
+        t = c.aOut + (n - 1) * k.chunkOverheadUs + S * (n - 1) / n / b;
+        p.reason = "every peer at once";
+      } else {
+        t = (n - 1) * (aMix + S / n / bMix) * (coll == Coll::AlltoAll ? n / 2.0 : 1.0);
+        p.reason = "n-1 ring steps";
+      }
+      break;
+    case Coll::Barrier:
+      if (a == PlanAlgo::Rhd)
+        t = ceilLog2(n) * std::max(c.aIn, c.aOut);
+      else if (a == PlanAlgo::Ring)
+        t = 2 * (n - 1) * aMix;
+      else
+        return unsupported("not for this collective");
+      p.reason = "latency only";
+      break;
+  }
+  if (t < 0) return unsupported("not modelled");
+  p.supported = true;
+  p.us = k.launchUs + t;
+  p.chunkBytes = chunk;
+  return p;
+}
+
+}  // namespace trib

@@ -1,0 +1,436 @@
+// Planner: candidates, overrides, cache, explanations.
+#include "plan/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace trib {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ' && c != '\t') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Parses "ring,tree" into a bit set of PlanAlgo.
+Status parseAlgoList(const std::string& list, uint32_t* bits, const std::string& whole) {
+  *bits = 0;
+  for (const auto& name : split(list, ',')) {
+    PlanAlgo a;
+    if (name.empty()) continue;
+    if (!parsePlanAlgo(lower(name), &a))
+      return errorf(
+          tribInvalidArgument,
+          "TRIB_ALGO '%s': unknown algorithm '%s' (ring, tree, rhd, direct, binomial, chain, hierarchical, "
+          "switch, nvls, nvls_switch)",
+          whole.c_str(), name.c_str());
+    *bits |= 1u << static_cast<int>(a);
+  }
+  if (!*bits) return errorf(tribInvalidArgument, "TRIB_ALGO '%s': empty algorithm list", whole.c_str());
+  return Status::Ok();
+}
+
+// CollArgs::count for a request (see PlanRequest::bytes).
+uint64_t countOf(const PlanRequest& r) {
+  uint64_t es = dataTypeSize(r.dtype);
+  uint64_t c = es ? r.bytes / es : 0;
+  switch (r.coll) {
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AlltoAll:
+    case Coll::Gather:
+    case Coll::Scatter:
+      return r.nranks > 0 ? c / static_cast<uint64_t>(r.nranks) : c;
+    default:
+      return c;
+  }
+}
+
+}  // namespace
+
+Status parseAlgoOverride(const std::string& spec, AlgoFilter* out) {
+  AlgoFilter f;
+  for (const auto& part : split(spec, ';')) {
+    if (part.empty()) continue;
+    std::string colls = "", list = part;
+    auto colon = part.find(':');
+    if (colon != std::string::npos) colls = part.substr(0, colon), list = part.substr(colon + 1);
+    bool exclude = !list.empty() && list[0] == '^';
+    uint32_t bits;
+    TRIB_RETURN_IF_ERROR(parseAlgoList(exclude ? list.substr(1) : list, &bits, spec));
+    uint32_t allowed = exclude ? ~bits : bits;
+    std::vector<int> targets;
+    if (colls.empty()) {
+      for (int c = 0; c < kNumColls; ++c) targets.push_back(c);
+    } else {
+      for (const auto& cn : split(colls, ',')) {
+        Coll c;
+        if (!parseColl(lower(cn), &c))
+          return errorf(tribInvalidArgument,
+                        "TRIB_ALGO '%s': unknown collective '%s' (allreduce, broadcast, ...)", spec.c_str(),
+                        cn.c_str());
+        targets.push_back(static_cast<int>(c));
+      }
+    }
+    for (int c : targets) f.allowed[c] = allowed, f.set[c] = true;
+  }
+  *out = f;
+  return Status::Ok();
+}
+
+Status parseSize(const std::string& s, uint64_t* out) {
+  std::string v = lower(s);
+  if (v == "inf" || v == "max") {
+    *out = UINT64_MAX;
+    return Status::Ok();
+  }
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || end == v.c_str() || !(d >= 0))
+    return errorf(tribInvalidArgument, "size '%s' is not a byte count (e.g. 8, 64k, 1M, 1G, inf)", s.c_str());
+  std::string suf = end;
+  if (!suf.empty() && suf.back() == 'b') suf.pop_back();  // "1gb", "64kb"
+  if (!suf.empty() && suf.back() == 'i') suf.pop_back();  // "1gi" from "1GiB"
+  double mult = 1;
+  if (suf == "k")
+    mult = 1024.0;
+  else if (suf == "m")
+    mult = 1024.0 * 1024;
+  else if (suf == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (suf == "t")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suf.empty())
+    return errorf(tribInvalidArgument, "size '%s': unknown suffix '%s' (k, M, G, T)", s.c_str(), end);
+  double b = d * mult;
+  if (b > 1.8e19) return errorf(tribInvalidArgument, "size '%s' is too large", s.c_str());
+  *out = static_cast<uint64_t>(std::llround(b));
+  return Status::Ok();
+}
+
+Status parseTuneString(const std::string& spec, std::vector<TuneRule>* out) {
+  std::vector<TuneRule> rules;
+  for (const auto& entry : split(spec, '#')) {
+    if (entry.empty()) continue;
+    TuneRule r;
+    bool haveAlgo = false, haveColl = false;
+    for (const auto& field : split(entry, ':')) {
+      if (field.empty()) continue;
+      if (field[0] == '@') {
+        if (!parsePlanAlgo(lower(field.substr(1)), &r.algo))
+          return errorf(tribInvalidArgument, "TRIB_TUNE entry '%s': unknown algorithm '%s'", entry.c_str(),
+                        field.c_str() + 1);
+        haveAlgo = true;
+      } else if (field.rfind("ranks=", 0) == 0) {
+        auto rng = split(field.substr(6), '-');
+        char* e1 = nullptr;
+        char* e2 = nullptr;
+        long lo = std::strtol(rng[0].c_str(), &e1, 10);
+        long hi = rng.size() > 1 ? (rng[1] == "inf" ? INT32_MAX : std::strtol(rng[1].c_str(), &e2, 10)) : lo;
+        if (rng.size() > 2 || *e1 || (e2 && *e2) || lo < 1 || hi < lo)
+          return errorf(tribInvalidArgument, "TRIB_TUNE entry '%s': bad rank range '%s' (e.g. ranks=2-64)",
+                        entry.c_str(), field.c_str());
+        r.minRanks = static_cast<int>(lo);
+        r.maxRanks = static_cast<int>(hi);
+      } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
+        auto rng = split(field, '-');
+        if (rng.size() != 2)
+          return errorf(tribInvalidArgument,
+                        "TRIB_TUNE entry '%s': size range '%s' must be LO-HI (e.g. 0-64k)", entry.c_str(),
+                        field.c_str());
+        TRIB_RETURN_IF_ERROR(parseSize(rng[0], &r.lo).prefix("TRIB_TUNE: "));
+        TRIB_RETURN_IF_ERROR(parseSize(rng[1], &r.hi).prefix("TRIB_TUNE: "));
+        if (r.hi <= r.lo)
+          return errorf(tribInvalidArgument, "TRIB_TUNE entry '%s': empty size range '%s'", entry.c_str(),
+                        field.c_str());
+      } else {
+        for (const auto& cn : split(field, ',')) {
+          Coll c;
+          if (cn == "all") {
+            r.collMask = ~0u;
+          } else if (parseColl(lower(cn), &c)) {
+            r.collMask |= 1u << static_cast<int>(c);
+          } else {
+            return errorf(tribInvalidArgument,
+                          "TRIB_TUNE entry '%s': '%s' is not a collective, size range, ranks=, or @algorithm",
+                          entry.c_str(), cn.c_str());
+          }
+        }
+        haveColl = true;
+      }
+    }
+    if (!haveAlgo)
+      return errorf(tribInvalidArgument, "TRIB_TUNE entry '%s' names no algorithm (add @ring, @tree, ...)",
+                    entry.c_str());
+    if (!haveColl) r.collMask = ~0u;
+    rules.push_back(r);
+  }
+  *out = std::move(rules);
+  return Status::Ok();
+}
+
+Planner::Planner(Topology topo, std::vector<int> rankToNode, CostConstants k)
+    : topo_(std::move(topo)), rankToNode_(std::move(rankToNode)), k_(k) {
+  if (rankToNode_.empty()) rankToNode_ = topo_.rankNodes();
+  router_ = std::make_unique<Router>(topo_);
+  const char* sub = std::getenv("TRIB_DEBUG_SUBSYS");
+  logTuning_ = sub && (std::strstr(sub, "TUNING") || std::strstr(sub, "ALL"));
+}
+
+Status Planner::setOverrides(const std::string& algoSpec, const std::string& tuneSpec) {
+  AlgoFilter f;
+  std::vector<TuneRule> t;
+  TRIB_RETURN_IF_ERROR(parseAlgoOverride(algoSpec, &f));
+  TRIB_RETURN_IF_ERROR(parseTuneString(tuneSpec, &t));
+  std::lock_guard<std::mutex> g(mu_);
+  filter_ = f;
+  tune_ = std::move(t);
+  cache_.clear();
+  return Status::Ok();
+}
+
+Status Planner::setOverridesFromEnv() {
+  const char* a = std::getenv("TRIB_ALGO");
+  const char* t = std::getenv("TRIB_TUNE");
+  return setOverrides(a ? a : "", t ? t : "");
+}
+
+bool Planner::hostOnly() const {
+  return !rankToNode_.empty() && topo_.node(rankToNode_[0]).type != NodeType::Gpu;
+}
+
+const FabricView& Planner::fabric(int nranks) {
+  auto it = fabrics_.find(nranks);
+  if (it != fabrics_.end()) return it->second;
+  // More ranks than slots on a CPU-only machine: processes spread round-robin over the CPUs.
+  std::vector<int> nodes;
+  for (int r = 0; r < nranks && !rankToNode_.empty(); ++r) {
+    if (r >= static_cast<int>(rankToNode_.size()) && !hostOnly()) break;
+    nodes.push_back(rankToNode_[r % rankToNode_.size()]);
+  }
+  return fabrics_.emplace(nranks, computeFabric(topo_, *router_, nodes, k_)).first->second;
+}
+
+double Planner::busFactor(Coll c, int n) {
+  if (n <= 1) return 1.0;
+  switch (c) {
+    case Coll::AllReduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AlltoAll:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+std::vector<Candidate> Planner::explain(const PlanRequest& req) {
+  std::lock_guard<std::mutex> g(mu_);
+  return explainLocked(req);
+}
+
+std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
+  std::vector<Candidate> out;
+  if ((req.nranks > static_cast<int>(rankToNode_.size()) && !hostOnly()) || req.nranks < 1 ||
+      !dataTypeSize(req.dtype)) {
+    Candidate c;
+    c.eligible = false;
+    c.reason = req.nranks < 1 || !dataTypeSize(req.dtype)
+                   ? "invalid request (nranks < 1 or bad dtype)"
+                   : strprintf("topology '%s' has %zu rank slots, %d asked", topo_.name.c_str(),
+                               rankToNode_.size(), req.nranks);
+    out.push_back(c);
+    return out;
+  }
+  const FabricView& f = fabric(req.nranks);
+  size_t es = dataTypeSize(req.dtype);
+  // A tune rule (the last matching one wins) pins the algorithm when it supports the request.
+  const TuneRule* rule = nullptr;
+  for (const auto& r : tune_)
+    if ((r.collMask >> static_cast<int>(req.coll) & 1) && req.bytes >= r.lo && req.bytes < r.hi &&
+        req.nranks >= r.minRanks && req.nranks <= r.maxRanks)
+      rule = &r;
+  for (int i = 0; i < kNumPlanAlgos; ++i) {
+    auto a = static_cast<PlanAlgo>(i);
+    Prediction p = predict(a, req.coll, req.bytes, req.dtype, req.op, f, k_);
+    if (!p.supported && (p.reason == "not modelled" || p.reason == "not for this collective")) continue;
+    Candidate c;
+    c.plan.algo = a;
+    c.plan.predictedUs = p.us;
+    c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
+    if (a == PlanAlgo::Hierarchical) c.plan.ranksPerDomain = f.perDomain;
+    // Executable: a generator in the registry that accepts the request.
+    const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::Switch
+                               ? nullptr
+                               : findAlgorithm(req.coll, toScheduleAlgo(a));
+    if (info) {
+      CollArgs args;
+      args.coll = req.coll;
+      args.nranks = req.nranks;
+      args.root = req.root;
+      args.count = countOf(req);
+      args.inPlace = req.inPlace;
+      args.chunkElems = c.plan.chunkElems;
+      args.ranksPerDomain = c.plan.ranksPerDomain;
+      c.plan.executable = info->supports(args);
+    } else {
+      c.plan.executable = false;
+    }
+    if (!p.supported) {
+      c.eligible = false;
+      c.reason = p.reason;
+    } else if (!c.plan.executable && !req.includeModelOnly) {
+      c.eligible = false;
+      c.reason =
+          info ? "its schedule does not accept this request" : "no executable schedule yet (model only)";
+    } else if (!(filter_.allowed[static_cast<int>(req.coll)] >> i & 1)) {
+      c.eligible = false;
+      c.reason = "excluded by TRIB_ALGO";
+    } else if (rule && rule->algo != a) {
+      c.eligible = false;
+      c.reason = strprintf("TRIB_TUNE pins %s for this size", planAlgoName(rule->algo));
+    } else {
+      c.reason = p.reason;
+    }
+    c.plan.why = p.reason;
+    if (p.supported && p.us > 0) {
+      c.algbwGBps = req.bytes / p.us / 1e3;
+      c.busbwGBps = c.algbwGBps * busFactor(req.coll, req.nranks);
+    }
+    out.push_back(c);
+  }
+  // A tune rule naming an algorithm that cannot run this request is ignored (say so).
+  bool anyEligible = std::any_of(out.begin(), out.end(), [](const Candidate& c) { return c.eligible; });
+  if (rule && !anyEligible) {
+    for (auto& c : out)
+      if (c.reason.rfind("TRIB_TUNE pins", 0) == 0) c.eligible = true, c.reason = c.plan.why;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.eligible != b.eligible) return a.eligible;
+    bool sa = a.plan.predictedUs > 0, sb = b.plan.predictedUs > 0;
+    if (sa != sb) return sa;
+    return a.plan.predictedUs < b.plan.predictedUs;
+  });
+  return out;
+}
+
+static std::string cacheKey(const PlanRequest& r) {
+  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d", static_cast<int>(r.coll),
+                   static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
+                   static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly);
+}
+
+Plan Planner::choose(const PlanRequest& req) {
+  std::lock_guard<std::mutex> g(mu_);
+  std::string key = cacheKey(req);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  auto cands = explainLocked(req);
+  Plan plan;
+  if (!cands.empty() && cands[0].eligible) {
+    plan = cands[0].plan;
+    const Candidate* runner = cands.size() > 1 && cands[1].eligible ? &cands[1] : nullptr;
+    plan.why =
+        strprintf("%s: predicted %.1f us (%s)", planAlgoName(plan.algo), plan.predictedUs, plan.why.c_str());
+    if (runner)
+      plan.why +=
+          strprintf("; next best %s %.1f us", planAlgoName(runner->plan.algo), runner->plan.predictedUs);
+    if (filter_.set[static_cast<int>(req.coll)]) plan.why += "; TRIB_ALGO applied";
+  } else {
+    // Nothing eligible (overrides excluded everything that works): fall back to the fastest
+    // executable candidate and say so.
+    const Candidate* best = nullptr;
+    for (const auto& c : cands)
+      if (c.plan.executable && c.plan.predictedUs > 0 &&
+          (!best || c.plan.predictedUs < best->plan.predictedUs))
+        best = &c;
+    if (best) {
+      plan = best->plan;
+      plan.why =
+          strprintf("%s: overrides left no usable algorithm for %s; using the fastest that runs (%.1f us)",
+                    planAlgoName(plan.algo), collName(req.coll), plan.predictedUs);
+    } else {
+      plan.algo = PlanAlgo::Ring;
+      plan.executable = findAlgorithm(req.coll, Algo::Ring) != nullptr;
+      plan.why = "no modelled algorithm supports this request; ring by default";
+    }
+  }
+  if (logTuning_)
+    std::fprintf(stderr, "[trib TUNING] %s %s on %d ranks -> %s\n", collName(req.coll),
+                 formatBytes(req.bytes).c_str(), req.nranks, plan.why.c_str());
+  cache_.emplace(std::move(key), plan);
+  return plan;
+}
+
+std::vector<Planner::Crossover> Planner::crossovers(PlanRequest req, uint64_t lo, uint64_t hi) {
+  std::vector<Crossover> out;
+  auto best = [&](uint64_t b) {
+    req.bytes = b;
+    auto c = explain(req);
+    return c.empty() || !c[0].eligible ? PlanAlgo::Ring : c[0].plan.algo;
+  };
+  uint64_t prev = std::max<uint64_t>(lo, 1);
+  PlanAlgo pa = best(prev);
+  for (uint64_t b = prev * 2; b <= hi && b > prev; prev = b, b *= 2) {
+    PlanAlgo na = best(b);
+    if (na == pa) continue;
+    // Bisect [prev, b] for the exact size where the choice changes.
+    uint64_t l = prev, h = b;
+    while (h - l > 1 && h - l > l / 256) {
+      uint64_t m = l + (h - l) / 2;
+      (best(m) == pa ? l : h) = m;
+    }
+    out.push_back({h, pa, best(h)});
+    pa = na;
+  }
+  return out;
+}
+
+std::string formatBytes(uint64_t b) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = static_cast<double>(b);
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  if (v == std::floor(v)) return strprintf("%.0f %s", v, units[u]);
+  return strprintf("%.2f %s", v, units[u]);
+}
+
+std::string formatExplain(const PlanRequest& req, const std::vector<Candidate>& cands) {
+  std::string s = strprintf("%s of %s (%s) on %d ranks\n", collName(req.coll), formatBytes(req.bytes).c_str(),
+                            dataTypeName(req.dtype), req.nranks);
+  s += strprintf("  %-13s %12s %11s %11s %10s  %s\n", "algorithm", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+                 "chunk", "note");
+  for (const auto& c : cands) {
+    if (c.plan.predictedUs > 0) {
+      s += strprintf("  %-13s %12.1f %11.2f %11.2f %10s  %s%s\n", planAlgoName(c.plan.algo),
+                     c.plan.predictedUs, c.algbwGBps, c.busbwGBps,
+                     formatBytes(c.plan.chunkElems * dataTypeSize(req.dtype)).c_str(),
+                     c.eligible ? "" : "[excluded] ", c.reason.c_str());
+    } else {
+      s += strprintf("  %-13s %12s %11s %11s %10s  [n/a] %s\n", planAlgoName(c.plan.algo), "-", "-", "-", "-",
+                     c.reason.c_str());
+    }
+  }
+  return s;
+}
+
+}  // namespace trib

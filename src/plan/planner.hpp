@@ -1,0 +1,120 @@
+// Planner: for each request, every algorithm that supports it gets a predicted time from the cost
+// model over the topology; overrides (TRIB_ALGO, TRIB_TUNE) apply; the cheapest wins; a cache makes
+// a repeated request cost one hash lookup. Every choice carries a sentence saying why.
+// Cost model and constants: cost_model.hpp, docs/PLANNER.md.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "common/dtype.hpp"
+#include "plan/cost_model.hpp"
+#include "topo/topology.hpp"
+
+namespace trib {
+
+struct PlanRequest {
+  Coll coll = Coll::AllReduce;
+  // nccl-tests' size S: count x dtype size for AllReduce/Reduce/Broadcast; the whole (nranks x count)
+  // array for AllGather/ReduceScatter; everything a rank sends for AlltoAll/Gather/Scatter.
+  uint64_t bytes = 0;
+  DataType dtype = tribFloat32;
+  RedOp op = tribSum;
+  int nranks = 1;
+  int root = 0;
+  bool inPlace = false;
+  // false: only algorithms with an executable schedule (what the communicator runs);
+  // true: also model-only ones (in-network reduction before its executor lands) -- trib-plan.
+  bool includeModelOnly = false;
+};
+
+struct Plan {
+  PlanAlgo algo = PlanAlgo::Ring;
+  uint64_t chunkElems = 1 << 16;  // pipeline slice for CollArgs::chunkElems
+  int channels = 1;               // parallel rings/trees (the schedules run one today)
+  int ranksPerDomain = 0;         // for CollArgs::ranksPerDomain (Hierarchical; 0 otherwise)
+  double predictedUs = 0;
+  bool executable = true;  // a schedule generator exists (src/algo registry)
+  std::string why;
+  Algo scheduleAlgo() const { return toScheduleAlgo(algo); }
+};
+
+struct Candidate {
+  Plan plan;
+  bool eligible = true;  // false: excluded (reason says why: unsupported, overridden, model-only)
+  std::string reason;
+  double algbwGBps = 0, busbwGBps = 0;
+};
+
+// Parsed TRIB_ALGO: per collective, the set of allowed algorithms (a bit per PlanAlgo).
+struct AlgoFilter {
+  uint32_t allowed[kNumColls];
+  bool set[kNumColls] = {};
+  AlgoFilter() {
+    for (auto& a : allowed) a = ~0u;
+  }
+};
+// NCCL-style: "ring,tree" (every collective), "allreduce:tree;broadcast:chain", "^ring" (all but),
+// "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch.
+Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
+
+// UCC-style tune string (TRIB_TUNE): entries separated by '#', fields by ':' --
+// "allreduce:0-64k:@tree#allreduce:64k-inf:@ring", optionally "ranks=2-64". A collective list may be
+// "allreduce,reduce" or "all". Sizes take k/m/g (binary) suffixes and "inf"; ranges are [lo, hi).
+struct TuneRule {
+  uint32_t collMask = 0;
+  uint64_t lo = 0, hi = UINT64_MAX;
+  int minRanks = 0, maxRanks = INT32_MAX;
+  PlanAlgo algo = PlanAlgo::Ring;
+};
+Status parseTuneString(const std::string& spec, std::vector<TuneRule>* out);
+Status parseSize(const std::string& s, uint64_t* out);  // "1G", "64k", "8", "inf"
+
+class Planner {
+ public:
+  // rankToNode: topology node of each rank (default: topo.rankNodes() in order).
+  explicit Planner(Topology topo, std::vector<int> rankToNode = {},
+                   CostConstants k = CostConstants::defaults());
+  Status setOverrides(const std::string& algoSpec, const std::string& tuneSpec);
+  Status setOverridesFromEnv();  // TRIB_ALGO, TRIB_TUNE
+
+  // The plan for a request (cached). Never fails: with no eligible algorithm it returns the first
+  // executable one that supports the request, and says so in why.
+  Plan choose(const PlanRequest& req);
+  // Every candidate with its prediction, cheapest eligible first.
+  std::vector<Candidate> explain(const PlanRequest& req);
+  // Sizes (bytes) in [lo, hi] where the choice changes, with the algorithms on either side.
+  struct Crossover {
+    uint64_t bytes;
+    PlanAlgo from, to;
+  };
+  std::vector<Crossover> crossovers(PlanRequest req, uint64_t lo, uint64_t hi);
+  const Topology& topology() const { return topo_; }
+  const FabricView& fabric(int nranks);
+  const CostConstants& constants() const { return k_; }
+  static double busFactor(Coll c, int nranks);  // nccl-tests busbw = algbw x factor
+
+ private:
+  std::vector<Candidate> explainLocked(const PlanRequest& req);
+  bool hostOnly() const;
+  Topology topo_;
+  std::vector<int> rankToNode_;
+  CostConstants k_;
+  AlgoFilter filter_;
+  std::vector<TuneRule> tune_;
+  std::unique_ptr<Router> router_;
+  std::unordered_map<int, FabricView> fabrics_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Plan> cache_;
+  bool logTuning_ = false;
+};
+
+// Text of explain() as trib-plan prints it (also what TRIB_DEBUG_SUBSYS=TUNING logs).
+std::string formatExplain(const PlanRequest& req, const std::vector<Candidate>& cands);
+std::string formatBytes(uint64_t b);  // "1 GiB", "64 MiB", "8 B"
+
+}  // namespace trib

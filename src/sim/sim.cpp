@@ -1,0 +1,732 @@
+// Simulator engine: dataflow over each rank's steps, messages transmitted in departure order over
+// links modelled as servers. See sim.hpp for the model.
+#include "sim/sim.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+
+#include "topo/route.hpp"
+
+namespace trib {
+namespace {
+
+constexpr double kB = 1e3;  // GB/s -> bytes/µs
+
+// Per-buffer times: w = when the data is ready (last write done), a = last access (read start or
+// write done) -- a write must wait for it. Segments cover [begin, next begin); capped in number by
+// merging neighbours (conservatively taking the later times).
+class TimeMap {
+ public:
+  double maxW(const Region& r) const { return scan(r, false); }
+  double maxA(const Region& r) const { return scan(r, true); }
+  void read(const Region& r, double t) {
+    if (!r.count) return;
+    for (size_t i = find(r.offset); i < segs_.size() && segs_[i].begin < r.offset + r.count; ++i)
+      segs_[i].a = std::max(segs_[i].a, t);
+  }
+  void write(const Region& r, double t) {
+    if (!r.count) return;
+    size_t i = split(r.offset);
+    size_t end = split(r.offset + r.count);
+    for (; i < end; ++i) {
+      segs_[i].w = t;
+      segs_[i].a = std::max(segs_[i].a, t);
+    }
+    if (segs_.size() > kMaxSegs) compact();
+  }
+
+ private:
+  struct Seg {
+    uint64_t begin;
+    double w, a;
+  };
+  static constexpr size_t kMaxSegs = 128;
+  std::vector<Seg> segs_{{0, 0, 0}};
+  size_t find(uint64_t off) const {
+    auto it = std::upper_bound(segs_.begin(), segs_.end(), off,
+                               [](uint64_t o, const Seg& s) { return o < s.begin; });
+    return static_cast<size_t>(it - segs_.begin()) - 1;
+  }
+  double scan(const Region& r, bool access) const {
+    if (!r.count) return 0;
+    double m = 0;
+    for (size_t i = find(r.offset); i < segs_.size() && segs_[i].begin < r.offset + r.count; ++i)
+      m = std::max(m, access ? segs_[i].a : segs_[i].w);
+    return m;
+  }
+  size_t split(uint64_t off) {  // index of the segment starting at off (created if needed)
+    size_t i = find(off);
+    if (segs_[i].begin == off) return i;
+    Seg s = segs_[i];
+    s.begin = off;
+    segs_.insert(segs_.begin() + static_cast<long>(i) + 1, s);
+    return i + 1;
+  }
+  void compact() {
+    std::vector<Seg> out;
+    out.reserve(segs_.size() / 2 + 1);
+    for (size_t i = 0; i < segs_.size(); i += 2) {
+      Seg s = segs_[i];
+      if (i + 1 < segs_.size()) s.w = std::max(s.w, segs_[i + 1].w), s.a = std::max(s.a, segs_[i + 1].a);
+      out.push_back(s);
+    }
+    segs_.swap(out);
+  }
+};
+
+bool overlaps(const Region& x, const Region& y) {
+  return x.count && y.count && x.buf == y.buf && x.offset < y.offset + y.count &&
+         y.offset < x.offset + x.count;
+}
+
+// Two steps conflict when one writes what the other touches.
+bool conflicts(const Step& s, const Step& b) {
+  bool sw = s.writesDst(), bw = b.writesDst();
+  bool sr = s.readsSrc(), br = b.readsSrc();
+  if (sw && bw && overlaps(s.dst, b.dst)) return true;
+  if (sw && br && overlaps(s.dst, b.src)) return true;
+  if (bw && sr && overlaps(b.dst, s.src)) return true;
+  if (sw && b.readsDst() && overlaps(s.dst, b.dst)) return true;
+  return false;
+}
+
+// Links as servers: a message holds each link on its route in turn, cut-through (its head moves on
+// after the link's latency, its tail cannot pass the previous link's), queueing behind earlier ones.
+class Links {
+ public:
+  Links(const Topology& t, const CostConstants& k) : t_(t), k_(k) {
+    free_.assign(2 * static_cast<size_t>(t.numLinks()), 0);
+    busy_.assign(free_.size(), 0);
+    bytes_.assign(free_.size(), 0);
+  }
+  // Returns the arrival of the last byte; *first = arrival of the first byte. Overheads are the
+  // caller's (added to depart).
+  double send(const std::vector<DirLink>& path, double depart, double bytes, double* first) {
+    double head = depart, tail = 0, prevLat = 0;
+    for (DirLink d : path) {
+      const Link& l = t_.link(dirLinkId(d));
+      double bw = dirLinkBw(t_, d) * k_.eff[static_cast<int>(l.type)] * kB;
+      double start = std::max(head, free_[d]);
+      double x = bytes / bw;
+      double finish = std::max(start + x, tail + prevLat);
+      free_[d] = finish;
+      busy_[d] += x;
+      bytes_[d] += bytes;
+      head = start + l.latencyUs;
+      tail = finish;
+      prevLat = l.latencyUs;
+    }
+    if (first) *first = head;
+    return path.empty() ? depart : tail + prevLat;
+  }
+  // A switch's reduction engine for one group as a server of `rate` GB/s per port: a chunk of
+  // `bytes` from every port is reduced in bytes / rate, one chunk after another. Groups on
+  // different ports (SHARP trees of different GPUs) reduce in parallel.
+  double reduce(int sw, int group, double ready, double bytes, double rateGBps) {
+    double& f = reduceFree_[static_cast<uint64_t>(sw) << 24 | static_cast<uint32_t>(group)];
+    double start = std::max(ready, f);
+    f = start + bytes / (rateGBps * kB);
+    return f;
+  }
+  double overhead(const std::vector<DirLink>& path) const {
+    for (DirLink d : path)
+      if (t_.link(dirLinkId(d)).type == LinkType::Net) return k_.stepOverheadUs + k_.netStepOverheadUs;
+    return k_.stepOverheadUs;
+  }
+  void report(int topLinks, SimResult* out) const {
+    std::vector<int> idx(busy_.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
+    int top = std::min<int>(topLinks, static_cast<int>(idx.size()));
+    std::partial_sort(idx.begin(), idx.begin() + top, idx.end(),
+                      [&](int a, int b) { return busy_[a] > busy_[b]; });
+    for (int i = 0; i < top; ++i) {
+      int d = idx[i];
+      if (busy_[d] <= 0) break;
+      const Link& l = t_.link(d >> 1);
+      int from = (d & 1) ? l.b : l.a, to = (d & 1) ? l.a : l.b;
+      LinkLoad ll;
+      ll.name = strprintf("%s -> %s (%s)", t_.node(from).name.c_str(), t_.node(to).name.c_str(),
+                          linkTypeName(l.type));
+      ll.bytes = bytes_[d];
+      ll.busyUs = busy_[d];
+      ll.utilization = out->timeUs > 0 ? busy_[d] / out->timeUs : 0;
+      out->busiest.push_back(ll);
+    }
+  }
+
+ private:
+  const Topology& t_;
+  const CostConstants& k_;
+  std::vector<double> free_, busy_, bytes_;
+  std::unordered_map<uint64_t, double> reduceFree_;
+};
+
+double reduceBpu(const Node& n, const CostConstants& k) {
+  return (n.reduceGBps > 0 ? n.reduceGBps : (n.type == NodeType::Gpu ? k.gpuReduceGBps : k.cpuReduceGBps)) *
+         kB;
+}
+
+struct Arrival {
+  double at = 0, first = 0;
+  bool done = false, consumed = false;
+};
+struct PairQ {
+  uint64_t base = 0;
+  std::deque<Arrival> q;
+  Arrival& get(uint64_t seq) {
+    while (q.size() <= seq - base) q.emplace_back();
+    return q[seq - base];
+  }
+  void pop() {
+    while (!q.empty() && q.front().consumed) q.pop_front(), ++base;
+  }
+};
+
+struct Pending {
+  Step s;
+  uint64_t seq;
+  PairQ* q;                // receives: the queue of messages from the peer (unordered_map nodes are stable)
+  uint64_t id = 0;         // position in the rank's program
+  uint64_t waitOn = 0;     // id+1 of the earlier blocked step it conflicted with at the last check (0: none)
+  Arrival* arr = nullptr;  // receives: its message's slot (deque elements do not move)
+  bool done = false;       // executed; removed from the blocked list at the end of the pass
+};
+
+struct RankState {
+  Generator<Step> gen;
+  bool genDone = false;
+  bool queued = false;
+  std::vector<Pending> blocked;
+  TimeMap maps[3];
+  // Per peer: message counters, the queue of messages from it, the route to it. Few peers per rank
+  // for every schedule but all-to-all, so a short list searched from the last hit.
+  struct Peer {
+    int peer;
+    uint64_t sent = 0, received = 0;
+    PairQ* in = nullptr;
+    const std::vector<DirLink>* route = nullptr;
+  };
+  std::vector<Peer> peers;
+  size_t lastPeer = 0;
+  std::unordered_map<int, size_t> peerIndex;  // used once the list grows long
+  uint64_t pulled = 0;
+  double reduceBpu = 0, copyBpu = 0;
+  int node = -1;
+};
+
+struct Msg {
+  double depart;
+  uint64_t order;  // tie-break: deterministic
+  int src, dst;
+  uint64_t seq, bytes;
+  bool operator>(const Msg& o) const { return depart != o.depart ? depart > o.depart : order > o.order; }
+};
+
+class Engine {
+ public:
+  Engine(const Topology& t, const CollArgs& args, size_t esize, const std::vector<int>& nodes,
+         const SimOptions& o)
+      : t_(t), router_(t), args_(args), esize_(esize), opt_(o), links_(t, opt_.k) {
+    // Look-ahead: wide enough on small communicators for slice j+1 to overlap slice j of a ring,
+    // narrow on huge ones (where a block is one slice and ranks move in lockstep) to bound work.
+    window_ = o.window > 0 ? o.window : std::max(8, std::min(1024, 32768 / std::max(1, args.nranks)));
+    ranks_.resize(args.nranks);
+    for (int r = 0; r < args.nranks; ++r) {
+      RankState& rs = ranks_[r];
+      rs.node = nodes[r];
+      rs.reduceBpu = rs.copyBpu = reduceBpu(t.node(nodes[r]), o.k);
+    }
+  }
+
+  Status run(const AlgoInfo& algo, SimResult* out) {
+    for (int r = 0; r < args_.nranks; ++r) ranks_[r].gen = algo.generate(args_, r);
+    for (int r = 0; r < args_.nranks; ++r) progress(r);
+    while (!heap_.empty()) {
+      Msg m = heap_.top();
+      heap_.pop();
+      transmit(m);
+      while (!work_.empty()) {
+        int r = work_.back();
+        work_.pop_back();
+        ranks_[r].queued = false;
+        progress(r);
+      }
+    }
+    if (!bad_.empty()) return errorf(tribInvalidArgument, "simulation: %s", bad_.c_str());
+    for (int r = 0; r < args_.nranks; ++r) {
+      const RankState& rs = ranks_[r];
+      if (!rs.blocked.empty()) {
+        const Step& s = rs.blocked.front().s;
+        return errorf(
+            tribInternalError,
+            "simulation stuck: rank %d waits at %s with no message coming (the schedule's sends and "
+            "receives do not match)",
+            r, describeStep(s).c_str());
+      }
+    }
+    out->timeUs = end_ + opt_.k.launchUs;
+    out->steps = steps_;
+    out->messages = messages_;
+    links_.report(opt_.topLinks, out);
+    return Status::Ok();
+  }
+
+ private:
+  // True when `p` conflicts with a blocked step before position `upto`; remembers which.
+  // True when `p` conflicts with a not-yet-run blocked step before position `upto`; remembers which.
+  static bool conflictsBefore(Pending& p, const std::vector<Pending>& blocked, size_t upto) {
+    for (size_t j = 0; j < upto; ++j) {
+      if (!blocked[j].done && conflicts(p.s, blocked[j].s)) {
+        p.waitOn = blocked[j].id + 1;
+        return true;
+      }
+    }
+    p.waitOn = 0;
+    return false;
+  }
+
+  void progress(int r) {
+    RankState& rs = ranks_[r];
+    // Retry blocked steps in order. A step stays blocked, without a full re-check, while its message
+    // has not arrived or the earlier step it conflicted with has not run: that step precedes it in
+    // the list, so if it runs it does so earlier in this same pass (ran_ holds those).
+    ran_.clear();
+    for (size_t i = 0; i < rs.blocked.size(); ++i) {
+      Pending& p = rs.blocked[i];
+      if (p.waitOn && std::find(ran_.begin(), ran_.end(), p.waitOn - 1) != ran_.end())
+        p.waitOn = 0;  // it ran
+      if (!ready(p) || p.waitOn) continue;
+      if (conflictsBefore(p, rs.blocked, i)) continue;
+      execute(r, p);
+      p.done = true;
+      ran_.push_back(p.id);
+    }
+    if (!ran_.empty())
+      rs.blocked.erase(
+          std::remove_if(rs.blocked.begin(), rs.blocked.end(), [](const Pending& p) { return p.done; }),
+          rs.blocked.end());
+    while (!rs.genDone && static_cast<int>(rs.blocked.size()) < window_) {
+      if (!rs.gen.next()) {
+        rs.genDone = true;
+        break;
+      }
+      Pending p{rs.gen.value(), 0, nullptr};
+      p.id = rs.pulled++;
+      ++steps_;
+      if (p.s.isComm()) {
+        if (p.s.peer < 0 || p.s.peer >= args_.nranks) {
+          bad_ = strprintf("rank %d: %s names a peer outside [0, %d)", r, describeStep(p.s).c_str(),
+                           args_.nranks);
+          rs.genDone = true;
+          return;
+        }
+        RankState::Peer& pe = peer(r, p.s.peer);
+        if (p.s.kind == StepKind::Send) {
+          p.seq = pe.sent++;
+        } else {
+          p.seq = pe.received++;
+          p.q = pe.in;
+          p.arr = &p.q->get(p.seq);
+        }
+      }
+      bool free = ready(p) && !conflictsBefore(p, rs.blocked, rs.blocked.size());
+      if (free)
+        execute(r, p);
+      else
+        rs.blocked.push_back(p);
+    }
+  }
+
+  static uint64_t key(int src, int dst) {
+    return static_cast<uint64_t>(src) << 32 | static_cast<uint32_t>(dst);
+  }
+
+  static bool ready(const Pending& p) { return !p.arr || p.arr->done; }
+
+  RankState::Peer& peer(int r, int peer) {
+    RankState& rs = ranks_[r];
+    if (rs.lastPeer < rs.peers.size() && rs.peers[rs.lastPeer].peer == peer) return rs.peers[rs.lastPeer];
+    if (rs.peers.size() <= 16) {
+      for (size_t i = 0; i < rs.peers.size(); ++i)
+        if (rs.peers[i].peer == peer) return rs.peers[rs.lastPeer = i];
+    } else if (auto it = rs.peerIndex.find(peer); it != rs.peerIndex.end()) {
+      return rs.peers[rs.lastPeer = it->second];
+    }
+    RankState::Peer pe{peer};
+    pe.in = &pairs_[key(peer, r)];
+    rs.peerIndex[peer] = rs.peers.size();
+    rs.peers.push_back(pe);
+    return rs.peers[rs.lastPeer = rs.peers.size() - 1];
+  }
+
+  void execute(int r, const Pending& p) {
+    RankState& rs = ranks_[r];
+    const Step& s = p.s;
+    auto& srcMap = rs.maps[static_cast<int>(s.src.buf)];
+    auto& dstMap = rs.maps[static_cast<int>(s.dst.buf)];
+    double done = 0;
+    switch (s.kind) {
+      case StepKind::Send: {
+        double start = srcMap.maxW(s.src);
+        srcMap.read(s.src, start);
+        if (s.peer < 0 || s.peer >= args_.nranks) {
+          bad_ =
+              strprintf("rank %d: %s names a peer outside [0, %d)", r, describeStep(s).c_str(), args_.nranks);
+          return;
+        }
+        heap_.push({start, order_++, r, s.peer, p.seq, s.src.count * esize_});
+        return;
+      }
+      case StepKind::Recv:
+      case StepKind::RecvReduce: {
+        PairQ& q = *p.q;
+        Arrival& a = *p.arr;
+        double start = dstMap.maxA(s.dst);
+        if (s.kind == StepKind::Recv) {
+          done = std::max(a.at, start);
+        } else {
+          start = std::max(start, srcMap.maxW(s.src));
+          srcMap.read(s.src, start);
+          done = std::max(a.at, std::max(start, a.first) + s.dst.count * esize_ / rs.reduceBpu);
+        }
+        a.consumed = true;
+        q.pop();
+        break;
+      }
+      case StepKind::Copy:
+      case StepKind::Reduce: {
+        double start = std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
+        srcMap.read(s.src, start);
+        done = start + s.dst.count * esize_ / (s.kind == StepKind::Copy ? rs.copyBpu : rs.reduceBpu);
+        break;
+      }
+    }
+    dstMap.write(s.dst, done);
+    end_ = std::max(end_, done);
+  }
+
+  void transmit(const Msg& m) {
+    ++messages_;
+    const RankState& src = ranks_[m.src];
+    RankState::Peer& pe = peer(m.src, m.dst);
+    if (!pe.route) pe.route = &router_.route(src.node, ranks_[m.dst].node);
+    const auto& path = *pe.route;
+    double bytes = static_cast<double>(m.bytes);
+    double at, first;
+    if (path.empty()) {  // two ranks on one node: a local copy
+      first = m.depart + opt_.k.stepOverheadUs;
+      at = first + bytes / src.copyBpu;
+    } else {
+      at = links_.send(path, m.depart + links_.overhead(path), bytes, &first);
+    }
+    Arrival& a = peer(m.dst, m.src).in->get(m.seq);
+    a.at = at;
+    a.first = first;
+    a.done = true;
+    end_ = std::max(end_, at);
+    RankState& d = ranks_[m.dst];
+    if (!d.queued) {
+      d.queued = true;
+      work_.push_back(m.dst);
+    }
+  }
+
+  const Topology& t_;
+  Router router_;
+  CollArgs args_;
+  uint64_t esize_;
+  SimOptions opt_;
+  std::vector<RankState> ranks_;
+  std::unordered_map<uint64_t, PairQ> pairs_;
+  std::priority_queue<Msg, std::vector<Msg>, std::greater<>> heap_;
+  std::vector<int> work_;
+  Links links_;
+  uint64_t order_ = 0, steps_ = 0, messages_ = 0;
+  int window_ = 32;
+  std::vector<uint64_t> ran_;
+  std::string bad_;
+  double end_ = 0;
+};
+
+Status rankNodes(const Topology& t, int nranks, const std::vector<int>& given, std::vector<int>* out) {
+  if (!given.empty()) {
+    if (static_cast<int>(given.size()) < nranks)
+      return errorf(tribInvalidArgument, "rank-to-node mapping has %zu entries for %d ranks", given.size(),
+                    nranks);
+    for (int r = 0; r < nranks; ++r)
+      if (given[r] < 0 || given[r] >= t.numNodes())
+        return errorf(tribInvalidArgument, "rank %d maps to node %d, not in the topology", r, given[r]);
+    out->assign(given.begin(), given.begin() + nranks);
+    return Status::Ok();
+  }
+  if (static_cast<int>(t.rankNodes().size()) < nranks)
+    return errorf(tribInvalidArgument, "topology '%s' has %zu GPUs/CPUs for ranks but %d ranks were asked",
+                  t.name.c_str(), t.rankNodes().size(), nranks);
+  out->assign(t.rankNodes().begin(), t.rankNodes().begin() + nranks);
+  return Status::Ok();
+}
+
+double busFactorOf(Coll c, int n) {
+  switch (c) {
+    case Coll::AllReduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AlltoAll:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+// nccl-tests S for the request.
+double sizeOf(const CollArgs& a, size_t esize) {
+  double c = static_cast<double>(a.count) * esize;
+  switch (a.coll) {
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AlltoAll:
+      return c * a.nranks;
+    default:
+      return c;
+  }
+}
+
+void finish(const CollArgs& args, size_t esize, SimResult* out, std::chrono::steady_clock::time_point t0) {
+  double S = sizeOf(args, esize);
+  out->algbwGBps = out->timeUs > 0 ? S / out->timeUs / kB : 0;
+  out->busbwGBps = out->algbwGBps * busFactorOf(args.coll, args.nranks);
+  out->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, DataType dtype, SimResult* out,
+                const std::vector<int>& rankToNode, const SimOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  size_t esize = dataTypeSize(dtype);
+  if (esize == 0)
+    return errorf(tribInvalidArgument, "simulate: invalid datatype %d", static_cast<int>(dtype));
+  if (args.nranks < 1) return errorf(tribInvalidArgument, "simulate: nranks %d < 1", args.nranks);
+  if (!algo.supports(args))
+    return errorf(tribInvalidArgument,
+                  "simulate: %s %s does not support this request (nranks %d, chunk %llu)",
+                  algoName(algo.algo), collName(args.coll), args.nranks,
+                  static_cast<unsigned long long>(args.chunkElems));
+  std::vector<int> nodes;
+  TRIB_RETURN_IF_ERROR(rankNodes(t, args.nranks, rankToNode, &nodes));
+  *out = SimResult{};
+  Engine e(t, args, esize, nodes, opt);
+  TRIB_RETURN_IF_ERROR(e.run(algo, out));
+  finish(args, esize, out, t0);
+  return Status::Ok();
+}
+
+namespace {
+
+// In-network reduction over one aggregation tree for a group of endpoints: each member streams
+// `bytes` up its path to its leaf switch, each switch reduces once all its children arrived and
+// forwards up, the root's result travels back down (one copy per link: multicast).
+class AggGroup {
+ public:
+  Status init(const Topology& t, const std::vector<int>& members, int treeIndex) {
+    members_ = members;
+    group_ = treeIndex;
+    up_.resize(members.size());
+    std::vector<int> leaves;
+    for (size_t i = 0; i < members.size(); ++i) {
+      int leaf = firstSwitchAbove(t, members[i], &up_[i]);
+      if (leaf < 0 || !t.node(leaf).reduce.can())
+        return errorf(tribInvalidArgument, "'%s' has no reduce-capable switch above it",
+                      t.node(members[i]).name.c_str());
+      leafOf_.push_back(leaf);
+      if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+    }
+    int depth = 0;
+    tree_ = findAggTree(t, leaves, &depth, treeIndex);
+    if (!tree_)
+      return errorf(tribInvalidArgument, "no aggregation tree spans the leaf switches of the group");
+    for (auto [c, p] : tree_->edges) parent_[c] = p;
+    // Switches in the tree below-first order: leaves, then parents.
+    std::vector<int> order = leaves;
+    for (size_t i = 0; i < order.size(); ++i) {
+      auto it = parent_.find(order[i]);
+      if (it != parent_.end() && std::find(order.begin(), order.end(), it->second) == order.end())
+        order.push_back(it->second);
+    }
+    order_ = order;
+    return Status::Ok();
+  }
+  // Returns per member the arrival of the reduced result; departs[i] = when member i's data is ready.
+  std::vector<double> run(const Topology& t, Links& links, const CostConstants& k, double bytes,
+                          const std::vector<double>& departs) {
+    std::unordered_map<int, double> ready;  // switch -> all inputs arrived
+    for (size_t i = 0; i < members_.size(); ++i) {
+      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), bytes, nullptr);
+      ready[leafOf_[i]] = std::max(ready[leafOf_[i]], at);
+    }
+    for (int sw : order_) {
+      double done = links.reduce(sw, group_, ready[sw] + k.switchOpUs, bytes, t.node(sw).reduce.reduceGBps);
+      ready[sw] = done;
+      auto it = parent_.find(sw);
+      if (it != parent_.end()) {
+        double at = links.send({dirLinkBetween(t, sw, it->second)}, done, bytes, nullptr);
+        ready[it->second] = std::max(ready[it->second], at);
+      }
+    }
+    std::unordered_map<int, double> down;  // switch -> result arrived
+    down[tree_->root] = ready[tree_->root];
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      int sw = *it;
+      auto p = parent_.find(sw);
+      if (p != parent_.end())
+        down[sw] = links.send({dirLinkBetween(t, p->second, sw)}, down[p->second], bytes, nullptr);
+    }
+    std::vector<double> out(members_.size());
+    for (size_t i = 0; i < members_.size(); ++i) {
+      std::vector<DirLink> back;
+      for (auto d = up_[i].rbegin(); d != up_[i].rend(); ++d) back.push_back(*d ^ 1);
+      out[i] = links.send(back, down[leafOf_[i]], bytes, nullptr);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<int> members_, leafOf_, order_;
+  std::vector<std::vector<DirLink>> up_;
+  std::unordered_map<int, int> parent_;
+  const AggTree* tree_ = nullptr;
+  int group_ = 0;
+};
+
+int nvSwitchOf(const Topology& t, int node) {
+  for (auto [lid, nb] : t.adjacent(node))
+    if (t.node(nb).type == NodeType::NvSwitch && t.node(nb).reduce.can()) return nb;
+  return -1;
+}
+
+}  // namespace
+
+Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args, DataType dtype,
+                         SimResult* out, const std::vector<int>& rankToNode, const SimOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  size_t esize = dataTypeSize(dtype);
+  if (esize == 0)
+    return errorf(tribInvalidArgument, "simulate: invalid datatype %d", static_cast<int>(dtype));
+  if (args.coll != Coll::AllReduce || args.nranks < 2)
+    return errorf(tribNotSupported, "in-network simulation models all-reduce on 2 or more ranks");
+  std::vector<int> nodes;
+  TRIB_RETURN_IF_ERROR(rankNodes(t, args.nranks, rankToNode, &nodes));
+  *out = SimResult{};
+  const CostConstants& k = opt.k;
+  Links links(t, k);
+  const int n = args.nranks;
+  const double S = static_cast<double>(args.count) * esize;
+  const double chunk =
+      std::max<double>(esize, static_cast<double>(std::max<uint64_t>(1, args.chunkElems)) * esize);
+  const uint64_t nChunks = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(S / chunk)));
+  double end = 0;
+  auto chunkBytes = [&](uint64_t j) { return std::min(chunk, S - static_cast<double>(j) * chunk); };
+
+  if (algo == PlanAlgo::Switch) {
+    AggGroup g;
+    TRIB_RETURN_IF_ERROR(g.init(t, nodes, 0).prefix("switch reduction: "));
+    std::vector<double> departs(n, 0.0);
+    for (uint64_t j = 0; j < nChunks; ++j) {
+      auto res = g.run(t, links, k, chunkBytes(j), departs);
+      for (double x : res) end = std::max(end, x);
+      out->messages += 2 * static_cast<uint64_t>(n);
+    }
+  } else if (algo == PlanAlgo::Nvls || algo == PlanAlgo::NvlsSwitch) {
+    // Domains: ranks grouped by their NVSwitch, all the same size, in rank order.
+    std::vector<int> sw(n);
+    std::unordered_map<int, std::vector<int>> dom;
+    std::vector<int> domOrder;
+    for (int r = 0; r < n; ++r) {
+      sw[r] = nvSwitchOf(t, nodes[r]);
+      if (sw[r] < 0) return errorf(tribInvalidArgument, "nvls: rank %d has no reduce-capable NVSwitch", r);
+      if (!dom.count(sw[r])) domOrder.push_back(sw[r]);
+      dom[sw[r]].push_back(r);
+    }
+    size_t d = dom[domOrder[0]].size();
+    for (int s : domOrder)
+      if (dom[s].size() != d) return errorf(tribInvalidArgument, "nvls: domains of unequal size");
+    if (algo == PlanAlgo::Nvls && domOrder.size() != 1)
+      return errorf(tribInvalidArgument, "nvls: ranks span %zu NVLink domains (use nvls_switch)",
+                    domOrder.size());
+    std::vector<AggGroup> groups(algo == PlanAlgo::NvlsSwitch ? d : 0);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      std::vector<int> members;
+      for (int s : domOrder) members.push_back(nodes[dom[s][i]]);
+      TRIB_RETURN_IF_ERROR(groups[i].init(t, members, static_cast<int>(i)).prefix("nvls_switch: "));
+    }
+    // Stage by stage over all chunks, so each link sees its messages in time order (a link used in
+    // two stages carries the first stage's chunks, then the second's: the same total work).
+    const size_t m = domOrder.size();
+    auto at = [&](std::vector<double>& v, size_t dom, size_t i, uint64_t j) -> double& {
+      return v[(dom * d + i) * nChunks + j];
+    };
+    std::vector<double> ready(m * nChunks), slice(m * d * nChunks);
+    for (uint64_t j = 0; j < nChunks; ++j) {  // 1: every GPU's chunk into its switch, which reduces
+      for (size_t x = 0; x < m; ++x) {
+        int s = domOrder[x];
+        double r = 0;
+        for (int rk : dom[s]) {
+          std::vector<DirLink> p{dirLinkBetween(t, nodes[rk], s)};
+          r = std::max(r, links.send(p, links.overhead(p), chunkBytes(j), nullptr));
+        }
+        ready[x * nChunks + j] = links.reduce(s, 0, r, chunkBytes(j), t.node(s).reduce.reduceGBps);
+        out->messages += d;
+      }
+    }
+    for (uint64_t j = 0; j < nChunks; ++j)
+      for (size_t x = 0; x < m; ++x)
+        for (size_t i = 0; i < d; ++i) at(slice, x, i, j) = ready[x * nChunks + j];
+    if (algo == PlanAlgo::NvlsSwitch) {
+      for (uint64_t j = 0; j < nChunks; ++j)  // 2: slice i of the reduced chunk to local GPU i
+        for (size_t x = 0; x < m; ++x)
+          for (size_t i = 0; i < d; ++i)
+            at(slice, x, i, j) = links.send({dirLinkBetween(t, domOrder[x], nodes[dom[domOrder[x]][i]])},
+                                            ready[x * nChunks + j], chunkBytes(j) / d, nullptr);
+      for (uint64_t j = 0; j < nChunks; ++j) {  // 3: GPU i of every domain reduces slice i in the network
+        for (size_t i = 0; i < d; ++i) {
+          std::vector<double> departs(m);
+          for (size_t x = 0; x < m; ++x) departs[x] = at(slice, x, i, j);
+          auto res = groups[i].run(t, links, k, chunkBytes(j) / d, departs);
+          for (size_t x = 0; x < m; ++x) {  // 4: back into the switch
+            std::vector<DirLink> p{dirLinkBetween(t, nodes[dom[domOrder[x]][i]], domOrder[x])};
+            at(slice, x, i, j) = links.send(p, res[x] + links.overhead(p), chunkBytes(j) / d, nullptr);
+          }
+          out->messages += 4 * m;
+        }
+      }
+    }
+    for (uint64_t j = 0; j < nChunks; ++j) {  // 5: the switch multicasts the result to every GPU
+      for (size_t x = 0; x < m; ++x) {
+        int s = domOrder[x];
+        for (size_t i = 0; i < (algo == PlanAlgo::NvlsSwitch ? d : 1); ++i) {
+          double bytes = algo == PlanAlgo::NvlsSwitch ? chunkBytes(j) / d : chunkBytes(j);
+          for (int rk : dom[s])
+            end = std::max(end,
+                           links.send({dirLinkBetween(t, s, nodes[rk])}, at(slice, x, i, j), bytes, nullptr));
+        }
+        out->messages += d;
+      }
+    }
+  } else {
+    return errorf(tribInvalidArgument, "simulateInNetwork: %s is not an in-network algorithm (use simulate)",
+                  planAlgoName(algo));
+  }
+  out->timeUs = end + k.launchUs;
+  out->steps = out->messages;
+  links.report(opt.topLinks, out);
+  finish(args, esize, out, t0);
+  return Status::Ok();
+}
+
+}  // namespace trib

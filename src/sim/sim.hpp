@@ -1,0 +1,53 @@
+// Simulator: runs the real schedules (the registry's Generator<Step> per rank, what the executor
+// runs) on a modelled network and predicts time, algbw, busbw and the busiest links.
+//
+// Model (docs/PLANNER.md): every directed link is a server of its bandwidth x efficiency (the cost
+// model's constants); a message occupies each link on its route in turn, cut-through, queueing behind
+// messages already on it. Each rank runs its steps as a dataflow: a step starts when the regions it
+// touches are ready (as the executor overlaps steps whose regions do not conflict), looking up to a
+// window of blocked steps ahead. Sends depart after a per-step software overhead; receives that reduce
+// are fused with the transfer (cost only where the reducer is slower than the link).
+// In-network reduction (switch, nvls) has no executable step yet (a later issue): simulateInNetwork
+// models it directly -- every rank streams chunks up an aggregation tree that reduces, and the
+// root's result streams back down.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "plan/cost_model.hpp"
+#include "topo/topology.hpp"
+
+namespace trib {
+
+struct SimOptions {
+  int window = 0;    // blocked steps a rank may look past (executor's overlap); 0 = by rank count
+  int topLinks = 5;  // busiest links to report
+  CostConstants k = CostConstants::defaults();
+};
+
+struct LinkLoad {
+  std::string name;  // "r0.gpu3 -> r0.nvsw (nvlink)"
+  double bytes = 0;
+  double busyUs = 0;
+  double utilization = 0;  // busy / total time
+};
+
+struct SimResult {
+  double timeUs = 0;
+  double algbwGBps = 0, busbwGBps = 0;
+  uint64_t steps = 0, messages = 0;
+  double wallSeconds = 0;  // how long the simulation itself took
+  std::vector<LinkLoad> busiest;
+};
+
+// Simulates `algo` for args on the topology; rankToNode[r] is rank r's node (default: rankNodes()).
+// dtype sets the byte size of elements.
+Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, DataType dtype, SimResult* out,
+                const std::vector<int>& rankToNode = {}, const SimOptions& opt = {});
+// Switch (SHARP over the aggregation tree), Nvls (the domain's NVSwitch) and NvlsSwitch (NVLS in each
+// domain + switch reduction across) all-reduce, modelled without a schedule.
+Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args, DataType dtype,
+                         SimResult* out, const std::vector<int>& rankToNode = {}, const SimOptions& opt = {});
+
+}  // namespace trib

@@ -1,0 +1,184 @@
+// Router: Dijkstra from the source with early exit, pruning dead ends (a node whose only way on is
+// back where it came from, e.g. the NICs hanging off a leaf switch), so a query on a 4,608-GPU fat
+// tree explores a few hundred nodes instead of twelve thousand.
+#include "topo/route.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+
+namespace trib {
+namespace {
+
+// A hop costs its latency plus the time a 1 MB message takes on it, so a fast link beats a
+// short slow one (NVLink over a shared PCIe switch) and fewer hops win among equals.
+constexpr double kRefMessageUs = 1000.0;      // 1 MB at 1 GB/s, in µs: weight += kRefMessageUs / bw
+constexpr double kCpuTransitPenaltyUs = 5.0;  // bouncing through host memory is slow
+
+bool transit(NodeType t) { return t != NodeType::Gpu; }
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace
+
+Router::Router(const Topology& t) : t_(t) {
+  int n = t.numNodes();
+  transitNeighbours_.assign(n, 0);
+  for (int i = 0; i < n; ++i)
+    for (auto [lid, nb] : t.adjacent(i)) transitNeighbours_[i] += transit(t.node(nb).type);
+  dist_.assign(n, 0);
+  via_.assign(n, -1);
+  stamp_.assign(n, 0);
+  done_.assign(n, 0);
+  nearDst_.assign(n, 0);
+}
+
+const std::vector<DirLink>& Router::route(int src, int dst) {
+  uint64_t key = static_cast<uint64_t>(src) << 32 | static_cast<uint32_t>(dst);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  std::vector<DirLink> path;
+  if (src != dst) compute(src, dst, &path);
+  return cache_.emplace(key, std::move(path)).first->second;
+}
+
+void Router::compute(int src, int dst, std::vector<DirLink>* out) {
+  ++gen_;
+  for (auto [lid, nb] : t_.adjacent(dst)) nearDst_[nb] = gen_;
+  uint64_t pairHash = mix(static_cast<uint64_t>(src) * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(dst));
+  using Item = std::pair<double, int>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
+  auto touch = [&](int v) {
+    if (stamp_[v] != gen_) {
+      stamp_[v] = gen_;
+      dist_[v] = std::numeric_limits<double>::infinity();
+      via_[v] = -1;
+    }
+  };
+  touch(src);
+  dist_[src] = 0;
+  pq.push({0, src});
+  while (!pq.empty()) {
+    auto [d, u] = pq.top();
+    pq.pop();
+    if (done_[u] == gen_ || d > dist_[u]) continue;
+    done_[u] = gen_;
+    if (u == dst) break;
+    if (u != src && !transit(t_.node(u).type)) continue;
+    bool uTransit = transit(t_.node(u).type);
+    for (auto [lid, v] : t_.adjacent(u)) {
+      if (done_[v] == gen_) continue;
+      // Dead end: v is not the destination nor next to it, and its only transit neighbour is u.
+      if (v != dst && nearDst_[v] != gen_ && transitNeighbours_[v] - (uTransit ? 1 : 0) <= 0) continue;
+      if (v != dst && !transit(t_.node(v).type)) continue;
+      const Link& l = t_.link(lid);
+      double w = l.latencyUs + kRefMessageUs / std::max(1e-9, (l.a == u ? l.bwAB : l.bwBA));
+      NodeType vt = t_.node(v).type;
+      if (v != dst && (vt == NodeType::Cpu || vt == NodeType::Numa || vt == NodeType::Host))
+        w += kCpuTransitPenaltyUs;
+      DirLink dl = 2 * lid + (l.a == u ? 0 : 1);
+      touch(v);
+      double nd = d + w;
+      if (nd < dist_[v] - 1e-9) {
+        dist_[v] = nd;
+        via_[v] = dl;
+        pq.push({nd, v});
+      } else if (nd <= dist_[v] + 1e-9 && via_[v] >= 0) {
+        // Equal cost: pick among the candidates by a hash of (src, dst, candidate) -- ECMP.
+        if (mix(pairHash ^ static_cast<uint64_t>(dl)) < mix(pairHash ^ static_cast<uint64_t>(via_[v])))
+          via_[v] = dl;
+      }
+    }
+  }
+  if (stamp_[dst] != gen_ || via_[dst] < 0) return;
+  for (int x = dst; x != src;) {
+    DirLink dl = via_[x];
+    out->push_back(dl);
+    const Link& l = t_.link(dirLinkId(dl));
+    x = (dl & 1) ? l.b : l.a;
+  }
+  std::reverse(out->begin(), out->end());
+}
+
+double Router::latencyUs(int src, int dst) {
+  double s = 0;
+  for (DirLink d : route(src, dst)) s += t_.link(dirLinkId(d)).latencyUs;
+  return s;
+}
+
+double Router::bottleneckGBps(int src, int dst) {
+  const auto& p = route(src, dst);
+  if (p.empty()) return 0;
+  double b = std::numeric_limits<double>::infinity();
+  for (DirLink d : p) b = std::min(b, dirLinkBw(t_, d));
+  return b;
+}
+
+int firstSwitchAbove(const Topology& t, int node, std::vector<DirLink>* up) {
+  struct Item {
+    int node, parent, depth;
+    DirLink via;
+  };
+  std::vector<Item> q{{node, -1, 0, -1}};
+  std::vector<int> seen{node};
+  for (size_t i = 0; i < q.size(); ++i) {
+    Item it = q[i];
+    for (auto [lid, nb] : t.adjacent(it.node)) {
+      if (std::find(seen.begin(), seen.end(), nb) != seen.end()) continue;
+      seen.push_back(nb);
+      const Link& l = t.link(lid);
+      DirLink dl = 2 * lid + (l.a == it.node ? 0 : 1);
+      NodeType nt = t.node(nb).type;
+      if (nt == NodeType::Switch) {
+        if (up) {
+          up->clear();
+          up->push_back(dl);
+          for (int j = static_cast<int>(i); j > 0; j = q[j].parent) up->push_back(q[j].via);
+          std::reverse(up->begin(), up->end());
+        }
+        return nb;
+      }
+      if (it.depth < 4 && (nt == NodeType::Nic || nt == NodeType::PcieSwitch || nt == NodeType::Cpu ||
+                           nt == NodeType::Numa || nt == NodeType::Host))
+        q.push_back({nb, static_cast<int>(i), it.depth + 1, dl});
+    }
+  }
+  return -1;
+}
+
+const AggTree* findAggTree(const Topology& t, const std::vector<int>& leaves, int* depth, int skip) {
+  std::vector<const AggTree*> covering;
+  std::vector<int> depths;
+  for (const auto& tr : t.aggTrees()) {
+    std::unordered_map<int, int> parent;
+    for (auto [c, p] : tr.edges) parent[c] = p;
+    bool covers = true;
+    int maxDepth = 0;
+    for (int leaf : leaves) {
+      int x = leaf, d = 0;
+      while (parent.count(x)) x = parent[x], ++d;
+      covers &= x == tr.root;
+      maxDepth = std::max(maxDepth, d);
+    }
+    if (covers) covering.push_back(&tr), depths.push_back(maxDepth);
+  }
+  if (covering.empty()) return nullptr;
+  size_t i = static_cast<size_t>(skip) % covering.size();  // spread groups over the trees
+  if (depth) *depth = depths[i];
+  return covering[i];
+}
+
+DirLink dirLinkBetween(const Topology& t, int a, int b) {
+  for (auto [lid, nb] : t.adjacent(a))
+    if (nb == b) return 2 * lid + (t.link(lid).a == a ? 0 : 1);
+  return -1;
+}
+
+}  // namespace trib

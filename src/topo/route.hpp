@@ -1,0 +1,55 @@
+// Routes between endpoints: lowest-latency paths over the topology, with deterministic
+// ECMP-style spreading over equal-cost paths (a hash of the endpoints picks among them), the way
+// adaptive/hashed routing spreads flows over the spines of a fat tree. GPUs never forward traffic
+// between two other endpoints; CPUs may, at a penalty (host-memory bounce, as NCCL avoids "SYS").
+// Shared by the cost model and the simulator so both see the same paths.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "topo/topology.hpp"
+
+namespace trib {
+
+// A hop on a path: the directed link 2*linkId + (0: a->b, 1: b->a).
+using DirLink = int32_t;
+inline int dirLinkId(DirLink d) { return d >> 1; }
+inline double dirLinkBw(const Topology& t, DirLink d) {
+  const Link& l = t.link(d >> 1);
+  return (d & 1) ? l.bwBA : l.bwAB;
+}
+
+class Router {
+ public:
+  explicit Router(const Topology& t);
+  // Path from node src to node dst (empty when src == dst, or unreachable: check reachable()).
+  // The reference stays valid for the Router's lifetime.
+  const std::vector<DirLink>& route(int src, int dst);
+  bool reachable(int src, int dst) { return src == dst || !route(src, dst).empty(); }
+  double latencyUs(int src, int dst);       // sum of link latencies
+  double bottleneckGBps(int src, int dst);  // min link bandwidth along the path (0 if none)
+  const Topology& topology() const { return t_; }
+
+ private:
+  void compute(int src, int dst, std::vector<DirLink>* out);
+  const Topology& t_;
+  std::vector<int> transitNeighbours_;
+  std::unordered_map<uint64_t, std::vector<DirLink>> cache_;
+  // Dijkstra scratch, reset by generation stamp so a query touches only what it explores.
+  std::vector<double> dist_;
+  std::vector<DirLink> via_;
+  std::vector<uint32_t> stamp_, done_, nearDst_;
+  uint32_t gen_ = 0;
+};
+
+// The first network switch above an endpoint (through its NICs, PCIe switches, CPUs), by fewest
+// hops, and the directed path up to it; -1 if there is none within a few hops.
+int firstSwitchAbove(const Topology& t, int node, std::vector<DirLink>* up);
+// The first aggregation tree whose root is reached from every leaf by following parents, with the
+// deepest leaf's number of edges to the root; nullptr if none covers all leaves.
+const AggTree* findAggTree(const Topology& t, const std::vector<int>& leaves, int* depth, int skip = 0);
+// The directed link from a to b (first one when parallel), -1 if none.
+DirLink dirLinkBetween(const Topology& t, int a, int b);
+
+}  // namespace trib

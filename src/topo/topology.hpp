@@ -1,0 +1,164 @@
+// Topology: the graph the planner and the simulator reason over.
+//
+// Nodes are devices (gpu, cpu, numa, nic, host) and switches (nvswitch, pcie switch, network switch);
+// links are bidirectional with a bandwidth per direction (GB/s, 10^9 bytes/s) and a one-way latency
+// (µs). A switch may carry a reduce capability (in-network reduction, SHARP / NVLS style). Aggregation
+// trees (named trees over reduce-capable switches) say how a switch reduction is routed.
+// Domains (GPUs that reach each other through NVLink) and hosts (nodes joined by non-network links)
+// are derived from the links, never declared, so they cannot disagree with the graph.
+// File format: docs/TOPOLOGY.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/dtype.hpp"
+#include "common/status.hpp"
+
+namespace trib {
+
+enum class NodeType : uint8_t { Gpu, Cpu, Numa, Nic, Host, NvSwitch, PcieSwitch, Switch };
+constexpr int kNumNodeTypes = 8;
+enum class LinkType : uint8_t { NvLink, Pcie, C2C, Net, Shm, Loop };
+constexpr int kNumLinkTypes = 6;
+const char* nodeTypeName(
+    NodeType t);  // "gpu", "cpu", "numa", "nic", "host", "nvswitch", "pcieswitch", "switch"
+const char* linkTypeName(LinkType t);  // "nvlink", "pcie", "c2c", "net", "shm", "loop"
+bool parseNodeType(const std::string& s, NodeType* out);
+bool parseLinkType(const std::string& s, LinkType* out);
+inline bool isSwitchType(NodeType t) {
+  return t == NodeType::NvSwitch || t == NodeType::PcieSwitch || t == NodeType::Switch;
+}
+
+// In-network reduction capability of a switch (absent: reduceGBps == 0).
+struct ReduceCapability {
+  double reduceGBps = 0;     // reduction throughput per port (GB/s); 0 = cannot reduce
+  uint32_t dtypeMask = 0;    // bit (1 << tribDataType_t) per supported dtype
+  uint32_t opMask = 0;       // bit (1 << tribRedOp_t) per supported op
+  int maxConcurrentOps = 0;  // outstanding operations (SHARP OSTs); 0 = unlimited
+  uint64_t bufferBytes = 0;  // reduction buffer per operation; 0 = unlimited
+  bool can() const { return reduceGBps > 0; }
+  bool supports(DataType t, RedOp op) const {
+    return can() && (dtypeMask >> static_cast<int>(t) & 1) && (opMask >> static_cast<int>(op) & 1);
+  }
+};
+
+struct Node {
+  std::string name;
+  NodeType type = NodeType::Gpu;
+  double reduceGBps = 0;    // gpu/cpu: local reduction throughput (0 = use the cost model's default)
+  ReduceCapability reduce;  // switches only
+  int sourceLine = 0;       // line in the topology file (0 when generated)
+};
+
+struct Link {
+  int a = -1, b = -1;
+  LinkType type = LinkType::Net;
+  double bwAB = 0, bwBA = 0;  // GB/s per direction
+  double latencyUs = 0;       // one way
+  int sourceLine = 0;
+};
+
+// A named aggregation tree over switches: parent[i] of each member edge; root has no parent.
+struct AggTree {
+  std::string name;
+  int root = -1;
+  std::vector<std::pair<int, int>> edges;  // (child, parent), both switch node ids
+  std::vector<int> edgeLines;              // file line per edge (empty when generated)
+};
+
+class Topology {
+ public:
+  std::string name = "unnamed";
+
+  int addNode(const std::string& name, NodeType type);  // returns the id; names must be unique
+  int addLink(int a, int b, LinkType type, double bwGBps, double latencyUs, double bwBAGBps = -1);
+  Status addAggTree(AggTree tree);  // validated against the links (see validate)
+  Node& node(int id) { return nodes_[id]; }
+  const Node& node(int id) const { return nodes_[id]; }
+  const Link& link(int id) const { return links_[id]; }
+  Link& link(int id) { return links_[id]; }
+  int numNodes() const { return static_cast<int>(nodes_.size()); }
+  int numLinks() const { return static_cast<int>(links_.size()); }
+  int find(const std::string& name) const;  // -1 if absent
+  const std::vector<AggTree>& aggTrees() const { return trees_; }
+  // Links at a node: (link id, neighbour).
+  const std::vector<std::pair<int, int>>& adjacent(int node) const { return adj_[node]; }
+  int countType(NodeType t) const;
+
+  // Structural checks: every gpu/cpu/nic has at least one link, bandwidths positive, agg trees are trees
+  // over existing links. Returns the first problem, naming the file line when known.
+  Status validate() const;
+
+  // Derived (call finalize() after building; loaders and generators do).
+  void finalize();
+  // Ranks: the GPUs in id order, or, with no GPU, the CPUs (a CPU-only machine).
+  const std::vector<int>& rankNodes() const { return rankNodes_; }
+  // NVLink domain per node (-1 for nodes outside any); host per node (components over non-net links).
+  int domainOf(int node) const { return domain_[node]; }
+  int hostOf(int node) const { return host_[node]; }
+  int numDomains() const { return numDomains_; }
+  int numHosts() const { return numHosts_; }
+  // Bisection bandwidth (GB/s, one direction) between the two halves of the rank list: the sum over
+  // ranks in the first half of the min of their network egress, bounded by the switch tiers above.
+  double bisectionGBps() const;
+  // Network capacity (GB/s, one direction): links from endpoints into switches (edge) and between
+  // switches (core). core < edge means an oversubscribed fabric.
+  void networkCapacity(double* edge, double* core) const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<Link> links_;
+  std::vector<AggTree> trees_;
+  std::vector<std::vector<std::pair<int, int>>> adj_;
+  std::unordered_map<std::string, int> byName_;
+  std::vector<int> rankNodes_, domain_, host_;
+  int numDomains_ = 0, numHosts_ = 0;
+};
+
+// ---- Files (docs/TOPOLOGY.md) ----------------------------------------------------------------
+Status parseTopology(const std::string& text, Topology* out, const std::string& sourceName = "<string>");
+Status loadTopologyFile(const std::string& path, Topology* out);
+std::string dumpTopology(const Topology& t);
+Status dumpTopologyFile(const Topology& t, const std::string& path);
+
+// ---- Generators (defaults from shared/REFERENCE.md; see docs/TOPOLOGY.md for the counts) -------
+struct Nvl72Params {
+  bool gb300 = true;             // GB300 (Blackwell Ultra) or GB200; same fabric figures here
+  double nvlinkGBps = 900;       // per GPU per direction (1.8 TB/s both directions)
+  double nvlinkLatUs = 0.5;      // per hop (gpu -> nvswitch)
+  double nvlsReduceGBps = 550;   // NVLink-switch reduction throughput per port
+  double nicGBps = 100;          // 800 Gb/s per GPU
+  double c2cGBps = 450;          // Grace <-> GPU per direction (900 GB/s both)
+  double pcieGBps = 128;         // GPU <-> NIC (PCIe Gen6 x16)
+  double netLatUs = 0.6;         // per network hop (cable + switch)
+  double pcieLatUs = 0.5;        // GPU <-> NIC
+  double sharpReduceGBps = 100;  // switch reduction throughput per port (line rate)
+  int leafDown = 72;             // NICs per leaf switch (one leaf per rack by default)
+  int spines = 36;               // spine switches (non-blocking: leaf uplink = leaf downlink)
+  bool sharp = true;             // network switches reduce
+};
+Topology makeDgxH100(int nodes = 1);  // nodes > 1: on a non-blocking fat tree of 400G NICs
+Topology makeNvl72(const Nvl72Params& p = {});
+Topology makeNvl72Cluster(int racks, const Nvl72Params& p = {});
+// n ranks, each on its own link (bw GB/s, latency µs per hop) to one switch: the closed-form case.
+Topology makeUniform(int n, double bwGBps, double latencyUs, bool switchReduces = false);
+// Build a generator's topology by name: "dgx-h100[:nodes]", "nvl72", "gb200-nvl72", "nvl72-cluster:<racks>",
+// "uniform:<n>[:bw[:lat]]". Extra "key=value" params override Nvl72Params fields.
+Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out);
+
+// ---- Discovery -------------------------------------------------------------------------------
+// The local machine: hwloc (NUMA, cores, PCI) when libhwloc is loadable, else /sys; NVML GPUs and
+// NVLinks and verbs NICs when their libraries and devices exist. Absent hardware is simply absent.
+Topology detectLocal(std::string* log = nullptr);
+// One graph from the views of several hosts (each a dumpTopology() string, e.g. every host's
+// detectLocal() all-gathered through the bootstrap, one per host): host i's nodes become
+// "h<i>.<name>", and every NIC -- or, on a host without NICs, its first CPU -- joins one network
+// switch "fabric" at netGBps per port (latency netLatUs). A single host is returned unchanged.
+Status mergeHostTopologies(const std::vector<std::string>& hostDumps, double netGBps, double netLatUs,
+                           Topology* out);
+// TRIB_TOPO_FILE if set, else detectLocal(); dumps to TRIB_TOPO_DUMP_FILE if set.
+Status topologyFromEnv(Topology* out);
+
+}  // namespace trib

@@ -1,0 +1,249 @@
+// Topology: generators' documented counts, file round trip, clear errors with line numbers, routes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+
+#include "topo/route.hpp"
+#include "topo/topology.hpp"
+
+using namespace trib;
+
+TEST(Generators, DgxH100Counts) {
+  Topology t = makeDgxH100();
+  ASSERT_TRUE(t.validate().ok()) << t.validate().message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 8);
+  EXPECT_EQ(t.countType(NodeType::Cpu), 2);
+  EXPECT_EQ(t.countType(NodeType::Nic), 8);
+  EXPECT_EQ(t.countType(NodeType::NvSwitch), 1);
+  EXPECT_EQ(t.countType(NodeType::PcieSwitch), 4);
+  EXPECT_EQ(t.numNodes(), 23);
+  EXPECT_EQ(t.numLinks(), 29);
+  EXPECT_EQ(t.numDomains(), 1);
+  EXPECT_EQ(t.rankNodes().size(), 8u);
+  EXPECT_DOUBLE_EQ(t.bisectionGBps(), 4 * 450.0);
+}
+
+TEST(Generators, DgxH100MultiNodeFatTree) {
+  Topology t = makeDgxH100(4);  // 32 NICs: one leaf, no spines
+  ASSERT_TRUE(t.validate().ok()) << t.validate().message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 32);
+  EXPECT_EQ(t.countType(NodeType::Switch), 1);
+  EXPECT_EQ(t.numDomains(), 4);
+  EXPECT_EQ(t.numHosts(), 4);
+  Topology t8 = makeDgxH100(8);  // 64 NICs: 2 leaves + 16 spines
+  EXPECT_EQ(t8.countType(NodeType::Switch), 18);
+  EXPECT_DOUBLE_EQ(t8.bisectionGBps(), 64 * 50 / 2.0);
+}
+
+TEST(Generators, Nvl72RackCounts) {
+  Topology t = makeNvl72();
+  ASSERT_TRUE(t.validate().ok()) << t.validate().message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 72);
+  EXPECT_EQ(t.countType(NodeType::Cpu), 36);
+  EXPECT_EQ(t.countType(NodeType::Nic), 72);
+  EXPECT_EQ(t.countType(NodeType::NvSwitch), 1);
+  EXPECT_EQ(t.countType(NodeType::Switch), 1);
+  EXPECT_EQ(t.numLinks(), 4 * 72);
+  EXPECT_EQ(t.numDomains(), 1);
+  EXPECT_EQ(t.aggTrees().size(), 1u);
+}
+
+TEST(Generators, Nvl72ClusterOf64RacksCounts) {
+  Topology t = makeNvl72Cluster(64);
+  ASSERT_TRUE(t.validate().ok()) << t.validate().message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 4608);
+  EXPECT_EQ(t.countType(NodeType::Cpu), 2304);
+  EXPECT_EQ(t.countType(NodeType::Nic), 4608);
+  EXPECT_EQ(t.countType(NodeType::NvSwitch), 64);
+  EXPECT_EQ(t.countType(NodeType::Switch), 64 + 36);  // a leaf per rack + 36 spines
+  EXPECT_EQ(t.numNodes(), 11684);
+  EXPECT_EQ(t.numLinks(), 4 * 4608 + 64 * 36);
+  EXPECT_EQ(t.numDomains(), 64);
+  EXPECT_EQ(t.aggTrees().size(), 36u);
+  // Non-blocking: bisection = half the GPUs x 100 GB/s.
+  EXPECT_DOUBLE_EQ(t.bisectionGBps(), 2304 * 100.0);
+  double edge = 0, core = 0;
+  t.networkCapacity(&edge, &core);
+  EXPECT_DOUBLE_EQ(edge, core);
+}
+
+TEST(Generators, ParamsAndErrors) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("nvl72-cluster:2", {"nic_gbps=50", "sharp=0"}, &t).ok());
+  EXPECT_EQ(t.countType(NodeType::Gpu), 144);
+  EXPECT_TRUE(t.aggTrees().empty());
+  Status s = generateTopology("nvl72-cluster", {}, &t);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rack count"), std::string::npos) << s.message();
+  s = generateTopology("dgx-h100", {"bogus=1"}, &t);
+  EXPECT_NE(s.message().find("unknown generator parameter 'bogus'"), std::string::npos) << s.message();
+  s = generateTopology("tpu-pod", {}, &t);
+  EXPECT_NE(s.message().find("unknown system 'tpu-pod'"), std::string::npos) << s.message();
+}
+
+TEST(TopoFile, RoundTripsEveryGenerator) {
+  for (Topology t :
+       {makeDgxH100(), makeDgxH100(8), makeNvl72(), makeNvl72Cluster(3), makeUniform(5, 10, 2, true)}) {
+    std::string text = dumpTopology(t);
+    Topology back;
+    Status s = parseTopology(text, &back, t.name);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(dumpTopology(back), text);
+    EXPECT_EQ(back.numNodes(), t.numNodes());
+    EXPECT_EQ(back.numLinks(), t.numLinks());
+    EXPECT_EQ(back.numDomains(), t.numDomains());
+    EXPECT_EQ(back.aggTrees().size(), t.aggTrees().size());
+    EXPECT_DOUBLE_EQ(back.bisectionGBps(), t.bisectionGBps());
+  }
+}
+
+TEST(TopoFile, FileRoundTripAndMissingFile) {
+  Topology t = makeNvl72();
+  std::string path = ::testing::TempDir() + "/trib_topo_test.topo";
+  ASSERT_TRUE(dumpTopologyFile(t, path).ok());
+  Topology back;
+  Status s = loadTopologyFile(path, &back);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(dumpTopology(back), dumpTopology(t));
+  std::remove(path.c_str());
+  s = loadTopologyFile("/nonexistent/x.topo", &back);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("cannot open topology file '/nonexistent/x.topo'"), std::string::npos);
+}
+
+TEST(TopoFile, ReadsCommentsAndAsymmetricLinks) {
+  const char* text =
+      "# two GPUs on a switch\n"
+      "topology tiny\n"
+      "node g0 gpu reduce_gbps=500   # fast reducer\n"
+      "node g1 gpu\n"
+      "node sw switch reduce_gbps=50 reduce_dtypes=float32,bf16 reduce_ops=sum,max reduce_max_ops=4\n"
+      "link g0 sw net bw=25 bw_back=12.5 lat=1.5\n"
+      "link g1 sw net bw=25 lat=1.5\n"
+      "aggtree t0 sw\n";
+  Topology t;
+  Status s = parseTopology(text, &t);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(t.name, "tiny");
+  EXPECT_DOUBLE_EQ(t.node(t.find("g0")).reduceGBps, 500);
+  EXPECT_DOUBLE_EQ(t.link(0).bwBA, 12.5);
+  const ReduceCapability& rc = t.node(t.find("sw")).reduce;
+  EXPECT_TRUE(rc.supports(tribFloat32, tribSum));
+  EXPECT_TRUE(rc.supports(tribBfloat16, tribMax));
+  EXPECT_FALSE(rc.supports(tribInt8, tribSum));
+  EXPECT_FALSE(rc.supports(tribFloat32, tribProd));
+  EXPECT_EQ(rc.maxConcurrentOps, 4);
+  EXPECT_EQ(t.aggTrees().at(0).root, t.find("sw"));
+}
+
+// Each bad file: (text, expected substring including the line).
+struct BadCase {
+  const char* what;
+  const char* text;
+  const char* expect;
+};
+
+TEST(TopoFile, BadFilesGiveClearErrorsWithTheLine) {
+  const BadCase cases[] = {
+      {"negative bandwidth", "node a gpu\nnode b gpu\nlink a b nvlink bw=-5 lat=1\n",
+       "<t>:3: bw=-5 must be > 0"},
+      {"zero bandwidth", "node a gpu\nnode b gpu\nlink a b nvlink bw=0\n", "must be > 0"},
+      {"unknown node field", "node a gpu\nnode b gpu colour=red\nlink a b nvlink bw=5\n",
+       "<t>:2: unknown field 'colour'"},
+      {"unknown link field", "node a gpu\nnode b gpu\nlink a b nvlink bw=5 speed=9\n",
+       "<t>:3: unknown field 'speed'"},
+      {"unknown statement", "node a gpu\nrouter r1\n", "<t>:2: unknown statement 'router'"},
+      {"link to undefined node", "node a gpu\nlink a b nvlink bw=5\n", "<t>:2: link names node 'b'"},
+      {"missing links", "node a gpu\nnode b gpu\nnode c gpu\nlink a b nvlink bw=5\n",
+       "line 3: node 'c' (gpu) has no links"},
+      {"unreachable rank",
+       "node a gpu\nnode b gpu\nnode c gpu\nnode d gpu\nlink a b nvlink bw=5\nlink c d nvlink bw=5\n",
+       "cannot reach"},
+      {"bad number", "node a gpu\nnode b gpu\nlink a b nvlink bw=fast\n", "<t>:3: bw='fast' is not a number"},
+      {"duplicate node", "node a gpu\nnode a cpu\n", "<t>:2: node 'a' is defined twice"},
+      {"unknown type", "node a tpu\n", "<t>:1: unknown node type 'tpu'"},
+      {"reduce on a gpu field", "node a gpu reduce_ops=sum\n", "<t>:1: unknown field 'reduce_ops'"},
+      {"cycle in aggregation tree",
+       "node g gpu\nnode s1 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\n"
+       "node s2 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\n"
+       "link g s1 net bw=1\nlink s1 s2 net bw=1\naggtree t s1 s2\naggtree t s2 s1\n",
+       "has a cycle"},
+      {"two parents in aggregation tree",
+       "node g gpu\nnode s1 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\n"
+       "node s2 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\n"
+       "node s3 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\n"
+       "link g s1 net bw=1\nlink s1 s2 net bw=1\nlink s1 s3 net bw=1\naggtree t s1 s2\naggtree t s1 s3\n",
+       "line 9: aggregation tree 't': node 's1' has two parents"},
+      {"aggregation edge without a link",
+       "node g gpu\nnode s1 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\n"
+       "node s2 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\n"
+       "link g s1 net bw=1\nlink g s2 net bw=1\naggtree t s1 s2\n",
+       "line 6: aggregation tree 't': missing link between 's1' and 's2'"},
+      {"tree over a switch that cannot reduce",
+       "node g gpu\nnode s1 switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum\nnode s2 switch\n"
+       "link g s1 net bw=1\nlink s1 s2 net bw=1\naggtree t s1 s2\n",
+       "'s2' cannot reduce"},
+  };
+  for (const auto& c : cases) {
+    Topology t;
+    Status s = parseTopology(c.text, &t, "<t>");
+    EXPECT_FALSE(s.ok()) << c.what;
+    EXPECT_EQ(s.code(), tribInvalidArgument) << c.what;
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << c.what << ": got '" << s.message() << "'";
+  }
+}
+
+TEST(Routes, NvlinkInsideANodeNetworkAcrossAndSpreadOverSpines) {
+  Topology dgx = makeDgxH100();
+  Router r(dgx);
+  const auto& p = r.route(dgx.find("gpu0"), dgx.find("gpu1"));  // same PCIe switch, but NVLink is faster
+  ASSERT_EQ(p.size(), 2u);
+  for (DirLink d : p) EXPECT_EQ(dgx.link(dirLinkId(d)).type, LinkType::NvLink);
+
+  Topology c = makeNvl72Cluster(4);
+  Router rc(c);
+  const auto& q = rc.route(c.find("r0.gpu0"), c.find("r2.gpu5"));
+  ASSERT_EQ(q.size(), 6u);  // gpu-nic-leaf-spine-leaf-nic-gpu
+  EXPECT_EQ(c.link(dirLinkId(q[0])).type, LinkType::Pcie);
+  EXPECT_EQ(c.link(dirLinkId(q[2])).type, LinkType::Net);
+  EXPECT_DOUBLE_EQ(rc.bottleneckGBps(c.find("r0.gpu0"), c.find("r2.gpu5")), 100);
+  std::set<int> spines;
+  for (int g = 0; g < 72; ++g) {
+    const auto& path = rc.route(c.find(strprintf("r0.gpu%d", g)), c.find(strprintf("r1.gpu%d", g)));
+    const Link& l = c.link(dirLinkId(path[2]));
+    spines.insert((path[2] & 1) ? l.a : l.b);
+  }
+  EXPECT_GT(spines.size(), 20u);  // hashed over 36 spines, not all on one
+  EXPECT_TRUE(rc.route(c.find("r0.gpu0"), c.find("r0.gpu0")).empty());
+}
+
+TEST(Detect, LocalMachineIsAValidTopology) {
+  std::string log;
+  Topology t = detectLocal(&log);
+  EXPECT_TRUE(t.validate().ok()) << t.validate().message();
+  EXPECT_GE(t.countType(NodeType::Cpu), 1) << log;
+  EXPECT_FALSE(t.rankNodes().empty());
+  Topology back;
+  ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
+}
+
+TEST(Merge, HostViewsBecomeOneGraph) {
+  std::vector<std::string> views{dumpTopology(makeDgxH100()), dumpTopology(makeDgxH100())};
+  Topology t;
+  Status s = mergeHostTopologies(views, 50, 1, &t);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 16);
+  EXPECT_EQ(t.numDomains(), 2);
+  EXPECT_EQ(t.numHosts(), 2);
+  EXPECT_GE(t.find("h1.gpu7"), 0);
+  Router r(t);
+  EXPECT_DOUBLE_EQ(r.bottleneckGBps(t.find("h0.gpu0"), t.find("h1.gpu0")), 50);
+  // CPU-only hosts join through their CPU.
+  std::vector<std::string> cpus{"node cpu0 cpu\n", "node cpu0 cpu\n", "node cpu0 cpu\n"};
+  ASSERT_TRUE(mergeHostTopologies(cpus, 10, 5, &t).ok());
+  EXPECT_EQ(t.rankNodes().size(), 3u);
+  EXPECT_EQ(t.numHosts(), 3);
+  s = mergeHostTopologies({"node a gpu\nbogus\n", "node cpu0 cpu\n"}, 10, 5, &t);
+  EXPECT_NE(s.message().find("host 0:2: unknown statement 'bogus'"), std::string::npos) << s.message();
+}

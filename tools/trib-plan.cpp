@@ -1,0 +1,170 @@
+// trib-plan: what the planner would choose, and why, on a topology (a file or a generated system).
+//   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
+//             [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate] [--algo NAME]
+//             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plan/planner.hpp"
+#include "sim/sim.hpp"
+
+using namespace trib;
+
+static int usage() {
+  std::fprintf(
+      stderr,
+      "usage: trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) [--coll allreduce] [--bytes 1G]\n"
+      "                 [--ranks N] [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate]\n"
+      "                 [--algo NAME] [--executable-only] [--algo-override SPEC] [--tune SPEC]\n"
+      "systems: dgx-h100[:NODES], gb300-nvl72, nvl72-cluster:RACKS, uniform:N[:GBPS[:US]]\n");
+  return 2;
+}
+
+static int fail(const Status& s) {
+  std::fprintf(stderr, "trib-plan: %s\n", s.message().c_str());
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  std::string topoFile, gen, coll = "allreduce", bytesS = "1G", dtypeS = "float32", opS = "sum", algoS, over,
+                             tune;
+  int ranks = 0;
+  bool explain = false, sweep = false, simulateIt = false, execOnly = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--topo")
+      topoFile = val();
+    else if (a == "--gen")
+      gen = val();
+    else if (a == "--coll")
+      coll = val();
+    else if (a == "--bytes" || a == "-b")
+      bytesS = val();
+    else if (a == "--ranks" || a == "-n")
+      ranks = std::atoi(val().c_str());
+    else if (a == "--dtype" || a == "-d")
+      dtypeS = val();
+    else if (a == "--op" || a == "-o")
+      opS = val();
+    else if (a == "--algo")
+      algoS = val();
+    else if (a == "--algo-override")
+      over = val();
+    else if (a == "--tune")
+      tune = val();
+    else if (a == "--explain")
+      explain = true;
+    else if (a == "--sweep")
+      sweep = true;
+    else if (a == "--simulate")
+      simulateIt = true;
+    else if (a == "--executable-only")
+      execOnly = true;
+    else
+      return usage();
+  }
+  Topology topo;
+  if (!topoFile.empty()) {
+    Status s = loadTopologyFile(topoFile, &topo);
+    if (!s.ok()) return fail(s);
+  } else if (!gen.empty()) {
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : gen + ",") {
+      if (c == ',')
+        parts.push_back(cur), cur.clear();
+      else
+        cur += c;
+    }
+    Status s = generateTopology(parts[0], {parts.begin() + 1, parts.end()}, &topo);
+    if (!s.ok()) return fail(s);
+  } else {
+    return usage();
+  }
+  PlanRequest req;
+  if (!parseColl(coll, &req.coll))
+    return fail(errorf(tribInvalidArgument, "unknown collective '%s'", coll.c_str()));
+  Status s = parseSize(bytesS, &req.bytes);
+  if (!s.ok()) return fail(s);
+  if (!parseDataType(dtypeS.c_str(), &req.dtype))
+    return fail(errorf(tribInvalidArgument, "unknown dtype '%s'", dtypeS.c_str()));
+  if (!parseRedOp(opS.c_str(), &req.op))
+    return fail(errorf(tribInvalidArgument, "unknown op '%s'", opS.c_str()));
+  req.nranks = ranks > 0 ? ranks : static_cast<int>(topo.rankNodes().size());
+  req.includeModelOnly = !execOnly;
+
+  auto t0 = std::chrono::steady_clock::now();
+  Planner planner(std::move(topo));
+  s = planner.setOverrides(over, tune);
+  if (!s.ok()) return fail(s);
+  Plan plan = planner.choose(req);
+  double planMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto t1 = std::chrono::steady_clock::now();
+  Plan again = planner.choose(req);
+  double cachedUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count();
+  (void)again;
+  const Topology& t = planner.topology();
+  std::printf("# topology %s: %s\n", t.name.c_str(), planner.fabric(req.nranks).summary.c_str());
+  if (explain || (!sweep && !simulateIt)) {
+    std::fputs(formatExplain(req, planner.explain(req)).c_str(), stdout);
+    auto xs = planner.crossovers(req, 8, 16ull << 30);
+    std::printf("crossovers (8 B .. 16 GiB):");
+    if (xs.empty()) std::printf(" none");
+    for (const auto& x : xs)
+      std::printf(" %s -> %s at %s;", planAlgoName(x.from), planAlgoName(x.to), formatBytes(x.bytes).c_str());
+    std::printf("\n");
+  }
+  std::printf("choice: %s\n", plan.why.c_str());
+  std::printf("planning time: %.2f ms (first call, includes the fabric summary); cached call %.2f us\n",
+              planMs, cachedUs);
+  if (sweep) {
+    std::printf("%12s  %-13s %12s %11s %11s\n", "size", "choice", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+    for (uint64_t b = 8; b <= (16ull << 30); b *= 2) {
+      PlanRequest r = req;
+      r.bytes = b;
+      Plan p = planner.choose(r);
+      double alg = b / p.predictedUs / 1e3;
+      std::printf("%12s  %-13s %12.1f %11.3f %11.3f\n", formatBytes(b).c_str(), planAlgoName(p.algo),
+                  p.predictedUs, alg, alg * Planner::busFactor(req.coll, req.nranks));
+    }
+  }
+  if (simulateIt) {
+    PlanAlgo a = plan.algo;
+    if (!algoS.empty() && !parsePlanAlgo(algoS, &a))
+      return fail(errorf(tribInvalidArgument, "unknown algorithm '%s'", algoS.c_str()));
+    CollArgs args;
+    args.coll = req.coll;
+    args.nranks = req.nranks;
+    size_t es = dataTypeSize(req.dtype);
+    args.count = req.bytes / es;
+    if (req.coll == Coll::AllGather || req.coll == Coll::ReduceScatter || req.coll == Coll::AlltoAll)
+      args.count /= req.nranks;
+    // The plan's chunk for that algorithm.
+    for (const auto& c : planner.explain(req))
+      if (c.plan.algo == a) args.chunkElems = c.plan.chunkElems, args.ranksPerDomain = c.plan.ranksPerDomain;
+    SimResult res;
+    if (a == PlanAlgo::Switch || a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch) {
+      s = simulateInNetwork(t, a, args, req.dtype, &res);
+    } else {
+      const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(a));
+      if (!info)
+        return fail(errorf(tribNotSupported, "no schedule generator for %s %s in this build", planAlgoName(a),
+                           collName(req.coll)));
+      s = simulate(t, *info, args, req.dtype, &res);
+    }
+    if (!s.ok()) return fail(s);
+    std::printf(
+        "simulated %s: time %.1f us, algbw %.2f GB/s, busbw %.2f GB/s (%llu steps, %llu messages, "
+        "simulation took %.2f s)\n",
+        planAlgoName(a), res.timeUs, res.algbwGBps, res.busbwGBps, (unsigned long long)res.steps,
+        (unsigned long long)res.messages, res.wallSeconds);
+    for (const auto& l : res.busiest)
+      std::printf("  busiest: %-40s %10.3f GB moved, busy %5.1f%%\n", l.name.c_str(), l.bytes / 1e9,
+                  100 * l.utilization);
+  }
+  return 0;
+}
