@@ -28,6 +28,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
+      {"TRIB_BOOTSTRAP_ADDR", "",
+       "Address (ip or ip:port of this host) tribGetUniqueId's rendezvous server listens on (default "
+       "127.0.0.1, a free port)."},
       {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
       {"TRIB_AUTH_KEY", "",
        "Job key every bootstrap connection must present (default: random, in the unique id)."},
