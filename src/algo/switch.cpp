@@ -25,7 +25,7 @@ Generator<Step> switchAllReduce(CollArgs a, int) {
 
 }  // namespace
 
-const AlgoInfo kSwitchAllReduce{Algo::Switch, Coll::AllReduce, switchSupports, switchScratch,
-                                switchAllReduce};
+const AlgoInfo kSwitchAllReduce{Algo::Switch, Coll::AllReduce, switchSupports, checkedScratch<switchScratch>,
+                                checked<switchAllReduce>};
 
 }  // namespace trib::algo
