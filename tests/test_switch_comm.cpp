@@ -86,7 +86,7 @@ class SwitchComm : public ::testing::Test {
     ASSERT_TRUE(SwitchNode::create(cfg, &node_).ok());
     node_->start();
     env_.set("TRIB_SWITCH", node_->address());
-    env_.set("TRIB_AUTH_KEY", "test-job");
+    env_.set("TRIB_SWITCH_KEY", "test-job");
   }
   std::unique_ptr<SwitchNode> node_;
   ScopedEnv env_;
@@ -191,7 +191,7 @@ TEST(SwitchFailover, SlotsExhaustedByAnotherGroupFallsBackToHost) {
       SwitchClient::connect(sw::testing::clientConfig(node->address(), 0x51, {{2, 0}}, 16), &hog).ok());
   ScopedEnv env;
   env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_AUTH_KEY", "test-job");
+  env.set("TRIB_SWITCH_KEY", "test-job");
   conformance::Case c;
   c.algo = "switch";
   c.nranks = 3;
@@ -212,7 +212,7 @@ TEST(SwitchFailover, WrongKeyFallsBackToHost) {
   node->start();
   ScopedEnv env;
   env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_AUTH_KEY", "not-the-job");
+  env.set("TRIB_SWITCH_KEY", "not-the-job");
   conformance::Case c;
   c.algo = "switch";
   c.nranks = 2;
@@ -256,7 +256,7 @@ TEST(SwitchFailover, SwitchKilledMidAllReduce) {
   ASSERT_GT(got, 1) << "the switch process did not start";
   ScopedEnv env;
   env.set("TRIB_SWITCH", std::string(buf, got - 1));
-  env.set("TRIB_AUTH_KEY", "test-job");
+  env.set("TRIB_SWITCH_KEY", "test-job");
   env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each all-reduce takes a while
   const int n = 4, iters = 6;
   const uint64_t count = 1 << 18;  // 1 MiB of int32: 256 chunks of 4 KiB per all-reduce
@@ -319,7 +319,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
           return 1;
         }
         setenv("TRIB_SWITCH", h.addr, 1);
-        setenv("TRIB_AUTH_KEY", "test-job", 1);
+        setenv("TRIB_SWITCH_KEY", "test-job", 1);
         setenv("TRIB_SWITCH_SLOTS", "2", 1);
         tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
         cfg.timeoutMs = 60000;

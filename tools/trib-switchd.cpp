@@ -25,7 +25,7 @@ int usage(const char* why) {
                "[--key KEY]\n"
                "  --slots       aggregation slots shared by all groups (default 64)\n"
                "  --slot-bytes  bytes per slot = the largest chunk (default 262144)\n"
-               "  --key         job key ranks must present (default: $TRIB_AUTH_KEY)\n",
+               "  --key         key ranks must present (default: $TRIB_SWITCH_KEY, else $TRIB_AUTH_KEY)\n",
                why);
   return 2;
 }
@@ -43,7 +43,8 @@ bool parseU64(const char* s, uint64_t* out) {
 
 int main(int argc, char** argv) {
   trib::sw::SwitchConfig cfg;
-  cfg.key = trib::envString("TRIB_AUTH_KEY");
+  cfg.key = trib::envString("TRIB_SWITCH_KEY");
+  if (cfg.key.empty()) cfg.key = trib::envString("TRIB_AUTH_KEY");
   bool haveListen = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

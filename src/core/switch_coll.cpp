@@ -23,7 +23,9 @@ namespace {
 void attachOne(tribComm* comm, const std::string& addr) {
   sw::SwitchClientConfig cfg;
   cfg.address = addr;
-  cfg.key = envString("TRIB_AUTH_KEY");
+  // The switch is a standing service with its own key; by default the job's key.
+  cfg.key = envString("TRIB_SWITCH_KEY");
+  if (cfg.key.empty()) cfg.key = envString("TRIB_AUTH_KEY");
   cfg.group = comm->commId;
   cfg.path = {{static_cast<uint32_t>(comm->nranks), static_cast<uint32_t>(comm->rank)}};
   cfg.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TRIB_SWITCH_SLOTS"), 1, 1 << 20));
