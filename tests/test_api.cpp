@@ -258,12 +258,32 @@ TEST(Api, NonBlockingRequests) {
   while ((a || b || c) && Clock::now() < deadline) {
     for (auto* r : all) {
       int done = 0;
-      if (*r) ASSERT_EQ(tribTest(r, &done), tribSuccess) << lastError();
+      if (*r) {
+        ASSERT_EQ(tribTest(r, &done), tribSuccess) << lastError();
+      }
     }
   }
   EXPECT_EQ(x, 6);
   EXPECT_EQ(y, 6);
   EXPECT_EQ(z, 6);
+  destroyAll(comms);
+}
+
+TEST(Api, FinalizeCompletesOutstandingWorkThenRefusesNewWork) {
+  auto comms = makeCommsWithTimeout(2, 20000);
+  std::vector<int32_t> a(1000, 1), b(1000, 2);
+  tribRequest_t ra = nullptr, rb = nullptr;
+  ASSERT_EQ(tribIallReduce(a.data(), a.data(), a.size(), tribInt32, tribSum, comms[0], &ra), tribSuccess);
+  ASSERT_EQ(tribIallReduce(b.data(), b.data(), b.size(), tribInt32, tribSum, comms[1], &rb), tribSuccess);
+  // Finalizing rank 1 drives its request while rank 0's thread waits on its own.
+  std::thread rank0([&] { EXPECT_EQ(tribWait(&ra, TRIB_TIMEOUT_DEFAULT), tribSuccess) << lastError(); });
+  ASSERT_EQ(tribCommFinalize(comms[1]), tribSuccess) << lastError();
+  rank0.join();
+  ASSERT_EQ(tribWait(&rb, TRIB_TIMEOUT_DEFAULT), tribSuccess) << lastError();
+  EXPECT_EQ(a[999], 3);
+  EXPECT_EQ(b[0], 3);
+  EXPECT_EQ(tribBarrier(comms[1], nullptr), tribInvalidUsage);
+  EXPECT_NE(lastError().find("finalized"), std::string::npos) << lastError();
   destroyAll(comms);
 }
 

@@ -262,7 +262,8 @@ TEST_P(UcxTls, ExecutorAllReduceOverUcx) {
           ExecOptions eo;
           eo.seq = seq++;
           eo.rank = rank;
-          Execution ex(std::make_shared<const std::vector<Step>>(materialize(*algo, args, rank)), bufs, peers, eo);
+          Execution ex(std::make_shared<const std::vector<Step> >(materialize(*algo, args, rank)), bufs,
+                       peers, eo);
           Status s = ex.start();
           bool done = false;
           auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -444,6 +445,116 @@ TEST_P(UcxTls, KilledPeerFailsPendingOps) {
         waitpid(pids[2], nullptr, 0);
       },
       {2});
+}
+
+// True while `pid` runs (a zombie counts as gone: its sockets and mappings are closed).
+bool pidRunning(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z' &&
+         stat[paren + 2] != 'X';
+}
+
+TEST_P(UcxTls, MessagesOfAPeerThatExitedStillArrive) {
+  // Rank 0 sends, finishes and exits normally (its transport destroyed, endpoints flushed). Rank 1
+  // is behind: it had some receives posted but did not progress, and posts the others only after
+  // rank 0 is gone and its loss was noticed. Every message rank 0 sent must arrive intact; only a
+  // receive for a message that was never sent fails, naming rank 0.
+  struct Msg {
+    uint64_t tag;
+    size_t bytes;
+    bool early;  // receive posted before rank 0 exits (else: after its loss was handled)
+  };
+  // Rendezvous sizes (UCX switches at about 8 KB over tcp and sm): their send completes only once rank 1 has
+  // fetched the data, so rank 1 receives them while rank 0 is alive, on the same connection, before the eager
+  // ones follow.
+  const std::vector<Msg> rndv = {{100, 30000, true}, {101, 1u << 20, true}, {102, (4u << 20) + 3, true}};
+  // Eager sizes (contiguous up to 256 bytes, packed above): complete without the receiver, so
+  // rank 0 may exit while they are still in the socket or shared-memory queue.
+  std::vector<Msg> eager;
+  const size_t sizes[] = {0, 1, 64, 256, 1000, 4000, 8000};
+  for (size_t k = 0; k < std::size(sizes); ++k) {
+    eager.push_back({2 * k, sizes[k], true});
+    eager.push_back({2 * k + 1, sizes[k], false});
+  }
+  run(2, [&](int rank, int, Transport& t, FileOob& oob) -> std::string {
+    const fs::path pidFile = oob.dir.parent_path() / "sender_pid";
+    if (rank == 0) {
+      std::ofstream(pidFile) << getpid();
+      std::vector<std::vector<uint8_t> > out;
+      std::vector<TransferOp> ops(rndv.size() + eager.size());
+      size_t i = 0;
+      for (const std::vector<Msg>* set : {&rndv, static_cast<const std::vector<Msg>*>(&eager)}) {
+        std::vector<TransferOp*> raw;
+        for (const Msg& m : *set) {
+          out.push_back(makeData(0, 1, m.tag, m.bytes));
+          if (Status s = t.postSend(1, m.tag, out.back().data(), m.bytes, &ops[i]); !s.ok())
+            return s.message();
+          raw.push_back(&ops[i++]);
+        }
+        if (Status s = waitAll(t, raw, 20); !s.ok()) {
+          std::string which;
+          for (size_t j = 0; j < set->size(); ++j)
+            if (raw[j]->state.load() != TransferOp::kDone) which += strprintf(" %zu", (*set)[j].bytes);
+          return "sends: " + s.message() + "; sizes not done:" + which;
+        }
+      }
+      return "";  // the harness destroys the transport and exits at once
+    }
+    std::vector<std::vector<uint8_t> > in;
+    std::vector<TransferOp> ops(rndv.size() + eager.size());
+    std::vector<const Msg*> msgs;
+    auto post = [&](const Msg& m) -> Status {
+      in.emplace_back(m.bytes, 0xee);
+      msgs.push_back(&m);
+      return t.postRecv(0, m.tag, in.back().data(), m.bytes, nullptr, &ops[msgs.size() - 1]);
+    };
+    std::vector<TransferOp*> raw;
+    for (const Msg& m : rndv) {
+      if (Status s = post(m); !s.ok()) return s.message();
+      raw.push_back(&ops[msgs.size() - 1]);
+    }
+    for (const Msg& m : eager)
+      if (m.early)
+        if (Status s = post(m); !s.ok()) return s.message();
+    if (Status s = waitAll(t, raw, 20); !s.ok()) return "rendezvous receives: " + s.message();
+    // No progress from here until rank 0 has exited and the liveness interval has passed.
+    pid_t sender = 0;
+    std::ifstream(pidFile) >> sender;
+    if (sender <= 0) return "no sender pid";
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (pidRunning(sender))
+      if (Clock::now() > deadline)
+        return "rank 0 did not exit";
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    // Let the transport notice the loss (socket closed, /proc, keepalive) and handle it.
+    deadline = Clock::now() + std::chrono::milliseconds(1500);
+    while (Clock::now() < deadline) {
+      (void)t.progress();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (const Msg& m : eager)
+      if (!m.early)
+        if (Status s = post(m); !s.ok()) return "late receive: " + s.message();
+    raw.clear();
+    for (size_t i = 0; i < msgs.size(); ++i) raw.push_back(&ops[i]);
+    if (Status s = waitAll(t, raw, 20); !s.ok()) return "receives: " + s.message();
+    for (size_t i = 0; i < msgs.size(); ++i)
+      if (in[i] != makeData(0, 1, msgs[i]->tag, msgs[i]->bytes))
+        return strprintf("data of tag %llu (%zu bytes) differs", (unsigned long long)msgs[i]->tag,
+                         msgs[i]->bytes);
+    // What rank 0 never sent cannot come: that receive fails, naming the lost rank.
+    std::vector<uint8_t> none(64);
+    TransferOp never;
+    Status s = t.postRecv(0, 999, none.data(), none.size(), nullptr, &never);
+    if (s.ok()) s = waitAll(t, {&never}, 20);
+    if (s.code() != tribRemoteError || s.message().find("lost rank 0") == std::string::npos)
+      return "receive of a message never sent: " + (s.ok() ? std::string("succeeded") : s.message());
+    return "";
+  });
 }
 
 TEST_P(UcxTls, AbortFromAnotherThreadFailsPendingOps) {

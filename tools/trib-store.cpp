@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "bootstrap/store.hpp"
+#include "common/env.hpp"
 
 int main(int argc, char** argv) {
   trib::StoreServerOptions opt;
@@ -28,8 +29,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const char* key = std::getenv("TRIB_AUTH_KEY");
-  if (!key || !*key) {
+  const std::string keyValue = trib::envString("TRIB_AUTH_KEY");
+  const char* key = keyValue.c_str();
+  if (!*key) {
     std::fprintf(stderr, "trib-store: set TRIB_AUTH_KEY to the job's secret key\n");
     return 2;
   }

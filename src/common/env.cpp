@@ -22,11 +22,17 @@ const std::vector<EnvVarInfo>& envVars() {
        "'allreduce:rhd;broadcast:chain'."},
       {"TRIB_TIMEOUT", "300",
        "Seconds any wait may last before failing with tribTimeout (fractions allowed)."},
-      {"TRIB_CHUNK_BYTES", "524288", "Pipeline slice size in bytes for chunked schedules."},
+      {"TRIB_CHUNK_BYTES", "0", "Pipeline slice size in bytes for chunked schedules (0: the planner chooses)."},
       {"TRIB_TRANSPORT", "", "Force the transport: loopback, shm or ucx (default: per peer pair)."},
+      {"TRIB_TUNE", "",
+       "Tune rules by size range (UCC-style), e.g. 'allreduce:0-64k:@rhd#allreduce:64k-inf:@ring'; see "
+       "docs/PLANNER.md."},
       {"TRIB_TOPO_FILE", "", "Load the topology from this file instead of detecting it."},
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
+      {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
+       "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other hosts can "
+       "reach for multi-host jobs."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
       {"TRIB_BOOTSTRAP_ADDR", "",
        "Address (ip or ip:port of this host) tribGetUniqueId's rendezvous server listens on (default "

@@ -46,7 +46,7 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(envDouble("TRIB_TIMEOUT") * 1000.0));
   c.algo = envString("TRIB_ALGO");
   c.transport = envString("TRIB_TRANSPORT");
-  c.chunkBytes = static_cast<uint64_t>(std::max<int64_t>(1, envInt("TRIB_CHUNK_BYTES")));
+  c.chunkBytes = static_cast<uint64_t>(std::max<int64_t>(0, envInt("TRIB_CHUNK_BYTES")));
   if (config) {
     if (config->magic != TRIB_CONFIG_MAGIC ||
         config->size < offsetof(tribConfig_t, chunkBytes) + sizeof(int)) {
@@ -93,9 +93,11 @@ WorldRegistry& registry() {
   return r;
 }
 
+// A communicator whose ranks are all in this process (tribCommInitAll, and splits of such).
 tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
-                  const std::shared_ptr<LoopbackFabric>& fabric) {
+                  const std::shared_ptr<LoopbackFabric>& fabric, std::shared_ptr<Planner> planner) {
   auto* comm = new tribComm;
+  comm->planner = std::move(planner);
   comm->rank = rank;
   comm->nranks = nranks;
   comm->commId = id;
@@ -140,8 +142,9 @@ Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank, std::sh
     w->joined.assign(nranks, false);
   }
   if (w->nranks != nranks) {
-    return errorf(tribInvalidUsage, "rank %d was told nranks=%d but another rank of this communicator said %d", rank,
-                  nranks, w->nranks);
+    return errorf(tribInvalidUsage,
+                  "rank %d was told nranks=%d but another rank of this communicator said %d", rank, nranks,
+                  w->nranks);
   }
   if (w->joined[rank]) return errorf(tribInvalidUsage, "rank %d joined this communicator twice", rank);
   w->joined[rank] = true;
@@ -157,7 +160,9 @@ Status commCreateLocal(int nranks, tribComm** comms) {
   TRIB_RETURN_IF_ERROR(resolveConfig(nullptr, &config));
   uint64_t id = randomId();
   auto fabric = makeLoopbackFabric(nranks);
-  for (int r = 0; r < nranks; ++r) comms[r] = newComm(r, nranks, id, config, fabric);
+  std::shared_ptr<Planner> planner;
+  TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(nranks), {}, config, &planner));
+  for (int r = 0; r < nranks; ++r) comms[r] = newComm(r, nranks, id, config, fabric, planner);
   agreeSwitchLocal(comms, nranks);
   return Status::Ok();
 }
@@ -197,7 +202,10 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
   }
   std::shared_ptr<LoopbackFabric> fabric;
   TRIB_RETURN_IF_ERROR(joinLocalWorld(id, n, n, newRank, &fabric));
-  *out = newComm(newRank, n, id, config, fabric);
+  std::shared_ptr<Planner> planner = parent->planner;
+  if (n != parent->nranks || cfg)
+    TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(n), {}, config, &planner));
+  *out = newComm(newRank, n, id, config, fabric, planner);
   return Status::Ok();
 }
 
@@ -213,6 +221,16 @@ Status commAbort(tribComm* comm) {
 
 Status commFinalize(tribComm* comm) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
+  // Complete what is in flight (the caller still owns and frees the requests), bounded by the
+  // communicator's timeout, then refuse new work.
+  auto deadline = std::chrono::steady_clock::now() + comm->config.timeout;
+  std::vector<tribRequest*> running = comm->active;
+  for (tribRequest* req : running) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    Status st = requestWait(req, std::max(left, std::chrono::milliseconds(0)), /*abortOnTimeout=*/true);
+    if (!st.ok()) return st.prefix("tribCommFinalize: ");
+  }
   comm->finalized.store(true);
   return Status::Ok();
 }

@@ -20,6 +20,7 @@ namespace trib {
 
 class Store;
 class TcpStoreServer;
+class Planner;
 struct SwitchRun;  // core/switch_coll.cpp
 
 // Per-communicator settings: the config struct's fields, else the environment's.
@@ -28,7 +29,7 @@ struct CommConfig {
   std::string algo;       // TRIB_ALGO syntax
   std::string transport;  // TRIB_TRANSPORT
   std::string name;
-  uint64_t chunkBytes = 512 * 1024;
+  uint64_t chunkBytes = 0;  // 0: the planner chooses
 };
 Status resolveConfig(const tribConfig_t* config, CommConfig* out);
 
@@ -52,14 +53,13 @@ struct PlanKey {
   uint8_t coll;
   bool inPlace;
   int root;
-  uint64_t count, chunkElems;
+  uint64_t count;
   size_t elemSize;
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = k.count * 0x9e3779b97f4a7c15ull;
-    h ^= (k.chunkElems + 0x7f4a7c15ull + (h << 6) + (h >> 2));
     h ^= (static_cast<size_t>(k.coll) << 1) ^ (static_cast<size_t>(k.root) << 9) ^ (k.elemSize << 40) ^
          k.inPlace;
     return h;
@@ -79,6 +79,7 @@ struct tribComm {
   std::shared_ptr<trib::Store> store;                 // rendezvous store (null for tribCommInitAll)
   std::shared_ptr<trib::TcpStoreServer> storeServer;  // held where this process serves the store
   std::string bootstrapPrefix;                        // this communicator's keys in the store
+  std::shared_ptr<trib::Planner> planner;
   std::vector<std::unique_ptr<trib::Transport>> ownedTransports;
   std::vector<trib::Transport*> peers;  // peers[p]: how to reach rank p (nullptr for self)
   std::string transportSummary;         // "loopback" / "shm+ucx": for logs and trib-perf
@@ -123,12 +124,13 @@ Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConf
 Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 // Collective over the `nranks` ranks that share `prefix` in `store`: learns where every rank
 // lives and connects the transports (connect.cpp).
-Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store, const std::string& prefix,
-                   std::shared_ptr<TcpStoreServer> server, const CommConfig& config, tribComm** out);
+Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store,
+                   const std::string& prefix, std::shared_ptr<TcpStoreServer> server,
+                   const CommConfig& config, tribComm** out);
 // The loopback fabric shared by this process's `localCount` ranks of communicator `id`.
 // *complete is set when this was the last of them to join.
-Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank, std::shared_ptr<class LoopbackFabric>* out,
-                      bool* complete = nullptr);
+Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank,
+                      std::shared_ptr<class LoopbackFabric>* out, bool* complete = nullptr);
 Status makeUniqueId(tribUniqueId* id);
 Status commSplit(tribComm* comm, int color, int key, const tribConfig_t* config, tribComm** out);
 Status commAbort(tribComm* comm);
@@ -146,7 +148,23 @@ Status requestTest(tribRequest* req, bool* done);
 Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abortOnTimeout);
 void requestFree(tribRequest* req);
 
-// The algorithm the communicator will run for a call (TRIB_ALGO / config, else default choice).
-Status chooseAlgorithm(const tribComm* comm, const CollArgs& args, size_t elemSize, const AlgoInfo** out);
+// Where each rank lives: its host's index and its rank among that host's ranks.
+struct RankPlacement {
+  std::vector<int> hostOfRank, localRankOf;
+  static RankPlacement singleHost(int nranks) {
+    RankPlacement p;
+    p.hostOfRank.assign(nranks, 0);
+    for (int r = 0; r < nranks; ++r) p.localRankOf.push_back(r);
+    return p;
+  }
+};
+// The communicator's planner (plan_select.cpp). hostDumps: every host's topology dump, one per
+// host, when ranks span several hosts (else empty).
+Status makePlanner(const RankPlacement& placement, const std::vector<std::string>& hostDumps,
+                   const CommConfig& config, std::shared_ptr<Planner>* out);
+Status localTopologyDump(std::string* out);  // this host's topology, for the exchange at init
+// The algorithm for a call (the planner, under TRIB_ALGO / TRIB_TUNE / config.algo); also sets
+// the slice size and domain size in *args.
+Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out);
 
 }  // namespace trib

@@ -188,8 +188,34 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
   const bool useShm = forced == "shm" || (forced.empty() && anyCrossProcess);
   const bool useUcx = forced == "ucx" || (forced.empty() && anyCrossHost);
 
+  // Where each rank lives, for the planner; and with several hosts, every host's topology.
+  RankPlacement placement;
+  std::vector<std::string> hostNames;
+  for (int r = 0; r < nranks; ++r) {
+    int host = 0;
+    while (host < static_cast<int>(hostNames.size()) && hostNames[host] != ids[r].host) ++host;
+    if (host == static_cast<int>(hostNames.size())) hostNames.push_back(ids[r].host);
+    int local = 0;
+    for (int q = 0; q < r; ++q) local += placement.hostOfRank[q] == host;
+    placement.hostOfRank.push_back(host);
+    placement.localRankOf.push_back(local);
+  }
+  std::vector<std::string> hostDumps;
+  if (anyCrossHost) {
+    std::string dump;
+    TRIB_RETURN_IF_ERROR(localTopologyDump(&dump));
+    std::vector<Blob> dumps;
+    TRIB_RETURN_IF_ERROR(
+        boot->allGather(Blob(dump.begin(), dump.end()), &dumps).prefix("exchanging topologies: "));
+    hostDumps.resize(hostNames.size());
+    for (int r = nranks - 1; r >= 0; --r) {
+      hostDumps[placement.hostOfRank[r]].assign(dumps[r].begin(), dumps[r].end());
+    }
+  }
+
   auto* comm = new tribComm;
   std::unique_ptr<tribComm> guard(comm);
+  TRIB_RETURN_IF_ERROR(makePlanner(placement, hostDumps, config, &comm->planner));
   comm->rank = rank;
   comm->nranks = nranks;
   comm->commId = commId;

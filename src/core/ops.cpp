@@ -47,7 +47,6 @@ CollArgs argsFor(const tribComm* comm, const CollCall& call) {
   a.root = call.root;
   a.count = call.count;
   a.inPlace = matchesInPlace(comm, call, dataTypeSize(call.dtype));
-  a.chunkElems = std::max<uint64_t>(1, comm->config.chunkBytes / dataTypeSize(call.dtype));
   return a;
 }
 
@@ -167,12 +166,12 @@ Status validateCall(const tribComm* comm, const CollCall& call) {
 }
 
 // The plan for `args` on this communicator: from the cache, or chosen and generated now.
-static Status planFor(tribComm* comm, const CollArgs& args, size_t es, const CachedPlan** out) {
-  PlanKey key{static_cast<uint8_t>(args.coll), args.inPlace, args.root, args.count, args.chunkElems, es};
+static Status planFor(tribComm* comm, CollArgs args, size_t es, const CachedPlan** out) {
+  PlanKey key{static_cast<uint8_t>(args.coll), args.inPlace, args.root, args.count, es};
   auto it = comm->planCache.find(key);
   if (it == comm->planCache.end()) {
     const AlgoInfo* algo = nullptr;
-    TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, args, es, &algo));
+    TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, &args, es, &algo));
     constexpr size_t kMaxPlans = 256;  // a training loop uses a handful; bound memory anyway
     if (comm->planCache.size() >= kMaxPlans) comm->planCache.clear();
     auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, args, comm->rank));

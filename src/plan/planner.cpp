@@ -1,5 +1,7 @@
 // Planner: candidates, overrides, cache, explanations.
 #include "plan/planner.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -191,8 +193,6 @@ Planner::Planner(Topology topo, std::vector<int> rankToNode, CostConstants k)
     : topo_(std::move(topo)), rankToNode_(std::move(rankToNode)), k_(k) {
   if (rankToNode_.empty()) rankToNode_ = topo_.rankNodes();
   router_ = std::make_unique<Router>(topo_);
-  const char* sub = std::getenv("TRIB_DEBUG_SUBSYS");
-  logTuning_ = sub && (std::strstr(sub, "TUNING") || std::strstr(sub, "ALL"));
 }
 
 Status Planner::setOverrides(const std::string& algoSpec, const std::string& tuneSpec) {
@@ -207,11 +207,7 @@ Status Planner::setOverrides(const std::string& algoSpec, const std::string& tun
   return Status::Ok();
 }
 
-Status Planner::setOverridesFromEnv() {
-  const char* a = std::getenv("TRIB_ALGO");
-  const char* t = std::getenv("TRIB_TUNE");
-  return setOverrides(a ? a : "", t ? t : "");
-}
+Status Planner::setOverridesFromEnv() { return setOverrides(envString("TRIB_ALGO"), envString("TRIB_TUNE")); }
 
 bool Planner::hostOnly() const {
   return !rankToNode_.empty() && topo_.node(rankToNode_[0]).type != NodeType::Gpu;
@@ -374,9 +370,8 @@ Plan Planner::choose(const PlanRequest& req) {
       plan.why = "no modelled algorithm supports this request; ring by default";
     }
   }
-  if (logTuning_)
-    std::fprintf(stderr, "[trib TUNING] %s %s on %d ranks -> %s\n", collName(req.coll),
-                 formatBytes(req.bytes).c_str(), req.nranks, plan.why.c_str());
+  TRIB_INFO("tuning", "%s %s on %d ranks -> %s", collName(req.coll), formatBytes(req.bytes).c_str(),
+            req.nranks, plan.why.c_str());
   cache_.emplace(std::move(key), plan);
   return plan;
 }

@@ -110,7 +110,6 @@ class Planner {
   std::unordered_map<int, FabricView> fabrics_;
   std::mutex mu_;
   std::unordered_map<std::string, Plan> cache_;
-  bool logTuning_ = false;
 };
 
 // Text of explain() as trib-plan prints it (also what TRIB_DEBUG_SUBSYS=TUNING logs).

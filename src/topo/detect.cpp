@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/env.hpp"
 #include "topo/topology.hpp"
 
 namespace trib {
@@ -163,14 +164,14 @@ Topology detectLocal(std::string* log) {
 }
 
 Status topologyFromEnv(Topology* out) {
-  const char* file = std::getenv("TRIB_TOPO_FILE");
-  if (file && *file) {
+  const std::string file = envString("TRIB_TOPO_FILE");
+  if (!file.empty()) {
     TRIB_RETURN_IF_ERROR(loadTopologyFile(file, out));
   } else {
     *out = detectLocal();
   }
-  const char* dump = std::getenv("TRIB_TOPO_DUMP_FILE");
-  if (dump && *dump) TRIB_RETURN_IF_ERROR(dumpTopologyFile(*out, dump));
+  const std::string dump = envString("TRIB_TOPO_DUMP_FILE");
+  if (!dump.empty()) TRIB_RETURN_IF_ERROR(dumpTopologyFile(*out, dump));
   return Status::Ok();
 }
 

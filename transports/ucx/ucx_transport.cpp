@@ -167,6 +167,7 @@ class UcxTransport final : public Transport {
     return s;
   }
   void handleFailedPeers();
+  void drainWorker();
   void closeEndpoints(bool force, double timeoutSec);
   void drainPending(double timeoutSec);
   void shutdown();
@@ -422,7 +423,13 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
   op->state.store(TransferOp::kPending, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) return failNow(op, abortStatus_);
-  if (peers_[peer].failed) return failNow(op, peers_[peer].lost);
+  if (peers_[peer].failed) {
+    // Its messages that arrived before it went may still be in UCX's unexpected queue; only
+    // what is not there can no longer come. Drain first if the loss is not handled yet.
+    if (!peers_[peer].handled) handleFailedPeers();
+    ucp_tag_recv_info_t info{};
+    if (!ucp_tag_probe_nb(worker_, ucpTag, ~0ull, 0, &info)) return failNow(op, peers_[peer].lost);
+  }
   auto* p = new Pending;
   p->self = this;
   p->op = op;
@@ -439,8 +446,8 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
     target = p->bounce.get();
   }
   ucp_request_param_t prm{};
-  // No immediate completion: UCX 1.13 does not report the received length of a receive that
-  // completes inside ucp_tag_recv_nbx, and the exact-length check needs it.
+  // No immediate completion: with UCX 1.13 a receive completing inside ucp_tag_recv_nbx did not
+  // report its received length to us, and the exact-length check needs it.
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   prm.cb.recv = recvCallback;
   prm.user_data = p;
@@ -449,10 +456,20 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
   p->posting = false;
   if (UCS_PTR_IS_PTR(r)) {
     p->req = r;
-    if (p->doneInPost)
+    if (p->doneInPost) {
       finish(p, p->postStatus, p->postLength);
-    else
-      pending_.insert(p);
+      return Status::Ok();
+    }
+    pending_.insert(p);
+    if (peers_[peer].failed) {
+      // Matched a message of a lost peer: an eager one completes while draining; a rendezvous
+      // one whose data stayed with the dead sender never does, and fails here.
+      drainWorker();
+      if (pending_.count(p)) {
+        p->override = peers_[peer].lost;
+        ucp_request_cancel(worker_, p->req);
+      }
+    }
     return Status::Ok();
   }
   Status s = errorf(tribSystemError, "UCX: posting a receive from rank %d failed: %s", peer,
@@ -524,8 +541,26 @@ void UcxTransport::markLost(Peer* peer, const std::string& why) {
   anyPeerFailed_ = true;  // the rest happens in progress(), outside UCX's callback
 }
 
+void UcxTransport::drainWorker() {
+  // Until the worker has nothing left to do (a few idle rounds in a row: socket events may take
+  // one round to show), bounded in time.
+  auto deadline = deadlineAfter(std::clamp(opts_.closeTimeoutSec, 0.05, 2.0));
+  for (int idle = 0; idle < 3 && Clock::now() < deadline;) {
+    if (ucp_worker_progress(worker_) != 0) {
+      idle = 0;
+    } else {
+      ++idle;
+      std::this_thread::yield();
+    }
+  }
+}
+
 void UcxTransport::handleFailedPeers() {
   anyPeerFailed_ = false;
+  // A peer that exited normally flushed its messages first; those still on the wire, in the
+  // socket or in shared memory must reach their receives (or UCX's unexpected queue) before
+  // the receives still unmatched are failed. For a killed peer this finds nothing.
+  drainWorker();
   for (Peer& peer : peers_) {
     if (!peer.failed || peer.handled) continue;
     peer.handled = true;

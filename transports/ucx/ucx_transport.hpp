@@ -39,6 +39,9 @@ struct UcxOptions {
   // peers, and a look at /proc for peers on this host (UCX does not notice those dying over
   // shared memory). A dead peer fails its pending operations within about one interval (TCP
   // notices a closed socket at once). <= 0 keeps UCX's default (20 s) and disables the /proc check.
+  // A lost peer fails only what can no longer arrive: messages it sent before it exited (flushed
+  // by its clean close) are first drained into their receives or UCX's unexpected queue, and a
+  // receive posted later still finds its message there; the rest fail with tribRemoteError.
   double keepaliveSec = 0.5;
   // Clean shutdown flushes and closes every endpoint, waiting at most this long, then forces.
   double closeTimeoutSec = 5.0;
@@ -46,8 +49,9 @@ struct UcxOptions {
   // caller's buffer, so detachSend can switch an unmatched send to a private copy (UCP cannot
   // retarget a posted contiguous send). That costs a copy on the sending side; set
   // zeroCopySends when the caller never detaches, to let UCX read the buffer directly
-  // (rendezvous, CMA, RDMA). Smaller sends complete locally, without the receiver.
-  size_t detachableAbove = 8192;
+  // (rendezvous, CMA, RDMA). Sends up to detachableAbove stay contiguous: UCX sends those
+  // eagerly, so they complete without the receiver and detaching one just waits for that.
+  size_t detachableAbove = 256;
   bool zeroCopySends = false;
   // With zeroCopySends, detachSend waits this long for the send to finish, then aborts.
   double detachTimeoutSec = 30.0;

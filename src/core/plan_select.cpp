@@ -1,0 +1,134 @@
+// The communicator's planner: built once at init from the topology (TRIB_TOPO_FILE, or this
+// machine's, merged across hosts), then asked per call which schedule to run.
+#include <map>
+#include <mutex>
+
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "core/comm.hpp"
+#include "core/switch_coll.hpp"
+#include "plan/planner.hpp"
+#include "topo/topology.hpp"
+
+namespace trib {
+
+namespace {
+
+// Detection reads /sys and, with a GPU, NVML: do it once per process.
+Status localTopology(Topology* out) {
+  static std::mutex mu;
+  static bool done = false;
+  static Status status;
+  static Topology topo;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done) {
+    status = topologyFromEnv(&topo);
+    done = true;
+  }
+  *out = topo;
+  return status;
+}
+
+}  // namespace
+
+Status localTopologyDump(std::string* out) {
+  Topology topo;
+  TRIB_RETURN_IF_ERROR(localTopology(&topo));
+  *out = dumpTopology(topo);
+  return Status::Ok();
+}
+
+Status makePlanner(const RankPlacement& placement, const std::vector<std::string>& hostDumps,
+                   const CommConfig& config, std::shared_ptr<Planner>* out) {
+  Topology topo;
+  const int nranks = static_cast<int>(placement.hostOfRank.size());
+  if (hostDumps.size() > 1 && envString("TRIB_TOPO_FILE").empty()) {
+    // Network figures for the join between hosts: the topology file is the way to give real
+    // ones; this default is one 100 GB/s (800 Gb/s) NIC per host.
+    TRIB_RETURN_IF_ERROR(mergeHostTopologies(hostDumps, 100.0, 5.0, &topo).prefix("planner: "));
+  } else {
+    TRIB_RETURN_IF_ERROR(localTopology(&topo).prefix("planner: topology: "));
+  }
+  // Each rank sits on one of its host's rank nodes (GPUs, else CPUs), by local rank.
+  std::vector<int> rankToNode(nranks, -1);
+  const std::vector<int>& nodes = topo.rankNodes();
+  if (!nodes.empty()) {
+    const bool merged = hostDumps.size() > 1 && envString("TRIB_TOPO_FILE").empty();
+    std::map<int, std::vector<int>> byHost;  // host index -> its rank nodes
+    for (int node : nodes) {
+      const std::string& name = topo.node(node).name;
+      int host = 0;
+      if (merged && name.size() > 1 && name[0] == 'h') host = std::atoi(name.c_str() + 1);
+      byHost[host].push_back(node);
+    }
+    for (int r = 0; r < nranks; ++r) {
+      int host = merged ? placement.hostOfRank[r] : 0;
+      const std::vector<int>& mine = byHost.count(host) ? byHost[host] : nodes;
+      rankToNode[r] = mine[static_cast<size_t>(placement.localRankOf[r]) % mine.size()];
+    }
+  }
+  auto planner = std::make_shared<Planner>(std::move(topo), nodes.empty() ? std::vector<int>{} : rankToNode);
+  TRIB_RETURN_IF_ERROR(planner->setOverrides(config.algo, envString("TRIB_TUNE"))
+                           .prefix("TRIB_ALGO / TRIB_TUNE / config.algo: "));
+  *out = std::move(planner);
+  return Status::Ok();
+}
+
+// In-network reduction: a communicator with a usable aggregation switch runs all-reduce on it
+// unless TRIB_ALGO excludes "switch" (the planner models hardware switches from the topology, not
+// this attached one). Returns nullptr otherwise.
+static const AlgoInfo* switchChoice(const tribComm* comm, CollArgs* args, size_t elemSize) {
+  if (args->coll != Coll::AllReduce || !switchUsable(comm)) return nullptr;
+  AlgoFilter filter;
+  if (!parseAlgoOverride(comm->config.algo, &filter).ok()) return nullptr;  // reported at init
+  const int c = static_cast<int>(Coll::AllReduce);
+  if (!(filter.allowed[c] & (1u << static_cast<int>(PlanAlgo::Switch)))) return nullptr;
+  const AlgoInfo* sw = findAlgorithm(Coll::AllReduce, Algo::Switch);
+  if (comm->config.chunkBytes) args->chunkElems = std::max<uint64_t>(1, comm->config.chunkBytes / elemSize);
+  return sw && sw->supports(*args) ? sw : nullptr;
+}
+
+Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out) {
+  if ((*out = switchChoice(comm, args, elemSize))) return Status::Ok();
+  PlanRequest req;
+  req.coll = args->coll;
+  req.nranks = args->nranks;
+  req.root = args->root;
+  req.inPlace = false;  // in-place-ness may differ between ranks; the choice must not
+  switch (args->coll) {
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AlltoAll:
+    case Coll::Gather:
+    case Coll::Scatter:
+      req.bytes = args->count * elemSize * static_cast<uint64_t>(args->nranks);
+      break;
+    default:
+      req.bytes = args->count * elemSize;
+  }
+  Plan plan = comm->planner->choose(req);
+  const AlgoInfo* algo = findAlgorithm(args->coll, plan.scheduleAlgo());
+  args->ranksPerDomain = plan.ranksPerDomain;
+  args->chunkElems = comm->config.chunkBytes ? std::max<uint64_t>(1, comm->config.chunkBytes / elemSize)
+                                             : std::max<uint64_t>(1, plan.chunkElems);
+  // Algo::Switch needs an attached switch (TRIB_ALGO=switch without one, or after failover: host).
+  if (!algo || !algo->supports(*args) || (algo->algo == Algo::Switch && !switchUsable(comm))) {
+    // The planner only offers executable algorithms; this guards against a model/registry drift.
+    algo = nullptr;
+    for (const AlgoInfo* a : algorithmsFor(args->coll)) {
+      if (!algo && a->supports(*args) && a->algo != Algo::Switch) algo = a;
+    }
+    if (!algo) {
+      return errorf(tribInternalError, "no algorithm supports %s on %d ranks", collName(args->coll),
+                    args->nranks);
+    }
+    // The cost model covers fewer collectives than the registry (barrier, say): then the
+    // registry's first algorithm that runs the request is the choice.
+    TRIB_INFO("tuning", "planner has no runnable %s for %s; using %s", algoName(plan.scheduleAlgo()),
+              collName(args->coll), algoName(algo->algo));
+  }
+  *out = algo;
+  return Status::Ok();
+}
+
+}  // namespace trib
