@@ -34,9 +34,6 @@ const std::vector<EnvVarInfo>& envVars() {
        "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other hosts can "
        "reach for multi-host jobs."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
-      {"TRIB_BOOTSTRAP_ADDR", "",
-       "Address (ip or ip:port of this host) tribGetUniqueId's rendezvous server listens on (default "
-       "127.0.0.1, a free port)."},
       {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
       {"TRIB_AUTH_KEY", "",
        "Job key every bootstrap connection must present (default: random, in the unique id)."},
