@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   s = node->run(gStop);
   auto st = node->stats();
-  std::fprintf(stderr, "trib-switchd: stopping: %llu chunks reduced, %llu disconnects, %llu groups failed\n",
+  std::fprintf(stderr, "trib-switchd: stopping: %llu chunks reduced, %llu disconnects, %llu groups ended\n",
                static_cast<unsigned long long>(st.chunksReduced),
                static_cast<unsigned long long>(st.disconnects),
-               static_cast<unsigned long long>(st.groupsFailed));
+               static_cast<unsigned long long>(st.groupsEnded));
   return s.ok() ? 0 : 1;
 }

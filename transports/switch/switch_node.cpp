@@ -216,7 +216,7 @@ struct SwitchNode::Impl {
     g.reason = why;
     {
       std::lock_guard<std::mutex> lock(statsMu);
-      ++st.groupsFailed;
+      ++st.groupsEnded;
     }
     // A member leaving an idle group is how a communicator ends: not worth a warning.
     if (idle) {

@@ -40,7 +40,7 @@ struct SwitchStats {
   uint64_t payloadIn = 0;      // contribution bytes received from children
   uint64_t payloadOut = 0;     // result bytes sent to children
   uint64_t disconnects = 0;    // connections dropped for a protocol/key/membership violation
-  uint64_t groupsFailed = 0;
+  uint64_t groupsEnded = 0;    // groups gone: members left or disconnected, or failed
   uint32_t freeSlots = 0;
 };
 
