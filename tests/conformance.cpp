@@ -180,7 +180,14 @@ std::string check(const Case& c, int rank, const RankBuffers& b) {
   return errors;
 }
 
-static std::vector<const AlgoInfo*> algos(Coll c) { return algorithmsFor(c); }
+// Every registered algorithm but the switch's, which needs an aggregation switch: test_switch_comm
+// runs this suite's cases through one.
+static std::vector<const AlgoInfo*> algos(Coll c) {
+  std::vector<const AlgoInfo*> out;
+  for (const AlgoInfo* a : algorithmsFor(c))
+    if (a->algo != Algo::Switch) out.push_back(a);
+  return out;
+}
 
 std::vector<Case> structuralCases(const std::vector<int>& rankCounts, const std::vector<uint64_t>& counts) {
   std::vector<Case> out;

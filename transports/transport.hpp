@@ -67,4 +67,22 @@ class Transport {
   virtual void abort(const Status& why) = 0;
 };
 
+// An in-network reduction service (the aggregation-switch client): every member of its group
+// posts the same sequence of all-reduces; each receives in `dst` the reduction of all members'
+// `src`. Posts are non-blocking and complete through TransferOp, driven by progress(). Members
+// must post in the same order (the executor posts SwitchReduce steps in schedule order).
+class CollectiveOffload {
+ public:
+  virtual ~CollectiveOffload() = default;
+  virtual const char* name() const = 0;
+  // `op` is sum/prod/min/max (avg is posted as sum and divided by the caller). `src` and `dst` may
+  // be equal; both must stay valid until op->done().
+  virtual Status postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
+                               TransferOp* done) = 0;
+  virtual Status progress() = 0;
+  // Fail pending operations and leave the group (the other members' operations fail too, so
+  // nobody waits for this one). Safe to call more than once.
+  virtual void abort(const Status& why) = 0;
+};
+
 }  // namespace trib

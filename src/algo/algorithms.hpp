@@ -24,5 +24,6 @@ extern const AlgoInfo kBinomialScatter;
 extern const AlgoInfo kChainBroadcast;  // chain.cpp: pipelined chains through the root
 extern const AlgoInfo kChainReduce;
 extern const AlgoInfo kHierarchicalAllReduce;  // hierarchical.cpp: domain RS -> cross-domain AR -> domain AG
+extern const AlgoInfo kSwitchAllReduce;        // switch.cpp: in-network reduction (SwitchReduce step)
 
 }  // namespace trib::algo

@@ -83,6 +83,8 @@ const AlgoInfo* const kRegistry[] = {
     &kDirectGather, &kBinomialGather,
     &kDirectScatter, &kBinomialScatter,
     &kDirectBarrier,
+    // Chosen only when the communicator has a usable aggregation switch (algo_select.cpp).
+    &kSwitchAllReduce,
 };
 // clang-format on
 

@@ -10,6 +10,12 @@
 // from that peer. Messages between a pair of ranks are matched in order. The executor runs
 // steps concurrently when their memory regions do not conflict, which gives pipelining for
 // free: slice k of round r+1 starts as soon as slice k of round r has arrived.
+//
+// SwitchReduce is the one collective step (in-network reduction, docs/SWITCH.md): every rank of
+// the communicator executes it, in the same order relative to its other SwitchReduce steps, and
+// each rank's dst receives, element by element, the reduction of all ranks' src (same offsets
+// and count on every rank). It is a rendezvous: it completes only once every rank has supplied
+// its src. The executor hands it to the communicator's aggregation switch client.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,11 +51,12 @@ struct Region {
 };
 
 enum class StepKind : uint8_t {
-  Send,        // peer <- src
-  Recv,        // dst <- message from peer (its length must equal dst.count)
-  RecvReduce,  // dst <- src (local) op message from peer
-  Copy,        // dst <- src (local)
-  Reduce,      // dst <- dst op src (local)
+  Send,          // peer <- src
+  Recv,          // dst <- message from peer (its length must equal dst.count)
+  RecvReduce,    // dst <- src (local) op message from peer
+  Copy,          // dst <- src (local)
+  Reduce,        // dst <- dst op src (local)
+  SwitchReduce,  // dst <- src reduced over every rank (in-network; see above). peer unused (-1)
 };
 const char* stepKindName(StepKind k);
 
@@ -66,6 +73,7 @@ struct Step {
   }
   static Step copy(Region src, Region dst) { return {StepKind::Copy, -1, src, dst}; }
   static Step reduce(Region src, Region dst) { return {StepKind::Reduce, -1, src, dst}; }
+  static Step switchReduce(Region local, Region dst) { return {StepKind::SwitchReduce, -1, local, dst}; }
   bool isComm() const {
     return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce;
   }

@@ -53,6 +53,8 @@ const char* stepKindName(StepKind k) {
       return "copy";
     case StepKind::Reduce:
       return "reduce";
+    case StepKind::SwitchReduce:
+      return "switch_reduce";
   }
   return "invalid";
 }
@@ -76,6 +78,8 @@ std::string describeStep(const Step& s) {
       return strprintf("copy(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
     case StepKind::Reduce:
       return strprintf("reduce(%s into %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
+    case StepKind::SwitchReduce:
+      return strprintf("switch_reduce(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
   }
   return "invalid";
 }

@@ -45,6 +45,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
+      {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
+      {"TRIB_SWITCH_SLOTS", "16",
+       "Aggregation slots a communicator reserves at its switch (chunks in flight)."},
   };
   return vars;
 }

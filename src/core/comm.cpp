@@ -10,6 +10,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/group.hpp"
+#include "core/switch_coll.hpp"
 #include "transports/loopback/loopback.hpp"
 
 void tribComm::setAsyncError(const trib::Status& s) {
@@ -107,6 +108,7 @@ tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
   comm->transportSummary = "loopback";
   comm->p2pSendSeq.assign(nranks, 0);
   comm->p2pRecvSeq.assign(nranks, 0);
+  attachSwitch(comm);
   TRIB_INFO("init", "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
             nranks, comm->transportSummary.c_str());
   return comm;
@@ -161,6 +163,7 @@ Status commCreateLocal(int nranks, tribComm** comms) {
   std::shared_ptr<Planner> planner;
   TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(nranks), {}, config, &planner));
   for (int r = 0; r < nranks; ++r) comms[r] = newComm(r, nranks, id, config, fabric, planner);
+  agreeSwitchLocal(comms, nranks);
   return Status::Ok();
 }
 

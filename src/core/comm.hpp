@@ -22,6 +22,7 @@ class Store;
 class TcpStoreServer;
 class Planner;
 class Topology;
+struct SwitchRun;  // core/switch_coll.cpp
 
 // Per-communicator settings: the config struct's fields, else the environment's.
 struct CommConfig {
@@ -96,6 +97,10 @@ struct tribComm {
   std::vector<tribRequest*> active;  // requests still running: progressed together
   std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> planCache;
 
+  // In-network reduction (core/switch_coll.cpp): this rank's aggregation-switch client, if any.
+  std::unique_ptr<trib::CollectiveOffload> switchOffload;
+  bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
+
   void setAsyncError(const trib::Status& s);
   trib::Status checkUsable() const;  // aborted / finalized / broken -> error
 };
@@ -109,6 +114,7 @@ struct tribRequest {
   bool done = false;
   trib::Status result;
   std::chrono::steady_clock::time_point started;
+  std::shared_ptr<trib::SwitchRun> switchRun;  // Algo::Switch: agreement and host fallback phases
 };
 
 namespace trib {

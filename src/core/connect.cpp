@@ -15,6 +15,7 @@
 #include "bootstrap/unique_id.hpp"
 #include "common/log.hpp"
 #include "core/comm.hpp"
+#include "core/switch_coll.hpp"
 #include "transports/loopback/loopback.hpp"
 #include "transports/shm/shm_transport.hpp"
 #ifdef TRIB_HAVE_UCX
@@ -284,6 +285,7 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
       return errorf(tribInternalError, "communicator init: no transport reaches rank %d", p);
   }
   comm->transportSummary = summary;
+  attachSwitch(comm, boot->oobAllGather());  // before finalize: it agrees over the bootstrap
   // 3. The store's host keeps serving until every rank is done with it.
   TRIB_RETURN_IF_ERROR(boot->finalize(server != nullptr).prefix("communicator init: "));
   TRIB_INFO("init", "comm %016llx rank %d/%d ready (transports %s)", static_cast<unsigned long long>(commId),

@@ -4,6 +4,7 @@
 
 #include "common/log.hpp"
 #include "core/comm.hpp"
+#include "core/switch_coll.hpp"
 
 namespace trib {
 
@@ -102,15 +103,15 @@ void breakComm(tribComm* comm, const Status& why) {
 
 Status startRequest(tribRequest* req) {
   Status st = req->exec->start();
+  bool done = false;
+  if (st.ok() && req->exec->finished()) st = req->exec->progress(&done);
+  // A switch collective moves on to its agreement / fallback phase instead of finishing.
+  if (req->switchRun && (done || !st.ok())) st = advanceSwitchRun(req, st, &done);
   if (!st.ok()) {
     breakComm(req->comm, st);
+    retire(req, st);  // reported by test/wait, like a failure during progress
+  } else if (done) {
     retire(req, st);
-    return Status::Ok();  // reported by test/wait, like a failure during progress
-  }
-  if (req->exec->finished()) {
-    bool done = false;
-    Status p = req->exec->progress(&done);
-    if (done || !p.ok()) retire(req, p);
   }
   return Status::Ok();
 }
@@ -123,6 +124,7 @@ void commProgress(tribComm* comm) {
     if (r->done) continue;
     bool done = false;
     Status st = r->exec->progress(&done);
+    if (r->switchRun && (done || !st.ok())) st = advanceSwitchRun(r, st, &done);
     if (!st.ok()) {
       TRIB_WARN("coll", "%s failed: %s", r->what.c_str(), st.message().c_str());
       breakComm(comm, st);
@@ -220,6 +222,7 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
     opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
   }
+  if (plan->algo->algo == Algo::Switch) prepareSwitchRun(comm, call, args, req, &opts);
   TRIB_TRACE("coll", "%s", req->what.c_str());
   req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);
   TRIB_RETURN_IF_ERROR(startRequest(req));

@@ -6,6 +6,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/comm.hpp"
+#include "core/switch_coll.hpp"
 #include "plan/planner.hpp"
 #include "topo/topology.hpp"
 
@@ -77,7 +78,22 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   return Status::Ok();
 }
 
+// In-network reduction: a communicator with a usable aggregation switch runs all-reduce on it
+// unless TRIB_ALGO excludes "switch" (the planner models hardware switches from the topology, not
+// this attached one). Returns nullptr otherwise.
+static const AlgoInfo* switchChoice(const tribComm* comm, CollArgs* args, size_t elemSize) {
+  if (args->coll != Coll::AllReduce || !switchUsable(comm)) return nullptr;
+  AlgoFilter filter;
+  if (!parseAlgoOverride(comm->config.algo, &filter).ok()) return nullptr;  // reported at init
+  const int c = static_cast<int>(Coll::AllReduce);
+  if (!(filter.allowed[c] & (1u << static_cast<int>(PlanAlgo::Switch)))) return nullptr;
+  const AlgoInfo* sw = findAlgorithm(Coll::AllReduce, Algo::Switch);
+  if (comm->config.chunkBytes) args->chunkElems = std::max<uint64_t>(1, comm->config.chunkBytes / elemSize);
+  return sw && sw->supports(*args) ? sw : nullptr;
+}
+
 Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out) {
+  if ((*out = switchChoice(comm, args, elemSize))) return Status::Ok();
   PlanRequest req;
   req.coll = args->coll;
   req.nranks = args->nranks;
@@ -99,11 +115,12 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   args->ranksPerDomain = plan.ranksPerDomain;
   args->chunkElems = comm->config.chunkBytes ? std::max<uint64_t>(1, comm->config.chunkBytes / elemSize)
                                              : std::max<uint64_t>(1, plan.chunkElems);
-  if (!algo || !algo->supports(*args)) {
+  // Algo::Switch needs an attached switch (TRIB_ALGO=switch without one, or after failover: host).
+  if (!algo || !algo->supports(*args) || (algo->algo == Algo::Switch && !switchUsable(comm))) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {
-      if (!algo && a->supports(*args)) algo = a;
+      if (!algo && a->supports(*args) && a->algo != Algo::Switch) algo = a;
     }
     if (!algo) {
       return errorf(tribInternalError, "no algorithm supports %s on %d ranks", collName(args->coll),

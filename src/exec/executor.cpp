@@ -73,6 +73,9 @@ Status Execution::start() {
     if (s.readsSrc()) slot.read1 = range(s.src);
     if (s.readsDst()) slot.read2 = range(s.dst);
     if (s.writesDst()) slot.write = range(s.dst);
+    if (s.kind == StepKind::SwitchReduce && !opts_.offload) {
+      return stepError(i, errorf(tribInternalError, "no aggregation switch attached to run this step"));
+    }
     if (s.isComm()) {
       if (s.peer < 0 || s.peer >= static_cast<int>(peers_.size()) || !peers_[s.peer]) {
         return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
@@ -115,6 +118,10 @@ Status Execution::startStep(size_t i) {
              opts_.op == tribAvg ? tribSum : opts_.op);
       slot.state = State::Done;
       return Status::Ok();
+    case StepKind::SwitchReduce:
+      slot.state = State::Posted;
+      return opts_.offload->postAllReduce(address(s.src), address(s.dst), s.dst.count, opts_.dtype,
+                                          opts_.op == tribAvg ? tribSum : opts_.op, &slot.op);
   }
   return errorf(tribInternalError, "unknown step kind");
 }
@@ -122,6 +129,7 @@ Status Execution::startStep(size_t i) {
 Status Execution::progress(bool* done) {
   *done = false;
   for (Transport* t : distinctTransports_) TRIB_RETURN_IF_ERROR(t->progress());
+  if (opts_.offload) TRIB_RETURN_IF_ERROR(opts_.offload->progress());
   // Collect completions.
   size_t end = std::min(steps_.size(), first_ + kWindow);
   for (size_t i = first_; i < end; ++i) {
@@ -143,9 +151,12 @@ Status Execution::progress(bool* done) {
     for (size_t i = first_; i < end; ++i) {
       if (slots_[i].state != State::Done) active.push_back(i);
     }
+    bool switchWaiting = false;  // SwitchReduce steps are posted in schedule order on every rank
     for (size_t a = 0; a < active.size(); ++a) {
       size_t i = active[a];
       if (slots_[i].state != State::NotStarted) continue;
+      const bool isSwitch = steps_[i].kind == StepKind::SwitchReduce;
+      if (isSwitch && switchWaiting) continue;
       bool blocked = false;
       bool onlyPostedSends = true;
       for (size_t b = 0; b < a; ++b) {
@@ -154,6 +165,7 @@ Status Execution::progress(bool* done) {
         blocked = true;
         if (slots_[j].state != State::Posted || steps_[j].kind != StepKind::Send) onlyPostedSends = false;
       }
+      if (blocked) switchWaiting |= isSwitch;
       if (blocked && onlyPostedSends) {
         // Only in-flight sends of this memory stand in the way: let them copy their data out
         // so an in-place exchange cannot deadlock waiting for the peer.

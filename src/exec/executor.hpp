@@ -39,6 +39,8 @@ struct ExecOptions {
   uint64_t avgDivisor = 0;  // >0: divide avgRegion by it at the end (op avg)
   Region avgRegion;         // where this rank holds reduced results
   int rank = 0;             // for messages
+  // Runs SwitchReduce steps (the communicator's aggregation-switch client); nullptr: none.
+  CollectiveOffload* offload = nullptr;
 };
 
 class Execution {
@@ -59,6 +61,7 @@ class Execution {
   // A description of what this rank still waits for (used in timeout messages).
   std::string describePending() const;
   bool finished() const { return first_ == steps_.size(); }
+  bool stepDone(size_t i) const { return i < slots_.size() && slots_[i].state == State::Done; }
 
  private:
   enum class State : uint8_t { NotStarted, Posted, Done };

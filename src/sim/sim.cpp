@@ -405,6 +405,11 @@ class Engine {
         done = start + s.dst.count * esize_ / (s.kind == StepKind::Copy ? rs.copyBpu : rs.reduceBpu);
         break;
       }
+      case StepKind::SwitchReduce:
+        // In-network reduction is modelled by the aggregation tree (PlanAlgo::Switch), not step by step.
+        bad_ = strprintf("rank %d: %s: simulate switch schedules as PlanAlgo::Switch", r,
+                         describeStep(s).c_str());
+        return;
     }
     dstMap.write(s.dst, done);
     end_ = std::max(end_, done);

@@ -218,7 +218,19 @@ struct RankState {
   uint64_t stepNo = 0;
   uint64_t sent = 0, recvd = 0;
   RankSet heard;
+  uint64_t switchSteps = 0;      // SwitchReduce steps completed
+  bool switchDeposited = false;  // the pending SwitchReduce's contribution is in
 };
+
+// One SwitchReduce rendezvous: the union of every rank's contribution, handed to each rank.
+struct SwitchOp {
+  std::vector<Seg> acc;
+  uint64_t len = 0;
+  int arrived = 0, taken = 0;
+  int firstRank = -1;
+  std::vector<int> waiters;
+};
+constexpr int kWaitingOnSwitch = -2;
 
 // What output cell `pos` of `rank` must hold, valid for cells [pos, end).
 struct Expect {
@@ -538,6 +550,8 @@ class Verifier {
         freeMsg_ = m;
         return Status::Ok();
       }
+      case StepKind::SwitchReduce:
+        return fail(r, s, "internal: switch_reduce is a rendezvous (switchStep), not a local step");
       case StepKind::Copy:
       case StepKind::Reduce: {
         TRIB_RETURN_IF_ERROR(resolve(r, s, s.src, false, &us));
@@ -582,22 +596,89 @@ class Verifier {
         st.hasPending = true;
       }
       const Step& s = st.pending;
-      auto inbox = chans_.end();
-      if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
-        TRIB_RETURN_IF_ERROR(checkPeer(r, s));
-        inbox = chans_.find(chanKey(s.peer, r));
-        if (inbox == chans_.end()) {
-          st.waitingOn = s.peer;  // a send from the peer re-queues us
-          return Status::Ok();
+      if (s.kind == StepKind::SwitchReduce) {
+        bool blocked = false;
+        TRIB_RETURN_IF_ERROR(switchStep(r, s, ready, &blocked));
+        if (blocked) return Status::Ok();
+      } else {
+        auto inbox = chans_.end();
+        if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
+          TRIB_RETURN_IF_ERROR(checkPeer(r, s));
+          inbox = chans_.find(chanKey(s.peer, r));
+          if (inbox == chans_.end()) {
+            st.waitingOn = s.peer;  // a send from the peer re-queues us
+            return Status::Ok();
+          }
         }
+        TRIB_RETURN_IF_ERROR(execute(r, s, ready, inbox));
       }
-      TRIB_RETURN_IF_ERROR(execute(r, s, ready, inbox));
       st.hasPending = false;
       ++st.stepNo;
       ++steps_;
     }
     st.queued = true;
     ready.push_back(r);
+    return Status::Ok();
+  }
+
+  // The k-th SwitchReduce of every rank is one rendezvous: each rank's src cells join the
+  // group's accumulator (a rank contributing twice to a cell, or misaligned blocks, fail as in a
+  // reduction), and once all ranks are in, every rank's dst receives the union.
+  Status switchStep(int r, const Step& s, std::deque<int>& ready, bool* blocked) {
+    RankState& st = ranks_[r];
+    const uint64_t k = st.switchSteps;
+    if (switchOps_.size() <= k) switchOps_.resize(k + 1);
+    SwitchOp& op = switchOps_[k];
+    uint64_t us = 0, ud = 0;
+    TRIB_RETURN_IF_ERROR(resolve(r, s, s.dst, true, &ud));
+    if (!st.switchDeposited) {
+      TRIB_RETURN_IF_ERROR(resolve(r, s, s.src, false, &us));
+      if (s.src.count != s.dst.count) {
+        return fail(r, s,
+                    strprintf("contributes %llu elements but receives %llu", static_cast<ull>(s.src.count),
+                              static_cast<ull>(s.dst.count)));
+      }
+      if (op.arrived > 0 && op.len != s.src.count) {
+        return fail(
+            r, s,
+            strprintf("switch_reduce #%llu has %llu elements here but %llu on rank %d", static_cast<ull>(k),
+                      static_cast<ull>(s.src.count), static_cast<ull>(op.len), op.firstRank));
+      }
+      TRIB_RETURN_IF_ERROR(readChecked(r, s, us, s.src.count, tmpA_));
+      if (op.arrived == 0) {
+        op.acc = tmpA_;
+        op.len = s.src.count;
+        op.firstRank = r;
+      } else {
+        TRIB_RETURN_IF_ERROR(combine(r, s, op.acc, tmpA_, ud, tmpB_));
+        op.acc.swap(tmpB_);
+      }
+      ++op.arrived;
+      st.switchDeposited = true;
+      st.sent += s.src.count;
+      if (op.arrived == n_) {
+        for (int w : op.waiters) {
+          ranks_[w].waitingOn = -1;
+          if (!ranks_[w].queued) {
+            ranks_[w].queued = true;
+            ready.push_back(w);
+          }
+        }
+        op.waiters.clear();
+      }
+    }
+    if (op.arrived < n_) {
+      op.waiters.push_back(r);
+      st.waitingOn = kWaitingOnSwitch;
+      *blocked = true;
+      return Status::Ok();
+    }
+    writeCells(r, ud, op.acc);
+    st.recvd += op.len;
+    st.switchDeposited = false;
+    ++st.switchSteps;
+    if (++op.taken == n_) std::vector<Seg>().swap(op.acc);
+    *blocked = false;
     return Status::Ok();
   }
 
@@ -612,6 +693,14 @@ class Verifier {
       for (size_t i = 0; i < blocked.size() && i < 8; ++i) {
         const int r = blocked[i];
         const RankState& st = ranks_[r];
+        if (st.pending.kind == StepKind::SwitchReduce) {
+          const SwitchOp& op = switchOps_[st.switchSteps];
+          msg += strprintf(
+              "\n  rank %d at step %llu %s waits for the other ranks' switch_reduce #%llu (%d of %d in)", r,
+              static_cast<ull>(st.stepNo), describeStep(st.pending).c_str(), static_cast<ull>(st.switchSteps),
+              op.arrived, n_);
+          continue;
+        }
         const int p = st.pending.peer;
         std::string peerState = ranks_[p].done ? "which has finished its schedule"
                                                : strprintf("which is itself blocked at step %llu %s",
@@ -764,6 +853,7 @@ class Verifier {
   }
 
   static constexpr int kQuantum = 256;
+  std::vector<SwitchOp> switchOps_;
   const AlgoInfo& algo_;
   CollArgs a_;
   int n_;

@@ -1,0 +1,41 @@
+// The communicator's side of in-network reduction: attaching the aggregation switch, and running
+// an Algo::Switch collective with its failover.
+//
+// A switch collective runs in up to three phases on the same request:
+//   1. the switch schedule (SwitchReduce steps handed to the switch client);
+//   2. an agreement: a 1-element min all-reduce of "my switch phase succeeded" over the host
+//      transports, so that every rank takes the same decision even when the switch died after
+//      some ranks already had their results;
+//   3. only if some rank failed: the same collective again with a host algorithm, from the
+//      untouched input (in place: from the copy the switch schedule made first). The
+//      communicator then stops using the switch and logs one WARN line.
+// The switch itself fails a group as soon as one member disconnects or leaves, so no rank waits
+// in phase 1 for a peer that has given up.
+#pragma once
+#include <cstdint>
+
+#include "core/comm.hpp"
+
+namespace trib {
+
+// Connects this rank to its leaf switch (TRIB_SWITCH) and registers the communicator as a group.
+// Never fails the communicator: without a usable switch it logs one WARN and plans without one.
+// With `agree` (the bootstrap's all-gather), the ranks then agree: unless every rank attached,
+// none uses the switch (a rank that alone cannot reach it must not plan differently).
+void attachSwitch(tribComm* comm, const OobAllGather& agree = nullptr);
+// The same agreement for the ranks of one process created together (tribCommInitAll).
+void agreeSwitchLocal(tribComm** comms, int n);
+bool switchUsable(const tribComm* comm);
+
+// For an Algo::Switch plan, before the request starts: reserves the sequence numbers of phases 2
+// and 3 (every rank reserves the same ones) and sets opts->offload.
+void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args, tribRequest* req,
+                      ExecOptions* opts);
+// Called when the request's current execution finished (`result` OK) or failed: starts the next
+// phase. *done becomes true once the request's outcome is final, which is returned.
+Status advanceSwitchRun(tribRequest* req, Status result, bool* done);
+
+// Payload bytes this rank's switch client sent and received so far (false: no switch client).
+bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received);
+
+}  // namespace trib

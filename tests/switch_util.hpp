@@ -1,0 +1,50 @@
+// Helpers for switch tests: run members' all-reduces through SwitchClients, bounded in time.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transports/switch/switch_client.hpp"
+#include "transports/switch/switch_node.hpp"
+
+namespace trib::sw::testing {
+
+inline SwitchConfig nodeConfig(uint32_t slots = 8, uint64_t slotBytes = 4096, std::string parent = "") {
+  SwitchConfig c;
+  c.slots = slots;
+  c.slotBytes = slotBytes;
+  c.key = "test-job";
+  c.parent = std::move(parent);
+  return c;
+}
+
+inline SwitchClientConfig clientConfig(const std::string& addr, uint64_t group, std::vector<PathLevel> path,
+                                       uint32_t slots = 4) {
+  SwitchClientConfig c;
+  c.address = addr;
+  c.key = "test-job";
+  c.group = group;
+  c.path = std::move(path);
+  c.slots = slots;
+  c.timeoutMs = 2000;
+  return c;
+}
+
+// Drives one all-reduce on `c` until it completes, fails, or `timeout` passes.
+inline Status runAllReduce(SwitchClient& c, const void* src, void* dst, uint64_t count, DataType dt, RedOp op,
+                           std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
+  TransferOp done;
+  TRIB_RETURN_IF_ERROR(c.postAllReduce(src, dst, count, dt, op, &done));
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done.done()) {
+    TRIB_RETURN_IF_ERROR(c.progress());
+    if (std::chrono::steady_clock::now() > deadline)
+      return errorf(tribTimeout, "switch all-reduce timed out");
+    std::this_thread::yield();
+  }
+  return done.state.load() == TransferOp::kFailed ? done.error : Status::Ok();
+}
+
+}  // namespace trib::sw::testing

@@ -1,0 +1,391 @@
+// In-network reduction through the communicator: TRIB_ALGO=switch conformance, bit-identity with
+// the ring for integers, determinism for floats, the byte counts behind the bandwidth claim, and
+// failover (switch missing, slots exhausted by another group, switch SIGKILLed mid-all-reduce).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "conformance.hpp"
+#include "core/comm.hpp"
+#include "core/switch_coll.hpp"
+#include "support/launcher.hpp"
+#include "switch_util.hpp"
+
+using namespace trib;
+using namespace trib::sw;
+
+namespace {
+
+// Environment for the communicators created by a test, restored afterwards.
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::string>> saved;
+  void set(const char* k, const std::string& v) {
+    const char* old = getenv(k);
+    saved.emplace_back(k, old ? old : std::string("\x01"));
+    setenv(k, v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      if (it->second == "\x01")
+        unsetenv(it->first.c_str());
+      else
+        setenv(it->first.c_str(), it->second.c_str(), 1);
+    }
+  }
+};
+
+// n ranks as threads; body(rank, comm) runs on each. Returns per-rank error strings ("" = ok).
+std::vector<std::string> runRanks(int n, const std::string& algo,
+                                  const std::function<std::string(int, tribComm_t)>& body,
+                                  uint64_t chunkBytes = 1 << 16) {
+  tribUniqueId id;
+  EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.algo = algo.c_str();
+      cfg.timeoutMs = 30000;
+      cfg.chunkBytes = static_cast<int>(chunkBytes);
+      tribComm_t comm = nullptr;
+      if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
+        errors[r] = std::string("init: ") + tribGetLastError(nullptr);
+        return;
+      }
+      errors[r] = body(r, comm);
+      tribCommDestroy(comm);
+    });
+  }
+  for (auto& t : ts) t.join();
+  return errors;
+}
+
+std::string conformanceBody(const conformance::Case& c, int rank, tribComm_t comm) {
+  conformance::RankBuffers b;
+  conformance::prepare(c, rank, &b);
+  tribResult_t r = conformance::runCase(c, comm, &b);
+  if (r != tribSuccess) return std::string(tribGetErrorString(r)) + ": " + tribGetLastError(nullptr);
+  return conformance::check(c, rank, b);
+}
+
+void expectAllOk(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+class SwitchComm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SwitchConfig cfg = sw::testing::nodeConfig(256, 8192);
+    ASSERT_TRUE(SwitchNode::create(cfg, &node_).ok());
+    node_->start();
+    env_.set("TRIB_SWITCH", node_->address());
+    env_.set("TRIB_SWITCH_KEY", "test-job");
+  }
+  std::unique_ptr<SwitchNode> node_;
+  ScopedEnv env_;
+};
+
+}  // namespace
+
+TEST_F(SwitchComm, ConformanceThroughOneSwitch) {
+  int cases = 0;
+  for (int n : {1, 2, 3, 4}) {
+    for (uint64_t count : {0ull, 1ull, 7ull, 4093ull, 70001ull}) {
+      for (DataType dt : {tribInt32, tribFloat32, tribFloat16, tribInt8, tribFloat64, tribBfloat16}) {
+        for (RedOp op : {tribSum, tribProd, tribMin, tribMax, tribAvg}) {
+          for (bool inPlace : {false, true}) {
+            // Keep it short: every dtype/op on 2 and 4 ranks, the common ones on 1 and 3, one large size.
+            if (count > 4093 && (dt != tribFloat32 || op != tribSum)) continue;
+            if ((n == 1 || n == 3) && dt != tribInt32 && dt != tribFloat32) continue;
+            conformance::Case c;
+            c.coll = Coll::AllReduce;
+            c.algo = "switch";
+            c.dtype = dt;
+            c.op = op;
+            c.nranks = n;
+            c.count = count;
+            c.inPlace = inPlace;
+            SCOPED_TRACE(c.name());
+            expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) {
+              if (!switchUsable(comm)) return std::string("the switch is not in use");
+              return conformanceBody(c, r, comm);
+            }));
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(node_->stats().chunksReduced, 100u);
+  EXPECT_TRUE(node_->events().empty()) << node_->events().front();
+  std::printf("%d conformance cases through the switch\n", cases);
+}
+
+TEST_F(SwitchComm, IntegersBitIdenticalToRingFloatsDeterministicAndBytesCounted) {
+  const int n = 4;
+  const uint64_t count = 100003;
+  auto input = [](int r, uint64_t i) { return static_cast<uint32_t>((i * 2654435761u) ^ (r * 40503u)); };
+  std::vector<std::vector<int32_t>> ints[2];
+  std::vector<std::vector<float>> floats[3];
+  std::vector<std::pair<uint64_t, uint64_t>> traffic(n);
+  const char* algos[3] = {"ring", "switch", "switch"};
+  for (int run = 0; run < 3; ++run) {
+    if (run < 2) ints[run].assign(n, std::vector<int32_t>(count));
+    floats[run].assign(n, std::vector<float>(count));
+    expectAllOk(runRanks(n, algos[run], [&](int r, tribComm_t comm) -> std::string {
+      if (run > 0 && !switchUsable(comm)) return "the switch is not in use";
+      std::vector<int32_t> in(count);
+      std::vector<float> fin(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        in[i] = static_cast<int32_t>(input(r, i));
+        fin[i] = static_cast<float>(static_cast<int32_t>(input(r, i)) % 100000) / 7.0f;
+      }
+      if (run < 2 && tribAllReduce(in.data(), ints[run][r].data(), count, tribInt32, tribSum, comm,
+                                   nullptr) != tribSuccess)
+        return tribGetLastError(nullptr);
+      uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+      bool have = switchTraffic(comm, &s0, &r0);
+      if (tribAllReduce(fin.data(), floats[run][r].data(), count, tribFloat32, tribSum, comm, nullptr) !=
+          tribSuccess)
+        return tribGetLastError(nullptr);
+      if (have && switchTraffic(comm, &s1, &r1)) traffic[r] = {s1 - s0, r1 - r0};
+      return "";
+    }));
+  }
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(std::memcmp(ints[0][r].data(), ints[1][r].data(), count * 4), 0) << "rank " << r;
+    EXPECT_EQ(std::memcmp(floats[1][r].data(), floats[2][r].data(), count * 4), 0) << "rank " << r;
+    // S out and S in per rank through the switch (the ring moves 2(n-1)/n * S each way).
+    EXPECT_EQ(traffic[r].first, count * 4);
+    EXPECT_EQ(traffic[r].second, count * 4);
+  }
+}
+
+TEST(SwitchFailover, MissingSwitchFallsBackToHost) {
+  ScopedEnv env;
+  env.set("TRIB_SWITCH", "127.0.0.1:1");  // nothing listens there
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 3;
+  c.count = 5000;
+  c.dtype = tribInt32;
+  expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string("a missing switch must not be used");
+    return conformanceBody(c, r, comm);
+  }));
+}
+
+TEST(SwitchFailover, SlotsExhaustedByAnotherGroupFallsBackToHost) {
+  std::unique_ptr<SwitchNode> node;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
+  node->start();
+  std::unique_ptr<SwitchClient> hog;  // another job's group holds every slot
+  ASSERT_TRUE(
+      SwitchClient::connect(sw::testing::clientConfig(node->address(), 0x51, {{2, 0}}, 16), &hog).ok());
+  ScopedEnv env;
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 3;
+  c.count = 5000;
+  c.dtype = tribFloat32;
+  expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string("a refused group must not use the switch");
+    return conformanceBody(c, r, comm);
+  }));
+  bool refused = false;
+  for (const auto& e : node->events()) refused |= e.find("slots exhausted") != std::string::npos;
+  EXPECT_TRUE(refused);
+}
+
+TEST(SwitchFailover, WrongKeyFallsBackToHost) {
+  std::unique_ptr<SwitchNode> node;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
+  node->start();
+  ScopedEnv env;
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "not-the-job");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 2;
+  c.count = 3000;
+  c.dtype = tribInt64;
+  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string("a switch of another job must not be used");
+    return conformanceBody(c, r, comm);
+  }));
+  EXPECT_EQ(node->stats().disconnects, 2u);
+}
+
+// The switch runs in a child process and is SIGKILLed while the ranks (threads here) are in the
+// middle of their all-reduces: every result must still be right, and the communicators must have
+// given up the switch.
+TEST(SwitchFailover, SwitchKilledMidAllReduce) {
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t pid = fork();  // before any thread of this test starts
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(pipefd[0]);
+    std::unique_ptr<SwitchNode> node;
+    if (!SwitchNode::create(sw::testing::nodeConfig(64, 4096), &node).ok()) _exit(3);
+    std::string addr = node->address() + "\n";
+    if (write(pipefd[1], addr.data(), addr.size()) != static_cast<ssize_t>(addr.size())) _exit(4);
+    std::atomic<bool> stop{false};
+    alarm(60);  // never outlive a broken test
+    (void)node->run(stop);
+    _exit(0);
+  }
+  close(pipefd[1]);
+  char buf[128] = {};
+  ssize_t got = 0;
+  while (got < 127 && (got == 0 || buf[got - 1] != '\n')) {
+    ssize_t r = read(pipefd[0], buf + got, 127 - got);
+    if (r <= 0) break;
+    got += r;
+  }
+  close(pipefd[0]);
+  ASSERT_GT(got, 1) << "the switch process did not start";
+  ScopedEnv env;
+  env.set("TRIB_SWITCH", std::string(buf, got - 1));
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each all-reduce takes a while
+  const int n = 4, iters = 6;
+  const uint64_t count = 1 << 18;  // 1 MiB of int32: 256 chunks of 4 KiB per all-reduce
+  std::atomic<int> firstDone{0};
+  std::thread killer([&] {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (firstDone.load() < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // into the second all-reduce
+    kill(pid, SIGKILL);
+  });
+  std::vector<int> usedSwitchFirst(n, 0), disabledAtEnd(n, 0);
+  auto errors = runRanks(n, "", [&](int r, tribComm_t comm) -> std::string {
+    usedSwitchFirst[r] = switchUsable(comm);
+    std::vector<int32_t> in(count), out(count);
+    for (int it = 0; it < iters; ++it) {
+      for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1) + it;
+      if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
+        return strprintf("iteration %d: %s", it, tribGetLastError(nullptr));
+      for (uint64_t i = 0; i < count; ++i) {
+        int32_t want = static_cast<int32_t>(i % 1000) * (n * (n + 1) / 2) + n * it;
+        if (out[i] != want)
+          return strprintf("iteration %d element %llu: %d, expected %d", it,
+                           static_cast<unsigned long long>(i), out[i], want);
+      }
+      if (it == 0) firstDone.fetch_add(1);
+    }
+    disabledAtEnd[r] = comm->switchDisabled;
+    return "";
+  });
+  killer.join();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  expectAllOk(errors);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(usedSwitchFirst[r]) << "rank " << r << " never used the switch";
+    EXPECT_TRUE(disabledAtEnd[r]) << "rank " << r << " still uses the killed switch";
+  }
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+// Ranks as processes (shm between them, the switch in the parent): they join through the
+// bootstrap, agree that all attached, run all-reduces through the switch, and when the parent
+// takes the switch away mid-stream every rank agrees over shm, falls back, and stays exact.
+TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
+  struct Hello {
+    tribUniqueId id;
+    char addr[64];
+  };
+  const int n = 4;
+  trib::testing::ParentChannel channel(n);
+  std::unique_ptr<SwitchNode> node;
+  std::thread killer;
+  auto results = trib::testing::runProcesses(
+      n,
+      [&](int rank, std::string& report) -> int {
+        Hello h{};
+        if (!channel.receive(rank, &h, sizeof h, 30000)) {
+          report = "no hello from the parent";
+          return 1;
+        }
+        setenv("TRIB_SWITCH", h.addr, 1);
+        setenv("TRIB_SWITCH_KEY", "test-job", 1);
+        setenv("TRIB_SWITCH_SLOTS", "2", 1);
+        tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+        cfg.timeoutMs = 60000;
+        cfg.transport = "shm";
+        tribComm_t comm = nullptr;
+        if (tribCommInitRankConfig(&comm, n, h.id, rank, &cfg) != tribSuccess) {
+          report = std::string("init: ") + tribGetLastError(nullptr);
+          return 1;
+        }
+        if (!switchUsable(comm)) {
+          report = "the switch is not in use after init";
+          return 1;
+        }
+        for (DataType dt : {tribInt32, tribFloat32, tribFloat16}) {
+          for (bool inPlace : {false, true}) {
+            conformance::Case c;
+            c.algo = "switch";
+            c.dtype = dt;
+            c.nranks = n;
+            c.count = 70001;
+            c.inPlace = inPlace;
+            std::string err = conformanceBody(c, rank, comm);
+            if (!err.empty()) {
+              report = c.name() + ": " + err;
+              return 1;
+            }
+          }
+        }
+        // Until the communicators agree the switch is gone (the parent kills it), bounded.
+        std::vector<int32_t> in(1 << 16), out(in.size());
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        int it = 0;
+        for (; !comm->switchDisabled && std::chrono::steady_clock::now() < deadline; ++it) {
+          for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i) * (rank + 1) + it;
+          if (tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr) !=
+              tribSuccess) {
+            report = strprintf("iteration %d: %s", it, tribGetLastError(nullptr));
+            return 1;
+          }
+          for (size_t i = 0; i < in.size(); ++i) {
+            if (out[i] != static_cast<int32_t>(i) * (n * (n + 1) / 2) + n * it) {
+              report = strprintf("iteration %d element %zu: %d", it, i, out[i]);
+              return 1;
+            }
+          }
+        }
+        if (!comm->switchDisabled) {
+          report = "the switch was never given up";
+          return 1;
+        }
+        tribCommDestroy(comm);
+        return 0;
+      },
+      std::chrono::minutes(2),
+      [&](const std::vector<int>&) {
+        ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 4096), &node).ok());
+        node->start();
+        Hello h{};
+        ASSERT_EQ(tribGetUniqueId(&h.id), tribSuccess);
+        std::snprintf(h.addr, sizeof h.addr, "%s", node->address().c_str());
+        for (int r = 0; r < n; ++r) channel.send(r, &h, sizeof h);
+        killer = std::thread([&] {
+          std::this_thread::sleep_for(std::chrono::seconds(4));
+          node.reset();  // the switch goes away with its sockets, mid-stream
+        });
+      });
+  if (killer.joinable()) killer.join();
+  EXPECT_EQ(trib::testing::describeFailures(results), "");
+}

@@ -1,0 +1,288 @@
+#include "transports/switch/switch_client.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "algo/schedule.hpp"
+#include "bootstrap/net.hpp"
+
+namespace trib::sw {
+
+Status SwitchClient::connect(const SwitchClientConfig& cfg, std::unique_ptr<SwitchClient>* out) {
+  if (cfg.path.empty() || cfg.path.size() > kMaxLevels || cfg.slots == 0)
+    return errorf(tribInvalidArgument, "switch client: need 1..%zu path levels and >= 1 slot (got %zu, %u)",
+                  kMaxLevels, cfg.path.size(), cfg.slots);
+  for (const PathLevel& l : cfg.path) {
+    if (l.members == 0 || l.index >= l.members)
+      return errorf(tribInvalidArgument, "switch client: path level says child %u of %u", l.index, l.members);
+  }
+  std::unique_ptr<SwitchClient> c(new SwitchClient(cfg));
+  TRIB_RETURN_IF_ERROR(c->handshake());
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+SwitchClient::~SwitchClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status SwitchClient::handshake() {
+  const std::string where = "switch " + cfg_.address + ": ";
+  net::SockAddr addr;
+  TRIB_RETURN_IF_ERROR(net::parseHostPort(cfg_.address, &addr).prefix(where));
+  auto deadline = net::deadlineAfter(cfg_.timeoutMs);
+  Status s = net::connectTo(addr, deadline, &fd_);
+  if (!s.ok()) return errorf(s.code(), "%sunreachable (%s)", where.c_str(), s.message().c_str());
+  // One request/reply exchange: a reply of type `want`, or a Refuse/Error whose reason we return.
+  auto exchange = [&](const std::vector<uint8_t>& msg, MsgType want, Header* reply) -> Status {
+    TRIB_RETURN_IF_ERROR(net::sendAll(fd_, msg.data(), msg.size(), deadline).prefix(where));
+    stats_.headerBytes += kHeaderBytes;
+    uint8_t buf[kHeaderBytes];
+    TRIB_RETURN_IF_ERROR(net::recvAll(fd_, buf, kHeaderBytes, deadline).prefix(where));
+    stats_.headerBytes += kHeaderBytes;
+    TRIB_RETURN_IF_ERROR(parseHeader(buf, 0, reply).prefix(where));
+    if (reply->type == want) return Status::Ok();
+    if (reply->type == MsgType::Refuse || reply->type == MsgType::Error) {
+      std::string text(reply->payloadBytes, '\0');
+      TRIB_RETURN_IF_ERROR(net::recvAll(fd_, text.data(), text.size(), deadline).prefix(where));
+      return errorf(reply->type == MsgType::Refuse ? tribNotSupported : tribRemoteError, "%srefused: %s",
+                    where.c_str(), text.c_str());
+    }
+    return errorf(tribRemoteError, "%sanswered %s, expected %s", where.c_str(), msgTypeName(reply->type),
+                  msgTypeName(want));
+  };
+  Header h, reply;
+  h.type = MsgType::Hello;
+  h.arg64 = keyHash(cfg_.key);
+  h.arg32 = static_cast<uint32_t>(Role::Rank);
+  TRIB_RETURN_IF_ERROR(exchange(encodeMessage(h, nullptr, 0), MsgType::HelloAck, &reply));
+  Header r;
+  r.type = MsgType::Register;
+  r.group = cfg_.group;
+  r.child = cfg_.path[0].index;
+  r.arg32 = cfg_.slots;
+  auto path = encodePath(cfg_.path);
+  TRIB_RETURN_IF_ERROR(exchange(encodeMessage(r, path.data(), path.size()), MsgType::RegisterAck, &reply));
+  quota_ = reply.arg32;
+  slotBytes_ = reply.arg64;
+  if (cfg_.maxChunkBytes) slotBytes_ = std::min(slotBytes_, cfg_.maxChunkBytes);
+  return Status::Ok();
+}
+
+void SwitchClient::fail(const Status& why) {
+  if (!broken_.ok()) return;
+  broken_ = why;
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  out_.clear();  // nothing references the callers' buffers any more
+  for (Op& op : ops_) op.done->fail(why);
+  ops_.clear();
+  inFlight_.clear();
+  seqOf_.clear();
+}
+
+void SwitchClient::abort(const Status& why) {
+  if (fd_ >= 0 && broken_.ok()) {
+    Header h;
+    h.type = MsgType::Leave;
+    h.group = cfg_.group;
+    h.child = cfg_.path[0].index;
+    uint8_t buf[kHeaderBytes];
+    encodeHeader(h, buf);
+    // Best effort: a header that does not fit the socket buffer is replaced by the close itself.
+    // Only at a message boundary (not between a chunk's header and its payload).
+    if (out_.empty() || (out_.front().off == 0 && !out_.front().ext))
+      (void)::send(fd_, buf, kHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  fail(why.ok() ? errorf(tribAborted, "switch client aborted") : why);
+}
+
+Status SwitchClient::postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
+                                   TransferOp* done) {
+  if (!broken_.ok()) return broken_;
+  if (op == tribAvg) op = tribSum;
+  const size_t es = dataTypeSize(dtype);
+  if (es == 0 || es > slotBytes_)
+    return errorf(tribInvalidArgument, "switch %s: %s elements do not fit its %llu-byte slots",
+                  cfg_.address.c_str(), dataTypeName(dtype), static_cast<unsigned long long>(slotBytes_));
+  const uint64_t id = nextOpId_++;
+  ++stats_.ops;
+  if (count == 0) {
+    done->complete();
+    return Status::Ok();
+  }
+  Op o{static_cast<const uint8_t*>(src),
+       static_cast<uint8_t*>(dst),
+       count,
+       dtype,
+       op,
+       done,
+       id,
+       slotBytes_ / es,
+       0};
+  const uint64_t chunks = (count + o.chunkElems - 1) / o.chunkElems;
+  if (chunks > UINT32_MAX)
+    return errorf(tribInvalidArgument, "switch: %llu elements need more than 2^32 chunks",
+                  static_cast<unsigned long long>(count));
+  o.chunks = static_cast<uint32_t>(chunks);
+  ops_.push_back(o);
+  sendChunks();
+  return flush();
+}
+
+void SwitchClient::sendChunks() {
+  for (Op& op : ops_) {
+    const size_t es = dataTypeSize(op.dtype);
+    while (op.sent < op.chunks) {
+      // In-order window: chunk `seq` goes out only when every chunk `quota` places before it is done.
+      if (!inFlight_.empty() && nextSeq_ >= *inFlight_.begin() + quota_) return;
+      const uint64_t first = uint64_t{op.sent} * op.chunkElems;
+      const uint64_t n = std::min(op.chunkElems, op.count - first);
+      Header h;
+      h.type = MsgType::Chunk;
+      h.group = cfg_.group;
+      h.child = cfg_.path[0].index;
+      h.opId = op.id;
+      h.chunk = op.sent;
+      h.dtype = static_cast<uint8_t>(op.dtype);
+      h.redop = static_cast<uint8_t>(op.op);
+      h.coll = static_cast<uint8_t>(Coll::AllReduce);
+      h.count = n;
+      h.payloadBytes = static_cast<uint32_t>(n * es);
+      OutSeg head;
+      head.own.resize(kHeaderBytes);
+      encodeHeader(h, head.own.data());
+      head.n = kHeaderBytes;
+      out_.push_back(std::move(head));
+      OutSeg body;
+      body.ext = op.src + first * es;
+      body.n = n * es;
+      out_.push_back(std::move(body));
+      seqOf_[{op.id, op.sent}] = nextSeq_;
+      inFlight_.insert(nextSeq_++);
+      ++op.sent;
+      ++stats_.chunks;
+      stats_.headerBytes += kHeaderBytes;
+      stats_.payloadSent += n * es;
+    }
+  }
+}
+
+Status SwitchClient::flush() {
+  while (!out_.empty() && broken_.ok()) {
+    OutSeg& s = out_.front();
+    const uint8_t* p = s.ext ? s.ext : s.own.data();
+    ssize_t w = ::send(fd_, p + s.off, s.n - s.off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
+      fail(errorf(tribRemoteError, "switch %s: send failed: %s (did the switch die?)", cfg_.address.c_str(),
+                  strerror(errno)));
+      return Status::Ok();
+    }
+    s.off += static_cast<size_t>(w);
+    moved_ = true;
+    if (s.off == s.n) out_.pop_front();
+  }
+  return Status::Ok();
+}
+
+Status SwitchClient::onResult() {
+  const Header& h = cur_;
+  auto it = std::find_if(ops_.begin(), ops_.end(), [&](const Op& o) { return o.id == h.opId; });
+  auto seq = seqOf_.find({h.opId, h.chunk});
+  if (it == ops_.end() || seq == seqOf_.end())
+    return errorf(tribRemoteError,
+                  "switch %s sent a result for chunk %u of operation %llu, which is not pending",
+                  cfg_.address.c_str(), h.chunk, static_cast<unsigned long long>(h.opId));
+  inFlight_.erase(seq->second);
+  seqOf_.erase(seq);
+  stats_.payloadRecv += h.payloadBytes;
+  stats_.headerBytes += kHeaderBytes;
+  if (++it->received == it->chunks) {
+    it->done->complete();
+    ops_.erase(it);
+  }
+  return Status::Ok();
+}
+
+Status SwitchClient::readAvailable() {
+  while (broken_.ok()) {
+    ssize_t r;
+    if (!inPayload_) {
+      r = recv(fd_, hdr_ + hdrGot_, kHeaderBytes - hdrGot_, MSG_DONTWAIT);
+    } else {
+      uint8_t* to = payDst_ ? payDst_ : text_.data();
+      r = recv(fd_, to + payGot_, cur_.payloadBytes - payGot_, MSG_DONTWAIT);
+    }
+    if (r == 0)
+      return errorf(tribRemoteError, "switch %s closed the connection (did it die?)", cfg_.address.c_str());
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
+      return errorf(tribRemoteError, "switch %s: recv: %s", cfg_.address.c_str(), strerror(errno));
+    }
+    moved_ = true;
+    if (!inPayload_) {
+      hdrGot_ += static_cast<size_t>(r);
+      if (hdrGot_ < kHeaderBytes) continue;
+      hdrGot_ = 0;
+      TRIB_RETURN_IF_ERROR(parseHeader(hdr_, slotBytes_, &cur_).prefix("switch " + cfg_.address + ": "));
+      payDst_ = nullptr;
+      payGot_ = 0;
+      if (cur_.type == MsgType::Result) {
+        auto it = std::find_if(ops_.begin(), ops_.end(), [&](const Op& o) { return o.id == cur_.opId; });
+        if (it == ops_.end() || cur_.chunk >= it->chunks || cur_.dtype != it->dtype)
+          return errorf(tribRemoteError, "switch %s sent an unexpected result (operation %llu, chunk %u)",
+                        cfg_.address.c_str(), static_cast<unsigned long long>(cur_.opId), cur_.chunk);
+        const uint64_t first = uint64_t{cur_.chunk} * it->chunkElems;
+        if (cur_.count != std::min(it->chunkElems, it->count - first))
+          return errorf(tribRemoteError, "switch %s: result of chunk %u has %llu elements, expected %llu",
+                        cfg_.address.c_str(), cur_.chunk, static_cast<unsigned long long>(cur_.count),
+                        static_cast<unsigned long long>(std::min(it->chunkElems, it->count - first)));
+        payDst_ = it->dst + first * dataTypeSize(it->dtype);
+      } else if (cur_.type == MsgType::Error) {
+        text_.assign(cur_.payloadBytes, 0);
+      } else {
+        return errorf(tribRemoteError, "switch %s sent an unexpected %s", cfg_.address.c_str(),
+                      msgTypeName(cur_.type));
+      }
+      inPayload_ = cur_.payloadBytes > 0;
+      if (inPayload_) continue;
+    } else {
+      payGot_ += static_cast<size_t>(r);
+      if (payGot_ < cur_.payloadBytes) continue;
+      inPayload_ = false;
+    }
+    if (cur_.type == MsgType::Error)
+      return errorf(tribRemoteError, "switch %s: %s", cfg_.address.c_str(),
+                    std::string(text_.begin(), text_.end()).c_str());
+    TRIB_RETURN_IF_ERROR(onResult());
+  }
+  return Status::Ok();
+}
+
+Status SwitchClient::progress() {
+  if (!broken_.ok()) return Status::Ok();  // the operations carry the error
+  // Waiting for results with nothing to send: sleep in the kernel until they arrive (bounded),
+  // instead of spinning on cores the switch and the other ranks need.
+  if (!ops_.empty() && out_.empty() && idle_ > kSpinsBeforeSleep) {
+    pollfd p{fd_, POLLIN, 0};
+    (void)::poll(&p, 1, 1);
+  }
+  moved_ = false;
+  Status s = flush();
+  if (s.ok() && broken_.ok()) s = readAvailable();
+  if (s.ok() && broken_.ok()) {
+    sendChunks();
+    s = flush();
+  }
+  if (!s.ok()) fail(s);
+  idle_ = moved_ ? 0 : idle_ + 1;
+  return Status::Ok();
+}
+
+}  // namespace trib::sw

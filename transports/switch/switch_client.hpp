@@ -1,0 +1,111 @@
+// The rank side of in-network reduction: one connection to this rank's leaf switch, one group.
+//
+// connect() says hello with the job key and registers the rank as child `path[0].index` of the
+// group; the switch grants a quota of slots and its slot size, or refuses with a reason (the
+// caller then plans without the switch). An all-reduce is cut into chunks of at most the slot
+// size; at most `quota` chunks are in flight (a chunk is sent only when the chunk `quota` places
+// before it has its result), which keeps the group within the slots it reserved at every switch
+// of the tree. Results are received straight into the destination buffer.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "transports/switch/switch_protocol.hpp"
+#include "transports/transport.hpp"
+
+namespace trib::sw {
+
+struct SwitchClientConfig {
+  std::string address;          // host:port of the leaf switch
+  std::string key;              // the job key (the switch's --key)
+  uint64_t group = 0;           // the same on every member; distinct per communicator
+  std::vector<PathLevel> path;  // level 0: (members at the leaf, my child index); then upwards
+  uint32_t slots = 16;          // quota to ask for (the window of chunks in flight)
+  uint64_t maxChunkBytes = 0;   // 0: the slot size
+  int timeoutMs = 5000;         // connect + register
+};
+
+struct SwitchClientStats {
+  uint64_t payloadSent = 0;  // contribution bytes sent to the switch
+  uint64_t payloadRecv = 0;  // result bytes received from it
+  uint64_t headerBytes = 0;  // protocol overhead, both directions
+  uint64_t chunks = 0;
+  uint64_t ops = 0;
+};
+
+class SwitchClient : public CollectiveOffload {
+ public:
+  // Connects and registers. Refusal: tribNotSupported with the switch's reason; missing or
+  // unreachable switch: tribTimeout/tribSystemError; wrong key: tribRemoteError.
+  static Status connect(const SwitchClientConfig& cfg, std::unique_ptr<SwitchClient>* out);
+  ~SwitchClient() override;
+
+  const char* name() const override { return "switch"; }
+  Status postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
+                       TransferOp* done) override;
+  Status progress() override;
+  void abort(const Status& why) override;
+
+  uint32_t quota() const { return quota_; }
+  uint64_t slotBytes() const { return slotBytes_; }
+  const SwitchClientStats& stats() const { return stats_; }
+  const std::string& address() const { return cfg_.address; }
+  // The error that broke the connection (OK while healthy).
+  const Status& broken() const { return broken_; }
+
+ private:
+  struct Op {
+    const uint8_t* src;
+    uint8_t* dst;
+    uint64_t count;
+    DataType dtype;
+    RedOp op;
+    TransferOp* done;
+    uint64_t id;
+    uint64_t chunkElems;
+    uint32_t chunks, sent = 0, received = 0;
+  };
+  struct OutSeg {
+    std::vector<uint8_t> own;      // header bytes
+    const uint8_t* ext = nullptr;  // or payload in the caller's buffer
+    size_t n = 0, off = 0;
+  };
+
+  explicit SwitchClient(const SwitchClientConfig& cfg) : cfg_(cfg) {}
+  Status handshake();
+  void fail(const Status& why);
+  Status flush();
+  Status readAvailable();
+  Status onResult();
+  void sendChunks();
+
+  SwitchClientConfig cfg_;
+  int fd_ = -1;
+  uint32_t quota_ = 0;
+  uint64_t slotBytes_ = 0;
+  uint64_t nextOpId_ = 0;
+  uint64_t nextSeq_ = 0;                                     // chunk sequence across operations
+  std::set<uint64_t> inFlight_;                              // sequence numbers sent, result pending
+  std::map<std::pair<uint64_t, uint32_t>, uint64_t> seqOf_;  // (op, chunk) -> sequence
+  std::deque<Op> ops_;
+  std::deque<OutSeg> out_;
+  uint8_t hdr_[kHeaderBytes];
+  size_t hdrGot_ = 0;
+  bool inPayload_ = false;
+  Header cur_;
+  uint8_t* payDst_ = nullptr;  // where the current payload goes
+  std::vector<uint8_t> text_;  // payload of an Error (or a result nobody waits for)
+  size_t payGot_ = 0;
+  Status broken_;
+  SwitchClientStats stats_;
+  bool moved_ = false;  // bytes moved in this progress() call
+  uint32_t idle_ = 0;   // consecutive progress() calls that moved nothing
+  static constexpr uint32_t kSpinsBeforeSleep = 64;
+};
+
+}  // namespace trib::sw

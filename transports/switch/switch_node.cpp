@@ -1,0 +1,665 @@
+#include "transports/switch/switch_node.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "bootstrap/net.hpp"
+#include "reduce/reduce.hpp"
+#include "transports/switch/switch_protocol.hpp"
+
+namespace trib::sw {
+
+namespace {
+
+using Buffer = std::shared_ptr<const std::vector<uint8_t>>;
+constexpr size_t kMaxEvents = 256;
+
+// The header of a message whose payload (h.payloadBytes) is sent from another buffer.
+std::vector<uint8_t> headerOnly(const Header& h) {
+  std::vector<uint8_t> v(kHeaderBytes);
+  encodeHeader(h, v.data());
+  return v;
+}
+
+struct Conn {
+  uint64_t id = 0;
+  int fd = -1;
+  bool hello = false;
+  bool isParent = false;
+  bool dead = false;
+  std::string peer;  // for messages
+  uint8_t hdr[kHeaderBytes];
+  size_t hdrGot = 0;
+  bool inPayload = false;
+  Header cur;
+  std::vector<uint8_t> payload;  // a pool buffer while a payload is being read
+  size_t payLen = 0;
+  size_t payGot = 0;
+  std::deque<std::pair<Buffer, size_t>> out;  // buffer, bytes of it to send
+  size_t outOff = 0;
+  std::map<uint64_t, uint32_t> groups;  // group -> this connection's child index
+};
+
+struct Slot {
+  uint8_t dtype = 0, redop = 0, coll = 0;
+  uint64_t count = 0;
+  std::vector<uint8_t> acc;                  // child 0's buffer, then the running reduction
+  uint32_t next = 0;                         // the next child to fold in (child order)
+  std::vector<std::vector<uint8_t>> staged;  // contributions that arrived ahead of their turn
+  std::vector<bool> got;
+  bool waitingParent = false;
+};
+
+struct Group {
+  enum State { Pending, Active, Refused, Failed } state = Pending;
+  uint64_t id = 0;
+  uint32_t members = 0, quota = 0, answered = 0;
+  uint64_t slotBytes = 0;
+  std::vector<PathLevel> upPath;   // levels above this switch
+  std::vector<uint64_t> children;  // connection id per child index (0 = not attached)
+  std::vector<uint64_t> pendingAcks;
+  std::string reason;
+  bool reserved = false;  // holds `quota` slots of the pool
+  std::map<std::pair<uint64_t, uint32_t>, Slot> slots;
+};
+
+}  // namespace
+
+struct SwitchNode::Impl {
+  SwitchConfig cfg;
+  int listenFd = -1;
+  net::SockAddr bound;
+  uint64_t keyHash = 0;
+  uint64_t nextConnId = 1;
+  uint64_t parentId = 0;  // 0: no parent connection
+  // Payload buffers of bufBytes, recycled: allocating 256 KiB per chunk costs page faults.
+  std::vector<std::vector<uint8_t>> pool;
+  size_t bufBytes = 0;
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
+  std::unordered_map<uint64_t, Group> groups;
+  uint32_t freeSlots = 0;
+  mutable std::mutex statsMu;  // stats and events are read by other threads
+  SwitchStats st;
+  std::vector<std::string> events;
+
+  ~Impl() {
+    for (auto& [id, c] : conns) close(c->fd);
+    if (listenFd >= 0) close(listenFd);
+  }
+
+  void event(const std::string& what) {
+    TRIB_SWITCH_WARN("trib-switchd %s: %s", bound.str().c_str(), what.c_str());
+    std::lock_guard<std::mutex> lock(statsMu);
+    if (events.size() >= kMaxEvents) events.erase(events.begin());  // a daemon runs for long
+    events.push_back(what);
+  }
+
+  Conn* conn(uint64_t id) {
+    auto it = conns.find(id);
+    return it == conns.end() || it->second->dead ? nullptr : it->second.get();
+  }
+
+  std::vector<uint8_t> take() {
+    if (pool.empty()) return std::vector<uint8_t>(bufBytes);
+    std::vector<uint8_t> v = std::move(pool.back());
+    pool.pop_back();
+    return v;
+  }
+  void give(std::vector<uint8_t>&& v) {
+    if (v.size() == bufBytes && pool.size() < cfg.slots + 64) pool.push_back(std::move(v));
+  }
+  // A pool buffer shared by several sends (multicast); it returns to the pool after the last.
+  Buffer share(std::vector<uint8_t>&& v) {
+    return Buffer(new std::vector<uint8_t>(std::move(v)), [this](const std::vector<uint8_t>* p) {
+      give(std::move(*const_cast<std::vector<uint8_t>*>(p)));
+      delete p;
+    });
+  }
+
+  void send(Conn* c, Buffer b, size_t len) {
+    if (!c || c->dead) return;
+    c->out.emplace_back(std::move(b), len);
+    flush(c);
+  }
+  void send(Conn* c, Buffer b) {
+    size_t len = b->size();
+    send(c, std::move(b), len);
+  }
+  // Header + payload of `len` bytes from a shared buffer.
+  void sendData(Conn* c, Header h, const Buffer& payload, size_t len) {
+    h.payloadBytes = static_cast<uint32_t>(len);
+    send(c, headerOnly(h));
+    if (len) send(c, payload, len);
+  }
+  void send(Conn* c, std::vector<uint8_t> bytes) {
+    send(c, std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
+  }
+
+  void flush(Conn* c) {
+    while (!c->out.empty() && !c->dead) {
+      const auto& b = *c->out.front().first;
+      const size_t len = c->out.front().second;
+      ssize_t w = ::send(c->fd, b.data() + c->outOff, len - c->outOff, MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        drop(c, strprintf("send failed: %s", strerror(errno)), false);
+        return;
+      }
+      c->outOff += static_cast<size_t>(w);
+      if (c->outOff == len) {
+        c->out.pop_front();
+        c->outOff = 0;
+      }
+    }
+  }
+
+  // Closes a connection. `violation`: the peer broke the protocol (counted and logged as such).
+  void drop(Conn* c, const std::string& why, bool violation) {
+    if (c->dead) return;
+    c->dead = true;
+    if (violation) {
+      std::lock_guard<std::mutex> lock(statsMu);
+      ++st.disconnects;
+    }
+    if (violation || c->isParent) event(strprintf("disconnected %s: %s", c->peer.c_str(), why.c_str()));
+    if (violation) {
+      // Best effort: tell the peer why before closing.
+      auto msg = textMessage(MsgType::Error, 0, why);
+      (void)::send(c->fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    close(c->fd);
+    c->fd = -1;
+    if (c->isParent) {
+      parentId = 0;
+      std::vector<uint64_t> ids;
+      for (auto& [id, g] : groups)
+        if (!g.upPath.empty()) ids.push_back(id);
+      for (uint64_t id : ids) failGroup(groups[id], "the parent switch went away (" + why + ")");
+    }
+    auto mine = c->groups;
+    for (auto& [gid, child] : mine) {
+      auto it = groups.find(gid);
+      if (it == groups.end()) continue;
+      failGroup(it->second,
+                strprintf("member %u (%s) disconnected: %s", child, c->peer.c_str(), why.c_str()));
+      detach(it->second, child);
+    }
+  }
+
+  void detach(Group& g, uint32_t child) {
+    if (child < g.children.size()) g.children[child] = 0;
+    bool any = std::any_of(g.children.begin(), g.children.end(), [](uint64_t id) { return id != 0; });
+    if (!any && (g.state == Group::Failed || g.state == Group::Refused)) groups.erase(g.id);
+  }
+
+  void release(Group& g) {
+    if (g.reserved) freeSlots += g.quota;
+    g.reserved = false;
+    g.slots.clear();
+  }
+
+  void failGroup(Group& g, const std::string& why) {
+    if (g.state == Group::Failed || g.state == Group::Refused) return;
+    const bool idle = g.slots.empty() && g.state == Group::Active;
+    g.state = Group::Failed;
+    g.reason = why;
+    {
+      std::lock_guard<std::mutex> lock(statsMu);
+      ++st.groupsEnded;
+    }
+    // A member leaving an idle group is how a communicator ends: not worth a warning.
+    if (idle) {
+      TRIB_SWITCH_INFO("trib-switchd %s: group %llx ended: %s", bound.str().c_str(),
+                       static_cast<unsigned long long>(g.id), why.c_str());
+    } else {
+      event(strprintf("group %llx failed: %s", static_cast<unsigned long long>(g.id), why.c_str()));
+    }
+    auto msg = std::make_shared<const std::vector<uint8_t>>(textMessage(MsgType::Error, g.id, why));
+    for (uint64_t id : g.children) send(conn(id), msg);
+    g.pendingAcks.clear();  // pending members are among the children: they got the Error
+    if (!g.upPath.empty() && parentId) {
+      Header h;
+      h.type = MsgType::Leave;
+      h.group = g.id;
+      h.child = g.upPath[0].index;
+      send(conn(parentId), encodeMessage(h, nullptr, 0));
+    }
+    release(g);
+  }
+
+  void refuseMember(Conn* c, uint64_t group, const std::string& why) {
+    event(strprintf("refused %s for group %llx: %s", c->peer.c_str(), static_cast<unsigned long long>(group),
+                    why.c_str()));
+    send(c, textMessage(MsgType::Refuse, group, why));
+  }
+
+  void ack(Conn* c, const Group& g) {
+    Header h;
+    h.type = MsgType::RegisterAck;
+    h.group = g.id;
+    h.arg64 = g.slotBytes;
+    h.arg32 = g.quota;
+    send(c, encodeMessage(h, nullptr, 0));
+  }
+
+  void onRegister(Conn* c, const Header& h) {
+    std::vector<PathLevel> path;
+    Status ps = parsePath(c->payload.data(), c->payLen, &path);
+    if (!ps.ok()) return drop(c, ps.message(), true);
+    const PathLevel me = path[0];
+    auto it = groups.find(h.group);
+    if (it == groups.end()) {
+      Group g;
+      g.id = h.group;
+      g.members = me.members;
+      g.quota = h.arg32;
+      g.slotBytes = cfg.slotBytes;
+      g.children.assign(me.members, 0);
+      g.upPath.assign(path.begin() + 1, path.end());
+      if (!g.upPath.empty() && !parentId) {
+        g.state = Group::Refused;
+        g.reason = strprintf("the group's path has %zu levels above this switch, but it has no parent switch",
+                             g.upPath.size());
+      } else if (g.quota > freeSlots) {
+        g.state = Group::Refused;
+        g.reason = strprintf(
+            "slots exhausted: the group asks for %u slots, %u of %u are free (try later, fewer "
+            "slots, or plan without the switch)",
+            g.quota, freeSlots, cfg.slots);
+      } else {
+        freeSlots -= g.quota;
+        g.reserved = true;
+        if (g.upPath.empty()) {
+          g.state = Group::Active;
+        } else {
+          Header up;
+          up.type = MsgType::Register;
+          up.group = g.id;
+          up.arg32 = g.quota;
+          up.child = g.upPath[0].index;
+          auto p = encodePath(g.upPath);
+          send(conn(parentId), encodeMessage(up, p.data(), p.size()));
+        }
+      }
+      it = groups.emplace(h.group, std::move(g)).first;
+    }
+    Group& g = it->second;
+    ++g.answered;
+    if (g.state == Group::Refused || g.state == Group::Failed) {
+      refuseMember(c, g.id, g.reason);
+      if (g.state == Group::Refused && g.answered >= g.members) groups.erase(it);
+      return;
+    }
+    if (me.members != g.members || h.arg32 != g.quota) {
+      std::string why = strprintf("member %u says %u members / %u slots, the group has %u / %u", me.index,
+                                  me.members, h.arg32, g.members, g.quota);
+      refuseMember(c, g.id, why);
+      return failGroup(g, why);
+    }
+    if (g.children[me.index] != 0 || c->groups.count(g.id)) {
+      std::string why = strprintf("child %u registered twice", me.index);
+      refuseMember(c, g.id, why);
+      return failGroup(g, why);
+    }
+    g.children[me.index] = c->id;
+    c->groups[g.id] = me.index;
+    if (g.state == Group::Active)
+      ack(c, g);
+    else
+      g.pendingAcks.push_back(c->id);
+  }
+
+  void onParentReply(const Header& h, const std::vector<uint8_t>& payload) {
+    auto it = groups.find(h.group);
+    if (it == groups.end()) return;  // failed and forgotten meanwhile
+    Group& g = it->second;
+    if (h.type == MsgType::RegisterAck && g.state == Group::Pending) {
+      g.state = Group::Active;
+      g.slotBytes = std::min(g.slotBytes, h.arg64);
+      g.quota = std::min(g.quota, h.arg32);
+      for (uint64_t id : g.pendingAcks) ack(conn(id), g);
+      g.pendingAcks.clear();
+    } else if (h.type == MsgType::Refuse || h.type == MsgType::Error) {
+      std::string why(payload.begin(), payload.begin() + h.payloadBytes);
+      failGroup(g, "the parent switch: " + why);
+    }
+  }
+
+  void deliver(Group& g, const Header& from, std::vector<uint8_t>&& data) {
+    Header r = from;
+    r.type = MsgType::Result;
+    r.child = 0;
+    r.payloadBytes = from.payloadBytes;
+    auto head = std::make_shared<const std::vector<uint8_t>>(headerOnly(r));
+    Buffer body = share(std::move(data));
+    uint64_t n = 0;
+    for (uint64_t id : g.children) {
+      if (Conn* c = conn(id)) {
+        send(c, head);
+        if (from.payloadBytes) send(c, body, from.payloadBytes);
+        ++n;
+      }
+    }
+    std::lock_guard<std::mutex> lock(statsMu);
+    st.resultsSent += n;
+    st.payloadOut += n * from.payloadBytes;
+  }
+
+  void onChunk(Conn* c, const Header& h) {
+    auto mine = c->groups.find(h.group);
+    auto it = groups.find(h.group);
+    if (mine == c->groups.end() || it == groups.end())
+      return drop(c,
+                  strprintf("chunk for group %llx, which it is not a member of",
+                            static_cast<unsigned long long>(h.group)),
+                  true);
+    if (mine->second != h.child)
+      return drop(c, strprintf("chunk claims child %u but it registered as child %u", h.child, mine->second),
+                  true);
+    Group& g = it->second;
+    if (g.state != Group::Active) return;  // failed: in-flight chunks are dropped quietly
+    {
+      std::lock_guard<std::mutex> lock(statsMu);
+      st.payloadIn += h.payloadBytes;
+    }
+    if (!switchSupportsColl(h.coll))
+      return failGroup(g,
+                       strprintf("collective %u is not reduced by this switch (allreduce and barrier are): "
+                                 "run it with a host algorithm",
+                                 h.coll));
+    if (h.payloadBytes > g.slotBytes)
+      return failGroup(g, strprintf("chunk of %u bytes exceeds the group's %llu-byte slots", h.payloadBytes,
+                                    static_cast<unsigned long long>(g.slotBytes)));
+    auto key = std::make_pair(h.opId, h.chunk);
+    auto sit = g.slots.find(key);
+    if (sit == g.slots.end()) {
+      if (g.slots.size() >= g.quota)
+        return failGroup(g, strprintf("more than the %u reserved chunks in flight", g.quota));
+      Slot s;
+      s.dtype = h.dtype;
+      s.redop = h.redop;
+      s.coll = h.coll;
+      s.count = h.count;
+      s.staged.resize(g.members);
+      s.got.assign(g.members, false);
+      sit = g.slots.emplace(key, std::move(s)).first;
+    }
+    Slot& s = sit->second;
+    if (s.dtype != h.dtype || s.redop != h.redop || s.coll != h.coll || s.count != h.count)
+      return failGroup(g, strprintf("members disagree on chunk %u of operation %llu (dtype/op/count)",
+                                    h.chunk, static_cast<unsigned long long>(h.opId)));
+    if (s.waitingParent || s.got[h.child])
+      return failGroup(g, strprintf("child %u contributed chunk %u of operation %llu twice", h.child, h.chunk,
+                                    static_cast<unsigned long long>(h.opId)));
+    s.got[h.child] = true;
+    s.staged[h.child] = std::move(c->payload);
+    c->payload = {};
+    // Fold in child order: the accumulator is ((c0 op c1) op c2) ... whatever the arrival order.
+    const auto dtype = static_cast<DataType>(s.dtype);
+    const auto op = static_cast<RedOp>(s.redop);
+    while (s.next < g.members && s.got[s.next]) {
+      auto& in = s.staged[s.next];
+      if (s.next == 0) {
+        s.acc.swap(in);
+      } else {
+        if (s.count) reduce(s.acc.data(), s.acc.data(), in.data(), s.count, dtype, op);
+        give(std::move(in));
+      }
+      in = {};
+      ++s.next;
+    }
+    if (s.next < g.members) return;
+    {
+      std::lock_guard<std::mutex> lock(statsMu);
+      ++st.chunksReduced;
+    }
+    Header out = h;
+    if (!g.upPath.empty()) {
+      out.type = MsgType::Chunk;
+      out.child = g.upPath[0].index;
+      s.waitingParent = true;
+      sendData(conn(parentId), out, share(std::move(s.acc)), h.payloadBytes);
+      s.acc = {};
+      return;
+    }
+    deliver(g, out, std::move(s.acc));
+    g.slots.erase(sit);
+  }
+
+  void onParentResult(const Header& h, std::vector<uint8_t>& payload) {
+    auto it = groups.find(h.group);
+    if (it == groups.end() || it->second.state != Group::Active) return;
+    Group& g = it->second;
+    auto sit = g.slots.find({h.opId, h.chunk});
+    if (sit == g.slots.end() || !sit->second.waitingParent || sit->second.count != h.count)
+      return failGroup(
+          g, strprintf("the parent sent a result for chunk %u of operation %llu that is not pending", h.chunk,
+                       static_cast<unsigned long long>(h.opId)));
+    deliver(g, h, std::move(payload));
+    g.slots.erase(sit);
+  }
+
+  void onMessage(Conn* c) {
+    const Header& h = c->cur;
+    if (!c->hello) {
+      if (h.type != MsgType::Hello) return drop(c, "first message is not a hello", true);
+      if (h.arg64 != keyHash) return drop(c, "wrong job key (the switch serves another job)", true);
+      c->hello = true;
+      Header a;
+      a.type = MsgType::HelloAck;
+      return send(c, encodeMessage(a, nullptr, 0));
+    }
+    if (c->isParent) {
+      switch (h.type) {
+        case MsgType::RegisterAck:
+        case MsgType::Refuse:
+        case MsgType::Error:
+          if (h.group == 0 && h.type == MsgType::Error)
+            return drop(
+                c, "the parent closed: " + std::string(c->payload.begin(), c->payload.begin() + c->payLen),
+                false);
+          return onParentReply(h, c->payload);
+        case MsgType::Result:
+          return onParentResult(h, c->payload);
+        default:
+          return drop(c, strprintf("unexpected %s from the parent", msgTypeName(h.type)), true);
+      }
+    }
+    switch (h.type) {
+      case MsgType::Register:
+        return onRegister(c, h);
+      case MsgType::Chunk:
+        return onChunk(c, h);
+      case MsgType::Leave: {
+        auto mine = c->groups.find(h.group);
+        auto it = groups.find(h.group);
+        if (mine == c->groups.end() || it == groups.end())
+          return drop(c, "leave for a group it is not a member of", true);
+        uint32_t child = mine->second;
+        c->groups.erase(mine);
+        failGroup(it->second, strprintf("member %u left", child));
+        return detach(it->second, child);
+      }
+      default:
+        return drop(c, strprintf("unexpected %s from a child", msgTypeName(h.type)), true);
+    }
+  }
+
+  // Reads what is available (bounded per call so one busy peer cannot starve the others).
+  void readFrom(Conn* c) {
+    size_t budget = 4u << 20;
+    while (!c->dead && budget > 0) {
+      ssize_t r;
+      if (!c->inPayload) {
+        r = recv(c->fd, c->hdr + c->hdrGot, kHeaderBytes - c->hdrGot, 0);
+      } else {
+        r = recv(c->fd, c->payload.data() + c->payGot, c->payLen - c->payGot, 0);
+      }
+      if (r == 0) return drop(c, "connection closed", false);
+      if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        return drop(c, strprintf("recv: %s", strerror(errno)), false);
+      }
+      budget -= std::min<size_t>(budget, static_cast<size_t>(r));
+      if (!c->inPayload) {
+        c->hdrGot += static_cast<size_t>(r);
+        if (c->hdrGot < kHeaderBytes) continue;
+        c->hdrGot = 0;
+        Status s = parseHeader(c->hdr, cfg.slotBytes, &c->cur);
+        if (!s.ok()) return drop(c, s.message(), true);
+        if (c->cur.payloadBytes && c->payload.size() < bufBytes) c->payload = take();
+        c->payLen = c->cur.payloadBytes;
+        c->payGot = 0;
+        c->inPayload = c->cur.payloadBytes > 0;
+        if (c->inPayload) continue;
+      } else {
+        c->payGot += static_cast<size_t>(r);
+        if (c->payGot < c->payLen) continue;
+        c->inPayload = false;
+      }
+      onMessage(c);
+    }
+  }
+
+  void accept() {
+    while (true) {
+      sockaddr_storage ss;
+      socklen_t len = sizeof ss;
+      int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;
+      // Results are latency-critical: no Nagle delay on the last segment of a chunk.
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      auto c = std::make_unique<Conn>();
+      c->id = nextConnId++;
+      c->fd = fd;
+      net::SockAddr a;
+      a.ss = ss;
+      a.len = len;
+      c->peer = a.str();
+      conns.emplace(c->id, std::move(c));
+    }
+  }
+
+  void pollOnce(int timeoutMs) {
+    std::vector<pollfd> fds;
+    std::vector<Conn*> who;
+    fds.push_back({listenFd, POLLIN, 0});
+    who.push_back(nullptr);
+    for (auto& [id, c] : conns) {
+      if (c->dead) continue;
+      fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      who.push_back(c.get());
+    }
+    if (::poll(fds.data(), fds.size(), timeoutMs) <= 0) return;
+    if (fds[0].revents & POLLIN) accept();
+    for (size_t i = 1; i < fds.size(); ++i) {
+      Conn* c = who[i];
+      if (c->dead || !fds[i].revents) continue;
+      if (fds[i].revents & POLLOUT) flush(c);
+      if (!c->dead && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) readFrom(c);
+    }
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (it->second->dead)
+        it = conns.erase(it);
+      else
+        ++it;
+    }
+    std::lock_guard<std::mutex> lock(statsMu);
+    st.freeSlots = freeSlots;
+  }
+};
+
+SwitchNode::SwitchNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SwitchNode::~SwitchNode() { stop(); }
+
+Status SwitchNode::create(const SwitchConfig& cfg, std::unique_ptr<SwitchNode>* out) {
+  if (cfg.slots == 0 || cfg.slotBytes == 0 || cfg.slotBytes > (1u << 30))
+    return errorf(tribInvalidArgument,
+                  "trib-switchd: --slots must be >= 1 and --slot-bytes in 1..2^30 (got %u, %llu)", cfg.slots,
+                  static_cast<unsigned long long>(cfg.slotBytes));
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  impl->keyHash = keyHash(cfg.key);
+  impl->freeSlots = cfg.slots;
+  impl->bufBytes = std::max<size_t>(cfg.slotBytes, kMaxTextBytes);
+  impl->st.freeSlots = cfg.slots;
+  net::SockAddr addr;
+  TRIB_RETURN_IF_ERROR(net::parseHostPort(cfg.listen, &addr).prefix("trib-switchd --listen: "));
+  TRIB_RETURN_IF_ERROR(net::listenOn(addr, &impl->listenFd, &impl->bound));
+  if (!cfg.parent.empty()) {
+    net::SockAddr paddr;
+    TRIB_RETURN_IF_ERROR(net::parseHostPort(cfg.parent, &paddr).prefix("trib-switchd --parent: "));
+    auto deadline = net::deadlineAfter(cfg.connectTimeoutMs);
+    int fd = -1;
+    TRIB_RETURN_IF_ERROR(net::connectTo(paddr, deadline, &fd).prefix("trib-switchd: parent switch: "));
+    Header h;
+    h.type = MsgType::Hello;
+    h.arg64 = impl->keyHash;
+    h.arg32 = static_cast<uint32_t>(Role::Switch);
+    uint8_t buf[kHeaderBytes];
+    encodeHeader(h, buf);
+    Status s = net::sendAll(fd, buf, kHeaderBytes, deadline);
+    if (s.ok()) s = net::recvAll(fd, buf, kHeaderBytes, deadline);
+    Header reply;
+    if (s.ok()) s = parseHeader(buf, 0, &reply);
+    if (s.ok() && reply.type != MsgType::HelloAck)
+      s = errorf(tribRemoteError, "the parent switch %s refused this switch (wrong --key?)",
+                 cfg.parent.c_str());
+    if (!s.ok()) {
+      close(fd);
+      return s.prefix("trib-switchd: parent switch: ");
+    }
+    auto c = std::make_unique<Conn>();
+    c->id = impl->nextConnId++;
+    c->fd = fd;
+    c->hello = true;
+    c->isParent = true;
+    c->peer = "parent " + paddr.str();
+    impl->parentId = c->id;
+    impl->conns.emplace(c->id, std::move(c));
+  }
+  out->reset(new SwitchNode(std::move(impl)));
+  return Status::Ok();
+}
+
+std::string SwitchNode::address() const { return impl_->bound.str(); }
+
+Status SwitchNode::run(const std::atomic<bool>& stop) {
+  while (!stop.load(std::memory_order_relaxed)) impl_->pollOnce(50);
+  return Status::Ok();
+}
+
+void SwitchNode::start() {
+  stop_ = false;
+  thread_ = std::thread([this] { (void)run(stop_); });
+}
+
+void SwitchNode::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+SwitchStats SwitchNode::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->statsMu);
+  return impl_->st;
+}
+
+std::vector<std::string> SwitchNode::events() const {
+  std::lock_guard<std::mutex> lock(impl_->statsMu);
+  return impl_->events;
+}
+
+}  // namespace trib::sw
