@@ -35,9 +35,11 @@ case "${1:-}" in
     (cd build && ctest --output-on-failure -j1 --timeout 900)
     # Sanitizers: the whole suite under ASan+UBSan; the concurrency-heavy tests under TSan.
     configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
-    (cd build-asan && TRIB_SANITIZER_BUILD=1 ctest --output-on-failure -j1 --timeout 900)
+    # hwloc's PCI plugin (libpciaccess) leaks at exit inside a dlclose()d module, which LSan cannot
+    # suppress by name; the ASan run does without that hwloc component (NUMA and cores remain).
+    (cd build-asan && HWLOC_COMPONENTS=-pci ctest --output-on-failure -j1 --timeout 900)
     configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
-    (cd build-tsan && TRIB_SANITIZER_BUILD=1 ctest --output-on-failure -j1 --timeout 900 -L tsan)
+    (cd build-tsan && ctest --output-on-failure -j1 --timeout 900 -L tsan)
     ;;
   *)
     echo "usage: tools/dev.sh bench|test|build" >&2

@@ -30,8 +30,12 @@ typedef enum {
   tribTimeout = 8,         /* a wait exceeded its timeout (TRIB_TIMEOUT) */
   tribAborted = 9,         /* the communicator was aborted */
   tribNotSupported = 10,   /* a valid request this build or transport cannot serve */
-  tribNumResults = 11
+  tribNumResults = 11,
+  tribResult_MAX_ENUM = 0x7fffffff /* not a value: gives the type every int's range (see below) */
 } tribResult_t;
+
+/* The *_MAX_ENUM entries make any int a valid object of these types, so a caller's bad value
+ * (an unknown dtype, say) is detected and reported rather than being undefined behaviour. */
 
 /* ---- Data types and reduction operators -------------------------------------------------- */
 typedef enum {
@@ -53,10 +57,19 @@ typedef enum {
   tribInt = tribInt32,
   tribHalf = tribFloat16,
   tribFloat = tribFloat32,
-  tribDouble = tribFloat64
+  tribDouble = tribFloat64,
+  tribDataType_MAX_ENUM = 0x7fffffff
 } tribDataType_t;
 
-typedef enum { tribSum = 0, tribProd = 1, tribMin = 2, tribMax = 3, tribAvg = 4, tribNumOps = 5 } tribRedOp_t;
+typedef enum {
+  tribSum = 0,
+  tribProd = 1,
+  tribMin = 2,
+  tribMax = 3,
+  tribAvg = 4,
+  tribNumOps = 5,
+  tribRedOp_MAX_ENUM = 0x7fffffff
+} tribRedOp_t;
 
 /* ---- Opaque handles ---------------------------------------------------------------------- */
 typedef struct tribComm* tribComm_t;

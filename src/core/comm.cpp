@@ -18,6 +18,14 @@ void tribComm::setAsyncError(const trib::Status& s) {
   if (asyncError.ok()) asyncError = s;
 }
 
+void tribComm::abortTransports(const trib::Status& why) {
+  std::lock_guard<std::mutex> lock(abortMu);
+  if (aborted.load()) return;
+  for (auto& t : ownedTransports) t->abort(why);
+  if (switchOffload) switchOffload->abort(why);
+  aborted.store(true);
+}
+
 trib::Status tribComm::checkUsable() const {
   using trib::errorf;
   {
@@ -210,11 +218,9 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
 }
 
 Status commAbort(tribComm* comm) {
-  bool was = comm->aborted.exchange(true);
-  if (!was) {
+  if (!comm->aborted.load()) {
     TRIB_WARN("init", "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
-    Status why = errorf(tribAborted, "communicator (rank %d) was aborted", comm->rank);
-    for (auto& t : comm->ownedTransports) t->abort(why);
+    comm->abortTransports(errorf(tribAborted, "communicator (rank %d) was aborted", comm->rank));
   }
   return Status::Ok();
 }

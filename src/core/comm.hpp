@@ -89,7 +89,12 @@ struct tribComm {
   std::vector<uint32_t> p2pSendSeq, p2pRecvSeq;
   uint32_t splitSeq = 0;
 
+  // Set only after every transport has let go of in-flight operations (abortTransports), so a
+  // thread that sees it may free its requests at once.
   std::atomic<bool> aborted{false};
+  std::mutex abortMu;  // serialises aborting the transports (user abort vs. failure)
+  // Fails everything in flight on every transport, once; then sets `aborted`. Any thread.
+  void abortTransports(const trib::Status& why);
   std::atomic<bool> finalized{false};
   std::mutex errorMu;
   trib::Status asyncError;           // the error that broke the communicator, if any

@@ -96,9 +96,7 @@ void retire(tribRequest* req, Status result) {
 // on, as NCCL's is after an error), so nothing touches user memory once the request is freed.
 void breakComm(tribComm* comm, const Status& why) {
   comm->setAsyncError(why);
-  if (!comm->aborted.exchange(true)) {
-    for (auto& t : comm->ownedTransports) t->abort(why);
-  }
+  comm->abortTransports(why);
 }
 
 Status startRequest(tribRequest* req) {
