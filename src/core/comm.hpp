@@ -149,6 +149,10 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
 Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
                  tribRequest** out);
 
+// How a waiting thread spends an idle round: ranks are often more threads or processes than
+// cores, so spin briefly, then yield, then sleep a little so the peers that must act can run.
+void backoff(unsigned idleRounds);
+
 // Progress and completion. `timeout` < 0 waits forever.
 Status requestTest(tribRequest* req, bool* done);
 Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abortOnTimeout);

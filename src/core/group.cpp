@@ -133,7 +133,7 @@ Status groupEnd() {
       }
       break;
     }
-    if (++idle > 64) std::this_thread::yield();
+    backoff(++idle);
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (first.ok() && !results[i].ok()) first = results[i];

@@ -268,6 +268,15 @@ Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, D
   return Status::Ok();
 }
 
+void backoff(unsigned idleRounds) {
+  if (idleRounds < 64) return;
+  if (idleRounds < 256) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 Status requestTest(tribRequest* req, bool* done) {
   if (!req->done) {
     if (req->comm->aborted.load()) {
@@ -283,13 +292,16 @@ Status requestTest(tribRequest* req, bool* done) {
 Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abortOnTimeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   unsigned idle = 0;
+  size_t mark = req->exec->progressMark();
   while (true) {
     bool done = false;
     Status st = requestTest(req, &done);
     if (done) return st;
     if (timeout.count() >= 0 && std::chrono::steady_clock::now() >= deadline) break;
-    // Peers are threads or processes on the same few cores: spin briefly, then yield.
-    if (++idle > 64) std::this_thread::yield();
+    size_t now = req->exec->progressMark();
+    idle = now != mark ? 0 : idle + 1;
+    mark = now;
+    backoff(idle);
   }
   Status err =
       errorf(tribTimeout,

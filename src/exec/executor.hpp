@@ -61,6 +61,8 @@ class Execution {
   // A description of what this rank still waits for (used in timeout messages).
   std::string describePending() const;
   bool finished() const { return first_ == steps_.size(); }
+  // Grows as steps finish (for waiters' back-off: an unchanged value means no progress).
+  size_t progressMark() const { return first_; }
   bool stepDone(size_t i) const { return i < slots_.size() && slots_[i].state == State::Done; }
 
  private:
