@@ -94,19 +94,6 @@ uint64_t parseSize(const char* s) {
   return static_cast<uint64_t>(v);
 }
 
-double busFactor(Coll c, int n) {
-  switch (c) {
-    case Coll::AllReduce:
-      return 2.0 * (n - 1) / n;
-    case Coll::ReduceScatter:
-    case Coll::AllGather:
-    case Coll::AlltoAll:
-      return static_cast<double>(n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
 // nccl-tests' S: the bytes of the full array (the per-rank count for allreduce, the total for
 // allgather/reducescatter).
 struct Shape {
@@ -364,7 +351,7 @@ struct Bench {
           return 1;
         }
         double algbw = bytesS / (stats[0] * 1e-6) / 1e9;
-        double busbw = algbw * busFactor(o.coll, n);
+        double busbw = algbw * trib::busBandwidthFactor(o.coll, n);
         busSum += busbw;
         ++busCount;
         wrongTotal += wrongs[0];

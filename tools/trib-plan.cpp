@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
       Plan p = planner.choose(r);
       double alg = b / p.predictedUs / 1e3;
       std::printf("%12s  %-13s %12.1f %11.3f %11.3f\n", formatBytes(b).c_str(), planAlgoName(p.algo),
-                  p.predictedUs, alg, alg * Planner::busFactor(req.coll, req.nranks));
+                  p.predictedUs, alg, alg * trib::busBandwidthFactor(req.coll, req.nranks));
     }
   }
   if (simulateIt) {

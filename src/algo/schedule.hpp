@@ -99,6 +99,10 @@ struct CollArgs {
   int ranksPerDomain = 0;
 };
 
+// nccl-tests' bus bandwidth factor: busbw = algbw x factor (2(n-1)/n for all-reduce, (n-1)/n for
+// all-gather, reduce-scatter and all-to-all, 1 otherwise).
+double busBandwidthFactor(Coll c, int nranks);
+
 uint64_t inputCount(const CollArgs& a, int rank);
 uint64_t outputCount(const CollArgs& a, int rank);
 // For in-place calls: offset (elements) of Input relative to Output, e.g. +rank*count for

@@ -24,6 +24,20 @@ bool parseColl(const std::string& s, Coll* out) {
   return false;
 }
 
+double busBandwidthFactor(Coll c, int n) {
+  if (n <= 1) return 1.0;
+  switch (c) {
+    case Coll::AllReduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AlltoAll:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
 const char* algoName(Algo a) {
   static const char* const names[kNumAlgos] = {"ring",     "tree",  "rhd",          "direct",
                                                "binomial", "chain", "hierarchical", "switch"};

@@ -85,7 +85,7 @@ Status calibrate(Topology topo, const std::vector<int>& rankToNode, const PerfRu
     row.algo = planAlgoName(plan.algo);
     row.predictedUs = plan.predictedUs;
     row.predictedBusbw = plan.predictedUs > 0
-                             ? pt.bytes / plan.predictedUs / 1e3 * Planner::busFactor(req.coll, req.nranks)
+                             ? pt.bytes / plan.predictedUs / 1e3 * busBandwidthFactor(req.coll, req.nranks)
                              : 0;
     row.measuredBusbw = pt.busbw;
     row.ratio = row.predictedBusbw > 0 ? pt.busbw / row.predictedBusbw : 0;

@@ -225,20 +225,6 @@ const FabricView& Planner::fabric(int nranks) {
   return fabrics_.emplace(nranks, computeFabric(topo_, *router_, nodes, k_)).first->second;
 }
 
-double Planner::busFactor(Coll c, int n) {
-  if (n <= 1) return 1.0;
-  switch (c) {
-    case Coll::AllReduce:
-      return 2.0 * (n - 1) / n;
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::AlltoAll:
-      return static_cast<double>(n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
 std::vector<Candidate> Planner::explain(const PlanRequest& req) {
   std::lock_guard<std::mutex> g(mu_);
   return explainLocked(req);
@@ -310,7 +296,7 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     c.plan.why = p.reason;
     if (p.supported && p.us > 0) {
       c.algbwGBps = req.bytes / p.us / 1e3;
-      c.busbwGBps = c.algbwGBps * busFactor(req.coll, req.nranks);
+      c.busbwGBps = c.algbwGBps * busBandwidthFactor(req.coll, req.nranks);
     }
     out.push_back(c);
   }

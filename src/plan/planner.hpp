@@ -96,7 +96,6 @@ class Planner {
   const Topology& topology() const { return topo_; }
   const FabricView& fabric(int nranks);
   const CostConstants& constants() const { return k_; }
-  static double busFactor(Coll c, int nranks);  // nccl-tests busbw = algbw x factor
 
  private:
   std::vector<Candidate> explainLocked(const PlanRequest& req);

@@ -476,19 +476,6 @@ Status rankNodes(const Topology& t, int nranks, const std::vector<int>& given, s
   return Status::Ok();
 }
 
-double busFactorOf(Coll c, int n) {
-  switch (c) {
-    case Coll::AllReduce:
-      return 2.0 * (n - 1) / n;
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::AlltoAll:
-      return static_cast<double>(n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
 // nccl-tests S for the request.
 double sizeOf(const CollArgs& a, size_t esize) {
   double c = static_cast<double>(a.count) * esize;
@@ -505,7 +492,7 @@ double sizeOf(const CollArgs& a, size_t esize) {
 void finish(const CollArgs& args, size_t esize, SimResult* out, std::chrono::steady_clock::time_point t0) {
   double S = sizeOf(args, esize);
   out->algbwGBps = out->timeUs > 0 ? S / out->timeUs / kB : 0;
-  out->busbwGBps = out->algbwGBps * busFactorOf(args.coll, args.nranks);
+  out->busbwGBps = out->algbwGBps * busBandwidthFactor(args.coll, args.nranks);
   out->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
