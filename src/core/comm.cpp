@@ -104,18 +104,12 @@ WorldRegistry& registry() {
 // A communicator whose ranks are all in this process (tribCommInitAll, and splits of such).
 tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
                   const std::shared_ptr<LoopbackFabric>& fabric, std::shared_ptr<Planner> planner) {
-  auto* comm = new tribComm;
+  auto* comm = new tribComm(rank, nranks, id, config);
   comm->planner = std::move(planner);
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->commId = id;
-  comm->config = config;
   comm->ownedTransports.push_back(makeLoopbackTransport(fabric, rank));
   comm->peers.assign(nranks, comm->ownedTransports.back().get());
   comm->peers[rank] = comm->ownedTransports.back().get();  // self-sends are legal (p2p to self)
   comm->transportSummary = "loopback";
-  comm->p2pSendSeq.assign(nranks, 0);
-  comm->p2pRecvSeq.assign(nranks, 0);
   attachSwitch(comm);
   TRIB_INFO("init", "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
             nranks, comm->transportSummary.c_str());

@@ -73,6 +73,14 @@ struct CachedPlan {
 };
 
 struct tribComm {
+  // Identity and per-peer sequence counters; transports and the planner are added by the caller.
+  tribComm(int rank_, int nranks_, uint64_t commId_, const trib::CommConfig& config_)
+      : rank(rank_),
+        nranks(nranks_),
+        commId(commId_),
+        config(config_),
+        p2pSendSeq(nranks_, 0),
+        p2pRecvSeq(nranks_, 0) {}
   int rank = 0;
   int nranks = 1;
   uint64_t commId = 0;  // identifies this communicator's world (splits derive theirs from it)

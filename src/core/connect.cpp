@@ -213,18 +213,12 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
     }
   }
 
-  auto* comm = new tribComm;
+  auto* comm = new tribComm(rank, nranks, commId, config);
   std::unique_ptr<tribComm> guard(comm);
   TRIB_RETURN_IF_ERROR(makePlanner(placement, hostDumps, config, &comm->planner));
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->commId = commId;
-  comm->config = config;
   comm->store = store;
   comm->storeServer = server;
   comm->bootstrapPrefix = prefix;
-  comm->p2pSendSeq.assign(nranks, 0);
-  comm->p2pRecvSeq.assign(nranks, 0);
   comm->peers.assign(nranks, nullptr);
 
   // Loopback for ranks of this process (and always for self-sends).
