@@ -67,10 +67,28 @@ class Transport {
   virtual void abort(const Status& why) = 0;
 };
 
+enum class Coll : uint8_t;  // algo/schedule.hpp
+
+// One collective handed to an offload. `count` has the schedule's meaning (CollArgs): elements per
+// rank for all-reduce/reduce/broadcast, the slice each rank sends for all-gather (dst holds nranks
+// slices in rank order), the block each rank receives for reduce-scatter (src holds nranks
+// blocks); barrier 0. Buffers a rank does not use may be null (reduce: dst off the root;
+// broadcast: src off the root, dst on it).
+struct OffloadCall {
+  Coll coll;
+  int nranks = 1, rank = 0, root = 0;
+  const void* src = nullptr;
+  void* dst = nullptr;
+  uint64_t count = 0;
+  DataType dtype = tribFloat32;
+  RedOp op = tribSum;  // sum/prod/min/max (avg is posted as sum and divided by the caller)
+};
+
 // An in-network reduction service (the aggregation-switch client): every member of its group
-// posts the same sequence of all-reduces; each receives in `dst` the reduction of all members'
-// `src`. Posts are non-blocking and complete through TransferOp, driven by progress(). Members
-// must post in the same order (the executor posts SwitchReduce steps in schedule order).
+// posts the same sequence of collectives; for an all-reduce each receives in `dst` the reduction
+// of all members' `src`. Posts are non-blocking and complete through TransferOp, driven by
+// progress(). Members must post in the same order (the executor posts SwitchReduce steps in
+// schedule order).
 class CollectiveOffload {
  public:
   virtual ~CollectiveOffload() = default;
@@ -79,6 +97,8 @@ class CollectiveOffload {
   // be equal; both must stay valid until op->done().
   virtual Status postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
                                TransferOp* done) = 0;
+  // Any collective (see OffloadCall); one it cannot run fails with tribNotSupported and the reason.
+  virtual Status postCollective(const OffloadCall& call, TransferOp* done) = 0;
   virtual Status progress() = 0;
   // Fail pending operations and leave the group (the other members' operations fail too, so
   // nobody waits for this one). Safe to call more than once.

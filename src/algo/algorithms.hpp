@@ -25,5 +25,10 @@ extern const AlgoInfo kChainBroadcast;  // chain.cpp: pipelined chains through t
 extern const AlgoInfo kChainReduce;
 extern const AlgoInfo kHierarchicalAllReduce;  // hierarchical.cpp: domain RS -> cross-domain AR -> domain AG
 extern const AlgoInfo kSwitchAllReduce;        // switch.cpp: in-network reduction (SwitchReduce step)
+extern const AlgoInfo kSwitchReduce;
+extern const AlgoInfo kSwitchBroadcast;
+extern const AlgoInfo kSwitchAllGather;
+extern const AlgoInfo kSwitchReduceScatter;
+extern const AlgoInfo kSwitchBarrier;
 
 }  // namespace trib::algo

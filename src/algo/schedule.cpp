@@ -67,6 +67,20 @@ int64_t inPlaceInputOffset(const CollArgs& a, int rank) {
 
 bool supportsInPlace(Coll c) { return c != Coll::AlltoAll; }
 
+uint64_t switchStepCount(Coll c, int root, int rank, const Step& s) {
+  switch (c) {
+    case Coll::Reduce:
+    case Coll::AllGather:
+      return s.src.count;
+    case Coll::Broadcast:
+      return rank == root ? s.src.count : s.dst.count;
+    case Coll::Barrier:
+      return 0;
+    default:  // allreduce, reducescatter
+      return s.dst.count;
+  }
+}
+
 namespace {
 
 using namespace algo;
@@ -83,8 +97,9 @@ const AlgoInfo* const kRegistry[] = {
     &kDirectGather, &kBinomialGather,
     &kDirectScatter, &kBinomialScatter,
     &kDirectBarrier,
-    // Chosen only when the communicator has a usable aggregation switch (algo_select.cpp).
-    &kSwitchAllReduce,
+    // Chosen only when the communicator has a usable aggregation switch (plan_select.cpp).
+    &kSwitchAllReduce, &kSwitchReduce, &kSwitchBroadcast, &kSwitchAllGather, &kSwitchReduceScatter,
+    &kSwitchBarrier,
 };
 // clang-format on
 

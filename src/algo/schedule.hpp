@@ -12,10 +12,17 @@
 // free: slice k of round r+1 starts as soon as slice k of round r has arrived.
 //
 // SwitchReduce is the one collective step (in-network reduction, docs/SWITCH.md): every rank of
-// the communicator executes it, in the same order relative to its other SwitchReduce steps, and
-// each rank's dst receives, element by element, the reduction of all ranks' src (same offsets
-// and count on every rank). It is a rendezvous: it completes only once every rank has supplied
-// its src. The executor hands it to the communicator's aggregation switch client.
+// the communicator executes it, in the same order relative to its other SwitchReduce steps. It
+// runs the schedule's collective (CollArgs::coll, root) over m elements per rank, the same m on
+// every rank (switchStepCount), with these region sizes (S = src.count, D = dst.count, n ranks):
+//   allreduce      S = D = m; dst = the reduction of all ranks' src
+//   reduce         S = m, D = m on the root (the reduction), 0 elsewhere
+//   broadcast      S = m on the root, 0 elsewhere; D = 0 on the root, m elsewhere (root's src)
+//   allgather      S = m, D = n*m; dst block r = rank r's src
+//   reducescatter  S = n*m, D = m; dst = block `rank` of the reduction
+//   barrier        S = D = 0
+// It is a rendezvous: it completes only once every rank has supplied its src. The executor
+// hands it to the communicator's aggregation switch client.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -56,7 +63,7 @@ enum class StepKind : uint8_t {
   RecvReduce,    // dst <- src (local) op message from peer
   Copy,          // dst <- src (local)
   Reduce,        // dst <- dst op src (local)
-  SwitchReduce,  // dst <- src reduced over every rank (in-network; see above). peer unused (-1)
+  SwitchReduce,  // the collective over every rank, in-network (see above). peer unused (-1)
 };
 const char* stepKindName(StepKind k);
 
@@ -98,6 +105,9 @@ struct CollArgs {
   // topology). 0 = flat; every other algorithm ignores it.
   int ranksPerDomain = 0;
 };
+
+// The per-rank element count m of a SwitchReduce step of collective `c` on `rank` (see above).
+uint64_t switchStepCount(Coll c, int root, int rank, const Step& s);
 
 // nccl-tests' bus bandwidth factor: busbw = algbw x factor (2(n-1)/n for all-reduce, (n-1)/n for
 // all-gather, reduce-scatter and all-to-all, 1 otherwise).

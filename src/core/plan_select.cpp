@@ -78,16 +78,17 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   return Status::Ok();
 }
 
-// In-network reduction: a communicator with a usable aggregation switch runs all-reduce on it
-// unless TRIB_ALGO excludes "switch" (the planner models hardware switches from the topology, not
-// this attached one). Returns nullptr otherwise.
+// In-network reduction: a communicator with a usable aggregation switch runs every collective
+// that has a switch schedule (all-reduce, reduce, broadcast, all-gather, reduce-scatter, barrier)
+// on it unless TRIB_ALGO excludes "switch" (the planner models hardware switches from the
+// topology, not this attached one). Returns nullptr otherwise.
 static const AlgoInfo* switchChoice(const tribComm* comm, CollArgs* args, size_t elemSize) {
-  if (args->coll != Coll::AllReduce || !switchUsable(comm)) return nullptr;
+  if (!findAlgorithm(args->coll, Algo::Switch) || !switchUsable(comm)) return nullptr;
   AlgoFilter filter;
   if (!parseAlgoOverride(comm->config.algo, &filter).ok()) return nullptr;  // reported at init
-  const int c = static_cast<int>(Coll::AllReduce);
+  const int c = static_cast<int>(args->coll);
   if (!(filter.allowed[c] & (1u << static_cast<int>(PlanAlgo::Switch)))) return nullptr;
-  const AlgoInfo* sw = findAlgorithm(Coll::AllReduce, Algo::Switch);
+  const AlgoInfo* sw = findAlgorithm(args->coll, Algo::Switch);
   if (comm->config.chunkBytes) args->chunkElems = std::max<uint64_t>(1, comm->config.chunkBytes / elemSize);
   return sw && sw->supports(*args) ? sw : nullptr;
 }

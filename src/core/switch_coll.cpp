@@ -15,6 +15,8 @@ struct SwitchRun {
   uint32_t agreeSeq = 0, fallbackSeq = 0;
   int32_t flagIn = 1, flagOut = 0;  // agreement: 1 = "my switch phase succeeded"
   std::vector<char> fallbackScratch;
+  uint64_t avgDivisor = 0;  // op avg: what the launch set (the fallback finishes the same way)
+  Region avgRegion;
   Status switchError;
 };
 
@@ -104,6 +106,11 @@ void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args
   run->fallbackSeq = comm->collSeq++ & ~kP2pSeqBit;
   req->switchRun = std::move(run);
   opts->offload = comm->switchOffload.get();
+  run->avgDivisor = opts->avgDivisor;
+  run->avgRegion = opts->avgRegion;
+  opts->coll = args.coll;
+  opts->root = args.root;
+  opts->nranks = args.nranks;
 }
 
 namespace {
@@ -133,8 +140,9 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
         // Leave the group: the switch fails it for every member, so nobody waits for us.
         if (comm->switchOffload) comm->switchOffload->abort(result);
       }
-      // In place, the switch schedule copied the input to scratch first; the fallback needs it.
-      const bool inputSaved = run.args.inPlace && req->exec->stepDone(0);
+      // In place, where the switch writes over the input, the switch schedule first copied it
+      // to scratch (its only use of scratch); the fallback needs it. Elsewhere the input is intact.
+      const bool inputSaved = run.args.inPlace && !req->scratch.empty() && req->exec->stepDone(0);
       if (inputSaved) {
         run.call.sendbuff = req->scratch.data();
         run.args.inPlace = false;
@@ -188,10 +196,8 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       o.op = run.call.op;
       o.seq = run.fallbackSeq;
       o.rank = comm->rank;
-      if (run.call.op == tribAvg) {
-        o.avgDivisor = static_cast<uint64_t>(comm->nranks);
-        o.avgRegion = Region{Buf::Output, 0, outputCount(run.args, comm->rank)};
-      }
+      o.avgDivisor = run.avgDivisor;  // the same output region as the switch phase's
+      o.avgRegion = run.avgRegion;
       req->what += strprintf(" [fallback %s]", algoName(algo->algo));
       return startPhase(req, std::make_unique<Execution>(std::move(steps), b, comm->peers, o), done);
     }

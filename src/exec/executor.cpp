@@ -118,10 +118,19 @@ Status Execution::startStep(size_t i) {
              opts_.op == tribAvg ? tribSum : opts_.op);
       slot.state = State::Done;
       return Status::Ok();
-    case StepKind::SwitchReduce:
+    case StepKind::SwitchReduce: {
       slot.state = State::Posted;
-      return opts_.offload->postAllReduce(address(s.src), address(s.dst), s.dst.count, opts_.dtype,
-                                          opts_.op == tribAvg ? tribSum : opts_.op, &slot.op);
+      OffloadCall call{opts_.coll};
+      call.nranks = opts_.nranks;
+      call.rank = opts_.rank;
+      call.root = opts_.root;
+      call.src = s.src.count ? address(s.src) : nullptr;
+      call.dst = s.dst.count ? address(s.dst) : nullptr;
+      call.count = switchStepCount(opts_.coll, opts_.root, opts_.rank, s);
+      call.dtype = opts_.dtype;
+      call.op = opts_.op == tribAvg ? tribSum : opts_.op;
+      return opts_.offload->postCollective(call, &slot.op);
+    }
   }
   return errorf(tribInternalError, "unknown step kind");
 }

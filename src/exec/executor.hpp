@@ -41,6 +41,10 @@ struct ExecOptions {
   int rank = 0;             // for messages
   // Runs SwitchReduce steps (the communicator's aggregation-switch client); nullptr: none.
   CollectiveOffload* offload = nullptr;
+  // The collective those steps run (schedule.hpp: SwitchReduce).
+  Coll coll = Coll::AllReduce;
+  int root = 0;
+  int nranks = 1;
 };
 
 class Execution {

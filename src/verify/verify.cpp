@@ -222,10 +222,27 @@ struct RankState {
   bool switchDeposited = false;  // the pending SwitchReduce's contribution is in
 };
 
-// One SwitchReduce rendezvous: the union of every rank's contribution, handed to each rank.
+// Cells [off, off+len) of the run list `v`, appended to `out`.
+void sliceSegs(const std::vector<Seg>& v, uint64_t off, uint64_t len, std::vector<Seg>& out) {
+  uint64_t pos = 0;
+  const uint64_t end = off + len;
+  for (const Seg& s : v) {
+    const uint64_t segEnd = pos + s.len;
+    if (segEnd > off && pos < end) {
+      const uint64_t from = std::max(pos, off), to = std::min(segEnd, end);
+      pushSeg(out, clip(s, pos, from, to - from));
+    }
+    pos = segEnd;
+    if (pos >= end) break;
+  }
+}
+
+// One SwitchReduce rendezvous: what the switch computes from every rank's contribution (the
+// reduction, the root's data, or the gathered slices), handed to each rank as its collective says.
 struct SwitchOp {
   std::vector<Seg> acc;
-  uint64_t len = 0;
+  std::vector<std::vector<Seg>> pieces;  // all-gather: each rank's contribution
+  uint64_t len = 0;                      // m, elements per rank
   int arrived = 0, taken = 0;
   int firstRank = -1;
   std::vector<int> waiters;
@@ -621,42 +638,84 @@ class Verifier {
     return Status::Ok();
   }
 
-  // The k-th SwitchReduce of every rank is one rendezvous: each rank's src cells join the
-  // group's accumulator (a rank contributing twice to a cell, or misaligned blocks, fail as in a
-  // reduction), and once all ranks are in, every rank's dst receives the union.
+  // The k-th SwitchReduce of every rank is one rendezvous of the schedule's collective
+  // (schedule.hpp gives the region shapes): each rank's src cells join the switch's accumulator
+  // (reduced: a rank contributing twice to a cell, or misaligned blocks, fail as in a reduction;
+  // broadcast: the root's; all-gather: placed by rank), and once all ranks are in, each rank's
+  // dst receives its part. Completing it means every rank has heard from every other.
   Status switchStep(int r, const Step& s, std::deque<int>& ready, bool* blocked) {
     RankState& st = ranks_[r];
     const uint64_t k = st.switchSteps;
     if (switchOps_.size() <= k) switchOps_.resize(k + 1);
     SwitchOp& op = switchOps_[k];
+    const uint64_t n = static_cast<uint64_t>(n_);
     uint64_t us = 0, ud = 0;
     TRIB_RETURN_IF_ERROR(resolve(r, s, s.dst, true, &ud));
     if (!st.switchDeposited) {
       TRIB_RETURN_IF_ERROR(resolve(r, s, s.src, false, &us));
-      if (s.src.count != s.dst.count) {
-        return fail(r, s,
-                    strprintf("contributes %llu elements but receives %llu", static_cast<ull>(s.src.count),
-                              static_cast<ull>(s.dst.count)));
+      const uint64_t m = switchStepCount(a_.coll, a_.root, r, s);
+      const bool root = r == a_.root;
+      uint64_t wantS = m, wantD = m;
+      switch (a_.coll) {
+        case Coll::AllReduce:
+        case Coll::Barrier:
+          break;
+        case Coll::Reduce:
+          wantD = root ? m : 0;
+          break;
+        case Coll::Broadcast:
+          wantS = root ? m : 0;
+          wantD = root ? 0 : m;
+          break;
+        case Coll::AllGather:
+          wantD = n * m;
+          break;
+        case Coll::ReduceScatter:
+          wantS = n * m;
+          break;
+        default:
+          return fail(r, s, strprintf("the switch does not run %s", collName(a_.coll)));
       }
-      if (op.arrived > 0 && op.len != s.src.count) {
+      if (s.src.count != wantS || s.dst.count != wantD) {
+        return fail(
+            r, s,
+            strprintf("a %s switch_reduce of %llu elements per rank contributes %llu and receives "
+                      "%llu elements here, not %llu and %llu",
+                      collName(a_.coll), static_cast<ull>(m), static_cast<ull>(s.src.count),
+                      static_cast<ull>(s.dst.count), static_cast<ull>(wantS), static_cast<ull>(wantD)));
+      }
+      if (op.arrived > 0 && op.len != m) {
         return fail(
             r, s,
             strprintf("switch_reduce #%llu has %llu elements here but %llu on rank %d", static_cast<ull>(k),
-                      static_cast<ull>(s.src.count), static_cast<ull>(op.len), op.firstRank));
+                      static_cast<ull>(m), static_cast<ull>(op.len), op.firstRank));
       }
       TRIB_RETURN_IF_ERROR(readChecked(r, s, us, s.src.count, tmpA_));
       if (op.arrived == 0) {
-        op.acc = tmpA_;
-        op.len = s.src.count;
+        op.len = m;
         op.firstRank = r;
+      }
+      if (a_.coll == Coll::AllGather) {
+        op.pieces.resize(n_);
+        op.pieces[r] = tmpA_;
+      } else if (a_.coll == Coll::Broadcast) {
+        if (root) op.acc = tmpA_;
+      } else if (op.arrived == 0) {
+        op.acc = tmpA_;
       } else {
-        TRIB_RETURN_IF_ERROR(combine(r, s, op.acc, tmpA_, ud, tmpB_));
+        TRIB_RETURN_IF_ERROR(combine(r, s, op.acc, tmpA_, us, tmpB_));
         op.acc.swap(tmpB_);
       }
       ++op.arrived;
       st.switchDeposited = true;
       st.sent += s.src.count;
       if (op.arrived == n_) {
+        if (a_.coll == Coll::AllGather) {
+          for (auto& piece : op.pieces) {
+            for (Seg& g : piece) pushSeg(op.acc, std::move(g));
+          }
+          std::vector<std::vector<Seg>>().swap(op.pieces);
+        }
         for (int w : op.waiters) {
           ranks_[w].waitingOn = -1;
           if (!ranks_[w].queued) {
@@ -673,8 +732,15 @@ class Verifier {
       *blocked = true;
       return Status::Ok();
     }
-    writeCells(r, ud, op.acc);
-    st.recvd += op.len;
+    if (a_.coll == Coll::ReduceScatter) {
+      tmpB_.clear();
+      sliceSegs(op.acc, static_cast<uint64_t>(r) * op.len, s.dst.count, tmpB_);
+      writeCells(r, ud, tmpB_);
+    } else if (s.dst.count > 0) {
+      writeCells(r, ud, op.acc);
+    }
+    st.heard = RankSet::range(0, static_cast<uint32_t>(n_));
+    st.recvd += s.dst.count;
     st.switchDeposited = false;
     ++st.switchSteps;
     if (++op.taken == n_) std::vector<Seg>().swap(op.acc);

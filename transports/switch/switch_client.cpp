@@ -104,31 +104,85 @@ void SwitchClient::abort(const Status& why) {
 
 Status SwitchClient::postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
                                    TransferOp* done) {
+  OffloadCall call{Coll::AllReduce};
+  call.src = src;
+  call.dst = dst;
+  call.count = count;
+  call.dtype = dtype;
+  call.op = op;
+  return postCollective(call, done);
+}
+
+SwitchClient::ChunkPos SwitchClient::chunkPos(const Op& op, uint32_t k) {
+  const OffloadCall& c = op.call;
+  ChunkPos p{0, 0, static_cast<uint32_t>(c.root), 0};
+  if (c.coll == Coll::Barrier) return p;
+  uint64_t j = k;
+  if (c.coll == Coll::ReduceScatter) {
+    p.block = k / op.perBlock;  // chunk k lies in rank `block`'s block, which that rank owns
+    p.owner = static_cast<uint32_t>(p.block);
+    j = k % op.perBlock;
+  } else if (c.coll == Coll::AllGather) {
+    p.owner = static_cast<uint32_t>(c.rank);
+  }
+  p.offset = j * op.chunkElems;
+  p.count = std::min(op.chunkElems, c.count - p.offset);
+  return p;
+}
+
+bool SwitchClient::sendsData(const Op& op, const ChunkPos& p) {
+  return op.call.coll != Coll::Broadcast || p.owner == static_cast<uint32_t>(op.call.rank);
+}
+
+bool SwitchClient::receivesData(const Op& op, const ChunkPos& p) {
+  const bool mine = p.owner == static_cast<uint32_t>(op.call.rank);
+  switch (op.call.coll) {
+    case Coll::Reduce:
+    case Coll::ReduceScatter:
+      return mine;
+    case Coll::Broadcast:
+      return !mine;
+    default:
+      return true;
+  }
+}
+
+Status SwitchClient::postCollective(const OffloadCall& call, TransferOp* done) {
   if (!broken_.ok()) return broken_;
-  if (op == tribAvg) op = tribSum;
-  const size_t es = dataTypeSize(dtype);
-  if (es == 0 || es > slotBytes_)
-    return errorf(tribInvalidArgument, "switch %s: %s elements do not fit its %llu-byte slots",
-                  cfg_.address.c_str(), dataTypeName(dtype), static_cast<unsigned long long>(slotBytes_));
-  const uint64_t id = nextOpId_++;
+  const std::string where = "switch " + cfg_.address;
+  if (!switchSupportsColl(static_cast<uint8_t>(call.coll)))
+    return errorf(tribNotSupported, "%s: %s is not run by the switch (use a host algorithm)", where.c_str(),
+                  collName(call.coll));
+  if (call.nranks < 1 || call.rank < 0 || call.rank >= call.nranks || call.root < 0 ||
+      call.root >= call.nranks)
+    return errorf(tribInvalidArgument, "%s: rank %d / root %d of %d ranks", where.c_str(), call.rank,
+                  call.root, call.nranks);
+  Op o{call, done, nextOpId_, 0, 1, 0};
+  if (o.call.op == tribAvg) o.call.op = tribSum;
+  const size_t es = dataTypeSize(call.dtype);
+  // All-gather: a chunk's result holds every rank's piece, so a piece is a slot / nranks.
+  const uint64_t perElem = call.coll == Coll::AllGather ? es * static_cast<uint64_t>(call.nranks) : es;
+  if (es == 0 || perElem > slotBytes_)
+    return errorf(tribNotSupported,
+                  "%s: %s of %d ranks' %s elements needs slots of at least %llu bytes; the switch grants "
+                  "%llu (use a host algorithm, or larger --slot-bytes)",
+                  where.c_str(), collName(call.coll), call.nranks, dataTypeName(call.dtype),
+                  static_cast<unsigned long long>(perElem), static_cast<unsigned long long>(slotBytes_));
+  o.chunkElems = slotBytes_ / perElem;
+  uint64_t chunks = 1;  // barrier: one empty chunk
+  if (call.coll != Coll::Barrier) {
+    o.perBlock = (call.count + o.chunkElems - 1) / o.chunkElems;
+    chunks = o.perBlock * (call.coll == Coll::ReduceScatter ? static_cast<uint64_t>(call.nranks) : 1);
+  }
+  if (chunks > UINT32_MAX)
+    return errorf(tribInvalidArgument, "%s: %llu elements need more than 2^32 chunks", where.c_str(),
+                  static_cast<unsigned long long>(call.count));
+  ++nextOpId_;
   ++stats_.ops;
-  if (count == 0) {
+  if (chunks == 0) {  // count 0: every member skips the switch alike
     done->complete();
     return Status::Ok();
   }
-  Op o{static_cast<const uint8_t*>(src),
-       static_cast<uint8_t*>(dst),
-       count,
-       dtype,
-       op,
-       done,
-       id,
-       slotBytes_ / es,
-       0};
-  const uint64_t chunks = (count + o.chunkElems - 1) / o.chunkElems;
-  if (chunks > UINT32_MAX)
-    return errorf(tribInvalidArgument, "switch: %llu elements need more than 2^32 chunks",
-                  static_cast<unsigned long long>(count));
   o.chunks = static_cast<uint32_t>(chunks);
   ops_.push_back(o);
   sendChunks();
@@ -137,38 +191,49 @@ Status SwitchClient::postAllReduce(const void* src, void* dst, uint64_t count, D
 
 void SwitchClient::sendChunks() {
   for (Op& op : ops_) {
-    const size_t es = dataTypeSize(op.dtype);
+    const OffloadCall& c = op.call;
+    const size_t es = dataTypeSize(c.dtype);
     while (op.sent < op.chunks) {
       // In-order window: chunk `seq` goes out only when every chunk `quota` places before it is done.
       if (!inFlight_.empty() && nextSeq_ >= *inFlight_.begin() + quota_) return;
-      const uint64_t first = uint64_t{op.sent} * op.chunkElems;
-      const uint64_t n = std::min(op.chunkElems, op.count - first);
+      const ChunkPos p = chunkPos(op, op.sent);
+      const bool data = sendsData(op, p);
       Header h;
       h.type = MsgType::Chunk;
       h.group = cfg_.group;
       h.child = cfg_.path[0].index;
       h.opId = op.id;
       h.chunk = op.sent;
-      h.dtype = static_cast<uint8_t>(op.dtype);
-      h.redop = static_cast<uint8_t>(op.op);
-      h.coll = static_cast<uint8_t>(Coll::AllReduce);
-      h.count = n;
-      h.payloadBytes = static_cast<uint32_t>(n * es);
+      h.dtype = static_cast<uint8_t>(c.dtype);
+      h.redop = static_cast<uint8_t>(c.op);
+      h.coll = static_cast<uint8_t>(c.coll);
+      h.count = p.count;
+      h.root = p.owner;
+      if (c.coll == Coll::AllGather) {
+        h.arg32 = static_cast<uint32_t>(c.nranks);
+        h.arg64 = 1;  // one piece: this rank's
+      } else if (p.owner == static_cast<uint32_t>(c.rank)) {
+        h.flags = kFlagOwner;
+      }
+      if (!data) h.flags |= kFlagNoData;
+      h.payloadBytes = data ? static_cast<uint32_t>(p.count * es) : 0;
       OutSeg head;
       head.own.resize(kHeaderBytes);
       encodeHeader(h, head.own.data());
       head.n = kHeaderBytes;
       out_.push_back(std::move(head));
-      OutSeg body;
-      body.ext = op.src + first * es;
-      body.n = n * es;
-      out_.push_back(std::move(body));
+      if (h.payloadBytes) {
+        OutSeg body;
+        body.ext = static_cast<const uint8_t*>(c.src) + (p.block * c.count + p.offset) * es;
+        body.n = h.payloadBytes;
+        out_.push_back(std::move(body));
+      }
       seqOf_[{op.id, op.sent}] = nextSeq_;
       inFlight_.insert(nextSeq_++);
       ++op.sent;
       ++stats_.chunks;
       stats_.headerBytes += kHeaderBytes;
-      stats_.payloadSent += n * es;
+      stats_.payloadSent += h.payloadBytes;
     }
   }
 }
@@ -210,14 +275,48 @@ Status SwitchClient::onResult() {
   return Status::Ok();
 }
 
+// Checks a Result header against the pending operation and says where its payload goes.
+Status SwitchClient::placeResult() {
+  const Header& h = cur_;
+  auto it = std::find_if(ops_.begin(), ops_.end(), [&](const Op& o) { return o.id == h.opId; });
+  if (it == ops_.end() || h.chunk >= it->chunks || h.dtype != it->call.dtype ||
+      h.coll != static_cast<uint8_t>(it->call.coll))
+    return errorf(tribRemoteError, "switch %s sent an unexpected result (operation %llu, chunk %u)",
+                  cfg_.address.c_str(), static_cast<unsigned long long>(h.opId), h.chunk);
+  const OffloadCall& c = it->call;
+  const ChunkPos p = chunkPos(*it, h.chunk);
+  if (h.count != p.count)
+    return errorf(tribRemoteError, "switch %s: result of chunk %u has %llu elements, expected %llu",
+                  cfg_.address.c_str(), h.chunk, static_cast<unsigned long long>(h.count),
+                  static_cast<unsigned long long>(p.count));
+  const bool data = !(h.flags & kFlagNoData);
+  if (data != receivesData(*it, p) && p.count > 0)
+    return errorf(tribRemoteError, "switch %s: %s for chunk %u of a %s on rank %d (root %d)",
+                  cfg_.address.c_str(), data ? "data" : "no data", h.chunk, collName(c.coll), c.rank, c.root);
+  if (c.coll == Coll::AllGather && h.arg32 != static_cast<uint32_t>(c.nranks))
+    return errorf(tribRemoteError, "switch %s: all-gather result of %u ranks, expected %d",
+                  cfg_.address.c_str(), h.arg32, c.nranks);
+  if (!data || h.payloadBytes == 0) return Status::Ok();
+  const size_t es = dataTypeSize(c.dtype);
+  uint8_t* dst = static_cast<uint8_t*>(c.dst);
+  pieceBytes_ = p.count * es;
+  pieceStride_ = c.count * es;  // all-gather: rank j's slice starts j * count elements in
+  payDst_ = dst + p.offset * es;
+  return Status::Ok();
+}
+
 Status SwitchClient::readAvailable() {
   while (broken_.ok()) {
     ssize_t r;
     if (!inPayload_) {
       r = recv(fd_, hdr_ + hdrGot_, kHeaderBytes - hdrGot_, MSG_DONTWAIT);
+    } else if (payDst_) {
+      // Up to the end of the current piece (all-gather pieces land at their ranks' offsets).
+      const size_t within = payGot_ % pieceBytes_;
+      uint8_t* to = payDst_ + (payGot_ / pieceBytes_) * pieceStride_ + within;
+      r = recv(fd_, to, pieceBytes_ - within, MSG_DONTWAIT);
     } else {
-      uint8_t* to = payDst_ ? payDst_ : text_.data();
-      r = recv(fd_, to + payGot_, cur_.payloadBytes - payGot_, MSG_DONTWAIT);
+      r = recv(fd_, text_.data() + payGot_, cur_.payloadBytes - payGot_, MSG_DONTWAIT);
     }
     if (r == 0)
       return errorf(tribRemoteError, "switch %s closed the connection (did it die?)", cfg_.address.c_str());
@@ -234,16 +333,7 @@ Status SwitchClient::readAvailable() {
       payDst_ = nullptr;
       payGot_ = 0;
       if (cur_.type == MsgType::Result) {
-        auto it = std::find_if(ops_.begin(), ops_.end(), [&](const Op& o) { return o.id == cur_.opId; });
-        if (it == ops_.end() || cur_.chunk >= it->chunks || cur_.dtype != it->dtype)
-          return errorf(tribRemoteError, "switch %s sent an unexpected result (operation %llu, chunk %u)",
-                        cfg_.address.c_str(), static_cast<unsigned long long>(cur_.opId), cur_.chunk);
-        const uint64_t first = uint64_t{cur_.chunk} * it->chunkElems;
-        if (cur_.count != std::min(it->chunkElems, it->count - first))
-          return errorf(tribRemoteError, "switch %s: result of chunk %u has %llu elements, expected %llu",
-                        cfg_.address.c_str(), cur_.chunk, static_cast<unsigned long long>(cur_.count),
-                        static_cast<unsigned long long>(std::min(it->chunkElems, it->count - first)));
-        payDst_ = it->dst + first * dataTypeSize(it->dtype);
+        TRIB_RETURN_IF_ERROR(placeResult());
       } else if (cur_.type == MsgType::Error) {
         text_.assign(cur_.payloadBytes, 0);
       } else {

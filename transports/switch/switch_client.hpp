@@ -6,6 +6,13 @@
 // size; at most `quota` chunks are in flight (a chunk is sent only when the chunk `quota` places
 // before it has its result), which keeps the group within the slots it reserved at every switch
 // of the tree. Results are received straight into the destination buffer.
+//
+// The other collectives use the same chunks (docs/SWITCH.md): reduce and reduce-scatter send
+// everything and receive data only for the chunks this rank owns (the root's; its own block),
+// a payload-free completion for the others; broadcast sends data only from the root (the others
+// send "ready" markers) and receives it everywhere else; all-gather sends pieces of this rank's
+// slice and receives every rank's piece of the same chunk, in rank order; barrier is one empty
+// chunk.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -48,6 +55,7 @@ class SwitchClient : public CollectiveOffload {
   const char* name() const override { return "switch"; }
   Status postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
                        TransferOp* done) override;
+  Status postCollective(const OffloadCall& call, TransferOp* done) override;
   Status progress() override;
   void abort(const Status& why) override;
 
@@ -60,16 +68,24 @@ class SwitchClient : public CollectiveOffload {
 
  private:
   struct Op {
-    const uint8_t* src;
-    uint8_t* dst;
-    uint64_t count;
-    DataType dtype;
-    RedOp op;
+    OffloadCall call;
     TransferOp* done;
     uint64_t id;
-    uint64_t chunkElems;
+    uint64_t chunkElems;  // per chunk (all-gather: per rank's piece)
+    uint64_t perBlock;    // reduce-scatter: chunks per rank's block
     uint32_t chunks, sent = 0, received = 0;
   };
+  // Where chunk k of `op` lies: `count` elements at element `offset` of the rank's slice/block
+  // `block` (reduce-scatter: the owner's block; otherwise 0), owned by rank `owner`.
+  struct ChunkPos {
+    uint64_t offset, count;
+    uint32_t owner;
+    uint64_t block;
+  };
+  static ChunkPos chunkPos(const Op& op, uint32_t k);
+  // Whether this rank sends data for / receives data of chunk k (else a marker / a completion).
+  static bool sendsData(const Op& op, const ChunkPos& p);
+  static bool receivesData(const Op& op, const ChunkPos& p);
   struct OutSeg {
     std::vector<uint8_t> own;      // header bytes
     const uint8_t* ext = nullptr;  // or payload in the caller's buffer
@@ -82,6 +98,7 @@ class SwitchClient : public CollectiveOffload {
   Status flush();
   Status readAvailable();
   Status onResult();
+  Status placeResult();
   void sendChunks();
 
   SwitchClientConfig cfg_;
@@ -98,7 +115,10 @@ class SwitchClient : public CollectiveOffload {
   size_t hdrGot_ = 0;
   bool inPayload_ = false;
   Header cur_;
-  uint8_t* payDst_ = nullptr;  // where the current payload goes
+  // Where the current payload goes: pieces of pieceBytes_, piece j at payDst_ + j * pieceStride_
+  // (all-gather: rank j's part of the chunk; otherwise one piece).
+  uint8_t* payDst_ = nullptr;
+  size_t pieceBytes_ = 0, pieceStride_ = 0;
   std::vector<uint8_t> text_;  // payload of an Error (or a result nobody waits for)
   size_t payGot_ = 0;
   Status broken_;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "algo/schedule.hpp"
 #include "bootstrap/net.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/switch/switch_protocol.hpp"
@@ -54,10 +55,18 @@ struct Conn {
 struct Slot {
   uint8_t dtype = 0, redop = 0, coll = 0;
   uint64_t count = 0;
+  uint32_t root = 0;
+  uint32_t nranks = 0;                       // all-gather: ranks of the communicator
   std::vector<uint8_t> acc;                  // child 0's buffer, then the running reduction
   uint32_t next = 0;                         // the next child to fold in (child order)
+  uint32_t arrived = 0;                      // children whose contribution is complete
   std::vector<std::vector<uint8_t>> staged;  // contributions that arrived ahead of their turn
   std::vector<bool> got;
+  int64_t ownerChild = -1;       // the child the chunk's owner (root) is at or below
+  std::vector<uint32_t> expect;  // all-gather: pieces each child announced
+  std::vector<uint32_t> pieces;  // all-gather: pieces each child delivered
+  std::vector<bool> placed;      // all-gather: ranks whose piece is in `acc`
+  Buffer kept;                   // broadcast: the root's data, sent up, kept for the way down
   bool waitingParent = false;
 };
 
@@ -336,24 +345,107 @@ struct SwitchNode::Impl {
     }
   }
 
-  void deliver(Group& g, const Header& from, std::vector<uint8_t>&& data) {
+  // Hands a completed chunk down: data to the children that receive it (all of them, or only
+  // toward the owner for reduce/reduce-scatter, all but the owner for broadcast), a payload-free
+  // completion to the others, so every member knows the chunk is done and its window advances.
+  void deliver(Group& g, const Slot& s, const Header& from, const Buffer& data, size_t bytes) {
     Header r = from;
     r.type = MsgType::Result;
     r.child = 0;
-    r.payloadBytes = from.payloadBytes;
+    r.flags = 0;
+    r.arg64 = 0;
+    r.payloadBytes = static_cast<uint32_t>(bytes);
+    Header done = r;
+    done.flags = kFlagNoData;
+    done.payloadBytes = 0;
     auto head = std::make_shared<const std::vector<uint8_t>>(headerOnly(r));
-    Buffer body = share(std::move(data));
-    uint64_t n = 0;
-    for (uint64_t id : g.children) {
-      if (Conn* c = conn(id)) {
+    auto completion = std::make_shared<const std::vector<uint8_t>>(headerOnly(done));
+    const auto coll = static_cast<Coll>(s.coll);
+    uint64_t n = 0, out = 0;
+    for (uint32_t child = 0; child < g.children.size(); ++child) {
+      Conn* c = conn(g.children[child]);
+      if (!c) continue;
+      const bool isOwner = static_cast<int64_t>(child) == s.ownerChild;
+      bool wants = true;
+      if (coll == Coll::Reduce || coll == Coll::ReduceScatter) wants = isOwner;
+      if (coll == Coll::Broadcast) wants = !isOwner;
+      if (wants && data) {
         send(c, head);
-        if (from.payloadBytes) send(c, body, from.payloadBytes);
-        ++n;
+        if (bytes) send(c, data, bytes);
+        out += bytes;
+      } else {
+        send(c, completion);
       }
+      ++n;
     }
     std::lock_guard<std::mutex> lock(statsMu);
     st.resultsSent += n;
-    st.payloadOut += n * from.payloadBytes;
+    st.payloadOut += out;
+  }
+
+  // The slot's outcome once every child is in: up to the parent, or down to the children.
+  void complete(Group& g, std::map<std::pair<uint64_t, uint32_t>, Slot>::iterator sit, const Header& h) {
+    Slot& s = sit->second;
+    const auto coll = static_cast<Coll>(s.coll);
+    const size_t es = dataTypeSize(static_cast<DataType>(s.dtype));
+    {
+      std::lock_guard<std::mutex> lock(statsMu);
+      ++st.chunksReduced;
+    }
+    Header out = h;
+    out.flags = s.ownerChild >= 0 ? kFlagOwner : 0;
+    if (coll == Coll::AllGather) {
+      uint32_t have = 0;
+      for (bool p : s.placed) have += p;
+      if (!g.upPath.empty()) {
+        // Each piece travels up on its own, tagged with its rank: the parent places it by rank.
+        out.type = MsgType::Chunk;
+        out.child = g.upPath[0].index;
+        out.arg64 = have;
+        out.flags = 0;
+        for (uint32_t r = 0; r < s.nranks; ++r) {
+          if (!s.placed[r]) continue;
+          out.root = r;
+          send(conn(parentId), encodeMessage(out, s.acc.data() + r * s.count * es, s.count * es));
+        }
+        give(std::move(s.acc));
+        s.acc = {};
+        s.waitingParent = true;
+        return;
+      }
+      if (have != s.nranks)
+        return failGroup(g, strprintf("all-gather chunk %u of operation %llu: %u of %u ranks' pieces came in "
+                                      "(the tree's members do not match the communicator)",
+                                      h.chunk, static_cast<unsigned long long>(h.opId), have, s.nranks));
+      out.root = 0;
+      const size_t bytes = s.nranks * s.count * es;
+      Buffer data = share(std::move(s.acc));
+      deliver(g, s, out, data, bytes);
+      g.slots.erase(sit);
+      return;
+    }
+    const bool rooted = coll == Coll::Reduce || coll == Coll::Broadcast || coll == Coll::ReduceScatter;
+    const bool hasData = coll != Coll::Broadcast || s.ownerChild >= 0;
+    const size_t bytes = hasData ? s.count * es : 0;
+    if (!g.upPath.empty()) {
+      out.type = MsgType::Chunk;
+      out.child = g.upPath[0].index;
+      if (!hasData) out.flags |= kFlagNoData;
+      out.payloadBytes = static_cast<uint32_t>(bytes);
+      s.waitingParent = true;
+      Buffer data = share(std::move(s.acc));
+      s.acc = {};
+      if (coll == Coll::Broadcast && hasData) s.kept = data;  // the way down needs it again
+      sendData(conn(parentId), out, data, bytes);
+      return;
+    }
+    if (rooted && s.ownerChild < 0)
+      return failGroup(g, strprintf("no member is root %u of chunk %u of operation %llu (members disagree "
+                                    "on the root?)",
+                                    s.root, h.chunk, static_cast<unsigned long long>(h.opId)));
+    Buffer data = share(std::move(s.acc));
+    deliver(g, s, out, data, bytes);
+    g.slots.erase(sit);
   }
 
   void onChunk(Conn* c, const Header& h) {
@@ -373,13 +465,16 @@ struct SwitchNode::Impl {
       std::lock_guard<std::mutex> lock(statsMu);
       st.payloadIn += h.payloadBytes;
     }
+    const auto coll = static_cast<Coll>(h.coll);
     if (!switchSupportsColl(h.coll))
-      return failGroup(g,
-                       strprintf("collective %u is not reduced by this switch (allreduce and barrier are): "
-                                 "run it with a host algorithm",
-                                 h.coll));
-    if (h.payloadBytes > g.slotBytes)
-      return failGroup(g, strprintf("chunk of %u bytes exceeds the group's %llu-byte slots", h.payloadBytes,
+      return failGroup(g, strprintf("collective %s is not run by this switch (allreduce, reduce, broadcast, "
+                                    "allgather, reducescatter and barrier are): run it with a host algorithm",
+                                    collName(coll)));
+    const size_t es = dataTypeSize(static_cast<DataType>(h.dtype));
+    const uint64_t slotNeed = coll == Coll::AllGather ? uint64_t{h.arg32} * h.count * es : h.payloadBytes;
+    if (slotNeed > g.slotBytes)
+      return failGroup(g, strprintf("%s chunk of %llu bytes exceeds the group's %llu-byte slots",
+                                    collName(coll), static_cast<unsigned long long>(slotNeed),
                                     static_cast<unsigned long long>(g.slotBytes)));
     auto key = std::make_pair(h.opId, h.chunk);
     auto sit = g.slots.find(key);
@@ -391,17 +486,65 @@ struct SwitchNode::Impl {
       s.redop = h.redop;
       s.coll = h.coll;
       s.count = h.count;
+      s.root = h.root;
       s.staged.resize(g.members);
       s.got.assign(g.members, false);
+      if (coll == Coll::AllGather) {
+        s.nranks = h.arg32;
+        s.expect.assign(g.members, 0);
+        s.pieces.assign(g.members, 0);
+        s.placed.assign(h.arg32, false);
+        s.acc = take();
+      }
       sit = g.slots.emplace(key, std::move(s)).first;
     }
     Slot& s = sit->second;
-    if (s.dtype != h.dtype || s.redop != h.redop || s.coll != h.coll || s.count != h.count)
-      return failGroup(g, strprintf("members disagree on chunk %u of operation %llu (dtype/op/count)",
+    const bool sameRoot = coll == Coll::AllGather ? s.nranks == h.arg32 : s.root == h.root;
+    if (s.dtype != h.dtype || s.redop != h.redop || s.coll != h.coll || s.count != h.count || !sameRoot)
+      return failGroup(g, strprintf("members disagree on chunk %u of operation %llu (collective/dtype/op/"
+                                    "count/root)",
                                     h.chunk, static_cast<unsigned long long>(h.opId)));
     if (s.waitingParent || s.got[h.child])
       return failGroup(g, strprintf("child %u contributed chunk %u of operation %llu twice", h.child, h.chunk,
                                     static_cast<unsigned long long>(h.opId)));
+    if (h.flags & kFlagOwner) {
+      if (s.ownerChild >= 0 && s.ownerChild != h.child)
+        return failGroup(g, strprintf("children %lld and %u both claim root %u of chunk %u of operation %llu",
+                                      static_cast<long long>(s.ownerChild), h.child, h.root, h.chunk,
+                                      static_cast<unsigned long long>(h.opId)));
+      s.ownerChild = h.child;
+    }
+    if (coll == Coll::AllGather) {
+      if (h.arg64 == 0 || h.arg64 > s.nranks || (s.expect[h.child] && s.expect[h.child] != h.arg64))
+        return failGroup(g, strprintf("child %u announces %llu all-gather pieces for chunk %u", h.child,
+                                      static_cast<unsigned long long>(h.arg64), h.chunk));
+      if (s.placed[h.root])
+        return failGroup(g, strprintf("rank %u's all-gather piece of chunk %u of operation %llu came twice",
+                                      h.root, h.chunk, static_cast<unsigned long long>(h.opId)));
+      s.expect[h.child] = static_cast<uint32_t>(h.arg64);
+      s.placed[h.root] = true;
+      if (h.payloadBytes)
+        std::memcpy(s.acc.data() + h.root * h.payloadBytes, c->payload.data(), h.payloadBytes);
+      if (++s.pieces[h.child] < s.expect[h.child]) return;
+      s.got[h.child] = true;
+      if (++s.arrived < g.members) return;
+      return complete(g, sit, h);
+    }
+    if (coll == Coll::Broadcast) {
+      // Only the root's data travels; the others' chunks are payload-free "ready" markers.
+      const bool owner = (h.flags & kFlagOwner) != 0;
+      if (owner == ((h.flags & kFlagNoData) != 0))
+        return failGroup(
+            g, strprintf("broadcast chunk %u from child %u: %s", h.chunk, h.child,
+                         owner ? "the root sent no data" : "a member that is not the root sent data"));
+      s.got[h.child] = true;
+      if (owner) {
+        s.acc = std::move(c->payload);
+        c->payload = {};
+      }
+      if (++s.arrived < g.members) return;
+      return complete(g, sit, h);
+    }
     s.got[h.child] = true;
     s.staged[h.child] = std::move(c->payload);
     c->payload = {};
@@ -420,21 +563,7 @@ struct SwitchNode::Impl {
       ++s.next;
     }
     if (s.next < g.members) return;
-    {
-      std::lock_guard<std::mutex> lock(statsMu);
-      ++st.chunksReduced;
-    }
-    Header out = h;
-    if (!g.upPath.empty()) {
-      out.type = MsgType::Chunk;
-      out.child = g.upPath[0].index;
-      s.waitingParent = true;
-      sendData(conn(parentId), out, share(std::move(s.acc)), h.payloadBytes);
-      s.acc = {};
-      return;
-    }
-    deliver(g, out, std::move(s.acc));
-    g.slots.erase(sit);
+    complete(g, sit, h);
   }
 
   void onParentResult(const Header& h, std::vector<uint8_t>& payload) {
@@ -442,11 +571,32 @@ struct SwitchNode::Impl {
     if (it == groups.end() || it->second.state != Group::Active) return;
     Group& g = it->second;
     auto sit = g.slots.find({h.opId, h.chunk});
-    if (sit == g.slots.end() || !sit->second.waitingParent || sit->second.count != h.count)
+    if (sit == g.slots.end() || !sit->second.waitingParent || sit->second.count != h.count ||
+        sit->second.coll != h.coll)
       return failGroup(
           g, strprintf("the parent sent a result for chunk %u of operation %llu that is not pending", h.chunk,
                        static_cast<unsigned long long>(h.opId)));
-    deliver(g, h, std::move(payload));
+    Slot& s = sit->second;
+    const auto coll = static_cast<Coll>(s.coll);
+    const bool noData = (h.flags & kFlagNoData) != 0;
+    // A completion without data is an answer only where this subtree receives none: reduce and
+    // reduce-scatter away from the owner, broadcast toward it (its data is kept here).
+    const bool rooted = coll == Coll::Reduce || coll == Coll::ReduceScatter || coll == Coll::Broadcast;
+    const bool expectData = coll == Coll::Broadcast ? s.ownerChild < 0 : !rooted || s.ownerChild >= 0;
+    if (noData == expectData)
+      return failGroup(
+          g, strprintf("the parent sent %s for chunk %u of operation %llu (%s)", noData ? "no data" : "data",
+                       h.chunk, static_cast<unsigned long long>(h.opId), collName(coll)));
+    Buffer data;
+    size_t bytes = h.payloadBytes;
+    if (!noData) {
+      data = share(std::move(payload));
+      payload = {};
+    } else if (coll == Coll::Broadcast) {
+      data = s.kept;
+      bytes = s.count * dataTypeSize(static_cast<DataType>(s.dtype));
+    }
+    deliver(g, s, h, data, bytes);
     g.slots.erase(sit);
   }
 

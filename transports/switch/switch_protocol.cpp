@@ -42,13 +42,36 @@ void encodeHeader(const Header& h, uint8_t out[kHeaderBytes]) {
   out[36] = h.dtype;
   out[37] = h.redop;
   out[38] = h.coll;
+  out[39] = h.flags;
   put<uint64_t>(out, 40, h.arg64);
   put<uint64_t>(out, 48, h.count);
   put<uint32_t>(out, 56, h.arg32);
+  put<uint32_t>(out, 60, h.root);
 }
 
 bool switchSupportsColl(uint8_t coll) {
-  return coll == static_cast<uint8_t>(Coll::AllReduce) || coll == static_cast<uint8_t>(Coll::Barrier);
+  switch (static_cast<Coll>(coll)) {
+    case Coll::AllReduce:
+    case Coll::Reduce:
+    case Coll::Broadcast:
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::Barrier:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint64_t dataBytes(const Header& h) {
+  if (h.flags & kFlagNoData) return 0;
+  uint64_t pieces =
+      h.type == MsgType::Result && h.coll == static_cast<uint8_t>(Coll::AllGather) ? h.arg32 : 1;
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(h.count, dataTypeSize(static_cast<DataType>(h.dtype)), &bytes) ||
+      __builtin_mul_overflow(bytes, pieces, &bytes))
+    return UINT64_MAX;
+  return bytes;
 }
 
 Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* out) {
@@ -60,7 +83,6 @@ Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* 
                   U(kSwitchProtocolVersion));
   uint16_t type = get<uint16_t>(in, 6);
   if (type == 0 || type > kMaxMsgType) return REJECT("unknown message type %llu", U(type));
-  if (in[39] != 0 || get<uint32_t>(in, 60) != 0) return REJECT("reserved bytes are not zero");
   Header h;
   h.type = static_cast<MsgType>(type);
   h.payloadBytes = get<uint32_t>(in, 8);
@@ -71,9 +93,14 @@ Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* 
   h.dtype = in[36];
   h.redop = in[37];
   h.coll = in[38];
+  h.flags = in[39];
   h.arg64 = get<uint64_t>(in, 40);
   h.count = get<uint64_t>(in, 48);
   h.arg32 = get<uint32_t>(in, 56);
+  h.root = get<uint32_t>(in, 60);
+  // Fields other message types do not use must be zero (room for later versions).
+  if ((h.type != MsgType::Chunk && h.type != MsgType::Result) && (h.flags != 0 || h.root != 0))
+    return REJECT("%s with flags/root set (reserved for chunk and result)", msgTypeName(h.type));
   switch (h.type) {
     case MsgType::Hello:
       if (h.arg32 > static_cast<uint32_t>(Role::Switch))
@@ -109,9 +136,15 @@ Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* 
         return REJECT("reduction op %llu (the switch reduces sum/prod/min/max; avg travels as sum)",
                       U(h.redop));
       if (h.coll >= kNumColls) return REJECT("unknown collective %llu", U(h.coll));
-      uint64_t bytes = 0;
-      if (__builtin_mul_overflow(h.count, dataTypeSize(static_cast<DataType>(h.dtype)), &bytes) ||
-          bytes != h.payloadBytes)
+      if (h.flags & ~(kFlagOwner | kFlagNoData)) return REJECT("unknown flags 0x%llx", U(h.flags));
+      if (h.type == MsgType::Chunk && (h.flags & kFlagNoData) &&
+          (h.coll != static_cast<uint8_t>(Coll::Broadcast) || (h.flags & kFlagOwner)))
+        return REJECT("a chunk without data is only a broadcast's non-root \"ready\"");
+      if (h.type == MsgType::Result && (h.flags & kFlagOwner)) return REJECT("result with the owner flag");
+      if (h.coll == static_cast<uint8_t>(Coll::AllGather) && (h.arg32 == 0 || h.root >= h.arg32))
+        return REJECT("all-gather piece of rank %llu of %llu ranks", U(h.root), U(h.arg32));
+      const uint64_t bytes = dataBytes(h);
+      if (bytes != h.payloadBytes)
         return REJECT("count %llu does not match payload of %llu bytes", U(h.count), U(h.payloadBytes));
       if (h.payloadBytes > maxDataBytes)
         return REJECT("chunk of %llu bytes exceeds the %llu-byte slot", U(h.payloadBytes), U(maxDataBytes));

@@ -16,11 +16,18 @@
 //   36  1    dtype          tribDataType_t (Chunk, Result)
 //   37  1    redop          tribRedOp_t (Chunk, Result; avg is sent as sum)
 //   38  1    coll           trib::Coll (Chunk, Result)
-//   39  1    reserved       0
-//   40  8    arg64          Hello: job key hash; RegisterAck: slot bytes granted
-//   48  8    count          Chunk/Result: elements in the payload
-//   56  4    arg32          Hello: role; Register: slots asked; RegisterAck: slots granted
-//   60  4    reserved       0
+//   39  1    flags          Chunk/Result: kFlagOwner, kFlagNoData (v2)
+//   40  8    arg64          Hello: job key hash; RegisterAck: slot bytes granted;
+//                           Chunk (all-gather): pieces the sender contributes to this chunk
+//   48  8    count          Chunk/Result: elements of the chunk (all-gather: of one rank's piece)
+//   56  4    arg32          Hello: role; Register: slots asked; RegisterAck: slots granted;
+//                           Chunk/Result (all-gather): ranks of the communicator
+//   60  4    root           Chunk/Result: the rank that owns the chunk (reduce, broadcast: the
+//                           root; reduce-scatter: the rank whose block it is; all-gather: the
+//                           rank whose piece it is) (v2)
+//
+// Payload of a Chunk/Result: count elements; none with kFlagNoData; an all-gather Result carries
+// arg32 pieces of count elements, in rank order. Version 2 added flags and root (v1: reserved).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +45,7 @@
 namespace trib::sw {
 
 constexpr uint32_t kMagic = 0x57535254u;  // "TRSW" little-endian
-constexpr uint16_t kSwitchProtocolVersion = 1;
+constexpr uint16_t kSwitchProtocolVersion = 2;
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kMaxTextBytes = 1024;  // Refuse / Error reasons
 constexpr size_t kMaxLevels = 8;        // depth of an aggregation tree a Register may describe
@@ -59,6 +66,12 @@ const char* msgTypeName(MsgType t);
 
 enum class Role : uint32_t { Rank = 0, Switch = 1 };
 
+// Chunk: the chunk's owner (`root`) is the sender or below it. Result: unused.
+constexpr uint8_t kFlagOwner = 1;
+// No payload travels: a broadcast member that is not the root says "ready" (Chunk), or a member
+// that receives no data for this chunk learns that it is done (Result: a completion).
+constexpr uint8_t kFlagNoData = 2;
+
 // One level of a member's place in the tree: the group has `members` children at that switch
 // and the sender is child `index`. Level 0 is the leaf switch; level 1 its parent; ...
 struct PathLevel {
@@ -76,9 +89,11 @@ struct Header {
   uint8_t dtype = 0;
   uint8_t redop = 0;
   uint8_t coll = 0;
+  uint8_t flags = 0;
   uint64_t arg64 = 0;
   uint64_t count = 0;
   uint32_t arg32 = 0;
+  uint32_t root = 0;
   bool operator==(const Header&) const = default;
 };
 
@@ -94,8 +109,11 @@ Status parsePath(const uint8_t* p, size_t n, std::vector<PathLevel>* out);
 // 64-bit FNV-1a of the job key: what Hello carries (the key itself never crosses the wire).
 uint64_t keyHash(const std::string& key);
 
-// Collectives the switch reduces; others are refused with a reason.
+// Collectives the switch runs (all-reduce, reduce, broadcast, all-gather, reduce-scatter,
+// barrier); others are refused with a reason.
 bool switchSupportsColl(uint8_t coll);
+// Payload bytes a valid Chunk/Result with this header carries.
+uint64_t dataBytes(const Header& h);
 
 // A whole message (header + payload) as bytes, for text and control messages.
 std::vector<uint8_t> encodeMessage(Header h, const void* payload, size_t n);
