@@ -52,6 +52,24 @@ TEST(SwitchProtocol, RoundTripsEveryType) {
   Header res = chunkHeader();
   res.type = MsgType::Result;
   hs.push_back(res);
+  Header gather = chunkHeader();  // v2 fields: an all-gather result of 4 ranks' pieces
+  gather.type = MsgType::Result;
+  gather.coll = static_cast<uint8_t>(Coll::AllGather);
+  gather.arg32 = 4;
+  gather.root = 3;
+  gather.payloadBytes = 4 * 1024;
+  hs.push_back(gather);
+  Header ready = chunkHeader();  // a broadcast's non-root "ready" marker
+  ready.coll = static_cast<uint8_t>(Coll::Broadcast);
+  ready.flags = kFlagNoData;
+  ready.root = 5;
+  ready.payloadBytes = 0;
+  hs.push_back(ready);
+  Header owner = chunkHeader();
+  owner.coll = static_cast<uint8_t>(Coll::Reduce);
+  owner.flags = kFlagOwner;
+  owner.root = 9;
+  hs.push_back(owner);
   Header err;
   err.type = MsgType::Error;
   err.payloadBytes = 12;
@@ -76,7 +94,15 @@ TEST(SwitchProtocol, RejectsMalformedWithReason) {
       {"magic", [](uint8_t* b) { b[0] ^= 0xff; }, "bad magic"},
       {"version", [](uint8_t* b) { b[4] = 9; }, "protocol version"},
       {"type", [](uint8_t* b) { b[6] = 77; }, "unknown message type"},
-      {"reserved", [](uint8_t* b) { b[61] = 1; }, "reserved"},
+      {"flags", [](uint8_t* b) { b[39] = 0x80; }, "unknown flags"},
+      {"owner on a result-less marker", [](uint8_t* b) { b[39] = kFlagOwner | kFlagNoData; }, "without data"},
+      {"all-gather piece of a rank beyond nranks",
+       [](uint8_t* b) {
+         b[38] = static_cast<uint8_t>(Coll::AllGather);
+         b[56] = 4;  // arg32: 4 ranks
+         b[60] = 4;  // root: rank 4
+       },
+       "all-gather piece"},
       {"dtype", [](uint8_t* b) { b[36] = 200; }, "unknown dtype"},
       {"avg", [](uint8_t* b) { b[37] = tribAvg; }, "reduction op"},
       {"coll", [](uint8_t* b) { b[38] = 99; }, "unknown collective"},
@@ -98,6 +124,17 @@ TEST(SwitchProtocol, RejectsMalformedWithReason) {
     Status s = parseHeader(buf, 1 << 20, &out);
     EXPECT_FALSE(s.ok()) << c.what;
     EXPECT_NE(s.message().find(c.reason), std::string::npos) << c.what << ": " << s.message();
+  }
+  // Fields only chunks and results use must stay zero elsewhere (room for later versions).
+  {
+    Header hello;
+    hello.type = MsgType::Hello;
+    uint8_t b[kHeaderBytes];
+    encodeHeader(hello, b);
+    b[61] = 1;
+    Header out;
+    Status s = parseHeader(b, 1 << 20, &out);
+    EXPECT_NE(s.message().find("reserved"), std::string::npos) << s.message();
   }
   // A chunk larger than the receiver's slot is refused, however consistent its fields.
   uint8_t buf[kHeaderBytes];
@@ -161,7 +198,12 @@ TEST(SwitchProtocol, FuzzNeverCrashesRejectsOrRoundTrips) {
     ASSERT_EQ(std::memcmp(buf, again, kHeaderBytes), 0) << "accepted header does not round-trip";
     if (h.type == MsgType::Chunk || h.type == MsgType::Result) {
       ASSERT_LE(h.payloadBytes, maxData);
-      ASSERT_EQ(h.count * dataTypeSize(static_cast<DataType>(h.dtype)), h.payloadBytes);
+      ASSERT_EQ(dataBytes(h), h.payloadBytes);
+      const uint64_t pieces =
+          h.type == MsgType::Result && h.coll == static_cast<uint8_t>(Coll::AllGather) ? h.arg32 : 1;
+      if (!(h.flags & kFlagNoData)) {
+        ASSERT_EQ(h.count * dataTypeSize(static_cast<DataType>(h.dtype)) * pieces, h.payloadBytes);
+      }
     }
     if (h.type == MsgType::Error || h.type == MsgType::Refuse) {
       ASSERT_LE(h.payloadBytes, kMaxTextBytes);
