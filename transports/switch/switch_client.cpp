@@ -113,6 +113,11 @@ Status SwitchClient::postAllReduce(const void* src, void* dst, uint64_t count, D
   return postCollective(call, done);
 }
 
+namespace {
+// Collectives whose chunks have an owner: the switch delivers toward it (or, broadcast, from it).
+bool owned(Coll c) { return c == Coll::Reduce || c == Coll::Broadcast || c == Coll::ReduceScatter; }
+}  // namespace
+
 SwitchClient::ChunkPos SwitchClient::chunkPos(const Op& op, uint32_t k) {
   const OffloadCall& c = op.call;
   ChunkPos p{0, 0, static_cast<uint32_t>(c.root), 0};
@@ -212,7 +217,7 @@ void SwitchClient::sendChunks() {
       if (c.coll == Coll::AllGather) {
         h.arg32 = static_cast<uint32_t>(c.nranks);
         h.arg64 = 1;  // one piece: this rank's
-      } else if (p.owner == static_cast<uint32_t>(c.rank)) {
+      } else if (owned(c.coll) && p.owner == static_cast<uint32_t>(c.rank)) {
         h.flags = kFlagOwner;
       }
       if (!data) h.flags |= kFlagNoData;
