@@ -104,10 +104,10 @@ void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args
   run->args = args;
   run->agreeSeq = comm->collSeq++ & ~kP2pSeqBit;
   run->fallbackSeq = comm->collSeq++ & ~kP2pSeqBit;
-  req->switchRun = std::move(run);
-  opts->offload = comm->switchOffload.get();
   run->avgDivisor = opts->avgDivisor;
   run->avgRegion = opts->avgRegion;
+  req->switchRun = std::move(run);
+  opts->offload = comm->switchOffload.get();
   opts->coll = args.coll;
   opts->root = args.root;
   opts->nranks = args.nranks;
