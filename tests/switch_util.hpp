@@ -1,4 +1,4 @@
-// Helpers for switch tests: run members' all-reduces through SwitchClients, bounded in time.
+// Helpers for switch tests: run members' collectives through SwitchClients, bounded in time.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "algo/schedule.hpp"
 #include "transports/switch/switch_client.hpp"
 #include "transports/switch/switch_node.hpp"
 
@@ -32,19 +33,31 @@ inline SwitchClientConfig clientConfig(const std::string& addr, uint64_t group, 
   return c;
 }
 
-// Drives one all-reduce on `c` until it completes, fails, or `timeout` passes.
+// Drives one posted operation on `c` until it completes, fails, or `timeout` passes.
+inline Status waitFor(SwitchClient& c, TransferOp& done, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done.done()) {
+    TRIB_RETURN_IF_ERROR(c.progress());
+    if (std::chrono::steady_clock::now() > deadline) return errorf(tribTimeout, "switch operation timed out");
+    std::this_thread::yield();
+  }
+  return done.state.load() == TransferOp::kFailed ? done.error : Status::Ok();
+}
+
+// One all-reduce on `c`, bounded in time.
 inline Status runAllReduce(SwitchClient& c, const void* src, void* dst, uint64_t count, DataType dt, RedOp op,
                            std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
   TransferOp done;
   TRIB_RETURN_IF_ERROR(c.postAllReduce(src, dst, count, dt, op, &done));
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done.done()) {
-    TRIB_RETURN_IF_ERROR(c.progress());
-    if (std::chrono::steady_clock::now() > deadline)
-      return errorf(tribTimeout, "switch all-reduce timed out");
-    std::this_thread::yield();
-  }
-  return done.state.load() == TransferOp::kFailed ? done.error : Status::Ok();
+  return waitFor(c, done, timeout);
+}
+
+// One collective on `c`, bounded in time.
+inline Status runCollective(SwitchClient& c, const OffloadCall& call,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
+  TransferOp done;
+  TRIB_RETURN_IF_ERROR(c.postCollective(call, &done));
+  return waitFor(c, done, timeout);
 }
 
 }  // namespace trib::sw::testing
