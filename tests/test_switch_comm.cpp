@@ -1,6 +1,7 @@
-// In-network reduction through the communicator: TRIB_ALGO=switch conformance, bit-identity with
-// the ring for integers, determinism for floats, the byte counts behind the bandwidth claim, and
-// failover (switch missing, slots exhausted by another group, switch SIGKILLed mid-all-reduce).
+// In-network collectives through the communicator: TRIB_ALGO=switch conformance for every
+// collective the switch runs, bit-identity with the ring for integers, determinism for floats, the
+// byte counts behind the bandwidth claim, and failover (switch missing, slots exhausted by another
+// group, switch SIGKILLed mid-all-reduce, mid-reduce-scatter, mid-broadcast).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/log.hpp"
 #include "conformance.hpp"
 #include "core/comm.hpp"
 #include "core/switch_coll.hpp"
@@ -128,6 +130,79 @@ TEST_F(SwitchComm, ConformanceThroughOneSwitch) {
   std::printf("%d conformance cases through the switch\n", cases);
 }
 
+// Reduce, broadcast, all-gather, reduce-scatter and barrier through the switch: the conformance
+// core's values and checks, plus what each rank moved through the switch (S = count x elem size):
+//   reduce         S out, S in on the root only      broadcast      S out from the root, S in elsewhere
+//   allgather      S out, n x S in                    reducescatter  n x S out, S in
+//   barrier        nothing (one empty chunk)
+TEST_F(SwitchComm, EveryOtherCollectiveConformsAndMovesWhatItShould) {
+  int cases = 0;
+  const Coll colls[] = {Coll::Reduce, Coll::Broadcast, Coll::AllGather, Coll::ReduceScatter, Coll::Barrier};
+  for (Coll coll : colls) {
+    for (int n : {1, 2, 3, 4}) {
+      for (uint64_t count : {0ull, 1ull, 7ull, 4093ull, 70001ull}) {
+        if (coll == Coll::Barrier && count) continue;
+        for (DataType dt : {tribInt32, tribFloat32, tribFloat16, tribInt8, tribFloat64, tribBfloat16}) {
+          for (RedOp op : {tribSum, tribProd, tribMin, tribMax, tribAvg}) {
+            const bool common = dt == tribInt32 || dt == tribFloat32;
+            if (!conformance::hasOp(coll) && op != tribSum) continue;
+            if (!common && op != tribSum && op != tribMax) continue;
+            if (count > 4093 && (dt != tribFloat32 || op != tribSum)) continue;
+            if ((n == 1 || n == 3) && !common) continue;
+            if (coll == Coll::Barrier && (dt != tribInt32 || op != tribSum)) continue;
+            for (bool inPlace : {false, true}) {
+              std::vector<int> roots{0};
+              if (conformance::hasRoot(coll) && n > 1) roots.push_back(n - 1);
+              for (int root : roots) {
+                conformance::Case c;
+                c.coll = coll;
+                c.algo = "switch";
+                c.dtype = dt;
+                c.op = op;
+                c.nranks = n;
+                c.count = count;
+                c.inPlace = inPlace;
+                c.root = root;
+                SCOPED_TRACE(c.name());
+                const uint64_t reducedBefore = node_->stats().chunksReduced;
+                const uint64_t S = count * dataTypeSize(dt), nS = static_cast<uint64_t>(n) * S;
+                expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) -> std::string {
+                  if (!switchUsable(comm)) return "the switch is not in use";
+                  uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+                  switchTraffic(comm, &s0, &r0);
+                  std::string err = conformanceBody(c, r, comm);
+                  if (!err.empty()) return err;
+                  if (!switchUsable(comm)) return "the switch was given up";
+                  switchTraffic(comm, &s1, &r1);
+                  uint64_t out = S, in = S;
+                  const bool isRoot = r == root;
+                  if (coll == Coll::Reduce) in = isRoot ? S : 0;
+                  if (coll == Coll::Broadcast) out = isRoot ? S : 0, in = isRoot ? 0 : S;
+                  if (coll == Coll::AllGather) in = nS;
+                  if (coll == Coll::ReduceScatter) out = nS;
+                  if (s1 - s0 != out || r1 - r0 != in)
+                    return strprintf(
+                        "moved %llu out / %llu in through the switch, expected %llu / %llu",
+                        static_cast<unsigned long long>(s1 - s0), static_cast<unsigned long long>(r1 - r0),
+                        static_cast<unsigned long long>(out), static_cast<unsigned long long>(in));
+                  return "";
+                }));
+                if (count > 0 || coll == Coll::Barrier) {
+                  EXPECT_GT(node_->stats().chunksReduced, reducedBefore)
+                      << "it did not go through the switch";
+                }
+                ++cases;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(node_->events().empty()) << node_->events().front();
+  std::printf("%d conformance cases of the other collectives through the switch\n", cases);
+}
+
 TEST_F(SwitchComm, IntegersBitIdenticalToRingFloatsDeterministicAndBytesCounted) {
   const int n = 4;
   const uint64_t count = 100003;
@@ -225,14 +300,20 @@ TEST(SwitchFailover, WrongKeyFallsBackToHost) {
   EXPECT_EQ(node->stats().disconnects, 2u);
 }
 
-// The switch runs in a child process and is SIGKILLed while the ranks (threads here) are in the
-// middle of their all-reduces: every result must still be right, and the communicators must have
-// given up the switch.
-TEST(SwitchFailover, SwitchKilledMidAllReduce) {
+namespace {
+
+// A switch in a child process (so that it can be SIGKILLed), started before any thread.
+struct ForkedSwitch {
+  pid_t pid = -1;
+  std::string address;
+};
+
+ForkedSwitch forkSwitch() {
+  ForkedSwitch fs;
   int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
-  pid_t pid = fork();  // before any thread of this test starts
-  ASSERT_GE(pid, 0);
+  if (pipe(pipefd) != 0) return fs;
+  pid_t pid = fork();
+  if (pid < 0) return fs;
   if (pid == 0) {
     close(pipefd[0]);
     std::unique_ptr<SwitchNode> node;
@@ -253,49 +334,118 @@ TEST(SwitchFailover, SwitchKilledMidAllReduce) {
     got += r;
   }
   close(pipefd[0]);
-  ASSERT_GT(got, 1) << "the switch process did not start";
+  fs.pid = pid;
+  if (got > 1) fs.address.assign(buf, got - 1);
+  return fs;
+}
+
+// n ranks run `iteration(rank, comm, it)` `iters` times through a forked switch that is SIGKILLed
+// during the second iteration. Every result must be right (the body checks), every communicator
+// must have given up the switch, and each rank must say so in exactly one WARN line.
+void killSwitchMidStream(int n, int iters,
+                         const std::function<std::string(int rank, tribComm_t comm, int it)>& iteration) {
+  ForkedSwitch fs = forkSwitch();  // before any thread of this test starts
+  ASSERT_GT(fs.pid, 0);
+  ASSERT_FALSE(fs.address.empty()) << "the switch process did not start";
   ScopedEnv env;
-  env.set("TRIB_SWITCH", std::string(buf, got - 1));
+  env.set("TRIB_SWITCH", fs.address);
   env.set("TRIB_SWITCH_KEY", "test-job");
-  env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each all-reduce takes a while
-  const int n = 4, iters = 6;
-  const uint64_t count = 1 << 18;  // 1 MiB of int32: 256 chunks of 4 KiB per all-reduce
+  env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each collective takes a while
+  std::atomic<int> warns{0};
+  setLogSink([&](LogLevel level, const char* subsys, const std::string& line) {
+    if (level == LogLevel::kWarn && std::string(subsys) == "switch" &&
+        line.find("stops using it") != std::string::npos)
+      warns.fetch_add(1);
+  });
   std::atomic<int> firstDone{0};
   std::thread killer([&] {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (firstDone.load() < n && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // into the second all-reduce
-    kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // into the second iteration
+    kill(fs.pid, SIGKILL);
   });
   std::vector<int> usedSwitchFirst(n, 0), disabledAtEnd(n, 0);
   auto errors = runRanks(n, "", [&](int r, tribComm_t comm) -> std::string {
     usedSwitchFirst[r] = switchUsable(comm);
-    std::vector<int32_t> in(count), out(count);
     for (int it = 0; it < iters; ++it) {
-      for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1) + it;
-      if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
-        return strprintf("iteration %d: %s", it, tribGetLastError(nullptr));
-      for (uint64_t i = 0; i < count; ++i) {
-        int32_t want = static_cast<int32_t>(i % 1000) * (n * (n + 1) / 2) + n * it;
-        if (out[i] != want)
-          return strprintf("iteration %d element %llu: %d, expected %d", it,
-                           static_cast<unsigned long long>(i), out[i], want);
-      }
+      std::string err = iteration(r, comm, it);
+      if (!err.empty()) return strprintf("iteration %d: %s", it, err.c_str());
       if (it == 0) firstDone.fetch_add(1);
     }
     disabledAtEnd[r] = comm->switchDisabled;
     return "";
   });
   killer.join();
+  setLogSink(nullptr);
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(fs.pid, &status, 0);
   expectAllOk(errors);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(usedSwitchFirst[r]) << "rank " << r << " never used the switch";
     EXPECT_TRUE(disabledAtEnd[r]) << "rank " << r << " still uses the killed switch";
   }
+  EXPECT_EQ(warns.load(), n) << "one WARN per rank when the switch is given up";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+}  // namespace
+
+// The switch is SIGKILLed while the ranks (threads here) are in the middle of their all-reduces.
+TEST(SwitchFailover, SwitchKilledMidAllReduce) {
+  const int n = 4;
+  const uint64_t count = 1 << 18;  // 1 MiB of int32: 256 chunks of 4 KiB per all-reduce
+  killSwitchMidStream(n, 6, [&](int r, tribComm_t comm, int it) -> std::string {
+    std::vector<int32_t> in(count), out(count);
+    for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1) + it;
+    if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
+      return tribGetLastError(nullptr);
+    for (uint64_t i = 0; i < count; ++i) {
+      int32_t want = static_cast<int32_t>(i % 1000) * (n * (n + 1) / 2) + n * it;
+      if (out[i] != want)
+        return strprintf("element %llu: %d, expected %d", static_cast<unsigned long long>(i), out[i], want);
+    }
+    return "";
+  });
+}
+
+// The same during in-place reduce-scatters: the fallback re-runs from the input the switch
+// schedule saved (the output lies inside the input, where the switch had started writing).
+TEST(SwitchFailover, SwitchKilledMidReduceScatterInPlace) {
+  const int n = 4;
+  const uint64_t count = 1 << 16;  // per rank: 1 MiB of int32 input, 256 chunks of 4 KiB
+  killSwitchMidStream(n, 6, [&](int r, tribComm_t comm, int it) -> std::string {
+    std::vector<int32_t> buf(n * count);
+    for (uint64_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<int32_t>(i % 1000) * (r + 1) + it;
+    int32_t* mine = buf.data() + r * count;
+    if (tribReduceScatter(buf.data(), mine, count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
+      return tribGetLastError(nullptr);
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t idx = r * count + i;
+      int32_t want = static_cast<int32_t>(idx % 1000) * (n * (n + 1) / 2) + n * it;
+      if (mine[i] != want)
+        return strprintf("element %llu: %d, expected %d", static_cast<unsigned long long>(i), mine[i], want);
+    }
+    return "";
+  });
+}
+
+// And during broadcasts from a non-zero root.
+TEST(SwitchFailover, SwitchKilledMidBroadcast) {
+  const int n = 3, root = 2;
+  const uint64_t count = 1 << 18;
+  killSwitchMidStream(n, 6, [&](int r, tribComm_t comm, int it) -> std::string {
+    std::vector<int32_t> buf(count, -1);
+    if (r == root)
+      for (uint64_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(i * 3) + it;
+    if (tribBroadcast(buf.data(), buf.data(), count, tribInt32, root, comm, nullptr) != tribSuccess)
+      return tribGetLastError(nullptr);
+    for (uint64_t i = 0; i < count; ++i) {
+      if (buf[i] != static_cast<int32_t>(i * 3) + it)
+        return strprintf("element %llu: %d", static_cast<unsigned long long>(i), buf[i]);
+    }
+    return "";
+  });
 }
 
 // Ranks as processes (shm between them, the switch in the parent): they join through the
