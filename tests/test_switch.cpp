@@ -418,6 +418,14 @@ void everyCollective(const std::vector<std::string>& addrs, const std::vector<st
         EXPECT_EQ(res.stats[r].chunks, 1u) << "a barrier is one empty chunk";
       }
     }
+    // The measurement behind docs/SWITCH.md's table (S = 2,800 bytes).
+    const int other = c.root == 0 ? 1 : 0;
+    std::printf("%-13s root %d: rank %d sent %llu B, received %llu B; rank %d sent %llu B, received %llu B\n",
+                collName(c.coll), c.root, c.root,
+                static_cast<unsigned long long>(res.stats[c.root].payloadSent),
+                static_cast<unsigned long long>(res.stats[c.root].payloadRecv), other,
+                static_cast<unsigned long long>(res.stats[other].payloadSent),
+                static_cast<unsigned long long>(res.stats[other].payloadRecv));
   }
 }
 
