@@ -7,7 +7,10 @@
 // never holds more slots than it reserved. A slot reduces the contributions of a chunk in child
 // order (child 0, then 1, ...: the reduction order is fixed, hence deterministic), forwards the
 // partial to the parent switch if there is one, and multicasts the result to every child; the
-// slot is free again as soon as its result has been handed down.
+// slot is free again as soon as its result has been handed down. Per collective (docs/SWITCH.md):
+// reduce and reduce-scatter hand data only toward the chunk's owner (the others get a payload-free
+// completion), broadcast carries only the root's data, all-gather places each rank's piece by rank,
+// barrier is an empty chunk.
 //
 // Faults stay local: a connection that sends garbage, the wrong job key, or a chunk for a group
 // it is not in is disconnected with a logged reason; a group whose member leaves or disconnects
