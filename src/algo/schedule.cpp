@@ -85,6 +85,8 @@ const AlgoInfo* const kRegistry[] = {
     &kDirectBarrier,
     // Chosen only when the communicator has a usable aggregation switch (algo_select.cpp).
     &kSwitchAllReduce,
+    // Chosen only when every rank shares one memory board (shm, one host).
+    &kOneShotAllReduce,
 };
 // clang-format on
 

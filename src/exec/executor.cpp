@@ -23,13 +23,7 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
       buf_(buffers),
       peers_(peers),
       opts_(opts),
-      elemSize_(dataTypeSize(opts.dtype)) {
-  for (Transport* t : peers_) {
-    if (t &&
-        std::find(distinctTransports_.begin(), distinctTransports_.end(), t) == distinctTransports_.end())
-      distinctTransports_.push_back(t);
-  }
-}
+      elemSize_(dataTypeSize(opts.dtype)) {}
 
 Execution::~Execution() = default;
 
@@ -82,6 +76,10 @@ Status Execution::start() {
       }
       uint32_t index = s.kind == StepKind::Send ? sent[s.peer]++ : received[s.peer]++;
       slot.tag = makeTag(opts_.seq, index);
+      // Progress only the transports this schedule uses (a one-shot or switch plan uses none).
+      Transport* t = peers_[s.peer];
+      if (std::find(distinctTransports_.begin(), distinctTransports_.end(), t) == distinctTransports_.end())
+        distinctTransports_.push_back(t);
     }
   }
   bool done = false;
