@@ -31,7 +31,7 @@ std::vector<Case> casesFor(const TransportSetup& s) {
       if (c.algo != "hierarchical") all.push_back(c);
   }
   // With every rank on shm, the one-shot board: every dtype and op, in and out of place, up to
-  // the board's 64 KiB (4093 doubles = 32 KiB).
+  // the default 1 MiB board (4093 doubles = 32 KiB).
   if (std::string(s.transport) == "shm") {
     for (Case c : arithmeticCases({n}, {0, 1, 7, 4093})) {
       if (c.coll != Coll::AllReduce || c.algo != "ring") continue;
