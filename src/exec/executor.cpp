@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_map>
 
 #include "common/log.hpp"
 #include "reduce/reduce.hpp"
@@ -53,7 +52,7 @@ Status Execution::stepError(size_t i, const Status& cause) const {
 Status Execution::start() {
   const uint64_t limits[3] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount};
   // Per-peer message counters give each message its tag; the peer derives the same index.
-  std::unordered_map<int, uint32_t> sent, received;
+  std::vector<uint32_t> counters;  // [2p]: sent to p, [2p+1]: received from p
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
     for (const Region* r : {&s.src, &s.dst}) {
@@ -74,7 +73,8 @@ Status Execution::start() {
       if (s.peer < 0 || s.peer >= static_cast<int>(peers_.size()) || !peers_[s.peer]) {
         return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
       }
-      uint32_t index = s.kind == StepKind::Send ? sent[s.peer]++ : received[s.peer]++;
+      if (counters.empty()) counters.assign(2 * peers_.size(), 0);
+      uint32_t index = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
       slot.tag = makeTag(opts_.seq, index);
       // Progress only the transports this schedule uses (a one-shot or switch plan uses none).
       Transport* t = peers_[s.peer];
