@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/dtype.hpp"
@@ -97,8 +98,11 @@ class CollectiveOffload {
   // be equal; both must stay valid until op->done().
   virtual Status postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
                                TransferOp* done) = 0;
-  // Any collective (see OffloadCall); one it cannot run fails with tribNotSupported and the reason.
-  virtual Status postCollective(const OffloadCall& call, TransferOp* done) = 0;
+  // Any other collective (see OffloadCall); one it cannot run fails with tribNotSupported and the
+  // reason. Default: all-reduce is the only one (posted through postAllReduce).
+  virtual Status postCollective(const OffloadCall& /*call*/, TransferOp* /*done*/) {
+    return Status(tribNotSupported, std::string(name()) + " runs only all-reduce");
+  }
   virtual Status progress() = 0;
   // Fail pending operations and leave the group (the other members' operations fail too, so
   // nobody waits for this one). Safe to call more than once.

@@ -30,5 +30,6 @@ extern const AlgoInfo kSwitchBroadcast;
 extern const AlgoInfo kSwitchAllGather;
 extern const AlgoInfo kSwitchReduceScatter;
 extern const AlgoInfo kSwitchBarrier;
+extern const AlgoInfo kOneShotAllReduce;  // oneshot.cpp: every rank reduces all inputs off a shared board
 
 }  // namespace trib::algo

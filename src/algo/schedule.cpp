@@ -100,6 +100,8 @@ const AlgoInfo* const kRegistry[] = {
     // Chosen only when the communicator has a usable aggregation switch (plan_select.cpp).
     &kSwitchAllReduce, &kSwitchReduce, &kSwitchBroadcast, &kSwitchAllGather, &kSwitchReduceScatter,
     &kSwitchBarrier,
+    // Chosen only when every rank shares one memory board (shm, one host).
+    &kOneShotAllReduce,
 };
 // clang-format on
 

@@ -130,8 +130,11 @@ inline uint64_t blockSize(uint64_t count, uint64_t parts, uint64_t i) {
 }
 
 // ---- Algorithm registry --------------------------------------------------------------------
-enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Binomial, Chain, Hierarchical, Switch };
-constexpr int kNumAlgos = 8;
+enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Binomial, Chain, Hierarchical, Switch, OneShot };
+constexpr int kNumAlgos = 9;
+// Schedules whose SwitchReduce step runs on a collective offload the communicator must have:
+// Switch on the aggregation switch, OneShot on the shared-memory board (transports/shm).
+inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::OneShot; }
 const char* algoName(Algo a);  // "ring", "tree", "rhd", "direct", "binomial", "chain", ...
 bool parseAlgo(const std::string& s, Algo* out);
 

@@ -22,7 +22,8 @@ const std::vector<EnvVarInfo>& envVars() {
        "'allreduce:rhd;broadcast:chain'."},
       {"TRIB_TIMEOUT", "300",
        "Seconds any wait may last before failing with tribTimeout (fractions allowed)."},
-      {"TRIB_CHUNK_BYTES", "0", "Pipeline slice size in bytes for chunked schedules (0: the planner chooses)."},
+      {"TRIB_CHUNK_BYTES", "0",
+       "Pipeline slice size in bytes for chunked schedules (0: the planner chooses)."},
       {"TRIB_TRANSPORT", "", "Force the transport: loopback, shm or ucx (default: per peer pair)."},
       {"TRIB_TUNE", "",
        "Tune rules by size range (UCC-style), e.g. 'allreduce:0-64k:@rhd#allreduce:64k-inf:@ring'; see "
@@ -31,7 +32,8 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
       {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
-       "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other hosts can "
+       "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other hosts "
+       "can "
        "reach for multi-host jobs."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
       {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
@@ -44,6 +46,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_NODE_ID", "", "Index of this host (with TRIB_RANK; optional)."},
       {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
+      {"TRIB_SHM_BOARD_BYTES", "1048576",
+       "Shared-memory one-shot board: largest all-reduce (bytes) it takes when every rank is on one host; 0 "
+       "turns it off."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_SLOTS", "16",

@@ -100,6 +100,7 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   req.nranks = args->nranks;
   req.root = args->root;
   req.inPlace = false;  // in-place-ness may differ between ranks; the choice must not
+  req.oneShotBytes = comm->board ? comm->boardBytes : 0;
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:
@@ -117,11 +118,12 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   args->chunkElems = comm->config.chunkBytes ? std::max<uint64_t>(1, comm->config.chunkBytes / elemSize)
                                              : std::max<uint64_t>(1, plan.chunkElems);
   // Algo::Switch needs an attached switch (TRIB_ALGO=switch without one, or after failover: host).
-  if (!algo || !algo->supports(*args) || (algo->algo == Algo::Switch && !switchUsable(comm))) {
+  if (!algo || !algo->supports(*args) || (algo->algo == Algo::Switch && !switchUsable(comm)) ||
+      (algo->algo == Algo::OneShot && (!comm->board || req.bytes > comm->boardBytes))) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {
-      if (!algo && a->supports(*args) && a->algo != Algo::Switch) algo = a;
+      if (!algo && a->supports(*args) && !needsOffload(a->algo)) algo = a;
     }
     if (!algo) {
       return errorf(tribInternalError, "no algorithm supports %s on %d ranks", collName(args->coll),

@@ -174,7 +174,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
         TRIB_SWITCH_WARN(
             "rank %d: the aggregation switch failed during %s (%s); this communicator stops "
             "using it and finishes on a host algorithm",
-            comm->rank, req->what.c_str(), why.c_str());
+            comm->rank, req->what().c_str(), why.c_str());
         comm->switchDisabled = true;
         comm->planCache.clear();  // cached switch plans must not be reused
         if (comm->switchOffload) comm->switchOffload->abort(errorf(tribAborted, "the switch was given up"));
@@ -198,7 +198,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       o.rank = comm->rank;
       o.avgDivisor = run.avgDivisor;  // the same output region as the switch phase's
       o.avgRegion = run.avgRegion;
-      req->what += strprintf(" [fallback %s]", algoName(algo->algo));
+      req->fallback = algoName(algo->algo);
       return startPhase(req, std::make_unique<Execution>(std::move(steps), b, comm->peers, o), done);
     }
     case SwitchRun::Fallback:

@@ -280,6 +280,11 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     if (!p.supported) {
       c.eligible = false;
       c.reason = p.reason;
+    } else if (a == PlanAlgo::OneShot && req.bytes > req.oneShotBytes && !req.includeModelOnly) {
+      c.eligible = false;
+      c.reason = req.oneShotBytes
+                     ? strprintf("larger than the shared board (%s)", formatBytes(req.oneShotBytes).c_str())
+                     : "no shared-memory board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0)";
     } else if (!c.plan.executable && !req.includeModelOnly) {
       c.eligible = false;
       c.reason =
@@ -316,9 +321,10 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
 }
 
 static std::string cacheKey(const PlanRequest& r) {
-  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d", static_cast<int>(r.coll),
+  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%llu", static_cast<int>(r.coll),
                    static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
-                   static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly);
+                   static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly,
+                   static_cast<unsigned long long>(r.oneShotBytes));
 }
 
 Plan Planner::choose(const PlanRequest& req) {

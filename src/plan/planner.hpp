@@ -30,6 +30,9 @@ struct PlanRequest {
   // false: only algorithms with an executable schedule (what the communicator runs);
   // true: also model-only ones (in-network reduction before its executor lands) -- trib-plan.
   bool includeModelOnly = false;
+  // The largest all-reduce (bytes) the communicator's shared-memory board takes (OneShot);
+  // 0: no board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0).
+  uint64_t oneShotBytes = 0;
 };
 
 struct Plan {
