@@ -524,7 +524,7 @@ struct SwitchNode::Impl {
       s.expect[h.child] = static_cast<uint32_t>(h.arg64);
       s.placed[h.root] = true;
       if (h.payloadBytes)
-        std::memcpy(s.acc.data() + h.root * h.payloadBytes, c->payload.data(), h.payloadBytes);
+        std::memcpy(s.acc.data() + uint64_t{h.root} * h.payloadBytes, c->payload.data(), h.payloadBytes);
       if (++s.pieces[h.child] < s.expect[h.child]) return;
       s.got[h.child] = true;
       if (++s.arrived < g.members) return;
