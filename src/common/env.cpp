@@ -22,7 +22,8 @@ const std::vector<EnvVarInfo>& envVars() {
        "'allreduce:rhd;broadcast:chain'."},
       {"TRIB_TIMEOUT", "300",
        "Seconds any wait may last before failing with tribTimeout (fractions allowed)."},
-      {"TRIB_CHUNK_BYTES", "0", "Pipeline slice size in bytes for chunked schedules (0: the planner chooses)."},
+      {"TRIB_CHUNK_BYTES", "0",
+       "Pipeline slice size in bytes for chunked schedules (0: the planner chooses)."},
       {"TRIB_TRANSPORT", "", "Force the transport: loopback, shm or ucx (default: per peer pair)."},
       {"TRIB_TUNE", "",
        "Tune rules by size range (UCC-style), e.g. 'allreduce:0-64k:@rhd#allreduce:64k-inf:@ring'; see "
@@ -31,7 +32,8 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},
       {"TRIB_BOOTSTRAP_ADDR", "127.0.0.1",
-       "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other hosts can "
+       "IP (or IP:port) on which tribGetUniqueId's rendezvous server listens; give an address other hosts "
+       "can "
        "reach for multi-host jobs."},
       {"TRIB_STORE", "", "host:port of an external TCP store for rendezvous."},
       {"TRIB_STORE_DIR", "", "Directory of a file store for rendezvous on a shared filesystem."},
@@ -48,6 +50,11 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_SLOTS", "16",
        "Aggregation slots a communicator reserves at its switch (chunks in flight)."},
+      {"TRIB_SWITCH_BW", "1.0",
+       "Planner: an attached aggregation switch's reduce throughput in GB/s, summed over its members "
+       "(trib-switchd over TCP on this machine: about 1)."},
+      {"TRIB_SWITCH_LAT", "50",
+       "Planner: one-way latency in microseconds per tier of the attached aggregation switch tree."},
   };
   return vars;
 }

@@ -78,27 +78,15 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   return Status::Ok();
 }
 
-// In-network reduction: a communicator with a usable aggregation switch runs all-reduce on it
-// unless TRIB_ALGO excludes "switch" (the planner models hardware switches from the topology, not
-// this attached one). Returns nullptr otherwise.
-static const AlgoInfo* switchChoice(const tribComm* comm, CollArgs* args, size_t elemSize) {
-  if (args->coll != Coll::AllReduce || !switchUsable(comm)) return nullptr;
-  AlgoFilter filter;
-  if (!parseAlgoOverride(comm->config.algo, &filter).ok()) return nullptr;  // reported at init
-  const int c = static_cast<int>(Coll::AllReduce);
-  if (!(filter.allowed[c] & (1u << static_cast<int>(PlanAlgo::Switch)))) return nullptr;
-  const AlgoInfo* sw = findAlgorithm(Coll::AllReduce, Algo::Switch);
-  if (comm->config.chunkBytes) args->chunkElems = std::max<uint64_t>(1, comm->config.chunkBytes / elemSize);
-  return sw && sw->supports(*args) ? sw : nullptr;
-}
-
 Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out) {
-  if ((*out = switchChoice(comm, args, elemSize))) return Status::Ok();
   PlanRequest req;
   req.coll = args->coll;
   req.nranks = args->nranks;
   req.root = args->root;
   req.inPlace = false;  // in-place-ness may differ between ranks; the choice must not
+  // The planner knows the attached switch (attachSwitch told it); this communicator may have
+  // given it up since (failover) -- the same on every rank, so the choice stays the same.
+  req.switchDown = !switchUsable(comm);
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:

@@ -4,6 +4,8 @@
 
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "plan/planner.hpp"
+#include "topo/route.hpp"
 #include "transports/switch/switch_client.hpp"
 
 namespace trib {
@@ -20,14 +22,28 @@ struct SwitchRun {
 
 namespace {
 
-void attachOne(tribComm* comm, const std::string& addr) {
+// Where rank `r` attaches: TRIB_SWITCH (this process's), else the address (addr=) of the first
+// switch above the rank's node in the planner's topology. "" = no switch.
+std::string leafAddress(const tribComm* comm, int r) {
+  std::string addr = envString("TRIB_SWITCH");
+  if (!addr.empty() || !comm->planner) return addr;
+  const Topology& t = comm->planner->topology();
+  const std::vector<int>& nodes = comm->planner->rankNodes();
+  if (nodes.empty()) return "";
+  const int leaf = firstSwitchAbove(t, nodes[static_cast<size_t>(r) % nodes.size()], nullptr);
+  return leaf >= 0 ? t.node(leaf).addr : std::string();
+}
+
+void attachOne(tribComm* comm, const std::vector<std::string>& leaves) {
+  const std::string& addr = leaves[comm->rank];
+  SwitchTree tree = switchTreeOf(leaves, comm->rank);
   sw::SwitchClientConfig cfg;
   cfg.address = addr;
   // The switch is a standing service with its own key; by default the job's key.
   cfg.key = envString("TRIB_SWITCH_KEY");
   if (cfg.key.empty()) cfg.key = envString("TRIB_AUTH_KEY");
   cfg.group = comm->commId;
-  cfg.path = {{static_cast<uint32_t>(comm->nranks), static_cast<uint32_t>(comm->rank)}};
+  for (auto [children, index] : tree.path) cfg.path.push_back({children, index});
   cfg.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TRIB_SWITCH_SLOTS"), 1, 1 << 20));
   // A switch is a standing service: if it does not answer within a second, plan without it
   // rather than delay every communicator's creation.
@@ -35,16 +51,30 @@ void attachOne(tribComm* comm, const std::string& addr) {
   std::unique_ptr<sw::SwitchClient> client;
   Status s = sw::SwitchClient::connect(cfg, &client);
   if (!s.ok()) {
-    TRIB_SWITCH_WARN(
-        "rank %d: not using the aggregation switch (TRIB_SWITCH=%s): %s; collectives run on host "
-        "algorithms",
-        comm->rank, addr.c_str(), s.message().c_str());
+    TRIB_SWITCH_WARN("rank %d: not using the aggregation switch %s: %s; collectives run on host algorithms",
+                     comm->rank, addr.c_str(), s.message().c_str());
     comm->switchDisabled = true;
     return;
   }
-  TRIB_SWITCH_INFO("rank %d: aggregation switch %s, %u slots of %llu bytes", comm->rank, addr.c_str(),
-                   client->quota(), static_cast<unsigned long long>(client->slotBytes()));
+  TRIB_SWITCH_INFO("rank %d: aggregation switch %s (%s), %u slots of %llu bytes", comm->rank, addr.c_str(),
+                   tree.describe().c_str(), client->quota(),
+                   static_cast<unsigned long long>(client->slotBytes()));
   comm->switchOffload = std::move(client);
+}
+
+// The planner learns the switch: its figures (TRIB_SWITCH_BW / _LAT) and the tree's shape.
+void tellPlanner(tribComm* comm, const std::vector<std::string>& leaves) {
+  if (!comm->planner) return;
+  AttachedSwitch sw;
+  Status s = attachedSwitchFromEnv(&sw);
+  if (!s.ok())
+    TRIB_SWITCH_WARN("rank %d: %s; the planner uses the defaults", comm->rank, s.message().c_str());
+  SwitchTree tree = switchTreeOf(leaves, comm->rank);
+  sw.tiers = static_cast<int>(tree.path.size());
+  sw.fanIn = tree.fanIn;
+  sw.where = leaves[comm->rank];
+  sw.fromTopology = envString("TRIB_SWITCH").empty();
+  comm->planner->setAttachedSwitch(sw);
 }
 
 // A rank that attached drops the switch because another did not (one WARN, then host algorithms).
@@ -60,20 +90,71 @@ void giveUp(tribComm* comm, const std::string& why) {
 
 }  // namespace
 
-void attachSwitch(tribComm* comm, const OobAllGather& agree) {
-  const std::string addr = envString("TRIB_SWITCH");
-  if (addr.empty()) return;
-  attachOne(comm, addr);
-  if (!agree) return;
-  std::vector<uint8_t> mine{static_cast<uint8_t>(comm->switchOffload ? 1 : 0)};
-  std::vector<std::vector<uint8_t>> all;
-  Status s = agree(mine, all);
-  int missing = -1;
-  for (size_t r = 0; r < all.size() && missing < 0; ++r) {
-    if (all[r].size() != 1 || all[r][0] != 1) missing = static_cast<int>(r);
+SwitchTree switchTreeOf(const std::vector<std::string>& leaves, int rank) {
+  SwitchTree t;
+  std::vector<std::string> distinct;
+  std::vector<uint32_t> members;
+  uint32_t mine = 0, leafIndex = 0;
+  for (int r = 0; r < static_cast<int>(leaves.size()); ++r) {
+    auto it = std::find(distinct.begin(), distinct.end(), leaves[r]);
+    const size_t li = static_cast<size_t>(it - distinct.begin());
+    if (it == distinct.end()) distinct.push_back(leaves[r]), members.push_back(0);
+    if (r == rank) mine = members[li], leafIndex = static_cast<uint32_t>(li);
+    ++members[li];
   }
-  if (s.ok() && missing < 0) return;
-  giveUp(comm, s.ok() ? strprintf("rank %d could not attach to it", missing) : s.message());
+  if (rank < 0 || rank >= static_cast<int>(leaves.size())) return t;
+  t.path.push_back({members[leafIndex], mine});
+  if (distinct.size() > 1) t.path.push_back({static_cast<uint32_t>(distinct.size()), leafIndex});
+  t.fanIn =
+      static_cast<int>(std::max<size_t>(distinct.size(), *std::max_element(members.begin(), members.end())));
+  t.leaves = static_cast<int>(distinct.size());
+  return t;
+}
+
+std::string SwitchTree::describe() const {
+  std::string s;
+  for (size_t i = 0; i < path.size(); ++i)
+    s += strprintf("%slevel %zu: child %u of %u", i ? ", " : "", i, path[i].second, path[i].first);
+  return s;
+}
+
+void attachSwitch(tribComm* comm, const OobAllGather& agree) {
+  const std::string mine = leafAddress(comm, comm->rank);
+  if (mine.empty()) return;  // every rank of a job sets TRIB_SWITCH (or the topology names it), or none
+  std::vector<std::string> leaves(comm->nranks, mine);
+  if (agree) {
+    // Every rank's leaf, so that ranks under one leaf are its children and the leaves are the
+    // children of one spine (trib-switchd --parent).
+    std::vector<std::vector<uint8_t>> all;
+    Status s = agree(std::vector<uint8_t>(mine.begin(), mine.end()), all);
+    if (!s.ok() || all.size() != leaves.size()) {
+      giveUp(comm, s.ok() ? "the ranks' switch addresses did not arrive" : s.message());
+      return;
+    }
+    for (size_t r = 0; r < all.size(); ++r) leaves[r].assign(all[r].begin(), all[r].end());
+  } else {
+    // In one process: TRIB_SWITCH is the same for all, or each rank's comes from the topology.
+    for (int r = 0; r < comm->nranks; ++r) leaves[r] = leafAddress(comm, r);
+  }
+  int without = -1;
+  for (int r = 0; r < comm->nranks && without < 0; ++r)
+    if (leaves[r].empty()) without = r;
+  if (without < 0) attachOne(comm, leaves);
+  if (without >= 0) giveUp(comm, strprintf("rank %d has no switch (TRIB_SWITCH unset)", without));
+  if (agree) {
+    std::vector<uint8_t> ok{static_cast<uint8_t>(comm->switchOffload ? 1 : 0)};
+    std::vector<std::vector<uint8_t>> all;
+    Status s = agree(ok, all);
+    int missing = -1;
+    for (size_t r = 0; r < all.size() && missing < 0; ++r) {
+      if (all[r].size() != 1 || all[r][0] != 1) missing = static_cast<int>(r);
+    }
+    if (!s.ok() || missing >= 0) {
+      giveUp(comm, s.ok() ? strprintf("rank %d could not attach to it", missing) : s.message());
+      return;
+    }
+  }
+  if (comm->switchOffload) tellPlanner(comm, leaves);
 }
 
 void agreeSwitchLocal(tribComm** comms, int n) {

@@ -13,12 +13,27 @@
 // in phase 1 for a peer that has given up.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/comm.hpp"
 
 namespace trib {
 
-// Connects this rank to its leaf switch (TRIB_SWITCH) and registers the communicator as a group.
+// The communicator's aggregation tree from every rank's leaf switch address (by rank): ranks that
+// share a leaf are its children in rank order; with several leaves, the leaves (in order of their
+// first rank) are the children of one spine -- the tree trib-switchd --parent builds.
+struct SwitchTree {
+  std::vector<std::pair<uint32_t, uint32_t>> path;  // per level: (children, my index); level 0 = leaf
+  int fanIn = 0;                                    // most children at one switch
+  int leaves = 0;
+  std::string describe() const;  // "level 0: child 1 of 2, level 1: child 0 of 2"
+};
+SwitchTree switchTreeOf(const std::vector<std::string>& leafOfRank, int rank);
+
+// Connects this rank to its leaf switch (TRIB_SWITCH, else the topology's switch above the rank
+// with an addr=) and registers the communicator as a group, with the path switchTreeOf gives.
 // Never fails the communicator: without a usable switch it logs one WARN and plans without one.
 // With `agree` (the bootstrap's all-gather), the ranks then agree: unless every rank attached,
 // none uses the switch (a rank that alone cannot reach it must not plan differently).

@@ -30,6 +30,9 @@ struct PlanRequest {
   // false: only algorithms with an executable schedule (what the communicator runs);
   // true: also model-only ones (in-network reduction before its executor lands) -- trib-plan.
   bool includeModelOnly = false;
+  // The communicator gave up its attached switch (failover) or never attached it: switch plans
+  // are not executable for it even when the planner knows a switch (a planner can be shared).
+  bool switchDown = false;
 };
 
 struct Plan {
@@ -74,6 +77,20 @@ struct TuneRule {
 Status parseTuneString(const std::string& spec, std::vector<TuneRule>* out);
 Status parseSize(const std::string& s, uint64_t* out);  // "1G", "64k", "8", "inf"
 
+// An aggregation switch the communicator attached (trib-switchd, or a real one, through
+// TRIB_SWITCH or the topology file's addr=): with it, the planner predicts switch plans from these
+// figures and marks them executable. Without one they stay model-only.
+struct AttachedSwitch {
+  double gbps = 1.0;          // one switch's reduce throughput, summed over its members (TRIB_SWITCH_BW)
+  double latUs = 50;          // one way per tier (TRIB_SWITCH_LAT)
+  int tiers = 1;              // levels of the aggregation tree the communicator's path climbs
+  int fanIn = 0;              // most children at one switch of the tree (0: all ranks at one switch)
+  bool fromTopology = false;  // the topology's own switch nodes describe it: keep their figures
+  std::string where;          // "127.0.0.1:7000", for explanations
+};
+// Figures from TRIB_SWITCH_BW / TRIB_SWITCH_LAT (defaults: docs/SWITCH.md's measurement).
+Status attachedSwitchFromEnv(AttachedSwitch* out);
+
 class Planner {
  public:
   // rankToNode: topology node of each rank (default: topo.rankNodes() in order).
@@ -93,7 +110,14 @@ class Planner {
     PlanAlgo from, to;
   };
   std::vector<Crossover> crossovers(PlanRequest req, uint64_t lo, uint64_t hi);
+  // Tells the planner that a switch is attached (switch plans become executable and are
+  // predicted from its figures); clears the caches.
+  void setAttachedSwitch(const AttachedSwitch& sw);
+  bool hasAttachedSwitch() const;
+  // The shape of the ranks' domains (hosts on a CPU-only machine): for attaching slice groups.
+  void domainShape(int nranks, int* domains, int* perDomain, bool* uniform);
   const Topology& topology() const { return topo_; }
+  const std::vector<int>& rankNodes() const { return rankToNode_; }  // topology node per rank
   const FabricView& fabric(int nranks);
   const CostConstants& constants() const { return k_; }
 
@@ -107,8 +131,10 @@ class Planner {
   std::vector<TuneRule> tune_;
   std::unique_ptr<Router> router_;
   std::unordered_map<int, FabricView> fabrics_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<std::string, Plan> cache_;
+  bool attached_ = false;
+  AttachedSwitch sw_;
 };
 
 // Text of explain() as trib-plan prints it (also what TRIB_DEBUG_SUBSYS=TUNING logs).
