@@ -14,15 +14,18 @@ namespace trib {
 
 namespace {
 
-// Detection reads /sys and, with a GPU, NVML: do it once per process.
+// Detection reads /sys and, with a GPU, NVML: do it once per process (per TRIB_TOPO_FILE).
 Status localTopology(Topology* out) {
   static std::mutex mu;
   static bool done = false;
   static Status status;
   static Topology topo;
+  static std::string file;  // TRIB_TOPO_FILE it was read from: a changed variable reads again
   std::lock_guard<std::mutex> lock(mu);
-  if (!done) {
+  const std::string now = envString("TRIB_TOPO_FILE");
+  if (!done || now != file) {
     status = topologyFromEnv(&topo);
+    file = now;
     done = true;
   }
   *out = topo;

@@ -1,0 +1,248 @@
+// The planner and the attached switch, through the communicator: the switch is chosen only when
+// the model says it wins (TRIB_SWITCH_BW / TRIB_SWITCH_LAT), TRIB_ALGO forces or excludes it;
+// communicator-level two-level trees (ranks on different leaves under one spine, from per-rank
+// TRIB_SWITCH or from the topology file's addr=), with exact results and S out / S in per rank.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "core/comm.hpp"
+#include "core/switch_coll.hpp"
+#include "support/launcher.hpp"
+#include "switch_util.hpp"
+
+using namespace trib;
+using namespace trib::sw;
+
+namespace {
+
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::string>> saved;
+  void set(const char* k, const std::string& v) {
+    const char* old = getenv(k);
+    saved.emplace_back(k, old ? old : std::string("\x01"));
+    setenv(k, v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      if (it->second == "\x01")
+        unsetenv(it->first.c_str());
+      else
+        setenv(it->first.c_str(), it->second.c_str(), 1);
+    }
+  }
+};
+
+// An int32 sum all-reduce of `count` elements on `comm`; checks every element and returns the
+// switch payload this rank sent and received meanwhile ("" = exact).
+std::string exactAllReduce(tribComm_t comm, int rank, int n, uint64_t count, int salt, uint64_t* sent,
+                           uint64_t* recvd) {
+  std::vector<int32_t> in(count), out(count);
+  for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 977) * (rank + 1) + salt;
+  uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+  const bool have = switchTraffic(comm, &s0, &r0);
+  if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
+    return tribGetLastError(nullptr);
+  if (have && switchTraffic(comm, &s1, &r1)) {
+    *sent = s1 - s0;
+    *recvd = r1 - r0;
+  } else {
+    *sent = *recvd = 0;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    const int32_t want = static_cast<int32_t>(i % 977) * (n * (n + 1) / 2) + n * salt;
+    if (out[i] != want)
+      return strprintf("element %llu: %d, expected %d", static_cast<unsigned long long>(i), out[i], want);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(SwitchTree, PathsFromTheRanksLeaves) {
+  // One leaf: a flat group in rank order.
+  SwitchTree t = switchTreeOf({"a", "a", "a"}, 2);
+  ASSERT_EQ(t.path.size(), 1u);
+  EXPECT_EQ(t.path[0], std::make_pair(3u, 2u));
+  EXPECT_EQ(t.fanIn, 3);
+  // Two leaves, interleaved: children by rank order at each leaf; leaves by their first rank.
+  std::vector<std::string> leaves{"b", "a", "b", "a", "b"};
+  t = switchTreeOf(leaves, 3);
+  ASSERT_EQ(t.path.size(), 2u);
+  EXPECT_EQ(t.path[0], std::make_pair(2u, 1u));  // at leaf a: ranks 1, 3
+  EXPECT_EQ(t.path[1], std::make_pair(2u, 1u));  // leaf a is the spine's second child
+  EXPECT_EQ(t.fanIn, 3);                         // leaf b has 3 children
+  EXPECT_EQ(t.leaves, 2);
+  t = switchTreeOf(leaves, 4);
+  EXPECT_EQ(t.path[0], std::make_pair(3u, 2u));
+  EXPECT_EQ(t.path[1], std::make_pair(2u, 0u));
+  EXPECT_EQ(t.describe(), "level 0: child 2 of 3, level 1: child 0 of 2");
+}
+
+// Threads as ranks through the bootstrap (the all-gather path): which algorithm runs is read off
+// the switch's byte counters, and every result is checked.
+TEST(SwitchPlan, ThePlannerChoosesTheAttachedSwitchOnlyWhenItWins) {
+  std::unique_ptr<SwitchNode> node;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 16384), &node).ok());
+  node->start();
+  ScopedEnv env;
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  const int n = 4;
+  const uint64_t count = 1 << 16;  // 256 KiB
+  struct Case {
+    const char* bw;
+    const char* algo;
+    bool viaSwitch;
+  } cases[] = {
+      {"1000", "", true},          // a fast switch wins
+      {"0.001", "", false},        // a slow one loses to the host algorithms
+      {"1000", "^switch", false},  // excluded
+      {"0.001", "switch", true},   // forced
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(strprintf("TRIB_SWITCH_BW=%s TRIB_ALGO=%s", c.bw, c.algo));
+    env.set("TRIB_SWITCH_BW", c.bw);
+    env.set("TRIB_SWITCH_LAT", "1");
+    tribUniqueId id;
+    ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+    std::vector<std::string> errors(n);
+    std::vector<uint64_t> sent(n, 0), recvd(n, 0);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r) {
+      ts.emplace_back([&, r] {
+        tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+        cfg.algo = c.algo;
+        cfg.timeoutMs = 30000;
+        tribComm_t comm = nullptr;
+        if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
+          errors[r] = std::string("init: ") + tribGetLastError(nullptr);
+          return;
+        }
+        if (!switchUsable(comm))
+          errors[r] = "the switch is not attached";
+        else
+          errors[r] = exactAllReduce(comm, r, n, count, 5, &sent[r], &recvd[r]);
+        tribCommDestroy(comm);
+      });
+    }
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(errors[r], "") << "rank " << r;
+      EXPECT_EQ(sent[r], c.viaSwitch ? count * 4 : 0) << "rank " << r;
+      EXPECT_EQ(recvd[r], c.viaSwitch ? count * 4 : 0) << "rank " << r;
+    }
+  }
+  EXPECT_TRUE(node->events().empty()) << node->events().front();
+}
+
+namespace {
+
+// A spine and two leaves (--parent spine) in the parent process; four rank processes (shm between
+// them), ranks 0 and 2 under leaf A, 1 and 3 under leaf B -- named per rank by TRIB_SWITCH, or,
+// with `viaTopology`, by a topology file whose leaf switches carry addr=.
+void twoLevelTree(bool viaTopology) {
+  struct Hello {
+    tribUniqueId id;
+    char leaf[2][64];
+    char topo[256];
+  };
+  const int n = 4;
+  const uint64_t count = 100003;
+  trib::testing::ParentChannel channel(n);
+  std::unique_ptr<SwitchNode> spine, leafA, leafB;
+  std::string topoPath;
+  auto results = trib::testing::runProcesses(
+      n,
+      [&](int rank, std::string& report) -> int {
+        Hello h{};
+        if (!channel.receive(rank, &h, sizeof h, 30000)) {
+          report = "no hello from the parent";
+          return 1;
+        }
+        if (viaTopology) {
+          unsetenv("TRIB_SWITCH");
+          setenv("TRIB_TOPO_FILE", h.topo, 1);
+        } else {
+          setenv("TRIB_SWITCH", h.leaf[rank % 2], 1);
+        }
+        setenv("TRIB_SWITCH_KEY", "test-job", 1);
+        tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+        cfg.timeoutMs = 60000;
+        cfg.transport = "shm";
+        cfg.algo = "switch";
+        tribComm_t comm = nullptr;
+        if (tribCommInitRankConfig(&comm, n, h.id, rank, &cfg) != tribSuccess) {
+          report = std::string("init: ") + tribGetLastError(nullptr);
+          return 1;
+        }
+        if (!switchUsable(comm)) {
+          report = "the switch tree is not in use after init";
+          return 1;
+        }
+        for (int it = 0; it < 2; ++it) {
+          uint64_t sent = 0, recvd = 0;
+          std::string err = exactAllReduce(comm, rank, n, count, it, &sent, &recvd);
+          if (err.empty() && (sent != count * 4 || recvd != count * 4))
+            err = strprintf("switch traffic %llu out / %llu in, expected %llu each",
+                            static_cast<unsigned long long>(sent), static_cast<unsigned long long>(recvd),
+                            static_cast<unsigned long long>(count * 4));
+          if (!err.empty()) {
+            report = strprintf("iteration %d: %s", it, err.c_str());
+            return 1;
+          }
+        }
+        tribCommDestroy(comm);
+        return 0;
+      },
+      std::chrono::minutes(2),
+      [&](const std::vector<int>&) {
+        ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 8192), &spine).ok());
+        spine->start();
+        ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 8192, spine->address()), &leafA).ok());
+        leafA->start();
+        ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 8192, spine->address()), &leafB).ok());
+        leafB->start();
+        Hello h{};
+        ASSERT_EQ(tribGetUniqueId(&h.id), tribSuccess);
+        std::snprintf(h.leaf[0], sizeof h.leaf[0], "%s", leafA->address().c_str());
+        std::snprintf(h.leaf[1], sizeof h.leaf[1], "%s", leafB->address().c_str());
+        if (viaTopology) {
+          // Ranks take the CPUs in order: c0..c3; c0 and c2 hang off leafA.
+          topoPath = strprintf("/tmp/trib_switch_tree_%d.topo", static_cast<int>(getpid()));
+          std::ofstream f(topoPath);
+          f << "topology two-leaves\n";
+          for (int c = 0; c < 4; ++c) f << "node c" << c << " cpu\n";
+          f << "node leafA switch addr=" << leafA->address() << "\n";
+          f << "node leafB switch addr=" << leafB->address() << "\n";
+          f << "node spine switch\n";
+          for (int c = 0; c < 4; ++c)
+            f << "link c" << c << (c % 2 ? " leafB" : " leafA") << " net bw=10 lat=2\n";
+          f << "link leafA spine net bw=20 lat=1\nlink leafB spine net bw=20 lat=1\n";
+          std::snprintf(h.topo, sizeof h.topo, "%s", topoPath.c_str());
+        }
+        for (int r = 0; r < n; ++r) channel.send(r, &h, sizeof h);
+      });
+  if (!topoPath.empty()) std::remove(topoPath.c_str());
+  EXPECT_EQ(trib::testing::describeFailures(results), "");
+  ASSERT_TRUE(spine && leafA && leafB);
+  // Every leaf reduced its two ranks' chunks and the spine reduced the leaves' partials: the
+  // payload the spine saw is the leaves' (2 x S per all-reduce), not the ranks' (4 x S).
+  EXPECT_GT(leafA->stats().chunksReduced, 0u);
+  EXPECT_GT(leafB->stats().chunksReduced, 0u);
+  EXPECT_GT(spine->stats().chunksReduced, 0u);
+  EXPECT_EQ(leafA->stats().payloadIn, 2 * 2 * count * 4);
+  EXPECT_EQ(spine->stats().payloadIn, 2 * 2 * count * 4);
+  EXPECT_TRUE(spine->events().empty()) << spine->events().front();
+}
+
+}  // namespace
+
+TEST(SwitchPlan, TwoLevelTreeFromPerRankTribSwitch) { twoLevelTree(false); }
+
+TEST(SwitchPlan, TwoLevelTreeFromTheTopologyFile) { twoLevelTree(true); }
