@@ -11,13 +11,17 @@
 #include <fstream>
 #include <thread>
 
+#include "algo/algo_util.hpp"
 #include "core/comm.hpp"
 #include "core/switch_coll.hpp"
 #include "support/launcher.hpp"
 #include "switch_util.hpp"
+#include "verify/verify.hpp"
 
 using namespace trib;
 using namespace trib::sw;
+using trib::algo::inR;
+using trib::algo::outR;
 
 namespace {
 
@@ -246,3 +250,79 @@ void twoLevelTree(bool viaTopology) {
 TEST(SwitchPlan, TwoLevelTreeFromPerRankTribSwitch) { twoLevelTree(false); }
 
 TEST(SwitchPlan, TwoLevelTreeFromTheTopologyFile) { twoLevelTree(true); }
+
+// ---- hier_switch: the schedule and the verifier's slice groups ---------------------------------
+
+namespace {
+
+// Every rank contributes its whole input to a stride-2 slice group: the output then lacks the
+// other group's contributions, which the verifier must see.
+Generator<Step> sliceOnly(CollArgs a, int) {
+  co_yield Step::switchReduce(inR(0, a.count), outR(0, a.count), 2);
+}
+// Rank 3 never joins its slice group {1, 3}.
+Generator<Step> sliceDeadlock(CollArgs a, int rank) {
+  if (rank != 3) co_yield Step::switchReduce(inR(0, a.count), outR(0, a.count), 2);
+}
+bool anyArgs(const CollArgs&) { return true; }
+uint64_t noScratchNeeded(const CollArgs&, int) { return 0; }
+
+}  // namespace
+
+TEST(HierSwitchSchedule, VerifiedForEveryShapeAndSendsOnlyItsSlice) {
+  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::HierSwitch);
+  ASSERT_TRUE(info);
+  int verified = 0;
+  for (auto [n, d] : {std::pair{4, 2}, {6, 2}, {6, 3}, {8, 4}, {9, 3}, {5, 0}, {2, 2}}) {
+    for (uint64_t count : {0ull, 1ull, 5ull, 100ull, 1001ull}) {
+      for (bool inPlace : {false, true}) {
+        for (uint64_t chunk : {3ull, 64ull}) {
+          CollArgs a;
+          a.nranks = n;
+          a.count = count;
+          a.inPlace = inPlace;
+          a.chunkElems = chunk;
+          a.ranksPerDomain = d;
+          SCOPED_TRACE(strprintf("n %d d %d count %llu%s chunk %llu", n, d,
+                                 static_cast<unsigned long long>(count), inPlace ? " in place" : "",
+                                 static_cast<unsigned long long>(chunk)));
+          ASSERT_TRUE(info->supports(a));
+          Status st = verifySchedule(*info, a);
+          EXPECT_TRUE(st.ok()) << st.message();
+          ++verified;
+          // With d >= 2 ranks per domain, each rank hands the switch its 1/d slice, in one step
+          // whose stride names the slice group.
+          const int dom = d >= 2 ? d : n;
+          for (int r = 0; r < n; ++r) {
+            uint64_t toSwitch = 0;
+            int switchSteps = 0;
+            for (const Step& s : materialize(*info, a, r)) {
+              if (s.kind != StepKind::SwitchReduce) continue;
+              ++switchSteps;
+              toSwitch += s.src.count;
+              EXPECT_EQ(s.peer, dom >= 2 ? dom : -1) << describeStep(s);
+            }
+            const uint64_t slice = count / dom + (static_cast<uint64_t>((r % dom + 1) % dom) < count % dom);
+            EXPECT_EQ(toSwitch, slice) << "rank " << r;
+            EXPECT_EQ(switchSteps, slice ? 1 : 0);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(verified, 7 * 5 * 2 * 2);
+}
+
+TEST(HierSwitchSchedule, TheVerifierKeepsSliceGroupsApart) {
+  CollArgs a;
+  a.nranks = 4;
+  a.count = 8;
+  const AlgoInfo partial = {Algo::HierSwitch, Coll::AllReduce, anyArgs, noScratchNeeded, sliceOnly};
+  Status st = verifySchedule(partial, a);
+  ASSERT_FALSE(st.ok()) << "a reduction over half the ranks was accepted";
+  EXPECT_NE(st.message().find("missing contributions from ranks {1, 3}"), std::string::npos) << st.message();
+  const AlgoInfo stuck = {Algo::HierSwitch, Coll::AllReduce, anyArgs, noScratchNeeded, sliceDeadlock};
+  st = verifySchedule(stuck, a);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("switch_reduce #0 (1 of 2 in)"), std::string::npos) << st.message();
+}

@@ -25,5 +25,6 @@ extern const AlgoInfo kChainBroadcast;  // chain.cpp: pipelined chains through t
 extern const AlgoInfo kChainReduce;
 extern const AlgoInfo kHierarchicalAllReduce;  // hierarchical.cpp: domain RS -> cross-domain AR -> domain AG
 extern const AlgoInfo kSwitchAllReduce;        // switch.cpp: in-network reduction (SwitchReduce step)
+extern const AlgoInfo kHierSwitchAllReduce;  // hier_switch.cpp: domain RS -> switch AR of slices -> domain AG
 
 }  // namespace trib::algo

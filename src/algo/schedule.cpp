@@ -84,7 +84,7 @@ const AlgoInfo* const kRegistry[] = {
     &kDirectScatter, &kBinomialScatter,
     &kDirectBarrier,
     // Chosen only when the communicator has a usable aggregation switch (algo_select.cpp).
-    &kSwitchAllReduce,
+    &kSwitchAllReduce, &kHierSwitchAllReduce,
 };
 // clang-format on
 

@@ -112,6 +112,10 @@ struct tribComm {
 
   // In-network reduction (core/switch_coll.cpp): this rank's aggregation-switch client, if any.
   std::unique_ptr<trib::CollectiveOffload> switchOffload;
+  // hier_switch: this rank's slice group at the switch (the ranks with its rank mod sliceStride,
+  // one per domain of sliceStride ranks); null when the domains do not allow one.
+  std::unique_ptr<trib::CollectiveOffload> sliceOffload;
+  int sliceStride = 0;
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
 
   void setAsyncError(const trib::Status& s);

@@ -90,6 +90,7 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   // The planner knows the attached switch (attachSwitch told it); this communicator may have
   // given it up since (failover) -- the same on every rank, so the choice stays the same.
   req.switchDown = !switchUsable(comm);
+  req.sliceStride = sliceUsable(comm) ? comm->sliceStride : 0;
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:
@@ -106,12 +107,16 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   args->ranksPerDomain = plan.ranksPerDomain;
   args->chunkElems = comm->config.chunkBytes ? std::max<uint64_t>(1, comm->config.chunkBytes / elemSize)
                                              : std::max<uint64_t>(1, plan.chunkElems);
-  // Algo::Switch needs an attached switch (TRIB_ALGO=switch without one, or after failover: host).
-  if (!algo || !algo->supports(*args) || (algo->algo == Algo::Switch && !switchUsable(comm))) {
+  // Switch plans need an attached switch (and hier_switch its slice groups for these domains);
+  // the planner only offers them then, so this guards against drift.
+  const bool switchMissing = (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
+                             (algo && algo->algo == Algo::HierSwitch &&
+                              (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride));
+  if (!algo || !algo->supports(*args) || switchMissing) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {
-      if (!algo && a->supports(*args) && a->algo != Algo::Switch) algo = a;
+      if (!algo && a->supports(*args) && !isSwitchAlgo(a->algo)) algo = a;
     }
     if (!algo) {
       return errorf(tribInternalError, "no algorithm supports %s on %d ranks", collName(args->coll),

@@ -41,10 +41,14 @@ void attachSwitch(tribComm* comm, const OobAllGather& agree = nullptr);
 // The same agreement for the ranks of one process created together (tribCommInitAll).
 void agreeSwitchLocal(tribComm** comms, int n);
 bool switchUsable(const tribComm* comm);
+// hier_switch can run: the switch is usable and this rank's slice group is registered.
+bool sliceUsable(const tribComm* comm);
+inline bool isSwitchAlgo(Algo a) { return a == Algo::Switch || a == Algo::HierSwitch; }
 
-// For an Algo::Switch plan, before the request starts: reserves the sequence numbers of phases 2
-// and 3 (every rank reserves the same ones) and sets opts->offload.
-void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args, tribRequest* req,
+// For a switch plan (isSwitchAlgo), before the request starts: reserves the sequence numbers of
+// phases 2 and 3 (every rank reserves the same ones) and sets opts->offload (the communicator's
+// group for Algo::Switch, the rank's slice group for Algo::HierSwitch).
+void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo, tribRequest* req,
                       ExecOptions* opts);
 // Called when the request's current execution finished (`result` OK) or failed: starts the next
 // phase. *done becomes true once the request's outcome is final, which is returned.

@@ -9,8 +9,9 @@
 namespace trib {
 
 const char* planAlgoName(PlanAlgo a) {
-  static const char* const names[kNumPlanAlgos] = {
-      "ring", "tree", "rhd", "direct", "binomial", "chain", "hierarchical", "switch", "nvls", "nvls_switch"};
+  static const char* const names[kNumPlanAlgos] = {"ring",     "tree",        "rhd",          "direct",
+                                                   "binomial", "chain",       "hierarchical", "switch",
+                                                   "nvls",     "nvls_switch", "hier_switch"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
@@ -45,6 +46,8 @@ Algo toScheduleAlgo(PlanAlgo a) {
       return Algo::Chain;
     case PlanAlgo::Hierarchical:
       return Algo::Hierarchical;
+    case PlanAlgo::HierSwitch:
+      return Algo::HierSwitch;
     default:
       return Algo::Switch;
   }
@@ -399,6 +402,25 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
           t = 2 * f.switchLatUs + S / b + pipelineCost(S, chunk, b, 2 * f.switchTiers, k);
           p.reason = "each rank sends S up and receives S down";
+          break;
+        }
+        case PlanAlgo::HierSwitch: {
+          if (!c.multi) return unsupported("needs more than one domain (see switch)");
+          if (f.perDomain < 2) return unsupported("one rank per domain: the flat switch plan is the same");
+          if (!f.uniform) return unsupported("needs equal, contiguous domains");
+          if (f.switchGBps <= 0)
+            return unsupported("no reduce-capable network switch with an aggregation tree over all ranks");
+          if (!f.switchCap.supports(dtype, op))
+            return unsupported("the switches do not reduce this dtype/op");
+          // Every rank sends its S/d slice at once: the per-rank switch rate under full load
+          // (f.switchGBps) applies to S/d, so a host moves S through the switch instead of d x S.
+          const int d = f.perDomain;
+          const double v = S / d, b = f.switchGBps * kB;
+          chunk = pipelineChunk(v, b, 2 * f.switchTiers, k);
+          if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
+          t = localRingPhase(d, v, c.aIn, std::min(c.bIn, c.R)) + 2 * f.switchLatUs + v / b +
+              pipelineCost(v, chunk, b, 2 * f.switchTiers, k) + localRingPhase(d, v, c.aIn, c.bIn);
+          p.reason = "ring reduce-scatter in domain, switch all-reduce of S/d, all-gather in domain";
           break;
         }
         case PlanAlgo::Nvls: {

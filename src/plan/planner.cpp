@@ -42,7 +42,7 @@ Status parseAlgoList(const std::string& list, uint32_t* bits, const std::string&
       return errorf(
           tribInvalidArgument,
           "TRIB_ALGO '%s': unknown algorithm '%s' (ring, tree, rhd, direct, binomial, chain, hierarchical, "
-          "switch, nvls, nvls_switch)",
+          "switch, nvls, nvls_switch, hier_switch)",
           whole.c_str(), name.c_str());
     *bits |= 1u << static_cast<int>(a);
   }
@@ -323,11 +323,12 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     c.plan.algo = a;
     c.plan.predictedUs = p.us;
     c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
-    if (a == PlanAlgo::Hierarchical) c.plan.ranksPerDomain = f.perDomain;
+    if (a == PlanAlgo::Hierarchical || a == PlanAlgo::HierSwitch) c.plan.ranksPerDomain = f.perDomain;
     // Executable: a generator in the registry that accepts the request. Switch plans also need an
     // attached, usable switch.
-    const bool switchPlan = a == PlanAlgo::Switch;
-    const bool switchReady = attached_ && !req.switchDown;
+    const bool switchPlan = a == PlanAlgo::Switch || a == PlanAlgo::HierSwitch;
+    const bool switchReady =
+        attached_ && !req.switchDown && (a != PlanAlgo::HierSwitch || req.sliceStride == f.perDomain);
     const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || (switchPlan && !switchReady)
                                ? nullptr
                                : findAlgorithm(req.coll, toScheduleAlgo(a));
@@ -351,6 +352,7 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       c.eligible = false;
       c.reason = info                           ? "its schedule does not accept this request"
                  : switchPlan && req.switchDown ? "the attached switch is not usable (failed or refused)"
+                 : switchPlan && attached_      ? "the switch has no slice groups for these domains"
                  : switchPlan                   ? "no switch attached (model only; set TRIB_SWITCH)"
                                                 : "no executable schedule yet (model only)";
     } else if (!(filter_.allowed[static_cast<int>(req.coll)] >> i & 1)) {
@@ -387,7 +389,8 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
 static std::string cacheKey(const PlanRequest& r) {
   return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%d", static_cast<int>(r.coll),
                    static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
-                   static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly, r.switchDown);
+                   static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly,
+                   r.switchDown * 1000 + r.sliceStride);
 }
 
 Plan Planner::choose(const PlanRequest& req) {

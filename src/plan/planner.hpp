@@ -33,6 +33,9 @@ struct PlanRequest {
   // The communicator gave up its attached switch (failover) or never attached it: switch plans
   // are not executable for it even when the planner knows a switch (a planner can be shared).
   bool switchDown = false;
+  // hier_switch needs the communicator's slice groups registered at the switch for its domains:
+  // their stride (ranks per domain), 0 = none.
+  int sliceStride = 0;
 };
 
 struct Plan {
@@ -62,7 +65,8 @@ struct AlgoFilter {
   }
 };
 // NCCL-style: "ring,tree" (every collective), "allreduce:tree;broadcast:chain", "^ring" (all but),
-// "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch.
+// "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch
+// hier_switch.
 Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
 
 // UCC-style tune string (TRIB_TUNE): entries separated by '#', fields by ':' --
