@@ -385,3 +385,44 @@ TEST(AttachedSwitch, FiguresFromTheEnvironmentAreChecked) {
   EXPECT_EQ(s.gbps, 1.0);
   EXPECT_EQ(s.latUs, 50);
 }
+
+// hier_switch: executable only with the communicator's slice groups for the planner's domains;
+// at scale it wins at large sizes (each rank hands the switch S/d), the flat switch at small ones.
+TEST(AttachedSwitch, HierSwitchNeedsSliceGroupsAndWinsAtLargeSizesAcrossDomains) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("nvl72-cluster:64", {}, &t).ok());
+  Planner p(std::move(t));
+  AttachedSwitch sw;
+  sw.gbps = 10000;
+  sw.latUs = 1;
+  sw.tiers = 2;
+  sw.fanIn = 72;
+  p.setAttachedSwitch(sw);
+  int domains = 0, perDomain = 0;
+  bool uniform = false;
+  p.domainShape(4608, &domains, &perDomain, &uniform);
+  EXPECT_EQ(domains, 64);
+  EXPECT_EQ(perDomain, 72);
+  EXPECT_TRUE(uniform);
+  auto req = [&](uint64_t b, int stride) {
+    PlanRequest r = allreduce(b, 4608, false);
+    r.sliceStride = stride;
+    return r;
+  };
+  EXPECT_EQ(p.choose(req(1ull << 30, 72)).algo, PlanAlgo::HierSwitch);
+  EXPECT_EQ(p.choose(req(1ull << 30, 72)).ranksPerDomain, 72);
+  EXPECT_EQ(p.choose(req(1 << 20, 72)).algo, PlanAlgo::Switch);
+  // Without slice groups (or with groups for other domains) it is not offered.
+  for (int stride : {0, 8}) {
+    auto cs = p.explain(req(1ull << 30, stride));
+    const Candidate* h = find(cs, PlanAlgo::HierSwitch);
+    ASSERT_TRUE(h);
+    EXPECT_FALSE(h->eligible);
+    EXPECT_NE(h->reason.find("no slice groups"), std::string::npos) << h->reason;
+    EXPECT_NE(p.choose(req(1ull << 30, stride)).algo, PlanAlgo::HierSwitch);
+  }
+  ASSERT_TRUE(p.setOverrides("^hier_switch", "").ok());
+  EXPECT_NE(p.choose(req(1ull << 30, 72)).algo, PlanAlgo::HierSwitch);
+  ASSERT_TRUE(p.setOverrides("hier_switch", "").ok());
+  EXPECT_EQ(p.choose(req(1 << 20, 72)).algo, PlanAlgo::HierSwitch);
+}

@@ -326,3 +326,85 @@ TEST(HierSwitchSchedule, TheVerifierKeepsSliceGroupsApart) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("switch_reduce #0 (1 of 2 in)"), std::string::npos) << st.message();
 }
+
+// hier_switch through real switches: two "hosts" of two ranks each (a topology file; the ranks are
+// threads), each host's NIC under its own leaf switch (addr=), the leaves under one spine. The
+// slice groups {0, 2} and {1, 3} each span both leaves. Results are exact, in and out of place,
+// and each rank hands the switch only its half: a host's switch traffic is S, not 2 x S.
+TEST(SwitchPlan, HierSwitchThroughTwoLeavesExactAndHalfTheTraffic) {
+  std::unique_ptr<SwitchNode> spine, leafA, leafB;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(128, 8192), &spine).ok());
+  spine->start();
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(128, 8192, spine->address()), &leafA).ok());
+  leafA->start();
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(128, 8192, spine->address()), &leafB).ok());
+  leafB->start();
+  const std::string topoPath = strprintf("/tmp/trib_hier_switch_%d.topo", static_cast<int>(getpid()));
+  {
+    std::ofstream f(topoPath);
+    f << "topology two-hosts\n";
+    for (int h = 0; h < 2; ++h) {
+      f << "node h" << h << "c0 cpu\nnode h" << h << "c1 cpu\nnode h" << h << "nic nic\n";
+      f << "link h" << h << "c0 h" << h << "c1 shm bw=20\n";
+      f << "link h" << h << "c0 h" << h << "nic pcie bw=20\nlink h" << h << "c1 h" << h << "nic pcie bw=20\n";
+    }
+    f << "node leafA switch addr=" << leafA->address() << "\nnode leafB switch addr=" << leafB->address()
+      << "\nnode spine switch\n";
+    f << "link h0nic leafA net bw=10 lat=2\nlink h1nic leafB net bw=10 lat=2\n";
+    f << "link leafA spine net bw=10 lat=1\nlink leafB spine net bw=10 lat=1\n";
+  }
+  ScopedEnv env;
+  env.set("TRIB_TOPO_FILE", topoPath);
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  unsetenv("TRIB_SWITCH");
+  const int n = 4;
+  const uint64_t count = 100003;
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<std::string> errors(n);
+  std::vector<uint64_t> sent(n, 0), recvd(n, 0);
+  std::vector<int> stride(n, 0);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.algo = "hier_switch";
+      cfg.timeoutMs = 30000;
+      tribComm_t comm = nullptr;
+      if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
+        errors[r] = std::string("init: ") + tribGetLastError(nullptr);
+        return;
+      }
+      stride[r] = sliceUsable(comm) ? comm->sliceStride : 0;
+      errors[r] = exactAllReduce(comm, r, n, count, 3, &sent[r], &recvd[r]);
+      // In place, float32 avg: exact here (small integers, divided once at the host).
+      std::vector<float> buf(count);
+      for (uint64_t i = 0; i < count && errors[r].empty(); ++i)
+        buf[i] = static_cast<float>((i % 50) * (r + 1));
+      if (errors[r].empty() &&
+          tribAllReduce(buf.data(), buf.data(), count, tribFloat32, tribAvg, comm, nullptr) != tribSuccess)
+        errors[r] = tribGetLastError(nullptr);
+      for (uint64_t i = 0; i < count && errors[r].empty(); ++i)
+        if (buf[i] != static_cast<float>((i % 50) * 10) / 4)
+          errors[r] = strprintf("in place avg element %llu: %g", static_cast<unsigned long long>(i), buf[i]);
+      tribCommDestroy(comm);
+    });
+  }
+  for (auto& t : ts) t.join();
+  std::remove(topoPath.c_str());
+  uint64_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(stride[r], 2) << "rank " << r << " has no slice group";
+    // Rank r reduces block (r mod 2) + 1 of the two halves (the first has the odd element).
+    const uint64_t half = (r % 2 == 1) ? (count + 1) / 2 : count / 2;
+    EXPECT_EQ(sent[r], half * 4) << "rank " << r;
+    EXPECT_EQ(recvd[r], half * 4) << "rank " << r;
+    total += sent[r];
+  }
+  EXPECT_EQ(total, 2 * count * 4);  // S per host, where the flat switch plan moves 2 x S
+  // Each leaf folded one member per slice group and the spine the two leaves' partials.
+  EXPECT_GT(spine->stats().chunksReduced, 0u);
+  EXPECT_EQ(leafA->stats().payloadIn, 2 * count * 4);  // int32 run + float run, S each
+  EXPECT_TRUE(spine->events().empty()) << spine->events().front();
+}

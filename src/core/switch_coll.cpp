@@ -229,6 +229,10 @@ bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received) {
   if (!c) return false;
   *sent = c->stats().payloadSent;
   *received = c->stats().payloadRecv;
+  if (auto* s = dynamic_cast<const sw::SwitchClient*>(comm->sliceOffload.get())) {
+    *sent += s->stats().payloadSent;
+    *received += s->stats().payloadRecv;
+  }
   return true;
 }
 

@@ -54,7 +54,8 @@ void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args
 // phase. *done becomes true once the request's outcome is final, which is returned.
 Status advanceSwitchRun(tribRequest* req, Status result, bool* done);
 
-// Payload bytes this rank's switch client sent and received so far (false: no switch client).
+// Payload bytes this rank's switch clients (its communicator group and, with hier_switch, its
+// slice group) sent and received so far (false: no switch client).
 bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received);
 
 }  // namespace trib
