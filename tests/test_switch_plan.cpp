@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "algo/algo_util.hpp"
@@ -16,6 +18,7 @@
 #include "core/switch_coll.hpp"
 #include "support/launcher.hpp"
 #include "switch_util.hpp"
+#include "topo/topology.hpp"
 #include "verify/verify.hpp"
 
 using namespace trib;
@@ -407,4 +410,140 @@ TEST(SwitchPlan, HierSwitchThroughTwoLeavesExactAndHalfTheTraffic) {
   EXPECT_GT(spine->stats().chunksReduced, 0u);
   EXPECT_EQ(leafA->stats().payloadIn, 2 * count * 4);  // int32 run + float run, S each
   EXPECT_TRUE(spine->events().empty()) << spine->events().front();
+}
+
+namespace {
+
+// Two hosts of two CPUs each, one NIC per host, under one switch without an address (ranks use
+// TRIB_SWITCH): the domains hier_switch's slice groups follow.
+std::string writeTwoHostTopology() {
+  const std::string path = strprintf("/tmp/trib_two_hosts_%d.topo", static_cast<int>(getpid()));
+  std::ofstream f(path);
+  f << "topology two-hosts\nnode sw switch\n";
+  for (int h = 0; h < 2; ++h) {
+    f << "node h" << h << "c0 cpu\nnode h" << h << "c1 cpu\nnode h" << h << "nic nic\n";
+    f << "link h" << h << "c0 h" << h << "c1 shm bw=20\n";
+    f << "link h" << h << "c0 h" << h << "nic pcie bw=20\nlink h" << h << "c1 h" << h << "nic pcie bw=20\n";
+    f << "link h" << h << "nic sw net bw=10 lat=2\n";
+  }
+  return path;
+}
+
+// n threads as ranks of one communicator (through the bootstrap); body(rank, comm) -> error.
+std::vector<std::string> threadRanks(int n, const char* algo,
+                                     const std::function<std::string(int, tribComm_t)>& body) {
+  tribUniqueId id;
+  EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.algo = algo;
+      cfg.timeoutMs = 30000;
+      tribComm_t comm = nullptr;
+      if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
+        errors[r] = std::string("init: ") + tribGetLastError(nullptr);
+        return;
+      }
+      errors[r] = body(r, comm);
+      tribCommDestroy(comm);
+    });
+  }
+  for (auto& t : ts) t.join();
+  return errors;
+}
+
+}  // namespace
+
+// The switch has room for the communicator's group but not for the slice groups: every rank drops
+// its slice group (they agree), hier_switch is no longer offered, and results stay exact.
+TEST(SwitchPlan, SliceGroupsRefusedAllRanksDropThemAndStayExact) {
+  std::unique_ptr<SwitchNode> node;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(4, 8192), &node).ok());
+  node->start();
+  const std::string topo = writeTwoHostTopology();
+  ScopedEnv env;
+  env.set("TRIB_TOPO_FILE", topo);
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_SLOTS", "4");  // the communicator's group takes all 4 slots
+  const int n = 4;
+  auto errors = threadRanks(n, "hier_switch", [&](int r, tribComm_t comm) -> std::string {
+    if (!switchUsable(comm)) return "the communicator's group should have its switch";
+    if (sliceUsable(comm) || comm->sliceStride != 0) return "a refused slice group is still in use";
+    uint64_t s = 0, v = 0;
+    return exactAllReduce(comm, r, n, 30011, 1, &s, &v);
+  });
+  std::remove(topo.c_str());
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  bool refused = false;
+  for (const auto& e : node->events()) refused |= e.find("slots exhausted") != std::string::npos;
+  EXPECT_TRUE(refused);
+}
+
+// The switch goes away while the ranks run hier_switch all-reduces: they agree, give the switch
+// up (slice groups too), finish on a host algorithm, and every result is exact.
+TEST(SwitchPlan, HierSwitchFailsOverWhenTheSwitchGoesAway) {
+  std::unique_ptr<SwitchNode> node;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 4096), &node).ok());
+  node->start();
+  const std::string topo = writeTwoHostTopology();
+  ScopedEnv env;
+  env.set("TRIB_TOPO_FILE", topo);
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each all-reduce takes a while
+  const int n = 4;
+  std::atomic<int> firstDone{0};
+  std::thread killer([&] {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (firstDone.load() < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    node.reset();  // its sockets close mid-stream
+  });
+  std::vector<int> usedSlices(n, 0), disabled(n, 0);
+  auto errors = threadRanks(n, "hier_switch", [&](int r, tribComm_t comm) -> std::string {
+    usedSlices[r] = sliceUsable(comm);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int it = 0; !comm->switchDisabled && std::chrono::steady_clock::now() < deadline; ++it) {
+      uint64_t s = 0, v = 0;
+      std::string err = exactAllReduce(comm, r, n, 1 << 17, it, &s, &v);
+      if (!err.empty()) return strprintf("iteration %d: %s", it, err.c_str());
+      if (it == 0) firstDone.fetch_add(1);
+    }
+    disabled[r] = comm->switchDisabled && !sliceUsable(comm);
+    uint64_t s = 0, v = 0;
+    return exactAllReduce(comm, r, n, 1 << 17, 99, &s, &v);  // after the failover: a host algorithm
+  });
+  killer.join();
+  std::remove(topo.c_str());
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_TRUE(usedSlices[r]) << "rank " << r << " never had its slice group";
+    EXPECT_TRUE(disabled[r]) << "rank " << r << " still uses the switch";
+  }
+}
+
+TEST(SwitchTopology, AddrFieldParsedCheckedAndDumped) {
+  const std::string text =
+      "node c0 cpu\nnode c1 cpu\nnode leaf switch addr=10.0.0.5:7000\n"
+      "link c0 leaf net bw=10\nlink c1 leaf net bw=10\n";
+  Topology t;
+  ASSERT_TRUE(parseTopology(text, &t).ok());
+  EXPECT_EQ(t.node(t.find("leaf")).addr, "10.0.0.5:7000");
+  Topology again;
+  ASSERT_TRUE(parseTopology(dumpTopology(t), &again).ok());
+  EXPECT_EQ(again.node(again.find("leaf")).addr, "10.0.0.5:7000");
+  for (const char* bad : {"addr=10.0.0.5", "addr=:7000", "addr=host:70x0", "addr=host:"}) {
+    std::string b = text;
+    b.replace(b.find("addr=10.0.0.5:7000"), std::strlen("addr=10.0.0.5:7000"), bad);
+    Status st = parseTopology(b, &t);
+    EXPECT_EQ(st.code(), tribInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("is not host:port"), std::string::npos) << st.message();
+  }
+  // Only network switches have an aggregation service.
+  Status st = parseTopology("node c0 cpu addr=1.2.3.4:5\n", &t);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("unknown field 'addr'"), std::string::npos) << st.message();
 }
