@@ -409,6 +409,15 @@ Plan Planner::choose(const PlanRequest& req) {
       plan.why +=
           strprintf("; next best %s %.1f us", planAlgoName(runner->plan.algo), runner->plan.predictedUs);
     if (filter_.set[static_cast<int>(req.coll)]) plan.why += "; TRIB_ALGO applied";
+    // With a switch attached, say where its plans stood when they lost.
+    for (const auto& c : cands) {
+      const bool sw = c.plan.algo == PlanAlgo::Switch || c.plan.algo == PlanAlgo::HierSwitch;
+      if (!attached_ || !sw || c.plan.algo == plan.algo || &c == runner) continue;
+      if (c.eligible)
+        plan.why += strprintf("; %s %.1f us", planAlgoName(c.plan.algo), c.plan.predictedUs);
+      else
+        plan.why += strprintf("; %s not eligible: %s", planAlgoName(c.plan.algo), c.reason.c_str());
+    }
   } else {
     // Nothing eligible (overrides excluded everything that works): fall back to the fastest
     // executable candidate and say so.
