@@ -180,12 +180,12 @@ std::string check(const Case& c, int rank, const RankBuffers& b) {
   return errors;
 }
 
-// Every registered algorithm but the switch's, which needs an aggregation switch: test_switch_comm
-// runs this suite's cases through one.
+// Every registered algorithm but those needing a collective offload: test_switch_comm runs this
+// suite's cases through an aggregation switch, test_conformance_multiprocess through the shm board.
 static std::vector<const AlgoInfo*> algos(Coll c) {
   std::vector<const AlgoInfo*> out;
   for (const AlgoInfo* a : algorithmsFor(c))
-    if (a->algo != Algo::Switch) out.push_back(a);
+    if (!needsOffload(a->algo)) out.push_back(a);
   return out;
 }
 

@@ -416,3 +416,166 @@ TEST(Shm, InvalidArgumentsAreRefused) {
   EXPECT_EQ(st.code(), tribInternalError);
   EXPECT_TRUE(shmLeftovers(getpid()).empty());
 }
+
+// ---- the one-shot board ------------------------------------------------------------------------
+
+namespace {
+
+bool waitBoard(CollectiveOffload& b, const std::vector<TransferOp*>& ops, int timeoutMs) {
+  auto deadline = net::deadlineAfter(timeoutMs);
+  for (;;) {
+    bool all = true;
+    for (auto* op : ops) all = all && op->done();
+    if (all) return true;
+    if (net::Clock::now() > deadline) return false;
+    (void)b.progress();
+    sched_yield();
+  }
+}
+
+ShmOptions boardOptions(int64_t boardBytes) {
+  ShmOptions o = options(true);
+  o.boardBytes = boardBytes;
+  return o;
+}
+
+}  // namespace
+
+// Many back-to-back all-reduces through the board, posted several at a time (the cells are
+// reused every second operation), sizes 0 .. the cell, in and out of place: every rank gets
+// exactly the sum, and the same bits for floats.
+TEST(ShmBoard, ConsecutiveAllReducesAreExactAndIdenticalOnEveryRank) {
+  for (int n : {1, 2, 3, 4}) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        n, boardOptions(4096), 60,
+        [n](int rank, ShmTransport& t, Bootstrap& bs) {
+          CollectiveOffload* board = t.board();
+          CHILD_CHECK(board != nullptr && t.boardBytes() == 4096, 1);
+          const uint64_t counts[] = {0, 1, 7, 1000, 1024};  // int32: up to the whole 4 KiB cell
+          std::vector<std::vector<int32_t>> in(5), out(5);
+          std::vector<TransferOp> ops(5);
+          for (int round = 0; round < 40; ++round) {
+            std::vector<TransferOp*> all;
+            for (int i = 0; i < 5; ++i) {
+              const uint64_t count = counts[(i + round) % 5];
+              in[i].resize(count);
+              for (uint64_t e = 0; e < count; ++e)
+                in[i][e] = static_cast<int32_t>(rank * 1000 + e * 3 + round);
+              const bool inPlace = (i + round) % 2 == 1;
+              out[i] = inPlace ? in[i] : std::vector<int32_t>(count, -1);
+              new (&ops[i]) TransferOp();
+              CHILD_OK(board->postAllReduce(inPlace ? out[i].data() : in[i].data(), out[i].data(), count,
+                                            tribInt32, tribSum, &ops[i]),
+                       2);
+              all.push_back(&ops[i]);
+            }
+            CHILD_CHECK(waitBoard(*board, all, 20000), 3);
+            for (int i = 0; i < 5; ++i) {
+              CHILD_OK(ops[i].state == TransferOp::kDone ? Status::Ok() : ops[i].error, 4);
+              const uint64_t count = counts[(i + round) % 5];
+              for (uint64_t e = 0; e < count; ++e) {
+                int64_t want = 0;
+                for (int r = 0; r < n; ++r) want += r * 1000 + static_cast<int64_t>(e) * 3 + round;
+                CHILD_CHECK(out[i][e] == want, 5);
+              }
+            }
+          }
+          // Floats: every rank must hold the same bits (the reduction order is the rank order).
+          std::vector<float> x(1000), y(1000);
+          for (size_t e = 0; e < x.size(); ++e)
+            x[e] = 1.0f / static_cast<float>(rank + 3 + e % 7) + 1e-7f * e;
+          TransferOp f;
+          CHILD_OK(board->postAllReduce(x.data(), y.data(), x.size(), tribFloat32, tribSum, &f), 6);
+          CHILD_CHECK(waitBoard(*board, {&f}, 20000) && f.state == TransferOp::kDone, 7);
+          std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(y.data()),
+                                    reinterpret_cast<uint8_t*>(y.data()) + y.size() * sizeof(float));
+          std::vector<std::vector<uint8_t>> everyone;
+          CHILD_OK(bs.allGather(mine, &everyone), 8);
+          for (auto& other : everyone) CHILD_CHECK(other == mine, 9);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
+
+TEST(ShmBoard, MismatchedArgumentsFailOnEveryRank) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, boardOptions(4096), 30,
+      [](int rank, ShmTransport& t, Bootstrap&) {
+        std::vector<float> a(64, 1.0f), b(64);
+        TransferOp op;
+        CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), rank == 0 ? 64 : 32, tribFloat32, tribSum, &op),
+                 1);
+        CHILD_CHECK(waitBoard(*t.board(), {&op}, 10000), 2);
+        CHILD_CHECK(op.state == TransferOp::kFailed && op.error.code() == tribInvalidUsage, 3);
+        CHILD_CHECK(op.error.message().find("mismatched") != std::string::npos, 4);
+        // The board is out of step now: later posts are refused, never silently wrong.
+        TransferOp late;
+        CHILD_CHECK(!t.board()->postAllReduce(a.data(), b.data(), 8, tribFloat32, tribSum, &late).ok(), 5);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
+
+TEST(ShmBoard, RefusesWhatItCannotTake) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, boardOptions(1024), 30,
+      [](int, ShmTransport& t, Bootstrap&) {
+        std::vector<double> a(256), b(256);
+        TransferOp big, avg, none;
+        Status s = t.board()->postAllReduce(a.data(), b.data(), 129, tribFloat64, tribSum, &big);
+        CHILD_CHECK(
+            s.code() == tribInvalidArgument && s.message().find("TRIB_SHM_BOARD_BYTES") != std::string::npos,
+            1);
+        CHILD_CHECK(big.state == TransferOp::kFailed, 2);
+        CHILD_CHECK(t.board()->postAllReduce(a.data(), b.data(), 8, tribFloat64, tribAvg, &avg).code() ==
+                        tribInvalidArgument,
+                    3);
+        CHILD_CHECK(t.board()->postAllReduce(nullptr, b.data(), 8, tribFloat64, tribSum, &none).code() ==
+                        tribInvalidArgument,
+                    4);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+  // No board when it is turned off, or when some ranks are elsewhere (not all local).
+  auto off = runShmRanks(2, boardOptions(0), 30,
+                         [](int, ShmTransport& t, Bootstrap&) { return t.board() == nullptr ? 0 : 1; });
+  for (auto& r : off) EXPECT_EQ(r.code, 0);
+}
+
+TEST(ShmBoard, PeerKilledBeforePostingFailsTheOthersNamingIt) {
+  const int n = 3, victim = 1;
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      n, boardOptions(4096), 30,
+      [](int rank, ShmTransport& t, Bootstrap& bs) {
+        std::vector<int32_t> a(16, rank), b(16);
+        TransferOp first;
+        CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &first), 1);
+        CHILD_CHECK(waitBoard(*t.board(), {&first}, 10000) && first.state == TransferOp::kDone, 2);
+        CHILD_CHECK(b[0] == 0 + 1 + 2, 3);
+        CHILD_OK(bs.barrier(), 4);
+        if (rank == victim) kill(getpid(), SIGKILL);
+        TransferOp second;
+        CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &second), 5);
+        auto t0 = net::Clock::now();
+        CHILD_CHECK(waitBoard(*t.board(), {&second}, 10000), 6);
+        double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+        CHILD_CHECK(ms < 3000, 7);
+        CHILD_CHECK(second.state == TransferOp::kFailed && second.error.code() == tribRemoteError, 8);
+        CHILD_CHECK(second.error.message().find("rank 1") != std::string::npos, 9);
+        return 0;
+      },
+      &pids);
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[0].code, 0);
+  EXPECT_EQ(res[1].code, 128 + SIGKILL);
+  EXPECT_EQ(res[2].code, 0);
+  for (pid_t p : pids) EXPECT_TRUE(shmLeftovers(p).empty()) << "leaked segment of pid " << p;
+}

@@ -244,7 +244,7 @@ TEST_P(UcxTls, ExecutorAllReduceOverUcx) {
       peers[rank] = nullptr;
       uint32_t seq = 0;
       for (const AlgoInfo* algo : algorithmsFor(Coll::AllReduce)) {
-        if (algo->algo == Algo::Switch) continue;  // needs an aggregation switch (test_switch_comm)
+        if (needsOffload(algo->algo)) continue;  // needs a switch (test_switch_comm) or the shm board
         for (bool inPlace : {false, true}) {
           CollArgs args;
           args.coll = Coll::AllReduce;

@@ -143,8 +143,8 @@ TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
 TEST(Registry, MessagesAreSlices) {
   for (int c = 0; c < kNumColls; ++c) {
     for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {
-      // One SwitchReduce step: the switch client, not the schedule, cuts it into slot-sized chunks.
-      if (info->algo == Algo::Switch) continue;
+      // One SwitchReduce step: the offload (switch client, shm board), not the schedule, chunks it.
+      if (needsOffload(info->algo)) continue;
       for (int n : {5, 8}) {
         CollArgs a;
         a.coll = info->coll;

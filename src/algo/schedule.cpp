@@ -84,7 +84,10 @@ const AlgoInfo* const kRegistry[] = {
     &kDirectScatter, &kBinomialScatter,
     &kDirectBarrier,
     // Chosen only when the communicator has a usable aggregation switch (algo_select.cpp).
-    &kSwitchAllReduce, &kHierSwitchAllReduce,
+    &kSwitchAllReduce,
+    // Chosen only when every rank shares one memory board (shm, one host).
+    &kOneShotAllReduce,
+    &kHierSwitchAllReduce,
 };
 // clang-format on
 

@@ -125,8 +125,22 @@ inline uint64_t blockSize(uint64_t count, uint64_t parts, uint64_t i) {
 }
 
 // ---- Algorithm registry --------------------------------------------------------------------
-enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Binomial, Chain, Hierarchical, Switch, HierSwitch };
-constexpr int kNumAlgos = 9;
+enum class Algo : uint8_t {
+  Ring,
+  Tree,
+  Rhd,
+  Direct,
+  Binomial,
+  Chain,
+  Hierarchical,
+  Switch,
+  OneShot,
+  HierSwitch
+};
+constexpr int kNumAlgos = 10;
+// Schedules whose SwitchReduce step runs on a collective offload the communicator must have:
+// Switch and HierSwitch on the aggregation switch, OneShot on the shared-memory board (transports/shm).
+inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::OneShot || a == Algo::HierSwitch; }
 const char* algoName(Algo a);  // "ring", "tree", "rhd", "direct", "binomial", "chain", ...
 bool parseAlgo(const std::string& s, Algo* out);
 

@@ -383,7 +383,7 @@ TRIB_API tribResult_t tribRequestFree(tribRequest_t* request) {
     if (!req->done && !req->comm->aborted.load()) {
       return errorf(tribInvalidUsage,
                     "tribRequestFree: %s is still running: wait for it or abort the communicator",
-                    req->what.c_str());
+                    req->what().c_str());
     }
     trib::requestFree(req);
     *request = nullptr;

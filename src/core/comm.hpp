@@ -116,6 +116,10 @@ struct tribComm {
   // one per domain of sliceStride ranks); null when the domains do not allow one.
   std::unique_ptr<trib::CollectiveOffload> sliceOffload;
   int sliceStride = 0;
+  // The shared-memory one-shot board (owned by the shm transport) when every rank is on this
+  // host: runs the OneShot all-reduce for requests of up to boardBytes.
+  trib::CollectiveOffload* board = nullptr;
+  uint64_t boardBytes = 0;
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
 
   void setAsyncError(const trib::Status& s);
@@ -127,7 +131,14 @@ struct tribRequest {
   tribComm* comm = nullptr;
   std::unique_ptr<trib::Execution> exec;
   std::vector<char> scratch;
-  std::string what;  // "allreduce(count 1024, float32, sum)" for messages
+  // What it runs, for messages ("allreduce(count 1024, float32, sum) on rank 0 of 4 [ring]"):
+  // kept as fields and formatted by what() only when a message needs it, off the hot path.
+  trib::CollCall call;
+  int p2pPeer = -1;  // >= 0: a send (p2pSend) or receive with this peer instead of `call`
+  bool p2pSend = false;
+  const char* algo = nullptr;      // the schedule's algorithm
+  const char* fallback = nullptr;  // the host algorithm a switch collective fell back to
+  std::string what() const;
   bool done = false;
   trib::Status result;
   std::chrono::steady_clock::time_point started;
@@ -161,9 +172,18 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
 Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
                  tribRequest** out);
 
-// How a waiting thread spends an idle round: ranks are often more threads or processes than
-// cores, so spin briefly, then yield, then sleep a little so the peers that must act can run.
-void backoff(unsigned idleRounds);
+// How a waiting thread spends its idle rounds: ranks are often more threads or processes than
+// cores, so spin briefly, then yield, and once idle for a while, sleep a little per round so the
+// peers that must act can run. Time-based, so a cheap poll does not reach the sleep sooner.
+class Backoff {
+ public:
+  void reset() { idle_ = 0; }
+  void idle();
+
+ private:
+  unsigned idle_ = 0;
+  std::chrono::steady_clock::time_point since_;
+};
 
 // Progress and completion. `timeout` < 0 waits forever.
 Status requestTest(tribRequest* req, bool* done);

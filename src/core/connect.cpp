@@ -245,6 +245,8 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
     TRIB_RETURN_IF_ERROR(ShmTransport::create(rank, nranks, local, boot->oobAllGather(), ShmOptions{}, &shm)
                              .prefix("communicator init: shared-memory transport: "));
     Transport* t = shm.get();
+    comm->board = shm->board();
+    comm->boardBytes = shm->boardBytes();
     comm->ownedTransports.push_back(std::move(shm));
     for (int p : local) {
       if (p != rank && (!comm->peers[p] || forced == "shm")) comm->peers[p] = t;

@@ -113,7 +113,7 @@ Status groupEnd() {
   std::vector<Status> results(all.size());
   std::vector<bool> finished(all.size(), false);
   size_t left = all.size();
-  unsigned idle = 0;
+  Backoff backoff;
   while (left > 0) {
     for (size_t i = 0; i < all.size(); ++i) {
       if (finished[i]) continue;
@@ -133,7 +133,7 @@ Status groupEnd() {
       }
       break;
     }
-    backoff(++idle);
+    backoff.idle();
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (first.ok() && !results[i].ok()) first = results[i];

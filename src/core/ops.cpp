@@ -50,16 +50,6 @@ CollArgs argsFor(const tribComm* comm, const CollCall& call) {
   return a;
 }
 
-std::string describeCall(const tribComm* comm, const CollCall& call) {
-  std::string s = strprintf("%s(count %llu, %s", collName(call.coll),
-                            static_cast<unsigned long long>(call.count), dataTypeName(call.dtype));
-  if (usesOp(call.coll)) s += strprintf(", %s", redOpName(call.op));
-  if (call.coll == Coll::Reduce || call.coll == Coll::Broadcast || call.coll == Coll::Gather ||
-      call.coll == Coll::Scatter)
-    s += strprintf(", root %d", call.root);
-  return s + strprintf(") on rank %d of %d", comm->rank, comm->nranks);
-}
-
 Status checkBuffer(const char* name, const void* p, uint64_t elems, size_t es, DataType dtype) {
   if (elems == 0) return Status::Ok();
   if (!p) {
@@ -74,10 +64,9 @@ Status checkBuffer(const char* name, const void* p, uint64_t elems, size_t es, D
   return Status::Ok();
 }
 
-tribRequest* newRequest(tribComm* comm, std::string what) {
+tribRequest* newRequest(tribComm* comm) {
   auto* req = new tribRequest;
   req->comm = comm;
-  req->what = std::move(what);
   req->started = std::chrono::steady_clock::now();
   comm->outstanding.fetch_add(1);
   comm->active.push_back(req);
@@ -124,7 +113,7 @@ void commProgress(tribComm* comm) {
     Status st = r->exec->progress(&done);
     if (r->switchRun && (done || !st.ok())) st = advanceSwitchRun(r, st, &done);
     if (!st.ok()) {
-      TRIB_WARN("coll", "%s failed: %s", r->what.c_str(), st.message().c_str());
+      TRIB_WARN("coll", "%s failed: %s", r->what().c_str(), st.message().c_str());
       breakComm(comm, st);
       retire(r, st);
     } else if (done) {
@@ -203,7 +192,9 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
   CollArgs args = argsFor(comm, call);
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, args, es, &plan));
-  tribRequest* req = newRequest(comm, describeCall(comm, call) + " [" + algoName(plan->algo->algo) + "]");
+  tribRequest* req = newRequest(comm);
+  req->call = call;
+  req->algo = algoName(plan->algo->algo);
   req->scratch.resize(plan->scratchCount * es);
   ExecBuffers bufs{call.sendbuff,
                    call.recvbuff,
@@ -221,7 +212,8 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
   }
   if (isSwitchAlgo(plan->algo->algo)) prepareSwitchRun(comm, call, args, plan->algo->algo, req, &opts);
-  TRIB_TRACE("coll", "%s", req->what.c_str());
+  if (plan->algo->algo == Algo::OneShot) opts.offload = comm->board;
+  TRIB_TRACE("coll", "%s", req->what().c_str());
   req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);
   TRIB_RETURN_IF_ERROR(startRequest(req));
   *out = req;
@@ -258,19 +250,24 @@ Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, D
                    isSend ? count : 0,
                    isSend ? 0 : count,
                    0};
-  tribRequest* req =
-      newRequest(comm, strprintf("%s(count %llu, %s, peer %d) on rank %d of %d", isSend ? "send" : "recv",
-                                 static_cast<unsigned long long>(count), dataTypeName(dtype), peer,
-                                 comm->rank, comm->nranks));
+  tribRequest* req = newRequest(comm);
+  req->call.count = count;
+  req->call.dtype = dtype;
+  req->p2pPeer = peer;
+  req->p2pSend = isSend;
   req->exec = std::make_unique<Execution>(std::move(steps), bufs, comm->peers, opts);
   TRIB_RETURN_IF_ERROR(startRequest(req));
   *out = req;
   return Status::Ok();
 }
 
-void backoff(unsigned idleRounds) {
-  if (idleRounds < 64) return;
-  if (idleRounds < 256) {
+void Backoff::idle() {
+  constexpr unsigned kSpinRounds = 64;
+  constexpr auto kYieldFor = std::chrono::microseconds(100);
+  if (++idle_ < kSpinRounds) return;
+  auto now = std::chrono::steady_clock::now();
+  if (idle_ == kSpinRounds) since_ = now;
+  if (now - since_ < kYieldFor) {
     std::this_thread::yield();
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -280,7 +277,7 @@ void backoff(unsigned idleRounds) {
 Status requestTest(tribRequest* req, bool* done) {
   if (!req->done) {
     if (req->comm->aborted.load()) {
-      retire(req, errorf(tribAborted, "%s: the communicator was aborted", req->what.c_str()));
+      retire(req, errorf(tribAborted, "%s: the communicator was aborted", req->what().c_str()));
     } else {
       commProgress(req->comm);
     }
@@ -291,23 +288,27 @@ Status requestTest(tribRequest* req, bool* done) {
 
 Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abortOnTimeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  unsigned idle = 0;
+  Backoff backoff;
+  unsigned rounds = 0;
   size_t mark = req->exec->progressMark();
   while (true) {
     bool done = false;
     Status st = requestTest(req, &done);
     if (done) return st;
-    if (timeout.count() >= 0 && std::chrono::steady_clock::now() >= deadline) break;
+    // The clock costs as much as a poll: read it every 16th round.
+    if (++rounds % 16 == 0 && timeout.count() >= 0 && std::chrono::steady_clock::now() >= deadline) break;
     size_t now = req->exec->progressMark();
-    idle = now != mark ? 0 : idle + 1;
+    if (now != mark)
+      backoff.reset();
+    else
+      backoff.idle();
     mark = now;
-    backoff(idle);
   }
   Status err =
       errorf(tribTimeout,
              "%s timed out after %.1f s (TRIB_TIMEOUT); still waiting for: %s. A peer may have died, be "
              "stuck, or be calling a different collective.",
-             req->what.c_str(), timeout.count() / 1000.0, req->exec->describePending().c_str());
+             req->what().c_str(), timeout.count() / 1000.0, req->exec->describePending().c_str());
   TRIB_WARN("coll", "%s", err.message().c_str());
   if (abortOnTimeout) {
     // The transports may still reference this request's buffers: fail everything and mark
@@ -328,3 +329,22 @@ void requestFree(tribRequest* req) {
 }
 
 }  // namespace trib
+
+std::string tribRequest::what() const {
+  using namespace trib;
+  if (p2pPeer >= 0) {
+    return strprintf("%s(count %llu, %s, peer %d) on rank %d of %d", p2pSend ? "send" : "recv",
+                     static_cast<unsigned long long>(call.count), dataTypeName(call.dtype), p2pPeer,
+                     comm->rank, comm->nranks);
+  }
+  std::string s = strprintf("%s(count %llu, %s", collName(call.coll),
+                            static_cast<unsigned long long>(call.count), dataTypeName(call.dtype));
+  if (usesOp(call.coll)) s += strprintf(", %s", redOpName(call.op));
+  if (call.coll == Coll::Reduce || call.coll == Coll::Broadcast || call.coll == Coll::Gather ||
+      call.coll == Coll::Scatter)
+    s += strprintf(", root %d", call.root);
+  s += strprintf(") on rank %d of %d", comm->rank, comm->nranks);
+  if (algo) s += strprintf(" [%s]", algo);
+  if (fallback) s += strprintf(" [fallback %s]", fallback);
+  return s;
+}

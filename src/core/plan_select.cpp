@@ -91,6 +91,7 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   // given it up since (failover) -- the same on every rank, so the choice stays the same.
   req.switchDown = !switchUsable(comm);
   req.sliceStride = sliceUsable(comm) ? comm->sliceStride : 0;
+  req.oneShotBytes = comm->board ? comm->boardBytes : 0;
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:
@@ -107,16 +108,18 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   args->ranksPerDomain = plan.ranksPerDomain;
   args->chunkElems = comm->config.chunkBytes ? std::max<uint64_t>(1, comm->config.chunkBytes / elemSize)
                                              : std::max<uint64_t>(1, plan.chunkElems);
-  // Switch plans need an attached switch (and hier_switch its slice groups for these domains);
-  // the planner only offers them then, so this guards against drift.
-  const bool switchMissing = (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
-                             (algo && algo->algo == Algo::HierSwitch &&
-                              (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride));
-  if (!algo || !algo->supports(*args) || switchMissing) {
+  // Offload plans need their offload: an attached switch (and hier_switch its slice groups for
+  // these domains), the shm board. The planner only offers them then; this guards against drift.
+  const bool offloadMissing =
+      (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
+      (algo && algo->algo == Algo::HierSwitch &&
+       (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride)) ||
+      (algo && algo->algo == Algo::OneShot && (!comm->board || req.bytes > comm->boardBytes));
+  if (!algo || !algo->supports(*args) || offloadMissing) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {
-      if (!algo && a->supports(*args) && !isSwitchAlgo(a->algo)) algo = a;
+      if (!algo && a->supports(*args) && !needsOffload(a->algo)) algo = a;
     }
     if (!algo) {
       return errorf(tribInternalError, "no algorithm supports %s on %d ranks", collName(args->coll),

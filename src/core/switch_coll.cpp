@@ -308,7 +308,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
         TRIB_SWITCH_WARN(
             "rank %d: the aggregation switch failed during %s (%s); this communicator stops "
             "using it and finishes on a host algorithm",
-            comm->rank, req->what.c_str(), why.c_str());
+            comm->rank, req->what().c_str(), why.c_str());
         comm->switchDisabled = true;
         comm->planCache.clear();  // cached switch plans must not be reused
         if (comm->switchOffload) comm->switchOffload->abort(errorf(tribAborted, "the switch was given up"));
@@ -335,7 +335,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
         o.avgDivisor = static_cast<uint64_t>(comm->nranks);
         o.avgRegion = Region{Buf::Output, 0, outputCount(run.args, comm->rank)};
       }
-      req->what += strprintf(" [fallback %s]", algoName(algo->algo));
+      req->fallback = algoName(algo->algo);
       return startPhase(req, std::make_unique<Execution>(std::move(steps), b, comm->peers, o), done);
     }
     case SwitchRun::Fallback:

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_map>
 
 #include "common/log.hpp"
 #include "reduce/reduce.hpp"
@@ -23,13 +22,7 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
       buf_(buffers),
       peers_(peers),
       opts_(opts),
-      elemSize_(dataTypeSize(opts.dtype)) {
-  for (Transport* t : peers_) {
-    if (t &&
-        std::find(distinctTransports_.begin(), distinctTransports_.end(), t) == distinctTransports_.end())
-      distinctTransports_.push_back(t);
-  }
-}
+      elemSize_(dataTypeSize(opts.dtype)) {}
 
 Execution::~Execution() = default;
 
@@ -59,7 +52,7 @@ Status Execution::stepError(size_t i, const Status& cause) const {
 Status Execution::start() {
   const uint64_t limits[3] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount};
   // Per-peer message counters give each message its tag; the peer derives the same index.
-  std::unordered_map<int, uint32_t> sent, received;
+  std::vector<uint32_t> counters;  // [2p]: sent to p, [2p+1]: received from p
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
     for (const Region* r : {&s.src, &s.dst}) {
@@ -80,8 +73,13 @@ Status Execution::start() {
       if (s.peer < 0 || s.peer >= static_cast<int>(peers_.size()) || !peers_[s.peer]) {
         return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
       }
-      uint32_t index = s.kind == StepKind::Send ? sent[s.peer]++ : received[s.peer]++;
+      if (counters.empty()) counters.assign(2 * peers_.size(), 0);
+      uint32_t index = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
       slot.tag = makeTag(opts_.seq, index);
+      // Progress only the transports this schedule uses (a one-shot or switch plan uses none).
+      Transport* t = peers_[s.peer];
+      if (std::find(distinctTransports_.begin(), distinctTransports_.end(), t) == distinctTransports_.end())
+        distinctTransports_.push_back(t);
     }
   }
   bool done = false;

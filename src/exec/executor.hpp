@@ -45,7 +45,8 @@ struct ExecOptions {
 
 class Execution {
  public:
-  // `peers[p]` is the transport that reaches rank p (nullptr for self).
+  // `peers[p]` is the transport that reaches rank p (nullptr for self); the vector must outlive
+  // the execution (it is the communicator's).
   // `plan` is shared: the communicator's plan cache hands the same steps to repeated calls.
   Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBuffers& buffers,
             const std::vector<Transport*>& peers, ExecOptions opts);
@@ -89,7 +90,7 @@ class Execution {
   const std::vector<Step>& steps_;
   std::vector<Slot> slots_;
   ExecBuffers buf_;
-  std::vector<Transport*> peers_;
+  const std::vector<Transport*>& peers_;
   std::vector<Transport*> distinctTransports_;
   ExecOptions opts_;
   size_t elemSize_;

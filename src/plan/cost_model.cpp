@@ -11,7 +11,7 @@ namespace trib {
 const char* planAlgoName(PlanAlgo a) {
   static const char* const names[kNumPlanAlgos] = {"ring",     "tree",        "rhd",          "direct",
                                                    "binomial", "chain",       "hierarchical", "switch",
-                                                   "nvls",     "nvls_switch", "hier_switch"};
+                                                   "nvls",     "nvls_switch", "oneshot",      "hier_switch"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
@@ -46,6 +46,8 @@ Algo toScheduleAlgo(PlanAlgo a) {
       return Algo::Chain;
     case PlanAlgo::Hierarchical:
       return Algo::Hierarchical;
+    case PlanAlgo::OneShot:
+      return Algo::OneShot;
     case PlanAlgo::HierSwitch:
       return Algo::HierSwitch;
     default:
@@ -449,6 +451,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }
+        case PlanAlgo::OneShot:
+          if (c.multi) return unsupported("one-shot needs every rank on one host's shared-memory board");
+          // Copy S onto the board, one flag exchange, then n-1 reductions of S per rank, all local.
+          t = c.aIn + n * S / c.R;
+          chunk = clampChunk(S, k);
+          p.reason = "one exchange; every rank reduces the n inputs off the shared board";
+          break;
         default:
           return unsupported("not for this collective");
       }

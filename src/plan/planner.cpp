@@ -42,7 +42,7 @@ Status parseAlgoList(const std::string& list, uint32_t* bits, const std::string&
       return errorf(
           tribInvalidArgument,
           "TRIB_ALGO '%s': unknown algorithm '%s' (ring, tree, rhd, direct, binomial, chain, hierarchical, "
-          "switch, nvls, nvls_switch, hier_switch)",
+          "switch, nvls, nvls_switch, oneshot, hier_switch)",
           whole.c_str(), name.c_str());
     *bits |= 1u << static_cast<int>(a);
   }
@@ -348,6 +348,11 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     if (!p.supported) {
       c.eligible = false;
       c.reason = p.reason;
+    } else if (a == PlanAlgo::OneShot && req.bytes > req.oneShotBytes && !req.includeModelOnly) {
+      c.eligible = false;
+      c.reason = req.oneShotBytes
+                     ? strprintf("larger than the shared board (%s)", formatBytes(req.oneShotBytes).c_str())
+                     : "no shared-memory board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0)";
     } else if (!c.plan.executable && !req.includeModelOnly) {
       c.eligible = false;
       c.reason = info                           ? "its schedule does not accept this request"
@@ -387,10 +392,10 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
 }
 
 static std::string cacheKey(const PlanRequest& r) {
-  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%d", static_cast<int>(r.coll),
+  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%d/%llu", static_cast<int>(r.coll),
                    static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
                    static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly,
-                   r.switchDown * 1000 + r.sliceStride);
+                   r.switchDown * 1000 + r.sliceStride, static_cast<unsigned long long>(r.oneShotBytes));
 }
 
 Plan Planner::choose(const PlanRequest& req) {

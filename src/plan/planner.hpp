@@ -36,6 +36,9 @@ struct PlanRequest {
   // hier_switch needs the communicator's slice groups registered at the switch for its domains:
   // their stride (ranks per domain), 0 = none.
   int sliceStride = 0;
+  // The largest all-reduce (bytes) the communicator's shared-memory board takes (OneShot);
+  // 0: no board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0).
+  uint64_t oneShotBytes = 0;
 };
 
 struct Plan {
@@ -66,7 +69,7 @@ struct AlgoFilter {
 };
 // NCCL-style: "ring,tree" (every collective), "allreduce:tree;broadcast:chain", "^ring" (all but),
 // "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch
-// hier_switch.
+// oneshot hier_switch.
 Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
 
 // UCC-style tune string (TRIB_TUNE): entries separated by '#', fields by ':' --

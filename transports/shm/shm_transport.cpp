@@ -47,7 +47,8 @@ struct SegHeader {
   uint32_t nslots;
   uint64_t slotBytes;
   uint64_t ringsOffset, ringBytes, cmaOffset, totalBytes;
-  uint64_t probe;  // a random value peers read through CMA to test single-copy
+  uint64_t probe;                    // a random value peers read through CMA to test single-copy
+  uint64_t boardOffset, boardBytes;  // the one-shot board's two cells (boardBytes 0: none)
 };
 
 enum SlotKind : uint32_t { kData = 1, kCmaRts = 2 };
@@ -81,6 +82,16 @@ struct alignas(64) CmaDesc {
   uint32_t pad;
   uint64_t addr, bytes, gen;
 };
+
+// One cell of the one-shot board; the data follows the header.
+struct alignas(64) BoardCell {
+  std::atomic<uint64_t> seq;  // k+1 once operation k's input is here (written last, release)
+  uint64_t bytes;
+  uint32_t dtype, op;
+  uint8_t reserved[40];
+  uint8_t* data() { return reinterpret_cast<uint8_t*>(this + 1); }
+};
+static_assert(sizeof(BoardCell) == 64);
 
 uint8_t* slotAt(RingCtl* r, uint32_t k, size_t slotBytes) {
   return reinterpret_cast<uint8_t*>(r) + sizeof(RingCtl) +
@@ -180,6 +191,26 @@ struct ShmTransport::Impl {
   uint64_t cmaGenNext = 1;
   std::vector<uint8_t> bounce;
 
+  // One-shot board (see the header): operations in posting order; the front one is on the board.
+  struct BoardOp {
+    const void* src;
+    void* dst;
+    uint64_t count;
+    DataType dtype;
+    RedOp op;
+    TransferOp* done;
+    bool posted = false;
+  };
+  uint64_t boardBytes = 0;  // cell capacity; 0: no board
+  uint64_t boardSeq = 0;    // operations completed on the board
+  std::deque<BoardOp> boardOps;
+  BoardCell* boardCell(int idx, uint64_t k) const {
+    uint8_t* seg = idx == myIdx ? mine : peers[idx].seg;
+    return reinterpret_cast<BoardCell*>(seg + hdr->boardOffset + (k & 1) * (sizeof(BoardCell) + boardBytes));
+  }
+  void advanceBoard();
+  void failBoard(const Status& why);
+
   std::mutex mu;
   Status aborted;
   std::unordered_map<TransferOp*, SendReq*> liveSends;
@@ -212,6 +243,114 @@ struct ShmTransport::Impl {
   void completeSend(Peer& p, SendReq* s);
   void checkLiveness();
 };
+
+// The one-shot board as the executor sees it: a CollectiveOffload over the transport's state.
+class ShmBoard final : public CollectiveOffload {
+ public:
+  explicit ShmBoard(ShmTransport::Impl* im) : im_(im) {}
+  const char* name() const override { return "shm-board"; }
+  Status postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
+                       TransferOp* done) override {
+    std::lock_guard<std::mutex> lock(im_->mu);
+    Status st;
+    const uint64_t es = validDataType(dtype) ? dataTypeSize(dtype) : 0;
+    if (!es || !validRedOp(op) || op == tribAvg)
+      st = errorf(tribInvalidArgument, "shm board: invalid dtype %d or op %d", dtype, op);
+    else if (count > im_->boardBytes / es)
+      st = errorf(tribInvalidArgument,
+                  "shm board: %llu elements of %s exceed its %llu-byte cells (TRIB_SHM_BOARD_BYTES)",
+                  static_cast<unsigned long long>(count), dataTypeName(dtype),
+                  static_cast<unsigned long long>(im_->boardBytes));
+    else if (count && (!src || !dst))
+      st = errorf(tribInvalidArgument, "shm board: null buffer");
+    else if (!im_->aborted.ok())
+      st = im_->aborted;
+    if (!st.ok()) {
+      done->fail(st);
+      return st;
+    }
+    im_->boardOps.push_back({src, dst, count, dtype, op, done});
+    im_->advanceBoard();
+    return Status::Ok();
+  }
+  Status progress() override {
+    std::lock_guard<std::mutex> lock(im_->mu);
+    if (im_->boardOps.empty() || !im_->aborted.ok()) return Status::Ok();
+    im_->advanceBoard();
+    // A peer that never posts may be dead; the check reads the clock, so not on every poll.
+    if (!im_->boardOps.empty() && ++polls_ % 64 == 0) im_->checkLiveness();
+    return Status::Ok();
+  }
+  void abort(const Status& why) override {
+    std::lock_guard<std::mutex> lock(im_->mu);
+    im_->failBoard(why.ok() ? errorf(tribAborted, "shm board aborted") : why);
+  }
+
+ private:
+  ShmTransport::Impl* im_;
+  unsigned polls_ = 0;
+};
+
+void ShmTransport::Impl::advanceBoard() {
+  const uint32_t nlocal = static_cast<uint32_t>(peers.size());
+  while (!boardOps.empty()) {
+    BoardOp& o = boardOps.front();
+    const uint64_t k = boardSeq;
+    const uint64_t bytes = o.count * dataTypeSize(o.dtype);
+    if (!o.posted) {
+      BoardCell* c = boardCell(myIdx, k);
+      if (bytes) std::memcpy(c->data(), o.src, bytes);
+      c->bytes = bytes;
+      c->dtype = static_cast<uint32_t>(o.dtype);
+      c->op = static_cast<uint32_t>(o.op);
+      c->seq.store(k + 1, std::memory_order_release);
+      o.posted = true;
+    }
+    for (uint32_t j = 0; j < nlocal; ++j) {
+      if (boardCell(static_cast<int>(j), k)->seq.load(std::memory_order_acquire) == k + 1) continue;
+      // Not posted yet. A peer that died before posting never will (one that posted and then
+      // exited left its input in the still-mapped segment, and is simply read).
+      if (!peers[j].dead.ok()) failBoard(peers[j].dead);
+      return;
+    }
+    Status st;
+    for (uint32_t j = 0; j < nlocal && st.ok(); ++j) {
+      const BoardCell* c = boardCell(static_cast<int>(j), k);
+      if (c->bytes != bytes || c->dtype != static_cast<uint32_t>(o.dtype) ||
+          c->op != static_cast<uint32_t>(o.op))
+        st = errorf(tribInvalidUsage,
+                    "shm board: rank %d posted %llu bytes of dtype %u op %u, this rank %llu bytes of %s %s "
+                    "(mismatched collective arguments across ranks?)",
+                    peers[j].rank, static_cast<unsigned long long>(c->bytes), c->dtype, c->op,
+                    static_cast<unsigned long long>(bytes), dataTypeName(o.dtype), redOpName(o.op));
+    }
+    if (!st.ok()) {
+      failBoard(st);
+      return;
+    }
+    // Every rank reduces in the same (rank) order: identical bits everywhere.
+    const uint8_t* first = boardCell(0, k)->data();
+    if (nlocal == 1) {
+      if (bytes) std::memmove(o.dst, first, bytes);
+    } else {
+      reduce(o.dst, first, boardCell(1, k)->data(), o.count, o.dtype, o.op);
+      for (uint32_t j = 2; j < nlocal; ++j)
+        reduce(o.dst, o.dst, boardCell(static_cast<int>(j), k)->data(), o.count, o.dtype, o.op);
+    }
+    ++boardSeq;
+    TransferOp* done = o.done;
+    boardOps.pop_front();
+    done->complete();
+  }
+}
+
+void ShmTransport::Impl::failBoard(const Status& why) {
+  // The board's sequence is now out of step with the peers': the communicator is broken anyway
+  // (any failure breaks it), so no later operation may use the board either.
+  for (BoardOp& o : boardOps) o.done->fail(why);
+  boardOps.clear();
+  if (aborted.ok()) aborted = why;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Connection setup
@@ -257,9 +396,17 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localR
   if (im->opt.cma < 0) {
     im->opt.cma = envBool("TRIB_SHM_CMA") ? 1 : 0;
   }
+  int64_t board = im->opt.boardBytes < 0 ? envInt("TRIB_SHM_BOARD_BYTES") : im->opt.boardBytes;
+  if (board < 0 || board > (int64_t{1} << 30))
+    return errorf(tribInvalidArgument, "shm: TRIB_SHM_BOARD_BYTES %lld must be in [0, 1 GiB]",
+                  static_cast<long long>(board));
+  // Only when every rank is here: the OneShot schedule needs all of them on the board.
+  if (im->localRanks.size() == static_cast<size_t>(nranks))
+    im->boardBytes = (static_cast<uint64_t>(board) + 63) / 64 * 64;
   Status st = im->connect(nranks, oob);
   if (!st.ok()) return st.prefix(strprintf("shm transport (rank %d): ", rank));
   out->reset(new ShmTransport(std::move(im)));
+  if ((*out)->impl_->boardBytes) (*out)->board_ = std::make_unique<ShmBoard>((*out)->impl_.get());
   return Status::Ok();
 }
 
@@ -269,7 +416,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   const size_t ringBytes = sizeof(RingCtl) + opt.nslots * slotStride;
   const size_t ringsOffset = 4096;
   const size_t cmaOffset = ringsOffset + nlocal * ringBytes;
-  mineBytes = cmaOffset + kNumCma * sizeof(CmaDesc);
+  const size_t boardOffset = cmaOffset + kNumCma * sizeof(CmaDesc);
+  mineBytes = boardOffset + (boardBytes ? 2 * (sizeof(BoardCell) + boardBytes) : 0);
 
   uint64_t rnd = 0;
   TRIB_RETURN_IF_ERROR(randomBytes(&rnd, sizeof rnd));
@@ -296,7 +444,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   *hdr = SegHeader{kSegMagic,   rank,       static_cast<int32_t>(getpid()),
                    nlocal,      opt.nslots, opt.slotBytes,
                    ringsOffset, ringBytes,  cmaOffset,
-                   mineBytes,   0};
+                   mineBytes,   0,          boardOffset,
+                   boardBytes};
   TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
   for (uint32_t j = 0; j < nlocal; ++j) {
     RingCtl* r = ringIn(mine, static_cast<int>(j));
@@ -306,6 +455,10 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   }
   myCma = reinterpret_cast<CmaDesc*>(mine + cmaOffset);
   for (uint32_t i = 0; i < kNumCma; ++i) new (&myCma[i]) CmaDesc{};
+  for (uint64_t k = 0; k < 2 && boardBytes; ++k) {
+    auto* cell = new (mine + boardOffset + k * (sizeof(BoardCell) + boardBytes)) BoardCell{};
+    cell->seq.store(0);
+  }
 
   // Let peers read this process's memory for single-copy (Yama ptrace_scope=1 needs it).
   if (opt.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
@@ -388,9 +541,12 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       seg = p.seg;
       auto* ph = reinterpret_cast<SegHeader*>(seg);
       if (ph->magic != kSegMagic || ph->ownerRank != p.rank || ph->nlocal != nlocal ||
-          ph->slotBytes != opt.slotBytes || ph->nslots != opt.nslots || ph->totalBytes != bytes) {
+          ph->slotBytes != opt.slotBytes || ph->nslots != opt.nslots || ph->totalBytes != bytes ||
+          ph->boardBytes != boardBytes) {
         st = errorf(tribInvalidUsage,
-                    "rank %d's shm segment has a different layout (slot size or count differ?)", p.rank);
+                    "rank %d's shm segment has a different layout (slot size or count, or "
+                    "TRIB_SHM_BOARD_BYTES, differ?)",
+                    p.rank);
         break;
       }
       // Probe single-copy: read the peer's random probe value from its address space.
@@ -914,6 +1070,9 @@ void ShmTransport::abort(const Status& why) {
   Status st = why.ok() ? errorf(tribAborted, "shm transport aborted") : why;
   if (im.aborted.ok()) im.aborted = st;
   for (auto& p : im.peers) im.failPeer(p, st, false);
+  im.failBoard(st);
 }
+
+uint64_t ShmTransport::boardBytes() const { return impl_->boardBytes; }
 
 }  // namespace trib

@@ -12,6 +12,13 @@
 // publishes {address, bytes} and the receiver pulls with process_vm_readv (CMA), when the kernel
 // allows it (probed at connect); otherwise, or with TRIB_SHM_CMA=0, the slot path carries them.
 //
+// When every rank of the communicator is local, each segment also holds a one-shot board: two
+// cells (consecutive operations alternate) where the rank posts an all-reduce input with a
+// sequence number; every rank reduces all the posted inputs in rank order (board(), a
+// CollectiveOffload that runs the OneShot schedule's step). Reuse is safe without any
+// acknowledgement: a rank posts operation k+2 into the cell of k only after completing k+1, which
+// needs every rank's k+1 post, which each makes only after it finished reading operation k.
+//
 // A peer whose process is gone (kill(pid, 0) fails, or it is a zombie) fails every pending op
 // with that peer with tribRemoteError naming its rank, within livenessIntervalMs of progress().
 #pragma once
@@ -29,6 +36,7 @@ struct ShmOptions {
   size_t cmaThreshold = 256 << 10;
   int livenessIntervalMs = 50;  // how often progress() checks that peers are alive
   int detachTimeoutMs = 30000;  // bound on detachSend waiting for a receiver mid-read
+  int64_t boardBytes = -1;      // one-shot board cell size; -1: TRIB_SHM_BOARD_BYTES; 0: no board
 };
 
 class ShmTransport final : public Transport {
@@ -49,6 +57,10 @@ class ShmTransport final : public Transport {
 
   // Whether large sends to `peer` go single-copy (CMA enabled and the peer can read this process).
   bool usesCma(int peer) const;
+  // The one-shot board, when every rank is local and it is enabled; else nullptr. Owned here;
+  // abort() fails its operations too. boardBytes(): the largest all-reduce it takes.
+  CollectiveOffload* board() const { return board_.get(); }
+  uint64_t boardBytes() const;
   // The segment name prefix under /dev/shm (for leak checks).
   static constexpr const char* kSegmentPrefix = "trib-";
 
@@ -57,6 +69,7 @@ class ShmTransport final : public Transport {
  private:
   explicit ShmTransport(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<CollectiveOffload> board_;
 };
 
 }  // namespace trib
