@@ -426,3 +426,31 @@ TEST(AttachedSwitch, HierSwitchNeedsSliceGroupsAndWinsAtLargeSizesAcrossDomains)
   ASSERT_TRUE(p.setOverrides("hier_switch", "").ok());
   EXPECT_EQ(p.choose(req(1 << 20, 72)).algo, PlanAlgo::HierSwitch);
 }
+
+// The other collectives through the switch are modelled (their schedules come with branch
+// `switch`): S up and S down costs what all-reduce costs; all-gather and reduce-scatter move S on
+// one side only; a barrier is the round trip.
+TEST(AttachedSwitch, OtherCollectivesThroughTheSwitchAreModelled) {
+  Planner p(makeUniform(8, 10, 5, true));
+  AttachedSwitch sw;
+  sw.gbps = 40;
+  sw.latUs = 3;
+  p.setAttachedSwitch(sw);
+  auto predicted = [&](Coll c, uint64_t bytes) {
+    PlanRequest r = allreduce(bytes, 8);
+    r.coll = c;
+    auto cs = p.explain(r);
+    const Candidate* s = find(cs, PlanAlgo::Switch);
+    EXPECT_TRUE(s && s->plan.predictedUs > 0) << collName(c);
+    return s ? s->plan.predictedUs : 0.0;
+  };
+  const uint64_t S = 4 << 20;
+  const double ar = predicted(Coll::AllReduce, S);
+  EXPECT_DOUBLE_EQ(predicted(Coll::Broadcast, S), ar);
+  EXPECT_DOUBLE_EQ(predicted(Coll::Reduce, S), ar);
+  EXPECT_DOUBLE_EQ(predicted(Coll::ReduceScatter, S), ar);
+  EXPECT_DOUBLE_EQ(predicted(Coll::AllGather, S), ar);
+  const FabricView& f = p.fabric(8);
+  EXPECT_DOUBLE_EQ(predicted(Coll::Barrier, 0), CostConstants::defaults().launchUs + 2 * f.switchLatUs);
+  EXPECT_GT(ar, S / (f.switchGBps * 1e3));
+}

@@ -355,10 +355,10 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
                      : "no shared-memory board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0)";
     } else if (!c.plan.executable && !req.includeModelOnly) {
       c.eligible = false;
-      c.reason = info                           ? "its schedule does not accept this request"
+      c.reason = switchPlan && !attached_       ? "no switch attached (model only; set TRIB_SWITCH)"
                  : switchPlan && req.switchDown ? "the attached switch is not usable (failed or refused)"
-                 : switchPlan && attached_      ? "the switch has no slice groups for these domains"
-                 : switchPlan                   ? "no switch attached (model only; set TRIB_SWITCH)"
+                 : switchPlan && !switchReady   ? "the switch has no slice groups for these domains"
+                 : info                         ? "its schedule does not accept this request"
                                                 : "no executable schedule yet (model only)";
     } else if (!(filter_.allowed[static_cast<int>(req.coll)] >> i & 1)) {
       c.eligible = false;
