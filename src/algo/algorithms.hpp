@@ -26,5 +26,6 @@ extern const AlgoInfo kChainReduce;
 extern const AlgoInfo kHierarchicalAllReduce;  // hierarchical.cpp: domain RS -> cross-domain AR -> domain AG
 extern const AlgoInfo kSwitchAllReduce;        // switch.cpp: in-network reduction (SwitchReduce step)
 extern const AlgoInfo kOneShotAllReduce;       // oneshot.cpp: every rank reduces all inputs off a shared board
+extern const AlgoInfo kHierSwitchAllReduce;  // hier_switch.cpp: domain RS -> switch AR of slices -> domain AG
 
 }  // namespace trib::algo

@@ -87,6 +87,7 @@ const AlgoInfo* const kRegistry[] = {
     &kSwitchAllReduce,
     // Chosen only when every rank shares one memory board (shm, one host).
     &kOneShotAllReduce,
+    &kHierSwitchAllReduce,
 };
 // clang-format on
 

@@ -224,7 +224,7 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
     opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
   }
-  if (plan->algo->algo == Algo::Switch) prepareSwitchRun(comm, call, args, req, &opts);
+  if (isSwitchAlgo(plan->algo->algo)) prepareSwitchRun(comm, call, args, plan->algo->algo, req, &opts);
   if (plan->algo->algo == Algo::OneShot) opts.offload = comm->board;
   TRIB_TRACE("coll", "%s", req->what().c_str());
   req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <deque>
 #include <exception>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -627,8 +628,12 @@ class Verifier {
   Status switchStep(int r, const Step& s, std::deque<int>& ready, bool* blocked) {
     RankState& st = ranks_[r];
     const uint64_t k = st.switchSteps;
-    if (switchOps_.size() <= k) switchOps_.resize(k + 1);
-    SwitchOp& op = switchOps_[k];
+    // A stride d >= 2 names the slice group of the ranks congruent to r mod d; each group's k-th
+    // step is its own rendezvous.
+    if (s.peer >= 0 && (s.peer < 2 || s.peer > n_))
+      return fail(r, s, strprintf("switch_reduce stride %d is not in 2..%d", s.peer, n_));
+    const int members = switchMembers(r, s);
+    SwitchOp& op = switchOps_[{switchGroup(r, s), k}];
     uint64_t us = 0, ud = 0;
     TRIB_RETURN_IF_ERROR(resolve(r, s, s.dst, true, &ud));
     if (!st.switchDeposited) {
@@ -656,7 +661,7 @@ class Verifier {
       ++op.arrived;
       st.switchDeposited = true;
       st.sent += s.src.count;
-      if (op.arrived == n_) {
+      if (op.arrived == members) {
         for (int w : op.waiters) {
           ranks_[w].waitingOn = -1;
           if (!ranks_[w].queued) {
@@ -667,7 +672,7 @@ class Verifier {
         op.waiters.clear();
       }
     }
-    if (op.arrived < n_) {
+    if (op.arrived < members) {
       op.waiters.push_back(r);
       st.waitingOn = kWaitingOnSwitch;
       *blocked = true;
@@ -677,7 +682,7 @@ class Verifier {
     st.recvd += op.len;
     st.switchDeposited = false;
     ++st.switchSteps;
-    if (++op.taken == n_) std::vector<Seg>().swap(op.acc);
+    if (++op.taken == members) std::vector<Seg>().swap(op.acc);
     *blocked = false;
     return Status::Ok();
   }
@@ -694,11 +699,12 @@ class Verifier {
         const int r = blocked[i];
         const RankState& st = ranks_[r];
         if (st.pending.kind == StepKind::SwitchReduce) {
-          const SwitchOp& op = switchOps_[st.switchSteps];
+          const auto it = switchOps_.find({switchGroup(r, st.pending), st.switchSteps});
+          const int arrived = it == switchOps_.end() ? 0 : it->second.arrived;
           msg += strprintf(
               "\n  rank %d at step %llu %s waits for the other ranks' switch_reduce #%llu (%d of %d in)", r,
               static_cast<ull>(st.stepNo), describeStep(st.pending).c_str(), static_cast<ull>(st.switchSteps),
-              op.arrived, n_);
+              arrived, switchMembers(r, st.pending));
           continue;
         }
         const int p = st.pending.peer;
@@ -853,7 +859,14 @@ class Verifier {
   }
 
   static constexpr int kQuantum = 256;
-  std::vector<SwitchOp> switchOps_;
+  std::map<std::pair<int, uint64_t>, SwitchOp> switchOps_;  // (slice group or -1, k-th step)
+  int switchGroup(int r, const Step& s) const { return s.peer >= 2 ? r % s.peer : -1; }
+  int switchMembers(int r, const Step& s) const {
+    if (s.peer < 2) return n_;
+    int m = 0;
+    for (int q = r % s.peer; q < n_; q += s.peer) ++m;
+    return m;
+  }
   const AlgoInfo& algo_;
   CollArgs a_;
   int n_;
