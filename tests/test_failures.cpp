@@ -109,6 +109,47 @@ TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
   EXPECT_TRUE(named) << "no survivor said that rank 2 was lost";
 }
 
+// A small all-reduce (on shm: the one-shot board) whose peer dies before posting its part.
+TEST_P(Failures, KilledRankBeforeASmallAllReduceIsNamed) {
+  const char* transport = GetParam().transport;
+  if (!available(transport)) GTEST_SKIP() << "needs the UCX transport (libucx-dev)";
+  const int n = 3, victim = 2, timeoutMs = 8000;
+  auto results = runRanks(n, [&](int rank, const tribUniqueId& id, std::string& report) {
+    tribComm_t comm = join(transport, n, rank, id, timeoutMs, report);
+    if (!comm) return 1;
+    std::vector<int32_t> in(64, rank + 1), out(64);
+    if (tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr) != tribSuccess ||
+        out[0] != 6) {
+      report = std::string("warm-up: ") + tribGetLastError(comm);
+      return 1;
+    }
+    if (rank == victim) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      raise(SIGKILL);
+    }
+    auto t0 = Clock::now();
+    tribResult_t r = tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr);
+    double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::string msg = tribGetLastError(comm);
+    if (r == tribSuccess) return report = "the all-reduce succeeded without rank 2", 1;
+    if (waited > timeoutMs / 1000.0 + 5) return report = "took " + std::to_string(waited) + " s: " + msg, 1;
+    report = std::to_string(waited) + " s: " + msg;
+    tribCommAbort(comm);
+    tribCommDestroy(comm);
+    return 0;
+  });
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[victim].signal, SIGKILL);
+  bool named = false;
+  for (int r = 0; r < victim; ++r) {
+    EXPECT_TRUE(results[r].exited && results[r].exitCode == 0)
+        << trib::testing::describeFailures({results[r]});
+    std::printf("rank %d: %s\n", r, results[r].output.c_str());
+    named = named || results[r].output.find("rank 2") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "no survivor said that rank 2 was lost";
+}
+
 TEST_P(Failures, AbortFromAnotherThreadUnblocksACollective) {
   const char* transport = GetParam().transport;
   if (!available(transport)) GTEST_SKIP() << "needs the UCX transport (libucx-dev)";

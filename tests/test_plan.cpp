@@ -276,3 +276,181 @@ TEST(Calibration, ReadsTribPerfJsonAndPredictsFromTheMeasuredMemoryRate) {
   EXPECT_FALSE(loadPerfJson("/nonexistent/perf.json", &run).ok());
   EXPECT_FALSE(calibrate(host, {0, 0, 0}, run, 10, &rows).ok());  // 3 placements for 2 ranks
 }
+
+// An attached switch (trib-switchd) enters the model: switch plans are executable only with one
+// attached and usable, predicted from its figures, chosen only when they win, and TRIB_ALGO
+// forces or excludes them.
+TEST(AttachedSwitch, ExecutableOnlyWhenAttachedChosenWhenItWinsOverridesApply) {
+  const int n = 4;
+  const uint64_t S = 1 << 20;
+  // 4 hosts with 10 GB/s NICs into one SHARP-capable switch: without an attached switch the
+  // model knows the switch, but no schedule can use it.
+  Planner p(makeUniform(n, 10, 5, true));
+  auto exec = [](uint64_t b, int ranks, bool down = false) {
+    PlanRequest r = allreduce(b, ranks, false);
+    r.switchDown = down;
+    return r;
+  };
+  auto switchOf = [&](const PlanRequest& r) {  // a copy: explain() returns a temporary
+    auto cs = p.explain(r);
+    const Candidate* c = find(cs, PlanAlgo::Switch);
+    EXPECT_TRUE(c);
+    return c ? *c : Candidate{};
+  };
+  // Nothing attached: model-only, never chosen.
+  Candidate sw = switchOf(exec(S, n));
+  EXPECT_FALSE(sw.eligible);
+  EXPECT_NE(sw.reason.find("no switch attached"), std::string::npos) << sw.reason;
+  EXPECT_NE(p.choose(exec(S, n)).algo, PlanAlgo::Switch);
+
+  // A fast switch (200 GB/s over its 4 members, 1 us a tier) beats the ring.
+  AttachedSwitch fast;
+  fast.gbps = 200;
+  fast.latUs = 1;
+  fast.where = "127.0.0.1:7000";
+  p.setAttachedSwitch(fast);
+  EXPECT_TRUE(p.hasAttachedSwitch());
+  Plan plan = p.choose(exec(S, n));
+  EXPECT_EQ(plan.algo, PlanAlgo::Switch) << plan.why;
+  EXPECT_TRUE(plan.executable);
+  EXPECT_EQ(plan.scheduleAlgo(), Algo::Switch);
+  EXPECT_NE(plan.why.find("switch: predicted"), std::string::npos) << plan.why;
+  // 50 GB/s per member, but each host's NIC carries 10 x 0.94: S/b + 2 x (1 us + step overhead) +
+  // launch + the pipeline's fill.
+  const double t = switchOf(exec(S, n)).plan.predictedUs;
+  EXPECT_GT(t, S / 9.4e3);
+  EXPECT_LT(t, S / 9.4e3 * 1.5 + 30);
+  // The communicator gave the switch up (failover): the same planner no longer offers it.
+  sw = switchOf(exec(S, n, true));
+  EXPECT_FALSE(sw.eligible);
+  EXPECT_NE(sw.reason.find("not usable"), std::string::npos) << sw.reason;
+  EXPECT_NE(p.choose(exec(S, n, true)).algo, PlanAlgo::Switch);
+  // TRIB_ALGO=^switch excludes it.
+  ASSERT_TRUE(p.setOverrides("^switch", "").ok());
+  EXPECT_NE(p.choose(exec(S, n)).algo, PlanAlgo::Switch);
+
+  // A slow switch (the software switch's 1 GB/s shared by 4, 50 us a tier) loses to the ring...
+  ASSERT_TRUE(p.setOverrides("", "").ok());
+  AttachedSwitch slow;
+  slow.where = "127.0.0.1:7000";
+  p.setAttachedSwitch(slow);
+  plan = p.choose(exec(S, n));
+  EXPECT_NE(plan.algo, PlanAlgo::Switch) << plan.why;
+  sw = switchOf(exec(S, n));
+  EXPECT_TRUE(sw.eligible);
+  EXPECT_GT(sw.plan.predictedUs, S / 0.25e3);  // 0.25 GB/s per member
+  // ...unless TRIB_ALGO=switch forces it.
+  ASSERT_TRUE(p.setOverrides("allreduce:switch", "").ok());
+  plan = p.choose(exec(S, n));
+  EXPECT_EQ(plan.algo, PlanAlgo::Switch) << plan.why;
+  EXPECT_NE(plan.why.find("TRIB_ALGO applied"), std::string::npos) << plan.why;
+  // Forced but given up: the fastest host algorithm, and the reason says so.
+  plan = p.choose(exec(S, n, true));
+  EXPECT_NE(plan.algo, PlanAlgo::Switch);
+  EXPECT_TRUE(plan.executable);
+  EXPECT_NE(plan.why.find("overrides left no usable algorithm"), std::string::npos) << plan.why;
+
+  // A two-level tree costs a tier more latency; a smaller fan-in more bandwidth per member.
+  ASSERT_TRUE(p.setOverrides("", "").ok());
+  AttachedSwitch flat = fast;
+  flat.gbps = 20;  // 5 GB/s per member at a fan-in of 4, 10 (NIC-bound: 9.4) at 2
+  AttachedSwitch tree = flat;
+  tree.tiers = 2;
+  tree.fanIn = 2;
+  p.setAttachedSwitch(flat);
+  const double tFlatSmall = switchOf(exec(8, n)).plan.predictedUs;
+  const double tFlatBig = switchOf(exec(64 << 20, n)).plan.predictedUs;
+  p.setAttachedSwitch(tree);
+  EXPECT_GE(switchOf(exec(8, n)).plan.predictedUs - tFlatSmall, 2 * fast.latUs);
+  EXPECT_LT(switchOf(exec(64 << 20, n)).plan.predictedUs, tFlatBig * 0.75);
+}
+
+TEST(AttachedSwitch, FiguresFromTheEnvironmentAreChecked) {
+  AttachedSwitch s;
+  setenv("TRIB_SWITCH_BW", "2.5", 1);
+  setenv("TRIB_SWITCH_LAT", "7", 1);
+  ASSERT_TRUE(attachedSwitchFromEnv(&s).ok());
+  EXPECT_EQ(s.gbps, 2.5);
+  EXPECT_EQ(s.latUs, 7);
+  setenv("TRIB_SWITCH_BW", "-1", 1);
+  Status st = attachedSwitchFromEnv(&s);
+  EXPECT_EQ(st.code(), tribInvalidArgument);
+  EXPECT_NE(st.message().find("TRIB_SWITCH_BW=-1"), std::string::npos) << st.message();
+  unsetenv("TRIB_SWITCH_BW");
+  setenv("TRIB_SWITCH_LAT", "soon", 1);  // not a number: envDouble warns and keeps the default
+  ASSERT_TRUE(attachedSwitchFromEnv(&s).ok());
+  EXPECT_EQ(s.latUs, 50);
+  unsetenv("TRIB_SWITCH_LAT");
+  ASSERT_TRUE(attachedSwitchFromEnv(&s).ok());
+  EXPECT_EQ(s.gbps, 1.0);
+  EXPECT_EQ(s.latUs, 50);
+}
+
+// hier_switch: executable only with the communicator's slice groups for the planner's domains;
+// at scale it wins at large sizes (each rank hands the switch S/d), the flat switch at small ones.
+TEST(AttachedSwitch, HierSwitchNeedsSliceGroupsAndWinsAtLargeSizesAcrossDomains) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("nvl72-cluster:64", {}, &t).ok());
+  Planner p(std::move(t));
+  AttachedSwitch sw;
+  sw.gbps = 10000;
+  sw.latUs = 1;
+  sw.tiers = 2;
+  sw.fanIn = 72;
+  p.setAttachedSwitch(sw);
+  int domains = 0, perDomain = 0;
+  bool uniform = false;
+  p.domainShape(4608, &domains, &perDomain, &uniform);
+  EXPECT_EQ(domains, 64);
+  EXPECT_EQ(perDomain, 72);
+  EXPECT_TRUE(uniform);
+  auto req = [&](uint64_t b, int stride) {
+    PlanRequest r = allreduce(b, 4608, false);
+    r.sliceStride = stride;
+    return r;
+  };
+  EXPECT_EQ(p.choose(req(1ull << 30, 72)).algo, PlanAlgo::HierSwitch);
+  EXPECT_EQ(p.choose(req(1ull << 30, 72)).ranksPerDomain, 72);
+  EXPECT_EQ(p.choose(req(1 << 20, 72)).algo, PlanAlgo::Switch);
+  // Without slice groups (or with groups for other domains) it is not offered.
+  for (int stride : {0, 8}) {
+    auto cs = p.explain(req(1ull << 30, stride));
+    const Candidate* h = find(cs, PlanAlgo::HierSwitch);
+    ASSERT_TRUE(h);
+    EXPECT_FALSE(h->eligible);
+    EXPECT_NE(h->reason.find("no slice groups"), std::string::npos) << h->reason;
+    EXPECT_NE(p.choose(req(1ull << 30, stride)).algo, PlanAlgo::HierSwitch);
+  }
+  ASSERT_TRUE(p.setOverrides("^hier_switch", "").ok());
+  EXPECT_NE(p.choose(req(1ull << 30, 72)).algo, PlanAlgo::HierSwitch);
+  ASSERT_TRUE(p.setOverrides("hier_switch", "").ok());
+  EXPECT_EQ(p.choose(req(1 << 20, 72)).algo, PlanAlgo::HierSwitch);
+}
+
+// The other collectives through the switch are modelled (their schedules come with branch
+// `switch`): S up and S down costs what all-reduce costs; all-gather and reduce-scatter move S on
+// one side only; a barrier is the round trip.
+TEST(AttachedSwitch, OtherCollectivesThroughTheSwitchAreModelled) {
+  Planner p(makeUniform(8, 10, 5, true));
+  AttachedSwitch sw;
+  sw.gbps = 40;
+  sw.latUs = 3;
+  p.setAttachedSwitch(sw);
+  auto predicted = [&](Coll c, uint64_t bytes) {
+    PlanRequest r = allreduce(bytes, 8);
+    r.coll = c;
+    auto cs = p.explain(r);
+    const Candidate* s = find(cs, PlanAlgo::Switch);
+    EXPECT_TRUE(s && s->plan.predictedUs > 0) << collName(c);
+    return s ? s->plan.predictedUs : 0.0;
+  };
+  const uint64_t S = 4 << 20;
+  const double ar = predicted(Coll::AllReduce, S);
+  EXPECT_DOUBLE_EQ(predicted(Coll::Broadcast, S), ar);
+  EXPECT_DOUBLE_EQ(predicted(Coll::Reduce, S), ar);
+  EXPECT_DOUBLE_EQ(predicted(Coll::ReduceScatter, S), ar);
+  EXPECT_DOUBLE_EQ(predicted(Coll::AllGather, S), ar);
+  const FabricView& f = p.fabric(8);
+  EXPECT_DOUBLE_EQ(predicted(Coll::Barrier, 0), CostConstants::defaults().launchUs + 2 * f.switchLatUs);
+  EXPECT_GT(ar, S / (f.switchGBps * 1e3));
+}

@@ -366,7 +366,9 @@ void killSwitchMidStream(int n, int iters,
     kill(fs.pid, SIGKILL);
   });
   std::vector<int> usedSwitchFirst(n, 0), disabledAtEnd(n, 0);
-  auto errors = runRanks(n, "", [&](int r, tribComm_t comm) -> std::string {
+  // TRIB_ALGO=switch: on this machine the planner would pick the ring (docs/SWITCH.md); after the
+  // failover the same override finds no usable switch and runs the fastest host algorithm.
+  auto errors = runRanks(n, "switch", [&](int r, tribComm_t comm) -> std::string {
     usedSwitchFirst[r] = switchUsable(comm);
     for (int it = 0; it < iters; ++it) {
       std::string err = iteration(r, comm, it);
@@ -474,6 +476,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
         cfg.timeoutMs = 60000;
         cfg.transport = "shm";
+        cfg.algo = "switch";  // the planner would pick the shm ring on this machine
         tribComm_t comm = nullptr;
         if (tribCommInitRankConfig(&comm, n, h.id, rank, &cfg) != tribSuccess) {
           report = std::string("init: ") + tribGetLastError(nullptr);

@@ -220,7 +220,7 @@ TEST(VerifyAll, EveryAlgorithmEveryShape) {
                 a.count = count;
                 a.inPlace = inPlace;
                 a.chunkElems = chunk;
-                if (info->algo == Algo::Hierarchical) {
+                if (info->algo == Algo::Hierarchical || info->algo == Algo::HierSwitch) {
                   // Domains of the smallest size that gives at least two of them.
                   for (int d = 2; d <= n / 2 && a.ranksPerDomain == 0; ++d) {
                     if (n % d == 0) a.ranksPerDomain = d;

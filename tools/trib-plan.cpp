@@ -2,11 +2,14 @@
 //   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
 //             [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate] [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
+//             [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]  (as a communicator with trib-switchd
+//             attached: switch plans executable, predicted from these figures)
 //   trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]
 //             the prediction on this machine's topology (or FILE), ranks placed as the communicator
 //             places them, next to trib-perf's measured busbw (docs/PLANNER.md, bench/calibrate.sh)
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,6 +27,7 @@ static int usage() {
       "usage: trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) [--coll allreduce] [--bytes 1G]\n"
       "                 [--ranks N] [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate]\n"
       "                 [--algo NAME] [--executable-only] [--algo-override SPEC] [--tune SPEC]\n"
+      "                 [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
       "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
       "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
       "systems: dgx-h100[:NODES], gb300-nvl72, nvl72-cluster:RACKS, uniform:N[:GBPS[:US]]\n");
@@ -41,7 +45,8 @@ int main(int argc, char** argv) {
   int ranks = 0;
   bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false;
   std::vector<std::string> measured;
-  double memGBps = -1;  // < 0: each run's own memcpy_GBps
+  double memGBps = -1;   // < 0: each run's own memcpy_GBps
+  std::string attached;  // --attached-switch
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -77,6 +82,8 @@ int main(int argc, char** argv) {
       calib = true;
     else if (a == "--measured")
       measured.push_back(val());
+    else if (a == "--attached-switch")
+      attached = val();
     else if (a == "--mem-gbps")
       memGBps = std::atof(val().c_str());
     else
@@ -136,6 +143,33 @@ int main(int argc, char** argv) {
   Planner planner(std::move(topo));
   s = planner.setOverrides(over, tune);
   if (!s.ok()) return fail(s);
+  if (!attached.empty()) {
+    AttachedSwitch sw;
+    sw.where = "--attached-switch";
+    char* end = nullptr;
+    const char* p = attached.c_str();
+    double v[4] = {sw.gbps, sw.latUs, 1, 0};
+    for (int f = 0; f < 4 && *p; ++f) {
+      v[f] = std::strtod(p, &end);
+      if (end == p || (*end && *end != ':'))
+        return fail(errorf(tribInvalidArgument, "--attached-switch '%s': want GBPS[:LATUS[:TIERS[:FANIN]]]",
+                           attached.c_str()));
+      p = *end ? end + 1 : end;
+    }
+    if (!(v[0] > 0) || v[1] < 0 || v[2] < 1 || v[3] < 0)
+      return fail(errorf(tribInvalidArgument, "--attached-switch '%s': GBPS > 0, LATUS >= 0, TIERS >= 1",
+                         attached.c_str()));
+    sw.gbps = v[0];
+    sw.latUs = v[1];
+    sw.tiers = static_cast<int>(v[2]);
+    sw.fanIn = static_cast<int>(v[3]);
+    planner.setAttachedSwitch(sw);
+    // As the communicator registers them: slice groups for equal, contiguous domains.
+    int domains = 0, perDomain = 0;
+    bool uniform = false;
+    planner.domainShape(req.nranks, &domains, &perDomain, &uniform);
+    if (domains > 1 && perDomain > 1 && uniform) req.sliceStride = perDomain;
+  }
   Plan plan = planner.choose(req);
   double planMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto t1 = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
+#include "algo/domain_ring.hpp"
 
 namespace trib::algo {
 namespace {
@@ -15,14 +16,6 @@ namespace {
 // equal domains of >= 2 ranks (ranksPerDomain 0 = flat, 1, or not dividing nranks) the whole
 // communicator is one domain: a sliced ring. The planner sets ranksPerDomain when it picks this.
 bool hierSupports(const CollArgs& a) { return validArgs(a) && a.coll == Coll::AllReduce; }
-int domainSize(const CollArgs& a) {
-  const int r = a.ranksPerDomain;
-  return r >= 2 && a.nranks % r == 0 ? r : a.nranks;
-}
-
-struct Range {
-  uint64_t off, len;
-};
 
 // Sends/receives `r` in slices of the chunk size (both sides cut it the same way).
 Generator<Step> sendSliced(int peer, Buf buf, Range r, uint64_t chunk) {
@@ -40,6 +33,41 @@ Generator<Step> recvSliced(int peer, Range r, uint64_t chunk) {
     co_yield Step::recv(peer, outR(r.off + j * chunk, sliceLen(r.len, chunk, j)));
 }
 
+}  // namespace
+
+int domainSize(const CollArgs& a) {
+  const int r = a.ranksPerDomain;
+  return r >= 2 && a.nranks % r == 0 ? r : a.nranks;
+}
+
+Range domainBlock(const CollArgs& a, int b) {
+  const int d = domainSize(a);
+  return Range{blockBegin(a.count, d, mod(b, d)), blockSize(a.count, d, mod(b, d))};
+}
+
+// Round s sends block L-s, folds in block L-s-1; rank L ends with block L+1 summed over its
+// domain (in the output).
+Generator<Step> domainReduceScatter(CollArgs a, int rank, Buf src) {
+  const int d = domainSize(a), D = rank / d, L = rank % d;
+  const int right = D * d + mod(L + 1, d), left = D * d + mod(L - 1, d);
+  for (int s = 0; s < d - 1; ++s) {
+    TRIB_YIELD_ALL(sendSliced(right, s == 0 ? src : Buf::Output, domainBlock(a, L - s), chunkOf(a)));
+    TRIB_YIELD_ALL(recvReduceSliced(left, src, domainBlock(a, L - s - 1), chunkOf(a)));
+  }
+}
+
+// Rank L holds block L+1; round s passes on block L+1-s.
+Generator<Step> domainAllGather(CollArgs a, int rank) {
+  const int d = domainSize(a), D = rank / d, L = rank % d;
+  const int right = D * d + mod(L + 1, d), left = D * d + mod(L - 1, d);
+  for (int s = 0; s < d - 1; ++s) {
+    TRIB_YIELD_ALL(sendSliced(right, Buf::Output, domainBlock(a, L + 1 - s), chunkOf(a)));
+    TRIB_YIELD_ALL(recvSliced(left, domainBlock(a, L - s), chunkOf(a)));
+  }
+}
+
+namespace {
+
 Generator<Step> hierAllReduce(CollArgs a, int rank) {
   const int n = a.nranks, d = domainSize(a), m = n / d;
   if (n == 1) {
@@ -47,17 +75,11 @@ Generator<Step> hierAllReduce(CollArgs a, int rank) {
     co_return;
   }
   const int D = rank / d, L = rank % d;
-  const uint64_t chunk = chunkOf(a), c = a.count;
-  auto block = [&](int b) { return Range{blockBegin(c, d, mod(b, d)), blockSize(c, d, mod(b, d))}; };
-  const int right = D * d + mod(L + 1, d), left = D * d + mod(L - 1, d);
-  // 1. Reduce-scatter in the domain: round s sends block L-s, folds in block L-s-1; rank L ends
-  //    with block L+1 summed over its domain (in the output).
-  for (int s = 0; s < d - 1; ++s) {
-    TRIB_YIELD_ALL(sendSliced(right, s == 0 ? Buf::Input : Buf::Output, block(L - s), chunk));
-    TRIB_YIELD_ALL(recvReduceSliced(left, Buf::Input, block(L - s - 1), chunk));
-  }
+  const uint64_t chunk = chunkOf(a);
+  // 1. Reduce-scatter in the domain.
+  TRIB_YIELD_ALL(domainReduceScatter(a, rank, Buf::Input));
   // 2. All-reduce of that block across domains, among the ranks with the same local index.
-  const Range own = block(L + 1);
+  const Range own = domainBlock(a, L + 1);
   auto sub = [&](int k) {
     const uint64_t b = mod(k, m);
     return Range{own.off + blockBegin(own.len, m, b), blockSize(own.len, m, b)};
@@ -71,11 +93,8 @@ Generator<Step> hierAllReduce(CollArgs a, int rank) {
     TRIB_YIELD_ALL(sendSliced(gRight, Buf::Output, sub(D + 1 - s), chunk));
     TRIB_YIELD_ALL(recvSliced(gLeft, sub(D - s), chunk));
   }
-  // 3. All-gather in the domain: rank L holds block L+1; round s passes on block L+1-s.
-  for (int s = 0; s < d - 1; ++s) {
-    TRIB_YIELD_ALL(sendSliced(right, Buf::Output, block(L + 1 - s), chunk));
-    TRIB_YIELD_ALL(recvSliced(left, block(L - s), chunk));
-  }
+  // 3. All-gather in the domain.
+  TRIB_YIELD_ALL(domainAllGather(a, rank));
 }
 
 }  // namespace

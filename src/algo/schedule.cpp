@@ -102,6 +102,7 @@ const AlgoInfo* const kRegistry[] = {
     &kSwitchBarrier,
     // Chosen only when every rank shares one memory board (shm, one host).
     &kOneShotAllReduce,
+    &kHierSwitchAllReduce,
 };
 // clang-format on
 

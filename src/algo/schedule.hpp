@@ -23,6 +23,9 @@
 //   barrier        S = D = 0
 // It is a rendezvous: it completes only once every rank has supplied its src. The executor
 // hands it to the communicator's aggregation switch client.
+// A SwitchReduce with a stride (peer = d >= 2) is an all-reduce over a slice group instead: the
+// ranks whose rank is congruent to this one's modulo d (hier_switch: one member per domain, local
+// index rank % d); the communicator registers those groups at its switch (core/switch_coll.cpp).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -63,7 +66,7 @@ enum class StepKind : uint8_t {
   RecvReduce,    // dst <- src (local) op message from peer
   Copy,          // dst <- src (local)
   Reduce,        // dst <- dst op src (local)
-  SwitchReduce,  // the collective over every rank, in-network (see above). peer unused (-1)
+  SwitchReduce,  // the collective over every rank, in-network (see above). peer: -1, or a stride
 };
 const char* stepKindName(StepKind k);
 
@@ -80,7 +83,9 @@ struct Step {
   }
   static Step copy(Region src, Region dst) { return {StepKind::Copy, -1, src, dst}; }
   static Step reduce(Region src, Region dst) { return {StepKind::Reduce, -1, src, dst}; }
-  static Step switchReduce(Region local, Region dst) { return {StepKind::SwitchReduce, -1, local, dst}; }
+  static Step switchReduce(Region local, Region dst, int stride = -1) {
+    return {StepKind::SwitchReduce, stride >= 2 ? stride : -1, local, dst};
+  }
   bool isComm() const {
     return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce;
   }
@@ -130,11 +135,22 @@ inline uint64_t blockSize(uint64_t count, uint64_t parts, uint64_t i) {
 }
 
 // ---- Algorithm registry --------------------------------------------------------------------
-enum class Algo : uint8_t { Ring, Tree, Rhd, Direct, Binomial, Chain, Hierarchical, Switch, OneShot };
-constexpr int kNumAlgos = 9;
+enum class Algo : uint8_t {
+  Ring,
+  Tree,
+  Rhd,
+  Direct,
+  Binomial,
+  Chain,
+  Hierarchical,
+  Switch,
+  OneShot,
+  HierSwitch
+};
+constexpr int kNumAlgos = 10;
 // Schedules whose SwitchReduce step runs on a collective offload the communicator must have:
-// Switch on the aggregation switch, OneShot on the shared-memory board (transports/shm).
-inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::OneShot; }
+// Switch and HierSwitch on the aggregation switch, OneShot on the shared-memory board (transports/shm).
+inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::OneShot || a == Algo::HierSwitch; }
 const char* algoName(Algo a);  // "ring", "tree", "rhd", "direct", "binomial", "chain", ...
 bool parseAlgo(const std::string& s, Algo* out);
 

@@ -39,8 +39,8 @@ double busBandwidthFactor(Coll c, int n) {
 }
 
 const char* algoName(Algo a) {
-  static const char* const names[kNumAlgos] = {"ring",  "tree",         "rhd",    "direct", "binomial",
-                                               "chain", "hierarchical", "switch", "oneshot"};
+  static const char* const names[kNumAlgos] = {"ring",  "tree",         "rhd",    "direct",  "binomial",
+                                               "chain", "hierarchical", "switch", "oneshot", "hier_switch"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumAlgos ? names[i] : "invalid";
 }
@@ -93,6 +93,9 @@ std::string describeStep(const Step& s) {
     case StepKind::Reduce:
       return strprintf("reduce(%s into %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
     case StepKind::SwitchReduce:
+      if (s.peer >= 2)
+        return strprintf("switch_reduce(stride %d, %s -> %s)", s.peer, regionText(s.src).c_str(),
+                         regionText(s.dst).c_str());
       return strprintf("switch_reduce(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
   }
   return "invalid";

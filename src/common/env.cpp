@@ -53,6 +53,11 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_SLOTS", "16",
        "Aggregation slots a communicator reserves at its switch (chunks in flight)."},
+      {"TRIB_SWITCH_BW", "1.0",
+       "Planner: an attached aggregation switch's reduce throughput in GB/s, summed over its members "
+       "(trib-switchd over TCP on this machine: about 1)."},
+      {"TRIB_SWITCH_LAT", "50",
+       "Planner: one-way latency in microseconds per tier of the attached aggregation switch tree."},
   };
   return vars;
 }

@@ -23,6 +23,7 @@ void tribComm::abortTransports(const trib::Status& why) {
   if (aborted.load()) return;
   for (auto& t : ownedTransports) t->abort(why);
   if (switchOffload) switchOffload->abort(why);
+  if (sliceOffload) sliceOffload->abort(why);
   aborted.store(true);
 }
 

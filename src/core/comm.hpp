@@ -112,6 +112,10 @@ struct tribComm {
 
   // In-network reduction (core/switch_coll.cpp): this rank's aggregation-switch client, if any.
   std::unique_ptr<trib::CollectiveOffload> switchOffload;
+  // hier_switch: this rank's slice group at the switch (the ranks with its rank mod sliceStride,
+  // one per domain of sliceStride ranks); null when the domains do not allow one.
+  std::unique_ptr<trib::CollectiveOffload> sliceOffload;
+  int sliceStride = 0;
   // The shared-memory one-shot board (owned by the shm transport) when every rank is on this
   // host: runs the OneShot all-reduce for requests of up to boardBytes.
   trib::CollectiveOffload* board = nullptr;

@@ -106,8 +106,21 @@ Status startRequest(tribRequest* req) {
 // Advances every running request of the communicator: a peer may need our progress on an
 // earlier operation before it can serve the one we wait for.
 void commProgress(tribComm* comm) {
-  std::vector<tribRequest*> running = comm->active;
-  for (tribRequest* r : running) {
+  // retire() edits `active` as requests finish: walk a snapshot, on the stack in the usual case
+  // (this runs on every poll round, so no allocation).
+  constexpr size_t kOnStack = 8;
+  tribRequest* onStack[kOnStack];
+  std::vector<tribRequest*> onHeap;
+  const size_t n = comm->active.size();
+  tribRequest** running = onStack;
+  if (n > kOnStack) {
+    onHeap = comm->active;
+    running = onHeap.data();
+  } else {
+    std::copy(comm->active.begin(), comm->active.end(), onStack);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    tribRequest* r = running[i];
     if (r->done) continue;
     bool done = false;
     Status st = r->exec->progress(&done);
@@ -211,7 +224,7 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
     opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
   }
-  if (plan->algo->algo == Algo::Switch) prepareSwitchRun(comm, call, args, req, &opts);
+  if (isSwitchAlgo(plan->algo->algo)) prepareSwitchRun(comm, call, args, plan->algo->algo, req, &opts);
   if (plan->algo->algo == Algo::OneShot) opts.offload = comm->board;
   TRIB_TRACE("coll", "%s", req->what().c_str());
   req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);

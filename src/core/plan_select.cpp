@@ -14,15 +14,18 @@ namespace trib {
 
 namespace {
 
-// Detection reads /sys and, with a GPU, NVML: do it once per process.
+// Detection reads /sys and, with a GPU, NVML: do it once per process (per TRIB_TOPO_FILE).
 Status localTopology(Topology* out) {
   static std::mutex mu;
   static bool done = false;
   static Status status;
   static Topology topo;
+  static std::string file;  // TRIB_TOPO_FILE it was read from: a changed variable reads again
   std::lock_guard<std::mutex> lock(mu);
-  if (!done) {
+  const std::string now = envString("TRIB_TOPO_FILE");
+  if (!done || now != file) {
     status = topologyFromEnv(&topo);
+    file = now;
     done = true;
   }
   *out = topo;
@@ -78,28 +81,16 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   return Status::Ok();
 }
 
-// In-network reduction: a communicator with a usable aggregation switch runs every collective
-// that has a switch schedule (all-reduce, reduce, broadcast, all-gather, reduce-scatter, barrier)
-// on it unless TRIB_ALGO excludes "switch" (the planner models hardware switches from the
-// topology, not this attached one). Returns nullptr otherwise.
-static const AlgoInfo* switchChoice(const tribComm* comm, CollArgs* args, size_t elemSize) {
-  if (!findAlgorithm(args->coll, Algo::Switch) || !switchUsable(comm)) return nullptr;
-  AlgoFilter filter;
-  if (!parseAlgoOverride(comm->config.algo, &filter).ok()) return nullptr;  // reported at init
-  const int c = static_cast<int>(args->coll);
-  if (!(filter.allowed[c] & (1u << static_cast<int>(PlanAlgo::Switch)))) return nullptr;
-  const AlgoInfo* sw = findAlgorithm(args->coll, Algo::Switch);
-  if (comm->config.chunkBytes) args->chunkElems = std::max<uint64_t>(1, comm->config.chunkBytes / elemSize);
-  return sw && sw->supports(*args) ? sw : nullptr;
-}
-
 Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out) {
-  if ((*out = switchChoice(comm, args, elemSize))) return Status::Ok();
   PlanRequest req;
   req.coll = args->coll;
   req.nranks = args->nranks;
   req.root = args->root;
   req.inPlace = false;  // in-place-ness may differ between ranks; the choice must not
+  // The planner knows the attached switch (attachSwitch told it); this communicator may have
+  // given it up since (failover) -- the same on every rank, so the choice stays the same.
+  req.switchDown = !switchUsable(comm);
+  req.sliceStride = sliceUsable(comm) ? comm->sliceStride : 0;
   req.oneShotBytes = comm->board ? comm->boardBytes : 0;
   switch (args->coll) {
     case Coll::AllGather:
@@ -117,9 +108,14 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
   args->ranksPerDomain = plan.ranksPerDomain;
   args->chunkElems = comm->config.chunkBytes ? std::max<uint64_t>(1, comm->config.chunkBytes / elemSize)
                                              : std::max<uint64_t>(1, plan.chunkElems);
-  // Algo::Switch needs an attached switch (TRIB_ALGO=switch without one, or after failover: host).
-  if (!algo || !algo->supports(*args) || (algo->algo == Algo::Switch && !switchUsable(comm)) ||
-      (algo->algo == Algo::OneShot && (!comm->board || req.bytes > comm->boardBytes))) {
+  // Offload plans need their offload: an attached switch (and hier_switch its slice groups for
+  // these domains), the shm board. The planner only offers them then; this guards against drift.
+  const bool offloadMissing =
+      (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
+      (algo && algo->algo == Algo::HierSwitch &&
+       (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride)) ||
+      (algo && algo->algo == Algo::OneShot && (!comm->board || req.bytes > comm->boardBytes));
+  if (!algo || !algo->supports(*args) || offloadMissing) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {

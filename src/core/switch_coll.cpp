@@ -4,6 +4,8 @@
 
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "plan/planner.hpp"
+#include "topo/route.hpp"
 #include "transports/switch/switch_client.hpp"
 
 namespace trib {
@@ -22,14 +24,32 @@ struct SwitchRun {
 
 namespace {
 
-void attachOne(tribComm* comm, const std::string& addr) {
+// Where rank `r` attaches: TRIB_SWITCH (this process's), else the address (addr=) of the first
+// switch above the rank's node in the planner's topology. "" = no switch.
+std::string leafAddress(const tribComm* comm, int r) {
+  std::string addr = envString("TRIB_SWITCH");
+  if (!addr.empty() || !comm->planner) return addr;
+  const Topology& t = comm->planner->topology();
+  const std::vector<int>& nodes = comm->planner->rankNodes();
+  if (nodes.empty()) return "";
+  const int leaf = firstSwitchAbove(t, nodes[static_cast<size_t>(r) % nodes.size()], nullptr);
+  return leaf >= 0 ? t.node(leaf).addr : std::string();
+}
+
+// Connects to `leaves[index]` and registers `group` with the path of member `index` among the
+// members whose leaves are `leaves`. Null (and a WARN naming `what`) when the switch refuses.
+std::unique_ptr<sw::SwitchClient> connectGroup(const tribComm* comm, uint64_t group,
+                                               const std::vector<std::string>& leaves, int index,
+                                               const char* what) {
+  const std::string& addr = leaves[index];
+  SwitchTree tree = switchTreeOf(leaves, index);
   sw::SwitchClientConfig cfg;
   cfg.address = addr;
   // The switch is a standing service with its own key; by default the job's key.
   cfg.key = envString("TRIB_SWITCH_KEY");
   if (cfg.key.empty()) cfg.key = envString("TRIB_AUTH_KEY");
-  cfg.group = comm->commId;
-  cfg.path = {{static_cast<uint32_t>(comm->nranks), static_cast<uint32_t>(comm->rank)}};
+  cfg.group = group;
+  for (auto [children, i] : tree.path) cfg.path.push_back({children, i});
   cfg.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TRIB_SWITCH_SLOTS"), 1, 1 << 20));
   // A switch is a standing service: if it does not answer within a second, plan without it
   // rather than delay every communicator's creation.
@@ -38,15 +58,65 @@ void attachOne(tribComm* comm, const std::string& addr) {
   Status s = sw::SwitchClient::connect(cfg, &client);
   if (!s.ok()) {
     TRIB_SWITCH_WARN(
-        "rank %d: not using the aggregation switch (TRIB_SWITCH=%s): %s; collectives run on host "
+        "rank %d: not using the aggregation switch %s for %s: %s; those collectives run on host "
         "algorithms",
-        comm->rank, addr.c_str(), s.message().c_str());
-    comm->switchDisabled = true;
-    return;
+        comm->rank, addr.c_str(), what, s.message().c_str());
+    return nullptr;
   }
-  TRIB_SWITCH_INFO("rank %d: aggregation switch %s, %u slots of %llu bytes", comm->rank, addr.c_str(),
-                   client->quota(), static_cast<unsigned long long>(client->slotBytes()));
-  comm->switchOffload = std::move(client);
+  TRIB_SWITCH_INFO("rank %d: aggregation switch %s for %s (%s), %u slots of %llu bytes", comm->rank,
+                   addr.c_str(), what, tree.describe().c_str(), client->quota(),
+                   static_cast<unsigned long long>(client->slotBytes()));
+  return client;
+}
+
+void attachOne(tribComm* comm, const std::vector<std::string>& leaves) {
+  comm->switchOffload = connectGroup(comm, comm->commId, leaves, comm->rank, "the communicator");
+  if (!comm->switchOffload) comm->switchDisabled = true;
+}
+
+uint64_t sliceGroupId(uint64_t commId, int slice) {  // splitmix64 of (id, slice): distinct, nonzero
+  uint64_t x = commId + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(slice + 1);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x ? x : 1;
+}
+
+// hier_switch's slice group: with equal, contiguous domains of d >= 2 ranks (hosts), the ranks
+// with the same local index (rank mod d), one per domain, form a group of their own; its tree
+// comes from those members' leaves, as the communicator's does.
+void attachSlice(tribComm* comm, const std::vector<std::string>& leaves) {
+  if (!comm->planner) return;
+  int domains = 0, d = 0;
+  bool uniform = false;
+  comm->planner->domainShape(comm->nranks, &domains, &d, &uniform);
+  if (domains < 2 || d < 2 || !uniform || comm->nranks % d != 0) return;
+  std::vector<std::string> memberLeaves;
+  for (int q = comm->rank % d; q < comm->nranks; q += d) memberLeaves.push_back(leaves[q]);
+  comm->sliceOffload = connectGroup(comm, sliceGroupId(comm->commId, comm->rank % d), memberLeaves,
+                                    comm->rank / d, "hier_switch slices");
+  if (comm->sliceOffload) comm->sliceStride = d;
+}
+
+void dropSlice(tribComm* comm) {
+  if (comm->sliceOffload) comm->sliceOffload->abort(errorf(tribAborted, "the slice groups were given up"));
+  comm->sliceOffload.reset();
+  comm->sliceStride = 0;
+}
+
+// The planner learns the switch: its figures (TRIB_SWITCH_BW / _LAT) and the tree's shape.
+void tellPlanner(tribComm* comm, const std::vector<std::string>& leaves) {
+  if (!comm->planner) return;
+  AttachedSwitch sw;
+  Status s = attachedSwitchFromEnv(&sw);
+  if (!s.ok())
+    TRIB_SWITCH_WARN("rank %d: %s; the planner uses the defaults", comm->rank, s.message().c_str());
+  SwitchTree tree = switchTreeOf(leaves, comm->rank);
+  sw.tiers = static_cast<int>(tree.path.size());
+  sw.fanIn = tree.fanIn;
+  sw.where = leaves[comm->rank];
+  sw.fromTopology = envString("TRIB_SWITCH").empty();
+  comm->planner->setAttachedSwitch(sw);
 }
 
 // A rank that attached drops the switch because another did not (one WARN, then host algorithms).
@@ -57,25 +127,83 @@ void giveUp(tribComm* comm, const std::string& why) {
     comm->switchOffload->abort(errorf(tribAborted, "the ranks did not all attach to the switch"));
     comm->switchOffload.reset();
   }
+  dropSlice(comm);
   comm->switchDisabled = true;
 }
 
 }  // namespace
 
-void attachSwitch(tribComm* comm, const OobAllGather& agree) {
-  const std::string addr = envString("TRIB_SWITCH");
-  if (addr.empty()) return;
-  attachOne(comm, addr);
-  if (!agree) return;
-  std::vector<uint8_t> mine{static_cast<uint8_t>(comm->switchOffload ? 1 : 0)};
-  std::vector<std::vector<uint8_t>> all;
-  Status s = agree(mine, all);
-  int missing = -1;
-  for (size_t r = 0; r < all.size() && missing < 0; ++r) {
-    if (all[r].size() != 1 || all[r][0] != 1) missing = static_cast<int>(r);
+SwitchTree switchTreeOf(const std::vector<std::string>& leaves, int rank) {
+  SwitchTree t;
+  std::vector<std::string> distinct;
+  std::vector<uint32_t> members;
+  uint32_t mine = 0, leafIndex = 0;
+  for (int r = 0; r < static_cast<int>(leaves.size()); ++r) {
+    auto it = std::find(distinct.begin(), distinct.end(), leaves[r]);
+    const size_t li = static_cast<size_t>(it - distinct.begin());
+    if (it == distinct.end()) distinct.push_back(leaves[r]), members.push_back(0);
+    if (r == rank) mine = members[li], leafIndex = static_cast<uint32_t>(li);
+    ++members[li];
   }
-  if (s.ok() && missing < 0) return;
-  giveUp(comm, s.ok() ? strprintf("rank %d could not attach to it", missing) : s.message());
+  if (rank < 0 || rank >= static_cast<int>(leaves.size())) return t;
+  t.path.push_back({members[leafIndex], mine});
+  if (distinct.size() > 1) t.path.push_back({static_cast<uint32_t>(distinct.size()), leafIndex});
+  t.fanIn =
+      static_cast<int>(std::max<size_t>(distinct.size(), *std::max_element(members.begin(), members.end())));
+  t.leaves = static_cast<int>(distinct.size());
+  return t;
+}
+
+std::string SwitchTree::describe() const {
+  std::string s;
+  for (size_t i = 0; i < path.size(); ++i)
+    s += strprintf("%slevel %zu: child %u of %u", i ? ", " : "", i, path[i].second, path[i].first);
+  return s;
+}
+
+void attachSwitch(tribComm* comm, const OobAllGather& agree) {
+  const std::string mine = leafAddress(comm, comm->rank);
+  if (mine.empty()) return;  // every rank of a job sets TRIB_SWITCH (or the topology names it), or none
+  std::vector<std::string> leaves(comm->nranks, mine);
+  if (agree) {
+    // Every rank's leaf, so that ranks under one leaf are its children and the leaves are the
+    // children of one spine (trib-switchd --parent).
+    std::vector<std::vector<uint8_t>> all;
+    Status s = agree(std::vector<uint8_t>(mine.begin(), mine.end()), all);
+    if (!s.ok() || all.size() != leaves.size()) {
+      giveUp(comm, s.ok() ? "the ranks' switch addresses did not arrive" : s.message());
+      return;
+    }
+    for (size_t r = 0; r < all.size(); ++r) leaves[r].assign(all[r].begin(), all[r].end());
+  } else {
+    // In one process: TRIB_SWITCH is the same for all, or each rank's comes from the topology.
+    for (int r = 0; r < comm->nranks; ++r) leaves[r] = leafAddress(comm, r);
+  }
+  int without = -1;
+  for (int r = 0; r < comm->nranks && without < 0; ++r)
+    if (leaves[r].empty()) without = r;
+  if (without < 0) attachOne(comm, leaves);
+  if (comm->switchOffload) attachSlice(comm, leaves);
+  if (without >= 0) giveUp(comm, strprintf("rank %d has no switch (TRIB_SWITCH unset)", without));
+  if (agree) {
+    // Bit 0: attached; bit 1: slice group registered (hier_switch runs only if every rank has one).
+    std::vector<uint8_t> ok{
+        static_cast<uint8_t>((comm->switchOffload ? 1 : 0) | (comm->sliceOffload ? 2 : 0))};
+    std::vector<std::vector<uint8_t>> all;
+    Status s = agree(ok, all);
+    int missing = -1, noSlice = -1;
+    for (size_t r = 0; r < all.size(); ++r) {
+      const int bits = all[r].size() == 1 ? all[r][0] : 0;
+      if (!(bits & 1) && missing < 0) missing = static_cast<int>(r);
+      if (!(bits & 2) && noSlice < 0) noSlice = static_cast<int>(r);
+    }
+    if (!s.ok() || missing >= 0) {
+      giveUp(comm, s.ok() ? strprintf("rank %d could not attach to it", missing) : s.message());
+      return;
+    }
+    if (noSlice >= 0) dropSlice(comm);
+  }
+  if (comm->switchOffload) tellPlanner(comm, leaves);
 }
 
 void agreeSwitchLocal(tribComm** comms, int n) {
@@ -83,21 +211,34 @@ void agreeSwitchLocal(tribComm** comms, int n) {
   for (int r = 0; r < n && missing < 0; ++r) {
     if (!comms[r]->switchOffload) missing = r;
   }
-  if (missing < 0) return;
+  if (missing < 0) {
+    bool slices = true;
+    for (int r = 0; r < n; ++r) slices &= comms[r]->sliceOffload != nullptr;
+    if (!slices)
+      for (int r = 0; r < n; ++r) dropSlice(comms[r]);
+    return;
+  }
   for (int r = 0; r < n; ++r) giveUp(comms[r], strprintf("rank %d could not attach to it", missing));
 }
 
 bool switchUsable(const tribComm* comm) { return comm->switchOffload && !comm->switchDisabled; }
+bool sliceUsable(const tribComm* comm) {
+  return switchUsable(comm) && comm->sliceOffload && comm->sliceStride >= 2;
+}
 
 bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received) {
   auto* c = dynamic_cast<const sw::SwitchClient*>(comm->switchOffload.get());
   if (!c) return false;
   *sent = c->stats().payloadSent;
   *received = c->stats().payloadRecv;
+  if (auto* s = dynamic_cast<const sw::SwitchClient*>(comm->sliceOffload.get())) {
+    *sent += s->stats().payloadSent;
+    *received += s->stats().payloadRecv;
+  }
   return true;
 }
 
-void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args, tribRequest* req,
+void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo, tribRequest* req,
                       ExecOptions* opts) {
   auto run = std::make_shared<SwitchRun>();
   run->call = call;
@@ -107,7 +248,7 @@ void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args
   run->avgDivisor = opts->avgDivisor;
   run->avgRegion = opts->avgRegion;
   req->switchRun = std::move(run);
-  opts->offload = comm->switchOffload.get();
+  opts->offload = algo == Algo::HierSwitch ? comm->sliceOffload.get() : comm->switchOffload.get();
   opts->coll = args.coll;
   opts->root = args.root;
   opts->nranks = args.nranks;
@@ -139,6 +280,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
         run.switchError = result;
         // Leave the group: the switch fails it for every member, so nobody waits for us.
         if (comm->switchOffload) comm->switchOffload->abort(result);
+        if (comm->sliceOffload) comm->sliceOffload->abort(result);
       }
       // In place, where the switch writes over the input, the switch schedule first copied it
       // to scratch (its only use of scratch); the fallback needs it. Elsewhere the input is intact.
@@ -178,6 +320,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
         comm->switchDisabled = true;
         comm->planCache.clear();  // cached switch plans must not be reused
         if (comm->switchOffload) comm->switchOffload->abort(errorf(tribAborted, "the switch was given up"));
+        if (comm->sliceOffload) comm->sliceOffload->abort(errorf(tribAborted, "the switch was given up"));
       }
       run.phase = SwitchRun::Fallback;
       const size_t es = dataTypeSize(run.call.dtype);

@@ -45,8 +45,11 @@ bool Execution::conflicts(size_t e, size_t l) const {
 }
 
 Status Execution::stepError(size_t i, const Status& cause) const {
-  return Status(cause.code(), strprintf("rank %d, step %zu of %zu %s: %s", opts_.rank, i, steps_.size(),
-                                        describeStep(steps_[i]).c_str(), cause.message().c_str()));
+  // A switch_reduce runs on the offload (an aggregation switch, or the shm board): name it.
+  const bool offloaded = steps_[i].kind == StepKind::SwitchReduce && opts_.offload;
+  return Status(cause.code(), strprintf("rank %d, step %zu of %zu %s%s%s: %s", opts_.rank, i, steps_.size(),
+                                        describeStep(steps_[i]).c_str(), offloaded ? " on " : "",
+                                        offloaded ? opts_.offload->name() : "", cause.message().c_str()));
 }
 
 Status Execution::start() {

@@ -11,7 +11,7 @@ namespace trib {
 const char* planAlgoName(PlanAlgo a) {
   static const char* const names[kNumPlanAlgos] = {"ring",     "tree",        "rhd",          "direct",
                                                    "binomial", "chain",       "hierarchical", "switch",
-                                                   "nvls",     "nvls_switch", "oneshot"};
+                                                   "nvls",     "nvls_switch", "oneshot",      "hier_switch"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
@@ -48,6 +48,8 @@ Algo toScheduleAlgo(PlanAlgo a) {
       return Algo::Hierarchical;
     case PlanAlgo::OneShot:
       return Algo::OneShot;
+    case PlanAlgo::HierSwitch:
+      return Algo::HierSwitch;
     default:
       return Algo::Switch;
   }
@@ -353,6 +355,51 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   while (pof2 * 2 <= n) pof2 *= 2;
   double rhdExtra = pof2 == n ? 0 : (c.multi ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
 
+  // The other collectives through the switch (branch `switch` adds their schedules): each rank
+  // sends `up` and receives `down` bytes; the larger sets the pace, as for all-reduce.
+  if (a == PlanAlgo::Switch && coll != Coll::AllReduce) {
+    double up = 0, down = 0;
+    switch (coll) {
+      case Coll::Reduce:
+        up = S, down = S;  // the root's; the others receive nothing
+        break;
+      case Coll::Broadcast:
+        up = S, down = S;
+        break;
+      case Coll::AllGather:
+        up = S / n, down = S;
+        break;
+      case Coll::ReduceScatter:
+        up = S, down = S / n;
+        break;
+      case Coll::Barrier:
+        break;
+      default:
+        return unsupported("not for this collective");
+    }
+    if (f.switchGBps <= 0)
+      return unsupported("no reduce-capable network switch with an aggregation tree over all ranks");
+    if (reduces && !f.switchCap.supports(dtype, op))
+      return unsupported("the switches do not reduce this dtype/op");
+    const double v = std::max(up, down), b = f.switchGBps * kB;
+    t = 2 * f.switchLatUs;
+    if (v > 0) {
+      chunk = pipelineChunk(v, b, 2 * f.switchTiers, k);
+      if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
+      t += v / b + pipelineCost(v, chunk, b, 2 * f.switchTiers, k);
+    }
+    p.reason = strprintf("through the switch: %s up, %s down per rank",
+                         up == S  ? "S"
+                         : up > 0 ? "S/n"
+                                  : "0",
+                         down == S  ? "S"
+                         : down > 0 ? "S/n"
+                                    : "0");
+    p.supported = true;
+    p.us = k.launchUs + t;
+    p.chunkBytes = chunk;
+    return p;
+  }
   switch (coll) {
     case Coll::AllReduce:
       switch (a) {
@@ -402,6 +449,25 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
           t = 2 * f.switchLatUs + S / b + pipelineCost(S, chunk, b, 2 * f.switchTiers, k);
           p.reason = "each rank sends S up and receives S down";
+          break;
+        }
+        case PlanAlgo::HierSwitch: {
+          if (!c.multi) return unsupported("needs more than one domain (see switch)");
+          if (f.perDomain < 2) return unsupported("one rank per domain: the flat switch plan is the same");
+          if (!f.uniform) return unsupported("needs equal, contiguous domains");
+          if (f.switchGBps <= 0)
+            return unsupported("no reduce-capable network switch with an aggregation tree over all ranks");
+          if (!f.switchCap.supports(dtype, op))
+            return unsupported("the switches do not reduce this dtype/op");
+          // Every rank sends its S/d slice at once: the per-rank switch rate under full load
+          // (f.switchGBps) applies to S/d, so a host moves S through the switch instead of d x S.
+          const int d = f.perDomain;
+          const double v = S / d, b = f.switchGBps * kB;
+          chunk = pipelineChunk(v, b, 2 * f.switchTiers, k);
+          if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
+          t = localRingPhase(d, v, c.aIn, std::min(c.bIn, c.R)) + 2 * f.switchLatUs + v / b +
+              pipelineCost(v, chunk, b, 2 * f.switchTiers, k) + localRingPhase(d, v, c.aIn, c.bIn);
+          p.reason = "ring reduce-scatter in domain, switch all-reduce of S/d, all-gather in domain";
           break;
         }
         case PlanAlgo::Nvls: {

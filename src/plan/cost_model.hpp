@@ -29,8 +29,9 @@ enum class PlanAlgo : uint8_t {
   Nvls,          // NVLink-switch reduction inside one NVLink domain
   NvlsSwitch,    // NVLS inside each domain + switch reduction across domains (NCCL's NVLS-Tree/CollNet)
   OneShot,  // one host: every rank reduces all inputs off a shared-memory board (PlanRequest::oneShotBytes)
+  HierSwitch,  // ring reduce-scatter in each domain -> switch all-reduce of S/d per rank -> ring all-gather
 };
-constexpr int kNumPlanAlgos = 11;
+constexpr int kNumPlanAlgos = 12;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
 Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch -> Algo::Switch

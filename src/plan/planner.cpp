@@ -42,7 +42,7 @@ Status parseAlgoList(const std::string& list, uint32_t* bits, const std::string&
       return errorf(
           tribInvalidArgument,
           "TRIB_ALGO '%s': unknown algorithm '%s' (ring, tree, rhd, direct, binomial, chain, hierarchical, "
-          "switch, nvls, nvls_switch)",
+          "switch, nvls, nvls_switch, oneshot, hier_switch)",
           whole.c_str(), name.c_str());
     *bits |= 1u << static_cast<int>(a);
   }
@@ -213,6 +213,68 @@ bool Planner::hostOnly() const {
   return !rankToNode_.empty() && topo_.node(rankToNode_[0]).type != NodeType::Gpu;
 }
 
+Status attachedSwitchFromEnv(AttachedSwitch* out) {
+  AttachedSwitch s;
+  const double bw = envDouble("TRIB_SWITCH_BW"), lat = envDouble("TRIB_SWITCH_LAT");
+  if (!(bw > 0) || !std::isfinite(bw))
+    return errorf(tribInvalidArgument,
+                  "TRIB_SWITCH_BW=%s: want the switch's throughput in GB/s (> 0, e.g. 1.0)",
+                  envString("TRIB_SWITCH_BW").c_str());
+  if (!(lat >= 0) || !std::isfinite(lat))
+    return errorf(tribInvalidArgument, "TRIB_SWITCH_LAT=%s: want a latency in microseconds (>= 0, e.g. 50)",
+                  envString("TRIB_SWITCH_LAT").c_str());
+  s.gbps = bw;
+  s.latUs = lat;
+  *out = s;
+  return Status::Ok();
+}
+
+void Planner::setAttachedSwitch(const AttachedSwitch& sw) {
+  std::lock_guard<std::mutex> g(mu_);
+  attached_ = true;
+  sw_ = sw;
+  fabrics_.clear();
+  cache_.clear();
+}
+
+bool Planner::hasAttachedSwitch() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return attached_;
+}
+
+void Planner::domainShape(int nranks, int* domains, int* perDomain, bool* uniform) {
+  std::lock_guard<std::mutex> g(mu_);
+  const FabricView& f = fabric(nranks);
+  *domains = f.domains;
+  *perDomain = f.perDomain;
+  *uniform = f.uniform;
+}
+
+// The attached switch replaces the topology's switch figures (unless the topology describes it):
+// every rank sends S up and receives S down through a switch that shares its throughput among its
+// children, one tier after another.
+static void applyAttachedSwitch(FabricView* f, const AttachedSwitch& sw, const CostConstants& k) {
+  if (f->n < 2) return;
+  if (sw.fromTopology && f->switchGBps > 0) {
+    f->summary += strprintf("; the switch at %s is the topology's", sw.where.c_str());
+    return;
+  }
+  const int fanIn = sw.fanIn > 0 ? std::min(sw.fanIn, f->n) : f->n;
+  double perRank = sw.gbps / fanIn;
+  if (f->bwInterLoaded > 0) perRank = std::min(perRank, f->bwInterLoaded);  // the host's NIC is shared
+  f->switchGBps = perRank;
+  f->switchTiers = std::max(1, sw.tiers);
+  f->switchLatUs = sw.latUs * f->switchTiers + k.stepOverheadUs;
+  ReduceCapability cap;
+  cap.reduceGBps = sw.gbps;
+  cap.dtypeMask = (1u << tribNumTypes) - 1;  // trib-switchd reduces with trib::reduce: every dtype
+  cap.opMask = (1u << tribNumOps) - 1;       // avg travels as sum
+  f->switchCap = cap;
+  f->summary +=
+      strprintf("; attached switch %s: %.2f GB/s per rank (%.2f over %d), %d tier(s), %.1f us one way",
+                sw.where.c_str(), perRank, sw.gbps, fanIn, f->switchTiers, f->switchLatUs);
+}
+
 const FabricView& Planner::fabric(int nranks) {
   auto it = fabrics_.find(nranks);
   if (it != fabrics_.end()) return it->second;
@@ -222,7 +284,9 @@ const FabricView& Planner::fabric(int nranks) {
     if (r >= static_cast<int>(rankToNode_.size()) && !hostOnly()) break;
     nodes.push_back(rankToNode_[r % rankToNode_.size()]);
   }
-  return fabrics_.emplace(nranks, computeFabric(topo_, *router_, nodes, k_)).first->second;
+  FabricView f = computeFabric(topo_, *router_, nodes, k_);
+  if (attached_) applyAttachedSwitch(&f, sw_, k_);
+  return fabrics_.emplace(nranks, std::move(f)).first->second;
 }
 
 std::vector<Candidate> Planner::explain(const PlanRequest& req) {
@@ -259,9 +323,13 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     c.plan.algo = a;
     c.plan.predictedUs = p.us;
     c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
-    if (a == PlanAlgo::Hierarchical) c.plan.ranksPerDomain = f.perDomain;
-    // Executable: a generator in the registry that accepts the request.
-    const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::Switch
+    if (a == PlanAlgo::Hierarchical || a == PlanAlgo::HierSwitch) c.plan.ranksPerDomain = f.perDomain;
+    // Executable: a generator in the registry that accepts the request. Switch plans also need an
+    // attached, usable switch.
+    const bool switchPlan = a == PlanAlgo::Switch || a == PlanAlgo::HierSwitch;
+    const bool switchReady =
+        attached_ && !req.switchDown && (a != PlanAlgo::HierSwitch || req.sliceStride == f.perDomain);
+    const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || (switchPlan && !switchReady)
                                ? nullptr
                                : findAlgorithm(req.coll, toScheduleAlgo(a));
     if (info) {
@@ -287,8 +355,11 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
                      : "no shared-memory board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0)";
     } else if (!c.plan.executable && !req.includeModelOnly) {
       c.eligible = false;
-      c.reason =
-          info ? "its schedule does not accept this request" : "no executable schedule yet (model only)";
+      c.reason = switchPlan && !attached_       ? "no switch attached (model only; set TRIB_SWITCH)"
+                 : switchPlan && req.switchDown ? "the attached switch is not usable (failed or refused)"
+                 : switchPlan && !switchReady   ? "the switch has no slice groups for these domains"
+                 : info                         ? "its schedule does not accept this request"
+                                                : "no executable schedule yet (model only)";
     } else if (!(filter_.allowed[static_cast<int>(req.coll)] >> i & 1)) {
       c.eligible = false;
       c.reason = "excluded by TRIB_ALGO";
@@ -321,10 +392,10 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
 }
 
 static std::string cacheKey(const PlanRequest& r) {
-  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%llu", static_cast<int>(r.coll),
+  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%d/%llu", static_cast<int>(r.coll),
                    static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
                    static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly,
-                   static_cast<unsigned long long>(r.oneShotBytes));
+                   r.switchDown * 1000 + r.sliceStride, static_cast<unsigned long long>(r.oneShotBytes));
 }
 
 Plan Planner::choose(const PlanRequest& req) {
@@ -343,6 +414,15 @@ Plan Planner::choose(const PlanRequest& req) {
       plan.why +=
           strprintf("; next best %s %.1f us", planAlgoName(runner->plan.algo), runner->plan.predictedUs);
     if (filter_.set[static_cast<int>(req.coll)]) plan.why += "; TRIB_ALGO applied";
+    // With a switch attached, say where its plans stood when they lost.
+    for (const auto& c : cands) {
+      const bool sw = c.plan.algo == PlanAlgo::Switch || c.plan.algo == PlanAlgo::HierSwitch;
+      if (!attached_ || !sw || c.plan.algo == plan.algo || &c == runner) continue;
+      if (c.eligible)
+        plan.why += strprintf("; %s %.1f us", planAlgoName(c.plan.algo), c.plan.predictedUs);
+      else
+        plan.why += strprintf("; %s not eligible: %s", planAlgoName(c.plan.algo), c.reason.c_str());
+    }
   } else {
     // Nothing eligible (overrides excluded everything that works): fall back to the fastest
     // executable candidate and say so.

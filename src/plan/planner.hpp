@@ -30,6 +30,12 @@ struct PlanRequest {
   // false: only algorithms with an executable schedule (what the communicator runs);
   // true: also model-only ones (in-network reduction before its executor lands) -- trib-plan.
   bool includeModelOnly = false;
+  // The communicator gave up its attached switch (failover) or never attached it: switch plans
+  // are not executable for it even when the planner knows a switch (a planner can be shared).
+  bool switchDown = false;
+  // hier_switch needs the communicator's slice groups registered at the switch for its domains:
+  // their stride (ranks per domain), 0 = none.
+  int sliceStride = 0;
   // The largest all-reduce (bytes) the communicator's shared-memory board takes (OneShot);
   // 0: no board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0).
   uint64_t oneShotBytes = 0;
@@ -62,7 +68,8 @@ struct AlgoFilter {
   }
 };
 // NCCL-style: "ring,tree" (every collective), "allreduce:tree;broadcast:chain", "^ring" (all but),
-// "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch.
+// "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch
+// oneshot hier_switch.
 Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
 
 // UCC-style tune string (TRIB_TUNE): entries separated by '#', fields by ':' --
@@ -76,6 +83,20 @@ struct TuneRule {
 };
 Status parseTuneString(const std::string& spec, std::vector<TuneRule>* out);
 Status parseSize(const std::string& s, uint64_t* out);  // "1G", "64k", "8", "inf"
+
+// An aggregation switch the communicator attached (trib-switchd, or a real one, through
+// TRIB_SWITCH or the topology file's addr=): with it, the planner predicts switch plans from these
+// figures and marks them executable. Without one they stay model-only.
+struct AttachedSwitch {
+  double gbps = 1.0;          // one switch's reduce throughput, summed over its members (TRIB_SWITCH_BW)
+  double latUs = 50;          // one way per tier (TRIB_SWITCH_LAT)
+  int tiers = 1;              // levels of the aggregation tree the communicator's path climbs
+  int fanIn = 0;              // most children at one switch of the tree (0: all ranks at one switch)
+  bool fromTopology = false;  // the topology's own switch nodes describe it: keep their figures
+  std::string where;          // "127.0.0.1:7000", for explanations
+};
+// Figures from TRIB_SWITCH_BW / TRIB_SWITCH_LAT (defaults: docs/SWITCH.md's measurement).
+Status attachedSwitchFromEnv(AttachedSwitch* out);
 
 class Planner {
  public:
@@ -96,7 +117,14 @@ class Planner {
     PlanAlgo from, to;
   };
   std::vector<Crossover> crossovers(PlanRequest req, uint64_t lo, uint64_t hi);
+  // Tells the planner that a switch is attached (switch plans become executable and are
+  // predicted from its figures); clears the caches.
+  void setAttachedSwitch(const AttachedSwitch& sw);
+  bool hasAttachedSwitch() const;
+  // The shape of the ranks' domains (hosts on a CPU-only machine): for attaching slice groups.
+  void domainShape(int nranks, int* domains, int* perDomain, bool* uniform);
   const Topology& topology() const { return topo_; }
+  const std::vector<int>& rankNodes() const { return rankToNode_; }  // topology node per rank
   const FabricView& fabric(int nranks);
   const CostConstants& constants() const { return k_; }
 
@@ -110,8 +138,10 @@ class Planner {
   std::vector<TuneRule> tune_;
   std::unique_ptr<Router> router_;
   std::unordered_map<int, FabricView> fabrics_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<std::string, Plan> cache_;
+  bool attached_ = false;
+  AttachedSwitch sw_;
 };
 
 // Text of explain() as trib-plan prints it (also what TRIB_DEBUG_SUBSYS=TUNING logs).

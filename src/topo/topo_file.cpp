@@ -112,10 +112,19 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
     } else if (sw && k == "reduce_buffer") {
       TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
       n.reduce.bufferBytes = static_cast<uint64_t>(d);
+    } else if (type == NodeType::Switch && k == "addr") {
+      // Where an aggregation switch (trib-switchd) listens: ranks below it attach there.
+      const size_t colon = v.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == v.size() ||
+          v.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+        return lp.err("", strprintf("addr '%s' is not host:port (e.g. addr=10.0.0.5:7000)", v.c_str()));
+      n.addr = v;
     } else {
       return lp.err("", strprintf("unknown field '%s' for a %s node (known: reduce_gbps%s)", k.c_str(),
                                   nodeTypeName(type),
-                                  sw ? ", reduce_dtypes, reduce_ops, reduce_max_ops, reduce_buffer"
+                                  type == NodeType::Switch
+                                      ? ", reduce_dtypes, reduce_ops, reduce_max_ops, reduce_buffer, addr"
+                                  : sw ? ", reduce_dtypes, reduce_ops, reduce_max_ops, reduce_buffer"
                                   : (type == NodeType::Cpu || type == NodeType::Numa) ? ", cores"
                                                                                       : ""));
     }
@@ -244,6 +253,7 @@ std::string dumpTopology(const Topology& t) {
       s += " reduce_gbps=" + num(n.reduceGBps);
     }
     if (n.cores > 0) s += strprintf(" cores=%d", n.cores);
+    if (!n.addr.empty()) s += " addr=" + n.addr;
     s += "\n";
   }
   for (int i = 0; i < t.numLinks(); ++i) {
@@ -290,6 +300,7 @@ Status mergeHostTopologies(const std::vector<std::string>& hostDumps, double net
       n.reduceGBps = v.node(i).reduceGBps;
       n.reduce = v.node(i).reduce;
       n.cores = v.node(i).cores;
+      n.addr = v.node(i).addr;
     }
     for (int i = 0; i < v.numLinks(); ++i) {
       const Link& l = v.link(i);

@@ -50,6 +50,7 @@ struct Node {
   double reduceGBps = 0;    // gpu/cpu: local reduction throughput (0 = use the cost model's default)
   ReduceCapability reduce;  // switches only
   int cores = 0;            // cpu/numa: physical cores (ranks beyond them time-share); 0 = unknown
+  std::string addr;         // switch: host:port of its aggregation service (trib-switchd), if any
   int sourceLine = 0;       // line in the topology file (0 when generated)
 };
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <deque>
 #include <exception>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -646,8 +647,15 @@ class Verifier {
   Status switchStep(int r, const Step& s, std::deque<int>& ready, bool* blocked) {
     RankState& st = ranks_[r];
     const uint64_t k = st.switchSteps;
-    if (switchOps_.size() <= k) switchOps_.resize(k + 1);
-    SwitchOp& op = switchOps_[k];
+    // A stride d >= 2 names the slice group of the ranks congruent to r mod d (an all-reduce among
+    // them); each group's k-th step is its own rendezvous.
+    if (s.peer >= 0 && (s.peer < 2 || s.peer > n_))
+      return fail(r, s, strprintf("switch_reduce stride %d is not in 2..%d", s.peer, n_));
+    if (s.peer >= 2 && a_.coll != Coll::AllReduce)
+      return fail(r, s,
+                  strprintf("a strided switch_reduce is an all-reduce, not part of a %s", collName(a_.coll)));
+    const int members = switchMembers(r, s);
+    SwitchOp& op = switchOps_[{switchGroup(r, s), k}];
     const uint64_t n = static_cast<uint64_t>(n_);
     uint64_t us = 0, ud = 0;
     TRIB_RETURN_IF_ERROR(resolve(r, s, s.dst, true, &ud));
@@ -709,7 +717,7 @@ class Verifier {
       ++op.arrived;
       st.switchDeposited = true;
       st.sent += s.src.count;
-      if (op.arrived == n_) {
+      if (op.arrived == members) {
         if (a_.coll == Coll::AllGather) {
           for (auto& piece : op.pieces) {
             for (Seg& g : piece) pushSeg(op.acc, std::move(g));
@@ -726,7 +734,7 @@ class Verifier {
         op.waiters.clear();
       }
     }
-    if (op.arrived < n_) {
+    if (op.arrived < members) {
       op.waiters.push_back(r);
       st.waitingOn = kWaitingOnSwitch;
       *blocked = true;
@@ -739,11 +747,11 @@ class Verifier {
     } else if (s.dst.count > 0) {
       writeCells(r, ud, op.acc);
     }
-    st.heard = RankSet::range(0, static_cast<uint32_t>(n_));
+    if (s.peer < 2) st.heard = RankSet::range(0, static_cast<uint32_t>(n_));
     st.recvd += s.dst.count;
     st.switchDeposited = false;
     ++st.switchSteps;
-    if (++op.taken == n_) std::vector<Seg>().swap(op.acc);
+    if (++op.taken == members) std::vector<Seg>().swap(op.acc);
     *blocked = false;
     return Status::Ok();
   }
@@ -760,11 +768,12 @@ class Verifier {
         const int r = blocked[i];
         const RankState& st = ranks_[r];
         if (st.pending.kind == StepKind::SwitchReduce) {
-          const SwitchOp& op = switchOps_[st.switchSteps];
+          const auto it = switchOps_.find({switchGroup(r, st.pending), st.switchSteps});
+          const int arrived = it == switchOps_.end() ? 0 : it->second.arrived;
           msg += strprintf(
               "\n  rank %d at step %llu %s waits for the other ranks' switch_reduce #%llu (%d of %d in)", r,
               static_cast<ull>(st.stepNo), describeStep(st.pending).c_str(), static_cast<ull>(st.switchSteps),
-              op.arrived, n_);
+              arrived, switchMembers(r, st.pending));
           continue;
         }
         const int p = st.pending.peer;
@@ -919,7 +928,14 @@ class Verifier {
   }
 
   static constexpr int kQuantum = 256;
-  std::vector<SwitchOp> switchOps_;
+  std::map<std::pair<int, uint64_t>, SwitchOp> switchOps_;  // (slice group or -1, k-th step)
+  int switchGroup(int r, const Step& s) const { return s.peer >= 2 ? r % s.peer : -1; }
+  int switchMembers(int r, const Step& s) const {
+    if (s.peer < 2) return n_;
+    int m = 0;
+    for (int q = r % s.peer; q < n_; q += s.peer) ++m;
+    return m;
+  }
   const AlgoInfo& algo_;
   CollArgs a_;
   int n_;
