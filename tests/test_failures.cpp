@@ -30,6 +30,10 @@ bool available(const char* transport) {
 
 tribComm_t join(const char* transport, int n, int rank, const tribUniqueId& id, int timeoutMs,
                 std::string& report) {
+  // UCX over TCP, as between hosts. UCX 1.13's shared-memory transports can abort the process
+  // when a peer dies with a wire-up message queued (an assertion removed upstream in
+  // openucx/ucx#8175); that is UCX's failure path, not ours, and it made this test flaky.
+  if (std::string(transport) == "ucx") setenv("UCX_TLS", "tcp", 1);
   tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
   cfg.timeoutMs = timeoutMs;
   cfg.transport = transport;

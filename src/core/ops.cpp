@@ -275,7 +275,10 @@ Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, D
 }
 
 void Backoff::idle() {
-  constexpr unsigned kSpinRounds = 64;
+  // Few spins: when two ranks share a core (more ranks than cores, or a busy machine), the
+  // peer can only act once we yield; measured here with a compiler on the other core, 8-byte
+  // all-reduce on 2 processes took 4.1 us spinning 64 rounds first, 2.6 us with 8, 2.4 us with 1.
+  constexpr unsigned kSpinRounds = 8;
   constexpr auto kYieldFor = std::chrono::microseconds(100);
   if (++idle_ < kSpinRounds) return;
   auto now = std::chrono::steady_clock::now();

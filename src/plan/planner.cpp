@@ -9,23 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/text.hpp"
+
 namespace trib {
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else if (c != ' ' && c != '\t') {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
+// Override specs ignore blanks: "ring, tree" is "ring,tree".
+std::vector<std::string> split(const std::string& s, char sep) { return splitOn(s, sep, true); }
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/text.hpp"
 #include "topo/topology.hpp"
 
 namespace trib {
@@ -16,21 +17,6 @@ std::vector<std::string> splitWords(const std::string& line) {
   std::istringstream in(line);
   std::string w;
   while (in >> w) out.push_back(w);
-  return out;
-}
-
-std::vector<std::string> splitList(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
   return out;
 }
 
@@ -93,14 +79,14 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
       TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
       n.cores = static_cast<int>(d);
     } else if (sw && k == "reduce_dtypes") {
-      for (const auto& name : splitList(v, ',')) {
+      for (const auto& name : splitOn(v, ',')) {
         DataType dt;
         if (!parseDataType(name.c_str(), &dt))
           return lp.err("", strprintf("unknown datatype '%s' in reduce_dtypes", name.c_str()));
         n.reduce.dtypeMask |= 1u << static_cast<int>(dt);
       }
     } else if (sw && k == "reduce_ops") {
-      for (const auto& name : splitList(v, ',')) {
+      for (const auto& name : splitOn(v, ',')) {
         RedOp op;
         if (!parseRedOp(name.c_str(), &op))
           return lp.err("", strprintf("unknown reduction op '%s' in reduce_ops", name.c_str()));
