@@ -367,20 +367,43 @@ class UcxHub : public LinkHub {
   std::string bound_;
 };
 
+// Progresses the worker until `r` completes or `ms` pass; whether it completed.
+bool completeWithin(ucp_worker_h w, ucs_status_ptr_t r, int ms) {
+  auto deadline = LinkClock::now() + std::chrono::milliseconds(ms);
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && LinkClock::now() < deadline) {
+    if (!ucp_worker_progress(w)) std::this_thread::yield();
+  }
+  return ucp_request_check_status(r) != UCS_INPROGRESS;
+}
+
 UcxLink::~UcxLink() {
   if (rdata_) ucp_stream_data_release(ep_, rdata_);
+  ucp_worker_h w = hub_->worker();
+  // A healthy link first delivers what it sent (e.g. the reason of a disconnect), bounded; one
+  // that is broken, or whose sends do not drain (a peer that never answered: the wrong link kind),
+  // is cut: sends left pending at a graceful close would abort UCX when the worker goes.
+  bool drained = !st_->failed && st_->inFlight == 0;
+  ucs_status_ptr_t flush = nullptr;
+  if (!st_->failed && !drained) {
+    ucp_request_param_t fp{};
+    flush = ucp_ep_flush_nbx(ep_, &fp);
+    if (flush == nullptr) {
+      drained = true;
+    } else if (!UCS_PTR_IS_ERR(flush)) {
+      drained = completeWithin(w, flush, 200) && !st_->failed;
+    } else {
+      flush = nullptr;
+    }
+  }
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  // A healthy link flushes what it sent (e.g. the reason of a disconnect); a broken one is cut.
-  p.flags = st_->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  p.flags = drained ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
   ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
-  if (r == nullptr || UCS_PTR_IS_ERR(r)) return;
-  auto deadline = LinkClock::now() + std::chrono::milliseconds(200);
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && LinkClock::now() < deadline) {
-    if (!ucp_worker_progress(hub_->worker())) std::this_thread::yield();
+  if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+    if (!completeWithin(w, r, 200)) hub_->graveyard.push_back(st_);
+    ucp_request_free(r);
   }
-  if (ucp_request_check_status(r) == UCS_INPROGRESS) hub_->graveyard.push_back(st_);
-  ucp_request_free(r);
+  if (flush) ucp_request_free(flush);
 }
 
 Status UcxLink::send(const void* data, size_t n, size_t* sent) {
