@@ -544,3 +544,74 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
   if (killer.joinable()) killer.join();
   EXPECT_EQ(trib::testing::describeFailures(results), "");
 }
+
+// ---- switch links over UCX (TRIB_SWITCH_LINK) -------------------------------------------------
+
+TEST(SwitchUcxLinks, CommunicatorThroughAUcxSwitch) {
+  if (!linkKindAvailable(LinkKind::Ucx)) GTEST_SKIP() << "needs a build with UCX (libucx-dev)";
+  ScopedEnv env;
+  env.set("UCX_TLS", "tcp");  // UCX 1.13's sm transports can abort on a dead peer (openucx/ucx#8175)
+  SwitchConfig cfg = sw::testing::nodeConfig(64, 8192);
+  cfg.link = LinkKind::Ucx;
+  std::unique_ptr<SwitchNode> node;
+  Status s = SwitchNode::create(cfg, &node);
+  ASSERT_TRUE(s.ok()) << s.message();
+  node->start();
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_LINK", "ucx");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 3;
+  c.count = 5000;
+  c.dtype = tribInt32;
+  expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
+    if (!switchUsable(comm)) return std::string("the UCX switch must be attached");
+    return conformanceBody(c, r, comm);
+  }));
+  EXPECT_GT(node->stats().chunksReduced, 0u);
+}
+
+TEST(SwitchUcxLinks, LinkMismatchFallsBackToHost) {
+  if (!linkKindAvailable(LinkKind::Ucx)) GTEST_SKIP() << "needs a build with UCX (libucx-dev)";
+  std::unique_ptr<SwitchNode> node;  // a TCP switch; the ranks ask for UCX links
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
+  node->start();
+  ScopedEnv env;
+  env.set("UCX_TLS", "tcp");
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_LINK", "ucx");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 2;
+  c.count = 3000;
+  c.dtype = tribInt32;
+  auto t0 = std::chrono::steady_clock::now();
+  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string("a switch on another link kind must not be used");
+    return conformanceBody(c, r, comm);
+  }));
+  // The attach gives up after its 1 s timeout (plus teardown), not the communicator's 30 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(node->stats().chunksReduced, 0u);
+}
+
+TEST(SwitchUcxLinks, UnknownLinkKindFallsBackToHost) {
+  std::unique_ptr<SwitchNode> node;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
+  node->start();
+  ScopedEnv env;
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_LINK", "carrier-pigeon");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 2;
+  c.count = 1000;
+  c.dtype = tribInt32;
+  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string("an unknown TRIB_SWITCH_LINK must not attach");
+    return conformanceBody(c, r, comm);
+  }));
+}
