@@ -1,6 +1,7 @@
 // The aggregation switch over UCX links (UCP stream API): collectives through one switch and a
 // leaf->spine tree with exact results, a link-kind mismatch failing within the timeout, and a
-// peer that goes away being detected (the group fails with a reason, nobody hangs).
+// peer that goes away being detected (the group fails with a reason, nobody hangs), connects
+// retried until the deadline (nothing listening; a spine that starts after its leaf).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -178,6 +179,49 @@ TEST(SwitchUcx, TcpRankAtUcxSwitchFailsWithinTheTimeout) {
   EXPECT_FALSE(s.ok());
   EXPECT_LT(took, cfg.timeoutMs + 1500);
   EXPECT_NE(s.message().find("TRIB_SWITCH_LINK must match"), std::string::npos) << s.message();
+}
+
+TEST(SwitchUcx, NothingListeningFailsWithinTheTimeout) {
+  SKIP_WITHOUT_UCX();
+  SwitchClientConfig cfg = ucxClient("127.0.0.1:1", 0xE8, {{1, 0}});
+  cfg.timeoutMs = 1500;
+  auto t0 = Clock::now();
+  std::unique_ptr<SwitchClient> c;
+  Status s = SwitchClient::connect(cfg, &c);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(took, cfg.timeoutMs + 1500);
+  EXPECT_NE(s.message().find("127.0.0.1:1: unreachable"), std::string::npos) << s.message();
+}
+
+TEST(SwitchUcx, LeafWaitsForASpineThatStartsLater) {
+  SKIP_WITHOUT_UCX();
+  std::string spineAddr;
+  {
+    auto probe = startNode(nodeConfig(8, 2048));  // finds a free port, then frees it
+    ASSERT_TRUE(probe);
+    spineAddr = probe->address();
+  }
+  std::unique_ptr<SwitchNode> leaf;
+  Status leafStatus;
+  std::thread starter([&] {
+    SwitchConfig cfg = nodeConfig(8, 4096, spineAddr);
+    cfg.link = LinkKind::Ucx;
+    cfg.connectTimeoutMs = 5000;
+    leafStatus = SwitchNode::create(cfg, &leaf);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the leaf's connects are refused meanwhile
+  SwitchConfig scfg = nodeConfig(8, 2048);
+  scfg.listen = spineAddr;
+  auto spine = startNode(scfg);
+  starter.join();
+  ASSERT_TRUE(spine);
+  ASSERT_TRUE(leafStatus.ok()) << leafStatus.message();
+  leaf->start();
+  std::vector<std::string> addrs{leaf->address(), leaf->address()};
+  std::vector<std::vector<PathLevel>> paths{{{2, 0}, {1, 0}}, {{2, 1}, {1, 0}}};
+  allReduceAndAllGather(addrs, paths, 0xE9, 1000, 100);
+  EXPECT_EQ(spine->stats().chunksReduced, (1000 + 511) / 512 + (100 + 255) / 256);
 }
 
 TEST(SwitchUcx, DisconnectedMemberFailsTheGroupWithReason) {

@@ -29,11 +29,14 @@ Status SwitchClient::handshake() {
   const std::string where = "switch " + cfg_.address + ": ";
   auto deadline = net::deadlineAfter(cfg_.timeoutMs);
   TRIB_RETURN_IF_ERROR(LinkHub::create(cfg_.link, &hub_).prefix(where));
-  Status s = hub_->connect(cfg_.address, deadline, &link_);
-  if (!s.ok()) return errorf(s.code(), "%sunreachable (%s)", where.c_str(), s.message().c_str());
-  // A link of the wrong kind (a UCX client at a TCP switch, or the reverse) gets no hello answer.
+  // A link of the wrong kind gets no answer: a UCX client at a TCP switch never connects, a TCP
+  // client at a UCX switch gets no hello answer.
   const std::string hint = strprintf(
       " (this rank uses %s links: TRIB_SWITCH_LINK must match the switch's --link)", linkKindName(cfg_.link));
+  Status s = hub_->connect(cfg_.address, deadline, &link_);
+  if (!s.ok())
+    return errorf(s.code(), "%sunreachable (%s)%s", where.c_str(), s.message().c_str(),
+                  s.code() == tribTimeout && cfg_.link == LinkKind::Ucx ? hint.c_str() : "");
   // One request/reply exchange: a reply of type `want`, or a Refuse/Error whose reason we return.
   auto exchange = [&](const std::vector<uint8_t>& msg, MsgType want, Header* reply) -> Status {
     Status io = linkSendAll(*link_, msg.data(), msg.size(), deadline);
@@ -41,7 +44,9 @@ Status SwitchClient::handshake() {
     uint8_t buf[kHeaderBytes];
     if (io.ok()) io = linkRecvAll(*link_, buf, kHeaderBytes, deadline);
     if (io.ok()) io = parseHeader(buf, 0, reply);
-    if (!io.ok()) return errorf(io.code(), "%s%s%s", where.c_str(), io.message().c_str(), hint.c_str());
+    if (!io.ok() && io.code() == tribTimeout)
+      return errorf(io.code(), "%s%s%s", where.c_str(), io.message().c_str(), hint.c_str());
+    if (!io.ok()) return errorf(io.code(), "%sunreachable (%s)", where.c_str(), io.message().c_str());
     stats_.headerBytes += kHeaderBytes;
     if (reply->type == want) return Status::Ok();
     if (reply->type == MsgType::Refuse || reply->type == MsgType::Error) {

@@ -291,26 +291,56 @@ class UcxHub : public LinkHub {
   }
   std::string address() const override { return bound_; }
 
-  Status connect(const std::string& hostPort, LinkClock::time_point, std::unique_ptr<Link>* out) override {
+  // Like TCP's connect, retries a refused connection until `deadline` (the peer may not be up
+  // yet); connected = a flush of the new endpoint completed (UCX wires up in the background).
+  Status connect(const std::string& hostPort, LinkClock::time_point deadline,
+                 std::unique_ptr<Link>* out) override {
     net::SockAddr addr;
     TRIB_RETURN_IF_ERROR(net::parseHostPort(hostPort, &addr));
-    auto st = std::make_shared<UcxEpState>();
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.ss);
-    ep.sockaddr.addrlen = addr.len;
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer is an error, not a hang
-    ep.err_handler.cb = onEpError;
-    ep.err_handler.arg = st.get();
-    ucp_ep_h h = nullptr;
-    ucs_status_t s = ucp_ep_create(worker_, &ep, &h);
-    if (s != UCS_OK)
-      return errorf(tribSystemError, "UCX: cannot connect to %s: %s", addr.str().c_str(),
-                    ucs_status_string(s));
-    out->reset(new UcxLink(this, h, std::move(st), addr.str()));
-    return Status::Ok();
+    int backoffMs = 1;
+    std::string last = "timed out";
+    do {
+      auto st = std::make_shared<UcxEpState>();
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+      ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.ss);
+      ep.sockaddr.addrlen = addr.len;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer is an error, not a hang
+      ep.err_handler.cb = onEpError;
+      ep.err_handler.arg = st.get();
+      ucp_ep_h h = nullptr;
+      ucs_status_t s = ucp_ep_create(worker_, &ep, &h);
+      if (s != UCS_OK)
+        return errorf(tribSystemError, "UCX: cannot connect to %s: %s", addr.str().c_str(),
+                      ucs_status_string(s));
+      auto link = std::make_unique<UcxLink>(this, h, st, addr.str());
+      ucp_request_param_t fp{};
+      ucs_status_ptr_t r = ucp_ep_flush_nbx(h, &fp);
+      ucs_status_t fs = UCS_OK;
+      if (UCS_PTR_IS_ERR(r)) {
+        fs = UCS_PTR_STATUS(r);
+      } else if (r != nullptr) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS && !st->failed && LinkClock::now() < deadline)
+          waitEvents(std::max(1, std::min(10, net::msLeft(deadline))));
+        fs = ucp_request_check_status(r);
+        ucp_request_free(r);
+      }
+      if (fs == UCS_OK && !st->failed) {
+        *out = std::move(link);
+        return Status::Ok();
+      }
+      // Not connected: the link is cut (a graceful close would wait for a peer that is not there).
+      st->fail(fs == UCS_INPROGRESS ? UCS_ERR_TIMED_OUT : fs);
+      last = st->why;
+      link.reset();
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::min(backoffMs, std::max(1, net::msLeft(deadline)))));
+      backoffMs = std::min(backoffMs * 2, 100);
+    } while (LinkClock::now() < deadline);
+    return errorf(tribTimeout, "cannot connect to %s over UCX: %s (is it up, and using UCX links?)",
+                  addr.str().c_str(), last.c_str());
   }
 
   std::unique_ptr<Link> accept() override {
