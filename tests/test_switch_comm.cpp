@@ -310,7 +310,7 @@ struct ForkedSwitch {
   std::string address;
 };
 
-ForkedSwitch forkSwitch() {
+ForkedSwitch forkSwitch(LinkKind link = LinkKind::Tcp) {
   ForkedSwitch fs;
   int pipefd[2];
   if (pipe(pipefd) != 0) return fs;
@@ -319,7 +319,9 @@ ForkedSwitch forkSwitch() {
   if (pid == 0) {
     close(pipefd[0]);
     std::unique_ptr<SwitchNode> node;
-    if (!SwitchNode::create(sw::testing::nodeConfig(64, 4096), &node).ok()) _exit(3);
+    SwitchConfig cfg = sw::testing::nodeConfig(64, 4096);
+    cfg.link = link;
+    if (!SwitchNode::create(cfg, &node).ok()) _exit(3);
     std::string addr = node->address() + "\n";
     if (write(pipefd[1], addr.data(), addr.size()) != static_cast<ssize_t>(addr.size())) _exit(4);
     std::atomic<bool> stop{false};
@@ -345,11 +347,15 @@ ForkedSwitch forkSwitch() {
 // during the second iteration. Every result must be right (the body checks), every communicator
 // must have given up the switch, and each rank must say so in exactly one WARN line.
 void killSwitchMidStream(int n, int iters,
-                         const std::function<std::string(int rank, tribComm_t comm, int it)>& iteration) {
-  ForkedSwitch fs = forkSwitch();  // before any thread of this test starts
+                         const std::function<std::string(int rank, tribComm_t comm, int it)>& iteration,
+                         LinkKind link = LinkKind::Tcp) {
+  ScopedEnv env;
+  // UCX 1.13's sm transports can abort a process whose peer dies (openucx/ucx#8175).
+  if (link == LinkKind::Ucx) env.set("UCX_TLS", "tcp");
+  env.set("TRIB_SWITCH_LINK", linkKindName(link));
+  ForkedSwitch fs = forkSwitch(link);  // before any thread of this test starts
   ASSERT_GT(fs.pid, 0);
   ASSERT_FALSE(fs.address.empty()) << "the switch process did not start";
-  ScopedEnv env;
   env.set("TRIB_SWITCH", fs.address);
   env.set("TRIB_SWITCH_KEY", "test-job");
   env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each collective takes a while
@@ -411,6 +417,29 @@ TEST(SwitchFailover, SwitchKilledMidAllReduce) {
     }
     return "";
   });
+}
+
+// The same over UCX links: the ranks' endpoints report the dead switch (error handling mode PEER).
+TEST(SwitchFailover, UcxSwitchKilledMidAllReduce) {
+  if (!linkKindAvailable(LinkKind::Ucx)) GTEST_SKIP() << "needs a build with UCX (libucx-dev)";
+  const int n = 3;
+  const uint64_t count = 1 << 18;
+  killSwitchMidStream(
+      n, 6,
+      [&](int r, tribComm_t comm, int it) -> std::string {
+        std::vector<int32_t> in(count), out(count);
+        for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1) + it;
+        if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
+          return tribGetLastError(nullptr);
+        for (uint64_t i = 0; i < count; ++i) {
+          int32_t want = static_cast<int32_t>(i % 1000) * (n * (n + 1) / 2) + n * it;
+          if (out[i] != want)
+            return strprintf("element %llu: %d, expected %d", static_cast<unsigned long long>(i), out[i],
+                             want);
+        }
+        return "";
+      },
+      LinkKind::Ucx);
 }
 
 // The same during in-place reduce-scatters: the fallback re-runs from the input the switch
@@ -543,4 +572,75 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
       });
   if (killer.joinable()) killer.join();
   EXPECT_EQ(trib::testing::describeFailures(results), "");
+}
+
+// ---- switch links over UCX (TRIB_SWITCH_LINK) -------------------------------------------------
+
+TEST(SwitchUcxLinks, CommunicatorThroughAUcxSwitch) {
+  if (!linkKindAvailable(LinkKind::Ucx)) GTEST_SKIP() << "needs a build with UCX (libucx-dev)";
+  ScopedEnv env;
+  env.set("UCX_TLS", "tcp");  // UCX 1.13's sm transports can abort on a dead peer (openucx/ucx#8175)
+  SwitchConfig cfg = sw::testing::nodeConfig(64, 8192);
+  cfg.link = LinkKind::Ucx;
+  std::unique_ptr<SwitchNode> node;
+  Status s = SwitchNode::create(cfg, &node);
+  ASSERT_TRUE(s.ok()) << s.message();
+  node->start();
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_LINK", "ucx");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 3;
+  c.count = 5000;
+  c.dtype = tribInt32;
+  expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
+    if (!switchUsable(comm)) return std::string("the UCX switch must be attached");
+    return conformanceBody(c, r, comm);
+  }));
+  EXPECT_GT(node->stats().chunksReduced, 0u);
+}
+
+TEST(SwitchUcxLinks, LinkMismatchFallsBackToHost) {
+  if (!linkKindAvailable(LinkKind::Ucx)) GTEST_SKIP() << "needs a build with UCX (libucx-dev)";
+  std::unique_ptr<SwitchNode> node;  // a TCP switch; the ranks ask for UCX links
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
+  node->start();
+  ScopedEnv env;
+  env.set("UCX_TLS", "tcp");
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_LINK", "ucx");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 2;
+  c.count = 3000;
+  c.dtype = tribInt32;
+  auto t0 = std::chrono::steady_clock::now();
+  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string("a switch on another link kind must not be used");
+    return conformanceBody(c, r, comm);
+  }));
+  // The attach gives up after its 1 s timeout (plus teardown), not the communicator's 30 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(node->stats().chunksReduced, 0u);
+}
+
+TEST(SwitchUcxLinks, UnknownLinkKindFallsBackToHost) {
+  std::unique_ptr<SwitchNode> node;
+  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
+  node->start();
+  ScopedEnv env;
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", "test-job");
+  env.set("TRIB_SWITCH_LINK", "carrier-pigeon");
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = 2;
+  c.count = 1000;
+  c.dtype = tribInt32;
+  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string("an unknown TRIB_SWITCH_LINK must not attach");
+    return conformanceBody(c, r, comm);
+  }));
 }

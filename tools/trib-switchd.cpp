@@ -1,5 +1,6 @@
 // trib-switchd: a software aggregation switch (one node of an in-network reduction tree).
 //   trib-switchd --listen host:port [--parent host:port] --slots N --slot-bytes B --key KEY
+//                [--link tcp|ucx]
 // Prints "trib-switchd listening on HOST:PORT" once ready (port 0 picks one), then serves until
 // SIGINT/SIGTERM. See docs/SWITCH.md.
 #include <atomic>
@@ -22,10 +23,12 @@ int usage(const char* why) {
   std::fprintf(stderr,
                "trib-switchd: %s\n"
                "usage: trib-switchd --listen host:port [--parent host:port] [--slots N] [--slot-bytes B] "
-               "[--key KEY]\n"
+               "[--key KEY] [--link tcp|ucx]\n"
                "  --slots       aggregation slots shared by all groups (default 64)\n"
                "  --slot-bytes  bytes per slot = the largest chunk (default 262144)\n"
-               "  --key         key ranks must present (default: $TRIB_SWITCH_KEY, else $TRIB_AUTH_KEY)\n",
+               "  --key         key ranks must present (default: $TRIB_SWITCH_KEY, else $TRIB_AUTH_KEY)\n"
+               "  --link        tcp (default) or ucx: links to ranks and to the parent (ranks set\n"
+               "                TRIB_SWITCH_LINK to the same)\n",
                why);
   return 2;
 }
@@ -60,6 +63,11 @@ int main(int argc, char** argv) {
       haveListen = true;
     } else if (a == "--parent") {
       cfg.parent = v;
+    } else if (a == "--link") {
+      trib::Status ls = trib::sw::parseLinkKind(v, &cfg.link);
+      if (!ls.ok()) return usage(ls.message().c_str());
+      if (!trib::sw::linkKindAvailable(cfg.link))
+        return usage("--link ucx needs a build with UCX: install libucx-dev and rebuild (or use --link tcp)");
     } else if (a == "--key") {
       cfg.key = v;
     } else if (a == "--slots") {
@@ -83,9 +91,10 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
   std::signal(SIGPIPE, SIG_IGN);
-  std::printf("trib-switchd listening on %s (%u slots of %llu bytes%s%s)\n", node->address().c_str(),
-              cfg.slots, static_cast<unsigned long long>(cfg.slotBytes),
-              cfg.parent.empty() ? "" : ", parent ", cfg.parent.c_str());
+  std::printf("trib-switchd listening on %s (%s links, %u slots of %llu bytes%s%s)\n",
+              node->address().c_str(), trib::sw::linkKindName(cfg.link), cfg.slots,
+              static_cast<unsigned long long>(cfg.slotBytes), cfg.parent.empty() ? "" : ", parent ",
+              cfg.parent.c_str());
   std::fflush(stdout);
   s = node->run(gStop);
   auto st = node->stats();

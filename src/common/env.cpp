@@ -51,6 +51,9 @@ const std::vector<EnvVarInfo>& envVars() {
        "turns it off."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
+      {"TRIB_SWITCH_LINK", "tcp",
+       "Link to the aggregation switch: tcp or ucx; must match the switch's --link (ucx needs a build with "
+       "libucx-dev)."},
       {"TRIB_SWITCH_SLOTS", "16",
        "Aggregation slots a communicator reserves at its switch (chunks in flight)."},
       {"TRIB_SWITCH_BW", "1.0",

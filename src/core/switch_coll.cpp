@@ -55,7 +55,8 @@ std::unique_ptr<sw::SwitchClient> connectGroup(const tribComm* comm, uint64_t gr
   // rather than delay every communicator's creation.
   cfg.timeoutMs = static_cast<int>(std::min<int64_t>(comm->config.timeout.count(), 1000));
   std::unique_ptr<sw::SwitchClient> client;
-  Status s = sw::SwitchClient::connect(cfg, &client);
+  Status s = sw::parseLinkKind(envString("TRIB_SWITCH_LINK"), &cfg.link).prefix("TRIB_SWITCH_LINK: ");
+  if (s.ok()) s = sw::SwitchClient::connect(cfg, &client);
   if (!s.ok()) {
     TRIB_SWITCH_WARN(
         "rank %d: not using the aggregation switch %s for %s: %s; those collectives run on host "

@@ -1,9 +1,5 @@
 #include "transports/switch/switch_client.hpp"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -27,29 +23,35 @@ Status SwitchClient::connect(const SwitchClientConfig& cfg, std::unique_ptr<Swit
   return Status::Ok();
 }
 
-SwitchClient::~SwitchClient() {
-  if (fd_ >= 0) close(fd_);
-}
+SwitchClient::~SwitchClient() { link_.reset(); }
 
 Status SwitchClient::handshake() {
   const std::string where = "switch " + cfg_.address + ": ";
-  net::SockAddr addr;
-  TRIB_RETURN_IF_ERROR(net::parseHostPort(cfg_.address, &addr).prefix(where));
   auto deadline = net::deadlineAfter(cfg_.timeoutMs);
-  Status s = net::connectTo(addr, deadline, &fd_);
-  if (!s.ok()) return errorf(s.code(), "%sunreachable (%s)", where.c_str(), s.message().c_str());
+  TRIB_RETURN_IF_ERROR(LinkHub::create(cfg_.link, &hub_).prefix(where));
+  // A link of the wrong kind gets no answer: a UCX client at a TCP switch never connects, a TCP
+  // client at a UCX switch gets no hello answer.
+  const std::string hint = strprintf(
+      " (this rank uses %s links: TRIB_SWITCH_LINK must match the switch's --link)", linkKindName(cfg_.link));
+  Status s = hub_->connect(cfg_.address, deadline, &link_);
+  if (!s.ok())
+    return errorf(s.code(), "%sunreachable (%s)%s", where.c_str(), s.message().c_str(),
+                  s.code() == tribTimeout && cfg_.link == LinkKind::Ucx ? hint.c_str() : "");
   // One request/reply exchange: a reply of type `want`, or a Refuse/Error whose reason we return.
   auto exchange = [&](const std::vector<uint8_t>& msg, MsgType want, Header* reply) -> Status {
-    TRIB_RETURN_IF_ERROR(net::sendAll(fd_, msg.data(), msg.size(), deadline).prefix(where));
+    Status io = linkSendAll(*link_, msg.data(), msg.size(), deadline);
     stats_.headerBytes += kHeaderBytes;
     uint8_t buf[kHeaderBytes];
-    TRIB_RETURN_IF_ERROR(net::recvAll(fd_, buf, kHeaderBytes, deadline).prefix(where));
+    if (io.ok()) io = linkRecvAll(*link_, buf, kHeaderBytes, deadline);
+    if (io.ok()) io = parseHeader(buf, 0, reply);
+    if (!io.ok() && io.code() == tribTimeout)
+      return errorf(io.code(), "%s%s%s", where.c_str(), io.message().c_str(), hint.c_str());
+    if (!io.ok()) return errorf(io.code(), "%sunreachable (%s)", where.c_str(), io.message().c_str());
     stats_.headerBytes += kHeaderBytes;
-    TRIB_RETURN_IF_ERROR(parseHeader(buf, 0, reply).prefix(where));
     if (reply->type == want) return Status::Ok();
     if (reply->type == MsgType::Refuse || reply->type == MsgType::Error) {
       std::string text(reply->payloadBytes, '\0');
-      TRIB_RETURN_IF_ERROR(net::recvAll(fd_, text.data(), text.size(), deadline).prefix(where));
+      TRIB_RETURN_IF_ERROR(linkRecvAll(*link_, text.data(), text.size(), deadline).prefix(where));
       return errorf(reply->type == MsgType::Refuse ? tribNotSupported : tribRemoteError, "%srefused: %s",
                     where.c_str(), text.c_str());
     }
@@ -77,8 +79,7 @@ Status SwitchClient::handshake() {
 void SwitchClient::fail(const Status& why) {
   if (!broken_.ok()) return;
   broken_ = why;
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  link_.reset();
   out_.clear();  // nothing references the callers' buffers any more
   for (Op& op : ops_) op.done->fail(why);
   ops_.clear();
@@ -87,7 +88,7 @@ void SwitchClient::fail(const Status& why) {
 }
 
 void SwitchClient::abort(const Status& why) {
-  if (fd_ >= 0 && broken_.ok()) {
+  if (link_ && broken_.ok()) {
     Header h;
     h.type = MsgType::Leave;
     h.group = cfg_.group;
@@ -96,8 +97,10 @@ void SwitchClient::abort(const Status& why) {
     encodeHeader(h, buf);
     // Best effort: a header that does not fit the socket buffer is replaced by the close itself.
     // Only at a message boundary (not between a chunk's header and its payload).
-    if (out_.empty() || (out_.front().off == 0 && !out_.front().ext))
-      (void)::send(fd_, buf, kHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (out_.empty() || (out_.front().off == 0 && !out_.front().ext)) {
+      size_t sent = 0;
+      (void)link_->send(buf, kHeaderBytes, &sent);
+    }
   }
   fail(why.ok() ? errorf(tribAborted, "switch client aborted") : why);
 }
@@ -247,14 +250,15 @@ Status SwitchClient::flush() {
   while (!out_.empty() && broken_.ok()) {
     OutSeg& s = out_.front();
     const uint8_t* p = s.ext ? s.ext : s.own.data();
-    ssize_t w = ::send(fd_, p + s.off, s.n - s.off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
-      fail(errorf(tribRemoteError, "switch %s: send failed: %s (did the switch die?)", cfg_.address.c_str(),
-                  strerror(errno)));
+    size_t w = 0;
+    Status ws = link_->send(p + s.off, s.n - s.off, &w);
+    if (!ws.ok()) {
+      fail(errorf(tribRemoteError, "switch %s: %s (did the switch die?)", cfg_.address.c_str(),
+                  ws.message().c_str()));
       return Status::Ok();
     }
-    s.off += static_cast<size_t>(w);
+    if (w == 0) return Status::Ok();
+    s.off += w;
     moved_ = true;
     if (s.off == s.n) out_.pop_front();
   }
@@ -312,26 +316,25 @@ Status SwitchClient::placeResult() {
 
 Status SwitchClient::readAvailable() {
   while (broken_.ok()) {
-    ssize_t r;
+    size_t r = 0;
+    Status rs;
     if (!inPayload_) {
-      r = recv(fd_, hdr_ + hdrGot_, kHeaderBytes - hdrGot_, MSG_DONTWAIT);
+      rs = link_->recv(hdr_ + hdrGot_, kHeaderBytes - hdrGot_, &r);
     } else if (payDst_) {
       // Up to the end of the current piece (all-gather pieces land at their ranks' offsets).
       const size_t within = payGot_ % pieceBytes_;
       uint8_t* to = payDst_ + (payGot_ / pieceBytes_) * pieceStride_ + within;
-      r = recv(fd_, to, pieceBytes_ - within, MSG_DONTWAIT);
+      rs = link_->recv(to, pieceBytes_ - within, &r);
     } else {
-      r = recv(fd_, text_.data() + payGot_, cur_.payloadBytes - payGot_, MSG_DONTWAIT);
+      rs = link_->recv(text_.data() + payGot_, cur_.payloadBytes - payGot_, &r);
     }
-    if (r == 0)
-      return errorf(tribRemoteError, "switch %s closed the connection (did it die?)", cfg_.address.c_str());
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
-      return errorf(tribRemoteError, "switch %s: recv: %s", cfg_.address.c_str(), strerror(errno));
-    }
+    if (!rs.ok())
+      return errorf(tribRemoteError, "switch %s closed the connection (did it die?): %s",
+                    cfg_.address.c_str(), rs.message().c_str());
+    if (r == 0) return Status::Ok();
     moved_ = true;
     if (!inPayload_) {
-      hdrGot_ += static_cast<size_t>(r);
+      hdrGot_ += r;
       if (hdrGot_ < kHeaderBytes) continue;
       hdrGot_ = 0;
       TRIB_RETURN_IF_ERROR(parseHeader(hdr_, slotBytes_, &cur_).prefix("switch " + cfg_.address + ": "));
@@ -348,7 +351,7 @@ Status SwitchClient::readAvailable() {
       inPayload_ = cur_.payloadBytes > 0;
       if (inPayload_) continue;
     } else {
-      payGot_ += static_cast<size_t>(r);
+      payGot_ += r;
       if (payGot_ < cur_.payloadBytes) continue;
       inPayload_ = false;
     }
@@ -365,8 +368,7 @@ Status SwitchClient::progress() {
   // Waiting for results with nothing to send: sleep in the kernel until they arrive (bounded),
   // instead of spinning on cores the switch and the other ranks need.
   if (!ops_.empty() && out_.empty() && idle_ > kSpinsBeforeSleep) {
-    pollfd p{fd_, POLLIN, 0};
-    (void)::poll(&p, 1, 1);
+    link_->wait(1);
   }
   moved_ = false;
   Status s = flush();

@@ -22,19 +22,21 @@
 #include <string>
 #include <vector>
 
+#include "transports/switch/switch_link.hpp"
 #include "transports/switch/switch_protocol.hpp"
 #include "transports/transport.hpp"
 
 namespace trib::sw {
 
 struct SwitchClientConfig {
-  std::string address;          // host:port of the leaf switch
-  std::string key;              // the job key (the switch's --key)
-  uint64_t group = 0;           // the same on every member; distinct per communicator
-  std::vector<PathLevel> path;  // level 0: (members at the leaf, my child index); then upwards
-  uint32_t slots = 16;          // quota to ask for (the window of chunks in flight)
-  uint64_t maxChunkBytes = 0;   // 0: the slot size
-  int timeoutMs = 5000;         // connect + register
+  std::string address;            // host:port of the leaf switch
+  std::string key;                // the job key (the switch's --key)
+  uint64_t group = 0;             // the same on every member; distinct per communicator
+  std::vector<PathLevel> path;    // level 0: (members at the leaf, my child index); then upwards
+  uint32_t slots = 16;            // quota to ask for (the window of chunks in flight)
+  uint64_t maxChunkBytes = 0;     // 0: the slot size
+  int timeoutMs = 5000;           // connect + register
+  LinkKind link = LinkKind::Tcp;  // must match the switch's --link (TRIB_SWITCH_LINK)
 };
 
 struct SwitchClientStats {
@@ -102,7 +104,8 @@ class SwitchClient : public CollectiveOffload {
   void sendChunks();
 
   SwitchClientConfig cfg_;
-  int fd_ = -1;
+  std::unique_ptr<LinkHub> hub_;  // before link_: a link goes before its hub
+  std::unique_ptr<Link> link_;
   uint32_t quota_ = 0;
   uint64_t slotBytes_ = 0;
   uint64_t nextOpId_ = 0;

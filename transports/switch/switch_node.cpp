@@ -1,10 +1,6 @@
 #include "transports/switch/switch_node.hpp"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +13,7 @@
 #include "algo/schedule.hpp"
 #include "bootstrap/net.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/switch/switch_link.hpp"
 #include "transports/switch/switch_protocol.hpp"
 
 namespace trib::sw {
@@ -35,7 +32,7 @@ std::vector<uint8_t> headerOnly(const Header& h) {
 
 struct Conn {
   uint64_t id = 0;
-  int fd = -1;
+  std::unique_ptr<Link> link;
   bool hello = false;
   bool isParent = false;
   bool dead = false;
@@ -87,8 +84,8 @@ struct Group {
 
 struct SwitchNode::Impl {
   SwitchConfig cfg;
-  int listenFd = -1;
-  net::SockAddr bound;
+  std::unique_ptr<LinkHub> hub;  // before `conns`: links go before their hub
+  std::string bound;
   uint64_t keyHash = 0;
   uint64_t nextConnId = 1;
   uint64_t parentId = 0;  // 0: no parent connection
@@ -102,13 +99,8 @@ struct SwitchNode::Impl {
   SwitchStats st;
   std::vector<std::string> events;
 
-  ~Impl() {
-    for (auto& [id, c] : conns) close(c->fd);
-    if (listenFd >= 0) close(listenFd);
-  }
-
   void event(const std::string& what) {
-    TRIB_SWITCH_WARN("trib-switchd %s: %s", bound.str().c_str(), what.c_str());
+    TRIB_SWITCH_WARN("trib-switchd %s: %s", bound.c_str(), what.c_str());
     std::lock_guard<std::mutex> lock(statsMu);
     if (events.size() >= kMaxEvents) events.erase(events.begin());  // a daemon runs for long
     events.push_back(what);
@@ -159,13 +151,11 @@ struct SwitchNode::Impl {
     while (!c->out.empty() && !c->dead) {
       const auto& b = *c->out.front().first;
       const size_t len = c->out.front().second;
-      ssize_t w = ::send(c->fd, b.data() + c->outOff, len - c->outOff, MSG_NOSIGNAL);
-      if (w < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-        drop(c, strprintf("send failed: %s", strerror(errno)), false);
-        return;
-      }
-      c->outOff += static_cast<size_t>(w);
+      size_t w = 0;
+      Status s = c->link->send(b.data() + c->outOff, len - c->outOff, &w);
+      if (!s.ok()) return drop(c, s.message(), false);
+      if (w == 0) return;
+      c->outOff += w;
       if (c->outOff == len) {
         c->out.pop_front();
         c->outOff = 0;
@@ -185,10 +175,10 @@ struct SwitchNode::Impl {
     if (violation) {
       // Best effort: tell the peer why before closing.
       auto msg = textMessage(MsgType::Error, 0, why);
-      (void)::send(c->fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      size_t sent = 0;
+      (void)c->link->send(msg.data(), msg.size(), &sent);
     }
-    close(c->fd);
-    c->fd = -1;
+    c->link.reset();
     if (c->isParent) {
       parentId = 0;
       std::vector<uint64_t> ids;
@@ -229,7 +219,7 @@ struct SwitchNode::Impl {
     }
     // A member leaving an idle group is how a communicator ends: not worth a warning.
     if (idle) {
-      TRIB_SWITCH_INFO("trib-switchd %s: group %llx ended: %s", bound.str().c_str(),
+      TRIB_SWITCH_INFO("trib-switchd %s: group %llx ended: %s", bound.c_str(),
                        static_cast<unsigned long long>(g.id), why.c_str());
     } else {
       event(strprintf("group %llx failed: %s", static_cast<unsigned long long>(g.id), why.c_str()));
@@ -647,57 +637,49 @@ struct SwitchNode::Impl {
   }
 
   // Reads what is available (bounded per call so one busy peer cannot starve the others).
-  void readFrom(Conn* c) {
+  // Returns false when the budget ran out with bytes possibly left to read.
+  bool readFrom(Conn* c) {
     size_t budget = 4u << 20;
     while (!c->dead && budget > 0) {
-      ssize_t r;
-      if (!c->inPayload) {
-        r = recv(c->fd, c->hdr + c->hdrGot, kHeaderBytes - c->hdrGot, 0);
-      } else {
-        r = recv(c->fd, c->payload.data() + c->payGot, c->payLen - c->payGot, 0);
+      size_t r = 0;
+      Status rs = !c->inPayload ? c->link->recv(c->hdr + c->hdrGot, kHeaderBytes - c->hdrGot, &r)
+                                : c->link->recv(c->payload.data() + c->payGot, c->payLen - c->payGot, &r);
+      if (!rs.ok()) {
+        drop(c, rs.message(), false);
+        return true;
       }
-      if (r == 0) return drop(c, "connection closed", false);
-      if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-        return drop(c, strprintf("recv: %s", strerror(errno)), false);
-      }
-      budget -= std::min<size_t>(budget, static_cast<size_t>(r));
+      if (r == 0) return true;
+      budget -= std::min<size_t>(budget, r);
       if (!c->inPayload) {
-        c->hdrGot += static_cast<size_t>(r);
+        c->hdrGot += r;
         if (c->hdrGot < kHeaderBytes) continue;
         c->hdrGot = 0;
         Status s = parseHeader(c->hdr, cfg.slotBytes, &c->cur);
-        if (!s.ok()) return drop(c, s.message(), true);
+        if (!s.ok()) {
+          drop(c, s.message(), true);
+          return true;
+        }
         if (c->cur.payloadBytes && c->payload.size() < bufBytes) c->payload = take();
         c->payLen = c->cur.payloadBytes;
         c->payGot = 0;
         c->inPayload = c->cur.payloadBytes > 0;
         if (c->inPayload) continue;
       } else {
-        c->payGot += static_cast<size_t>(r);
+        c->payGot += r;
         if (c->payGot < c->payLen) continue;
         c->inPayload = false;
       }
       onMessage(c);
     }
+    return c->dead;
   }
 
   void accept() {
-    while (true) {
-      sockaddr_storage ss;
-      socklen_t len = sizeof ss;
-      int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;
-      // Results are latency-critical: no Nagle delay on the last segment of a chunk.
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    while (auto link = hub->accept()) {
       auto c = std::make_unique<Conn>();
       c->id = nextConnId++;
-      c->fd = fd;
-      net::SockAddr a;
-      a.ss = ss;
-      a.len = len;
-      c->peer = a.str();
+      c->peer = link->peer();
+      c->link = std::move(link);
       conns.emplace(c->id, std::move(c));
     }
   }
@@ -705,20 +687,33 @@ struct SwitchNode::Impl {
   void pollOnce(int timeoutMs) {
     std::vector<pollfd> fds;
     std::vector<Conn*> who;
-    fds.push_back({listenFd, POLLIN, 0});
-    who.push_back(nullptr);
+    // Links without an fd of their own (UCX) are served on every wake-up of the hub's fd.
+    std::vector<Conn*> hubbed;
+    if (!hub->preparePoll(&fds) || busy) timeoutMs = 0;
+    who.assign(fds.size(), nullptr);
     for (auto& [id, c] : conns) {
       if (c->dead) continue;
-      fds.push_back({c->fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      const int fd = c->link->pollFd();
+      if (fd < 0) {
+        hubbed.push_back(c.get());
+        continue;
+      }
+      fds.push_back({fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
       who.push_back(c.get());
     }
-    if (::poll(fds.data(), fds.size(), timeoutMs) <= 0) return;
-    if (fds[0].revents & POLLIN) accept();
-    for (size_t i = 1; i < fds.size(); ++i) {
+    busy = false;
+    (void)::poll(fds.data(), fds.size(), timeoutMs);
+    hub->progress();
+    accept();
+    for (size_t i = 0; i < fds.size(); ++i) {
       Conn* c = who[i];
-      if (c->dead || !fds[i].revents) continue;
+      if (!c || c->dead || !fds[i].revents) continue;
       if (fds[i].revents & POLLOUT) flush(c);
-      if (!c->dead && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) readFrom(c);
+      if (!c->dead && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && !readFrom(c)) busy = true;
+    }
+    for (Conn* c : hubbed) {
+      if (!c->dead) flush(c);
+      if (!c->dead && !readFrom(c)) busy = true;
     }
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second->dead)
@@ -729,6 +724,7 @@ struct SwitchNode::Impl {
     std::lock_guard<std::mutex> lock(statsMu);
     st.freeSlots = freeSlots;
   }
+  bool busy = false;  // a link has bytes left to read: do not sleep in the next poll
 };
 
 SwitchNode::SwitchNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -746,38 +742,33 @@ Status SwitchNode::create(const SwitchConfig& cfg, std::unique_ptr<SwitchNode>* 
   impl->freeSlots = cfg.slots;
   impl->bufBytes = std::max<size_t>(cfg.slotBytes, kMaxTextBytes);
   impl->st.freeSlots = cfg.slots;
-  net::SockAddr addr;
-  TRIB_RETURN_IF_ERROR(net::parseHostPort(cfg.listen, &addr).prefix("trib-switchd --listen: "));
-  TRIB_RETURN_IF_ERROR(net::listenOn(addr, &impl->listenFd, &impl->bound));
+  TRIB_RETURN_IF_ERROR(LinkHub::create(cfg.link, &impl->hub).prefix("trib-switchd --link: "));
+  TRIB_RETURN_IF_ERROR(impl->hub->listen(cfg.listen).prefix("trib-switchd --listen: "));
+  impl->bound = impl->hub->address();
   if (!cfg.parent.empty()) {
-    net::SockAddr paddr;
-    TRIB_RETURN_IF_ERROR(net::parseHostPort(cfg.parent, &paddr).prefix("trib-switchd --parent: "));
     auto deadline = net::deadlineAfter(cfg.connectTimeoutMs);
-    int fd = -1;
-    TRIB_RETURN_IF_ERROR(net::connectTo(paddr, deadline, &fd).prefix("trib-switchd: parent switch: "));
+    std::unique_ptr<Link> link;
+    TRIB_RETURN_IF_ERROR(impl->hub->connect(cfg.parent, deadline, &link).prefix("trib-switchd --parent: "));
     Header h;
     h.type = MsgType::Hello;
     h.arg64 = impl->keyHash;
     h.arg32 = static_cast<uint32_t>(Role::Switch);
     uint8_t buf[kHeaderBytes];
     encodeHeader(h, buf);
-    Status s = net::sendAll(fd, buf, kHeaderBytes, deadline);
-    if (s.ok()) s = net::recvAll(fd, buf, kHeaderBytes, deadline);
+    Status s = linkSendAll(*link, buf, kHeaderBytes, deadline);
+    if (s.ok()) s = linkRecvAll(*link, buf, kHeaderBytes, deadline);
     Header reply;
     if (s.ok()) s = parseHeader(buf, 0, &reply);
     if (s.ok() && reply.type != MsgType::HelloAck)
       s = errorf(tribRemoteError, "the parent switch %s refused this switch (wrong --key?)",
                  cfg.parent.c_str());
-    if (!s.ok()) {
-      close(fd);
-      return s.prefix("trib-switchd: parent switch: ");
-    }
+    if (!s.ok()) return s.prefix("trib-switchd: parent switch: ");
     auto c = std::make_unique<Conn>();
     c->id = impl->nextConnId++;
-    c->fd = fd;
     c->hello = true;
     c->isParent = true;
-    c->peer = "parent " + paddr.str();
+    c->peer = "parent " + link->peer();
+    c->link = std::move(link);
     impl->parentId = c->id;
     impl->conns.emplace(c->id, std::move(c));
   }
@@ -785,7 +776,7 @@ Status SwitchNode::create(const SwitchConfig& cfg, std::unique_ptr<SwitchNode>* 
   return Status::Ok();
 }
 
-std::string SwitchNode::address() const { return impl_->bound.str(); }
+std::string SwitchNode::address() const { return impl_->bound; }
 
 Status SwitchNode::run(const std::atomic<bool>& stop) {
   while (!stop.load(std::memory_order_relaxed)) impl_->pollOnce(50);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "transports/switch/switch_link.hpp"
 
 namespace trib::sw {
 
@@ -35,6 +36,7 @@ struct SwitchConfig {
   uint64_t slotBytes = 256 * 1024;
   std::string key;  // the job key: peers must present the same (hashed) key
   int connectTimeoutMs = 10000;
+  LinkKind link = LinkKind::Tcp;  // of --listen and --parent alike (docs/SWITCH.md)
 };
 
 struct SwitchStats {
