@@ -1,6 +1,7 @@
 // Helpers for switch tests: run members' collectives through SwitchClients, bounded in time.
 #pragma once
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,6 +12,24 @@
 #include "transports/switch/switch_node.hpp"
 
 namespace trib::sw::testing {
+
+// Environment variables set for the communicators a test creates, restored afterwards.
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::string>> saved;  // "\x01": was unset
+  void set(const char* k, const std::string& v) {
+    const char* old = getenv(k);
+    saved.emplace_back(k, old ? old : std::string("\x01"));
+    setenv(k, v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      if (it->second == "\x01")
+        unsetenv(it->first.c_str());
+      else
+        setenv(it->first.c_str(), it->second.c_str(), 1);
+    }
+  }
+};
 
 inline SwitchConfig nodeConfig(uint32_t slots = 8, uint64_t slotBytes = 4096, std::string parent = "") {
   SwitchConfig c;

@@ -24,23 +24,7 @@ using namespace trib::sw;
 
 namespace {
 
-// Environment for the communicators created by a test, restored afterwards.
-struct ScopedEnv {
-  std::vector<std::pair<std::string, std::string>> saved;
-  void set(const char* k, const std::string& v) {
-    const char* old = getenv(k);
-    saved.emplace_back(k, old ? old : std::string("\x01"));
-    setenv(k, v.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
-      if (it->second == "\x01")
-        unsetenv(it->first.c_str());
-      else
-        setenv(it->first.c_str(), it->second.c_str(), 1);
-    }
-  }
-};
+using sw::testing::ScopedEnv;
 
 // n ranks as threads; body(rank, comm) runs on each. Returns per-rank error strings ("" = ok).
 std::vector<std::string> runRanks(int n, const std::string& algo,

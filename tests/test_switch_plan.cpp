@@ -28,22 +28,7 @@ using trib::algo::outR;
 
 namespace {
 
-struct ScopedEnv {
-  std::vector<std::pair<std::string, std::string>> saved;
-  void set(const char* k, const std::string& v) {
-    const char* old = getenv(k);
-    saved.emplace_back(k, old ? old : std::string("\x01"));
-    setenv(k, v.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
-      if (it->second == "\x01")
-        unsetenv(it->first.c_str());
-      else
-        setenv(it->first.c_str(), it->second.c_str(), 1);
-    }
-  }
-};
+using sw::testing::ScopedEnv;
 
 // An int32 sum all-reduce of `count` elements on `comm`; checks every element and returns the
 // switch payload this rank sent and received meanwhile ("" = exact).

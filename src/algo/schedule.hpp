@@ -151,6 +151,11 @@ constexpr int kNumAlgos = 10;
 // Schedules whose SwitchReduce step runs on a collective offload the communicator must have:
 // Switch and HierSwitch on the aggregation switch, OneShot on the shared-memory board (transports/shm).
 inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::OneShot || a == Algo::HierSwitch; }
+// The collectives an aggregation switch runs (the others stay on host algorithms).
+inline bool switchCollective(Coll c) {
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::Broadcast || c == Coll::AllGather ||
+         c == Coll::ReduceScatter || c == Coll::Barrier;
+}
 const char* algoName(Algo a);  // "ring", "tree", "rhd", "direct", "binomial", "chain", ...
 bool parseAlgo(const std::string& s, Algo* out);
 

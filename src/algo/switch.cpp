@@ -12,20 +12,7 @@ namespace trib::algo {
 
 namespace {
 
-bool switchSupports(const CollArgs& a) {
-  if (!validArgs(a)) return false;
-  switch (a.coll) {
-    case Coll::AllReduce:
-    case Coll::Reduce:
-    case Coll::Broadcast:
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::Barrier:
-      return true;
-    default:
-      return false;
-  }
-}
+bool switchSupports(const CollArgs& a) { return validArgs(a) && switchCollective(a.coll); }
 
 // In place, whether the switch's result lands on this rank's input (then the input is saved).
 bool savesInput(const CollArgs& a, int rank) {

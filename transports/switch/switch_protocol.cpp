@@ -50,17 +50,7 @@ void encodeHeader(const Header& h, uint8_t out[kHeaderBytes]) {
 }
 
 bool switchSupportsColl(uint8_t coll) {
-  switch (static_cast<Coll>(coll)) {
-    case Coll::AllReduce:
-    case Coll::Reduce:
-    case Coll::Broadcast:
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::Barrier:
-      return true;
-    default:
-      return false;
-  }
+  return coll < kNumColls && switchCollective(static_cast<Coll>(coll));
 }
 
 uint64_t dataBytes(const Header& h) {
