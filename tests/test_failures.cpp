@@ -63,6 +63,23 @@ std::vector<trib::testing::ProcessResult> runRanks(
       });
 }
 
+// The killed rank died by SIGKILL; every survivor exited 0 (its all-reduce failed in time with
+// an error naming a rank) and at least one named the victim.
+void expectVictimNamed(const std::vector<trib::testing::ProcessResult>& results, int victim) {
+  ASSERT_EQ(results.size(), static_cast<size_t>(victim + 1));
+  EXPECT_FALSE(results[victim].exited);
+  EXPECT_EQ(results[victim].signal, SIGKILL);
+  bool named = false;
+  const std::string victimName = "rank " + std::to_string(victim);
+  for (int r = 0; r < victim; ++r) {
+    EXPECT_TRUE(results[r].exited && results[r].exitCode == 0)
+        << trib::testing::describeFailures({results[r]});
+    std::printf("rank %d: %s\n", r, results[r].output.c_str());
+    named = named || results[r].output.find(victimName) != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "no survivor said that " << victimName << " was lost";
+}
+
 class Failures : public ::testing::TestWithParam<Scenario> {};
 
 TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
@@ -100,17 +117,7 @@ TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
     tribCommDestroy(comm);
     return 0;
   });
-  ASSERT_EQ(results.size(), 3u);
-  EXPECT_FALSE(results[victim].exited);
-  EXPECT_EQ(results[victim].signal, SIGKILL);
-  bool named = false;
-  for (int r = 0; r < victim; ++r) {
-    EXPECT_TRUE(results[r].exited && results[r].exitCode == 0)
-        << trib::testing::describeFailures({results[r]});
-    std::printf("rank %d: %s\n", r, results[r].output.c_str());
-    named = named || results[r].output.find("rank 2") != std::string::npos;
-  }
-  EXPECT_TRUE(named) << "no survivor said that rank 2 was lost";
+  expectVictimNamed(results, victim);
 }
 
 // A small all-reduce (on shm: the one-shot board) whose peer dies before posting its part.
@@ -142,16 +149,7 @@ TEST_P(Failures, KilledRankBeforeASmallAllReduceIsNamed) {
     tribCommDestroy(comm);
     return 0;
   });
-  ASSERT_EQ(results.size(), 3u);
-  EXPECT_EQ(results[victim].signal, SIGKILL);
-  bool named = false;
-  for (int r = 0; r < victim; ++r) {
-    EXPECT_TRUE(results[r].exited && results[r].exitCode == 0)
-        << trib::testing::describeFailures({results[r]});
-    std::printf("rank %d: %s\n", r, results[r].output.c_str());
-    named = named || results[r].output.find("rank 2") != std::string::npos;
-  }
-  EXPECT_TRUE(named) << "no survivor said that rank 2 was lost";
+  expectVictimNamed(results, victim);
 }
 
 TEST_P(Failures, AbortFromAnotherThreadUnblocksACollective) {
