@@ -212,5 +212,7 @@ Status localTopologyDump(std::string* out);  // this host's topology, for the ex
 // The algorithm for a call (the planner, under TRIB_ALGO / TRIB_TUNE / config.algo); also sets
 // the slice size and domain size in *args.
 Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out);
+// The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
+CollectiveOffload* offloadFor(const tribComm* comm, Algo algo);
 
 }  // namespace trib

@@ -224,8 +224,9 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
     opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
   }
+  // Switch plans also get their agreement/fallback phases; every offloaded plan its offload.
   if (isSwitchAlgo(plan->algo->algo)) prepareSwitchRun(comm, call, args, plan->algo->algo, req, &opts);
-  if (plan->algo->algo == Algo::OneShot) opts.offload = comm->board;
+  opts.offload = offloadFor(comm, plan->algo->algo);
   TRIB_TRACE("coll", "%s", req->what().c_str());
   req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);
   TRIB_RETURN_IF_ERROR(startRequest(req));

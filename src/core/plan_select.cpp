@@ -81,6 +81,19 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   return Status::Ok();
 }
 
+CollectiveOffload* offloadFor(const tribComm* comm, Algo algo) {
+  switch (algo) {
+    case Algo::Switch:
+      return comm->switchOffload.get();
+    case Algo::HierSwitch:
+      return comm->sliceOffload.get();
+    case Algo::OneShot:
+      return comm->board;
+    default:
+      return nullptr;
+  }
+}
+
 Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out) {
   PlanRequest req;
   req.coll = args->coll;

@@ -249,7 +249,7 @@ void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args
   run->avgDivisor = opts->avgDivisor;
   run->avgRegion = opts->avgRegion;
   req->switchRun = std::move(run);
-  opts->offload = algo == Algo::HierSwitch ? comm->sliceOffload.get() : comm->switchOffload.get();
+  opts->offload = offloadFor(comm, algo);
   opts->coll = args.coll;
   opts->root = args.root;
   opts->nranks = args.nranks;
@@ -342,6 +342,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       o.rank = comm->rank;
       o.avgDivisor = run.avgDivisor;  // the same output region as the switch phase's
       o.avgRegion = run.avgRegion;
+      o.offload = offloadFor(comm, algo->algo);  // the host fallback may be the shm one-shot board
       req->fallback = algoName(algo->algo);
       return startPhase(req, std::make_unique<Execution>(std::move(steps), b, comm->peers, o), done);
     }
