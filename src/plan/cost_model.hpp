@@ -46,6 +46,7 @@ struct CostConstants {
   double switchOpUs;         // per in-network reduction tier (switch ALU + buffer)
   double gpuReduceGBps;      // local reduction throughput when the topology does not say
   double cpuReduceGBps;
+  double boardCacheSpeedup;  // one-shot: its reductions read board cells still in the shared cache
   uint64_t minChunkBytes, maxChunkBytes;
   static const CostConstants& defaults();
 };
@@ -61,7 +62,8 @@ struct FabricView {
   double bwInter = 0;        // GB/s, effective, one flow between domains
   double bwInterLoaded = 0;  // GB/s per rank when every rank of a domain talks across at once
   double latInterUs = 0;
-  double reduceGBps = 0;  // a rank's local reduction throughput
+  double reduceGBps = 0;   // a rank's local reduction throughput
+  bool hostRanks = false;  // every rank is a CPU process (host memory: the shm one-shot board applies)
   // In-network reduction: 0 when absent.
   double nvlsGBps = 0;  // the domain's NVSwitch reduce rate per port
   ReduceCapability nvlsCap;
