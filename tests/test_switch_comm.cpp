@@ -491,7 +491,11 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
         cfg.timeoutMs = 60000;
         cfg.transport = "shm";
-        cfg.algo = "switch";  // the planner would pick the shm ring on this machine
+        // The planner would pick shm host algorithms on this machine: pin the switch while it
+        // lasts (TRIB_TUNE); after the failover the pin no longer applies and TRIB_ALGO leaves
+        // the shm one-shot board, whose offload the fallback must get.
+        setenv("TRIB_TUNE", "allreduce:0-inf:@switch", 1);
+        cfg.algo = "switch,oneshot";
         tribComm_t comm = nullptr;
         if (tribCommInitRankConfig(&comm, n, h.id, rank, &cfg) != tribSuccess) {
           report = std::string("init: ") + tribGetLastError(nullptr);
@@ -536,6 +540,21 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         }
         if (!comm->switchDisabled) {
           report = "the switch was never given up";
+          return 1;
+        }
+        // One more all-reduce on the host path; the plans made since the failover (the plan cache
+        // was cleared then) must be the one-shot board's.
+        for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i) * (rank + 1);
+        if (tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr) !=
+                tribSuccess ||
+            out[7] != 7 * (n * (n + 1) / 2)) {
+          report = std::string("after the failover: ") + tribGetLastError(nullptr);
+          return 1;
+        }
+        bool oneShotAfter = false;
+        for (const auto& [key, plan] : comm->planCache) oneShotAfter |= plan.algo->algo == Algo::OneShot;
+        if (!oneShotAfter) {
+          report = "after the failover the all-reduce did not run on the one-shot board";
           return 1;
         }
         tribCommDestroy(comm);
