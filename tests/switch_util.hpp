@@ -1,7 +1,10 @@
 // Helpers for switch tests: run members' collectives through SwitchClients, bounded in time.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -10,6 +13,7 @@
 #include "algo/schedule.hpp"
 #include "transports/switch/switch_client.hpp"
 #include "transports/switch/switch_node.hpp"
+#include "tributary/tributary.h"
 
 namespace trib::sw::testing {
 
@@ -30,6 +34,34 @@ struct ScopedEnv {
     }
   }
 };
+
+// n threads as ranks of one communicator (through the bootstrap, forcing `algo`; chunkBytes 0:
+// the config's default); body(rank, comm) returns that rank's error ("" = ok).
+inline std::vector<std::string> threadRanks(int n, const std::string& algo,
+                                            const std::function<std::string(int, tribComm_t)>& body,
+                                            uint64_t chunkBytes = 0) {
+  tribUniqueId id;
+  EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.algo = algo.c_str();
+      cfg.timeoutMs = 30000;
+      if (chunkBytes) cfg.chunkBytes = static_cast<int>(chunkBytes);
+      tribComm_t comm = nullptr;
+      if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
+        errors[r] = std::string("init: ") + tribGetLastError(nullptr);
+        return;
+      }
+      errors[r] = body(r, comm);
+      tribCommDestroy(comm);
+    });
+  }
+  for (auto& t : ts) t.join();
+  return errors;
+}
 
 inline SwitchConfig nodeConfig(uint32_t slots = 8, uint64_t slotBytes = 4096, std::string parent = "") {
   SwitchConfig c;

@@ -26,31 +26,11 @@ namespace {
 
 using sw::testing::ScopedEnv;
 
-// n ranks as threads; body(rank, comm) runs on each. Returns per-rank error strings ("" = ok).
+// threadRanks with 64 KiB pipeline slices, which the switch tests here are sized for.
 std::vector<std::string> runRanks(int n, const std::string& algo,
                                   const std::function<std::string(int, tribComm_t)>& body,
                                   uint64_t chunkBytes = 1 << 16) {
-  tribUniqueId id;
-  EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-      cfg.algo = algo.c_str();
-      cfg.timeoutMs = 30000;
-      cfg.chunkBytes = static_cast<int>(chunkBytes);
-      tribComm_t comm = nullptr;
-      if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
-        errors[r] = std::string("init: ") + tribGetLastError(nullptr);
-        return;
-      }
-      errors[r] = body(r, comm);
-      tribCommDestroy(comm);
-    });
-  }
-  for (auto& t : ts) t.join();
-  return errors;
+  return sw::testing::threadRanks(n, algo, body, chunkBytes);
 }
 
 std::string conformanceBody(const conformance::Case& c, int rank, tribComm_t comm) {
@@ -63,6 +43,20 @@ std::string conformanceBody(const conformance::Case& c, int rank, tribComm_t com
 
 void expectAllOk(const std::vector<std::string>& errors) {
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Every one of n ranks must run without the switch (it was refused, missing, ...) and still
+// pass a conformance all-reduce on host algorithms; `failure` is the error if one attached.
+void expectHostFallback(int n, uint64_t count, DataType dtype, const char* failure) {
+  conformance::Case c;
+  c.algo = "switch";
+  c.nranks = n;
+  c.count = count;
+  c.dtype = dtype;
+  expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) {
+    if (switchUsable(comm)) return std::string(failure);
+    return conformanceBody(c, r, comm);
+  }));
 }
 
 class SwitchComm : public ::testing::Test {
@@ -232,15 +226,7 @@ TEST_F(SwitchComm, IntegersBitIdenticalToRingFloatsDeterministicAndBytesCounted)
 TEST(SwitchFailover, MissingSwitchFallsBackToHost) {
   ScopedEnv env;
   env.set("TRIB_SWITCH", "127.0.0.1:1");  // nothing listens there
-  conformance::Case c;
-  c.algo = "switch";
-  c.nranks = 3;
-  c.count = 5000;
-  c.dtype = tribInt32;
-  expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
-    if (switchUsable(comm)) return std::string("a missing switch must not be used");
-    return conformanceBody(c, r, comm);
-  }));
+  expectHostFallback(3, 5000, tribInt32, "a missing switch must not be used");
 }
 
 TEST(SwitchFailover, SlotsExhaustedByAnotherGroupFallsBackToHost) {
@@ -253,15 +239,7 @@ TEST(SwitchFailover, SlotsExhaustedByAnotherGroupFallsBackToHost) {
   ScopedEnv env;
   env.set("TRIB_SWITCH", node->address());
   env.set("TRIB_SWITCH_KEY", "test-job");
-  conformance::Case c;
-  c.algo = "switch";
-  c.nranks = 3;
-  c.count = 5000;
-  c.dtype = tribFloat32;
-  expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
-    if (switchUsable(comm)) return std::string("a refused group must not use the switch");
-    return conformanceBody(c, r, comm);
-  }));
+  expectHostFallback(3, 5000, tribFloat32, "a refused group must not use the switch");
   bool refused = false;
   for (const auto& e : node->events()) refused |= e.find("slots exhausted") != std::string::npos;
   EXPECT_TRUE(refused);
@@ -274,15 +252,7 @@ TEST(SwitchFailover, WrongKeyFallsBackToHost) {
   ScopedEnv env;
   env.set("TRIB_SWITCH", node->address());
   env.set("TRIB_SWITCH_KEY", "not-the-job");
-  conformance::Case c;
-  c.algo = "switch";
-  c.nranks = 2;
-  c.count = 3000;
-  c.dtype = tribInt64;
-  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
-    if (switchUsable(comm)) return std::string("a switch of another job must not be used");
-    return conformanceBody(c, r, comm);
-  }));
+  expectHostFallback(2, 3000, tribInt64, "a switch of another job must not be used");
   EXPECT_EQ(node->stats().disconnects, 2u);
 }
 
@@ -614,16 +584,8 @@ TEST(SwitchUcxLinks, LinkMismatchFallsBackToHost) {
   env.set("TRIB_SWITCH", node->address());
   env.set("TRIB_SWITCH_KEY", "test-job");
   env.set("TRIB_SWITCH_LINK", "ucx");
-  conformance::Case c;
-  c.algo = "switch";
-  c.nranks = 2;
-  c.count = 3000;
-  c.dtype = tribInt32;
   auto t0 = std::chrono::steady_clock::now();
-  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
-    if (switchUsable(comm)) return std::string("a switch on another link kind must not be used");
-    return conformanceBody(c, r, comm);
-  }));
+  expectHostFallback(2, 3000, tribInt32, "a switch on another link kind must not be used");
   // The attach gives up after its 1 s timeout (plus teardown), not the communicator's 30 s.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   EXPECT_EQ(node->stats().chunksReduced, 0u);
@@ -637,13 +599,5 @@ TEST(SwitchUcxLinks, UnknownLinkKindFallsBackToHost) {
   env.set("TRIB_SWITCH", node->address());
   env.set("TRIB_SWITCH_KEY", "test-job");
   env.set("TRIB_SWITCH_LINK", "carrier-pigeon");
-  conformance::Case c;
-  c.algo = "switch";
-  c.nranks = 2;
-  c.count = 1000;
-  c.dtype = tribInt32;
-  expectAllOk(runRanks(2, "switch", [&](int r, tribComm_t comm) {
-    if (switchUsable(comm)) return std::string("an unknown TRIB_SWITCH_LINK must not attach");
-    return conformanceBody(c, r, comm);
-  }));
+  expectHostFallback(2, 1000, tribInt32, "an unknown TRIB_SWITCH_LINK must not attach");
 }

@@ -29,6 +29,7 @@ using trib::algo::outR;
 namespace {
 
 using sw::testing::ScopedEnv;
+using sw::testing::threadRanks;
 
 // An int32 sum all-reduce of `count` elements on `comm`; checks every element and returns the
 // switch payload this rank sent and received meanwhile ("" = exact).
@@ -412,31 +413,6 @@ std::string writeTwoHostTopology() {
     f << "link h" << h << "nic sw net bw=10 lat=2\n";
   }
   return path;
-}
-
-// n threads as ranks of one communicator (through the bootstrap); body(rank, comm) -> error.
-std::vector<std::string> threadRanks(int n, const char* algo,
-                                     const std::function<std::string(int, tribComm_t)>& body) {
-  tribUniqueId id;
-  EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-      cfg.algo = algo;
-      cfg.timeoutMs = 30000;
-      tribComm_t comm = nullptr;
-      if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
-        errors[r] = std::string("init: ") + tribGetLastError(nullptr);
-        return;
-      }
-      errors[r] = body(r, comm);
-      tribCommDestroy(comm);
-    });
-  }
-  for (auto& t : ts) t.join();
-  return errors;
 }
 
 }  // namespace
