@@ -113,6 +113,19 @@ void driveUntilDone(SwitchClient& c, TransferOp& done) {
   }
 }
 
+// connect() with a 1.5 s timeout must fail within about that long, saying `expected`.
+void expectConnectFails(SwitchClientConfig cfg, const std::string& expected) {
+  cfg.timeoutMs = 1500;
+  auto t0 = Clock::now();
+  std::unique_ptr<SwitchClient> c;
+  Status s = SwitchClient::connect(cfg, &c);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(c);
+  EXPECT_LT(took, cfg.timeoutMs + 1500) << "the attach gives up within its timeout";
+  EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
+}
+
 }  // namespace
 
 TEST(SwitchUcx, SingleSwitchAllReduceAndAllGatherExact) {
@@ -150,16 +163,7 @@ TEST(SwitchUcx, UcxRankAtTcpSwitchFailsWithinTheTimeout) {
   SKIP_WITHOUT_UCX();
   auto node = startNode(nodeConfig(8, 4096), LinkKind::Tcp);
   ASSERT_TRUE(node);
-  SwitchClientConfig cfg = ucxClient(node->address(), 0xE3, {{1, 0}});
-  cfg.timeoutMs = 1500;
-  auto t0 = Clock::now();
-  std::unique_ptr<SwitchClient> c;
-  Status s = SwitchClient::connect(cfg, &c);
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  EXPECT_FALSE(s.ok());
-  EXPECT_FALSE(c);
-  EXPECT_LT(took, cfg.timeoutMs + 1500) << "the attach gives up within its timeout";
-  EXPECT_NE(s.message().find("TRIB_SWITCH_LINK must match"), std::string::npos) << s.message();
+  expectConnectFails(ucxClient(node->address(), 0xE3, {{1, 0}}), "TRIB_SWITCH_LINK must match");
   // The switch keeps serving TCP ranks.
   std::unique_ptr<SwitchClient> ok;
   Status s2 = SwitchClient::connect(clientConfig(node->address(), 0xE4, {{1, 0}}), &ok);
@@ -170,28 +174,12 @@ TEST(SwitchUcx, TcpRankAtUcxSwitchFailsWithinTheTimeout) {
   SKIP_WITHOUT_UCX();
   auto node = startNode(nodeConfig(8, 4096));
   ASSERT_TRUE(node);
-  SwitchClientConfig cfg = clientConfig(node->address(), 0xE5, {{1, 0}});
-  cfg.timeoutMs = 1500;
-  auto t0 = Clock::now();
-  std::unique_ptr<SwitchClient> c;
-  Status s = SwitchClient::connect(cfg, &c);
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  EXPECT_FALSE(s.ok());
-  EXPECT_LT(took, cfg.timeoutMs + 1500);
-  EXPECT_NE(s.message().find("TRIB_SWITCH_LINK must match"), std::string::npos) << s.message();
+  expectConnectFails(clientConfig(node->address(), 0xE5, {{1, 0}}), "TRIB_SWITCH_LINK must match");
 }
 
 TEST(SwitchUcx, NothingListeningFailsWithinTheTimeout) {
   SKIP_WITHOUT_UCX();
-  SwitchClientConfig cfg = ucxClient("127.0.0.1:1", 0xE8, {{1, 0}});
-  cfg.timeoutMs = 1500;
-  auto t0 = Clock::now();
-  std::unique_ptr<SwitchClient> c;
-  Status s = SwitchClient::connect(cfg, &c);
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  EXPECT_FALSE(s.ok());
-  EXPECT_LT(took, cfg.timeoutMs + 1500);
-  EXPECT_NE(s.message().find("127.0.0.1:1: unreachable"), std::string::npos) << s.message();
+  expectConnectFails(ucxClient("127.0.0.1:1", 0xE8, {{1, 0}}), "127.0.0.1:1: unreachable");
 }
 
 TEST(SwitchUcx, LeafWaitsForASpineThatStartsLater) {
