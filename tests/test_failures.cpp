@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,29 @@ std::vector<trib::testing::ProcessResult> runRanks(
       });
 }
 
+// A survivor's all-reduce after rank 2 died: it must fail within the timeout (plus slack), with an
+// error naming a rank when `namesRank`; the report carries the time and the error for the parent.
+// The communicator is aborted and destroyed either way.
+int survivorFails(tribComm_t comm, int timeoutMs, bool namesRank, const std::function<tribResult_t()>& call,
+                  std::string& report) {
+  auto t0 = Clock::now();
+  tribResult_t r = call();
+  double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::string msg = tribGetLastError(comm);
+  int code = 0;
+  if (r == tribSuccess)
+    report = "the all-reduce succeeded without rank 2", code = 1;
+  else if (waited > timeoutMs / 1000.0 + 5)
+    report = "took " + std::to_string(waited) + " s: " + msg, code = 1;
+  else if (namesRank && msg.find("rank") == std::string::npos)
+    report = "error names no rank: " + msg, code = 1;
+  else
+    report = std::to_string(waited) + " s: " + msg;
+  tribCommAbort(comm);
+  tribCommDestroy(comm);
+  return code;
+}
+
 // The killed rank died by SIGKILL; every survivor exited 0 (its all-reduce failed in time with
 // an error naming a rank) and at least one named the victim.
 void expectVictimNamed(const std::vector<trib::testing::ProcessResult>& results, int victim) {
@@ -103,19 +127,14 @@ TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       raise(SIGKILL);
     }
-    auto t0 = Clock::now();
-    tribResult_t r = tribAllReduce(buf.data(), buf.data(), buf.size(), tribFloat32, tribSum, comm, nullptr);
-    double waited = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::string msg = tribGetLastError(comm);
-    if (r == tribSuccess) return report = "the all-reduce succeeded without rank 2", 1;
-    if (waited > timeoutMs / 1000.0 + 5) return report = "took " + std::to_string(waited) + " s: " + msg, 1;
     // Every survivor fails with an error that names a peer (the lost rank, or a survivor whose
     // own failure reached it first); the parent checks that someone named rank 2.
-    if (msg.find("rank") == std::string::npos) return report = "error names no rank: " + msg, 1;
-    report = std::to_string(waited) + " s: " + msg;
-    tribCommAbort(comm);
-    tribCommDestroy(comm);
-    return 0;
+    return survivorFails(
+        comm, timeoutMs, true,
+        [&] {
+          return tribAllReduce(buf.data(), buf.data(), buf.size(), tribFloat32, tribSum, comm, nullptr);
+        },
+        report);
   });
   expectVictimNamed(results, victim);
 }
@@ -138,16 +157,10 @@ TEST_P(Failures, KilledRankBeforeASmallAllReduceIsNamed) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       raise(SIGKILL);
     }
-    auto t0 = Clock::now();
-    tribResult_t r = tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr);
-    double waited = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::string msg = tribGetLastError(comm);
-    if (r == tribSuccess) return report = "the all-reduce succeeded without rank 2", 1;
-    if (waited > timeoutMs / 1000.0 + 5) return report = "took " + std::to_string(waited) + " s: " + msg, 1;
-    report = std::to_string(waited) + " s: " + msg;
-    tribCommAbort(comm);
-    tribCommDestroy(comm);
-    return 0;
+    return survivorFails(
+        comm, timeoutMs, false,
+        [&] { return tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr); },
+        report);
   });
   expectVictimNamed(results, victim);
 }
