@@ -621,3 +621,22 @@ TEST(ReduceIsa, EnvironmentVariableForcesLowerIsa) {
 
 }  // namespace
 }  // namespace trib
+
+// copyStreaming copies exactly, whatever the alignment of either end and the length (its head,
+// 64-byte body and tail are separate paths), and writes nothing outside the destination.
+TEST(Reduce, CopyStreamingIsExactAtEveryAlignmentAndLength) {
+  std::vector<uint8_t> src(70000), dst(70000 + 64);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
+  for (size_t srcOff : {0, 1, 8, 15}) {
+    for (size_t dstOff : {0, 3, 16, 31}) {
+      for (size_t len : {0, 1, 255, 256, 271, 4096, 4099, 65536 + 17}) {
+        std::fill(dst.begin(), dst.end(), 0xEE);
+        trib::copyStreaming(dst.data() + dstOff, src.data() + srcOff, len);
+        ASSERT_EQ(std::memcmp(dst.data() + dstOff, src.data() + srcOff, len), 0)
+            << "src+" << srcOff << " dst+" << dstOff << " len " << len;
+        for (size_t i = 0; i < dstOff; ++i) ASSERT_EQ(dst[i], 0xEE) << "wrote before the destination";
+        for (size_t i = dstOff + len; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "wrote past the end";
+      }
+    }
+  }
+}

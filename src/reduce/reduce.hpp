@@ -27,6 +27,11 @@ void avgFinalize(void* buf, size_t count, DataType dtype, uint64_t divisor);
 Status reduceChecked(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
 Status avgFinalizeChecked(void* buf, size_t count, DataType dtype, uint64_t divisor);  // divisor 0: error
 
+// memcpy for a destination nobody reads again soon (an all-reduce's output at sizes beyond the
+// cache): non-temporal stores write it around the cache, saving the read-for-ownership of every
+// line and the eviction of data that is still to be used. Plain memcpy where the CPU has none.
+void copyStreaming(void* dst, const void* src, size_t bytes);
+
 // The instruction set the dispatcher chose: "avx512", "avx2" or "scalar". TRIB_REDUCE_ISA
 // (scalar|avx2|avx512) forces a lower one, for tests and comparisons.
 const char* reduceIsa();
