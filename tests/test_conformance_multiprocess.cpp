@@ -30,15 +30,19 @@ std::vector<Case> casesFor(const TransportSetup& s) {
     for (const Case& c : cases)
       if (c.algo != "hierarchical") all.push_back(c);
   }
-  // With every rank on shm, the one-shot board: every dtype and op, in and out of place, up to
-  // the default 1 MiB board (4093 doubles = 32 KiB).
+  // With every rank on shm, the board: one-shot (every dtype and op, in and out of place, up to
+  // the default 1 MiB board: 4093 doubles = 32 KiB) and two-shot (also 300,007 elements: several
+  // 1 MiB chunks, and for 8-byte types on 4 ranks large enough to stream the output).
   if (std::string(s.transport) == "shm") {
-    for (Case c : arithmeticCases({n}, {0, 1, 7, 4093})) {
+    for (Case c : arithmeticCases({n}, {0, 1, 7, 4093, 300007})) {
       if (c.coll != Coll::AllReduce || c.algo != "ring") continue;
-      c.algo = "oneshot";
-      for (bool inPlace : {false, true}) {
-        c.inPlace = inPlace;
-        all.push_back(c);
+      for (const char* algo : {"oneshot", "twoshot"}) {
+        if (c.count > 4093 && std::string(algo) == "oneshot") continue;
+        c.algo = algo;
+        for (bool inPlace : {false, true}) {
+          c.inPlace = inPlace;
+          all.push_back(c);
+        }
       }
     }
   }

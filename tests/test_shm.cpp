@@ -442,23 +442,26 @@ ShmOptions boardOptions(int64_t boardBytes) {
 }  // namespace
 
 // Many back-to-back all-reduces through the board, posted several at a time (the cells are
-// reused every second operation), sizes 0 .. the cell, in and out of place: every rank gets
-// exactly the sum, and the same bits for floats.
+// reused every second step), one-shot (sizes 0 .. the cell) mixed with two-shot (0 .. three cells
+// and a bit, so several chunks, slices of unequal length), in and out of place: every rank gets
+// exactly the sum, and the same bits for floats from either mode.
 TEST(ShmBoard, ConsecutiveAllReducesAreExactAndIdenticalOnEveryRank) {
   for (int n : {1, 2, 3, 4}) {
     std::vector<pid_t> pids;
     auto res = runShmRanks(
         n, boardOptions(4096), 60,
         [n](int rank, ShmTransport& t, Bootstrap& bs) {
-          CollectiveOffload* board = t.board();
-          CHILD_CHECK(board != nullptr && t.boardBytes() == 4096, 1);
-          const uint64_t counts[] = {0, 1, 7, 1000, 1024};  // int32: up to the whole 4 KiB cell
+          CHILD_CHECK(t.board() != nullptr && t.twoShotBoard() != nullptr && t.boardBytes() == 4096, 1);
+          const uint64_t counts[] = {0, 1, 7, 1000, 1024};            // int32: up to the whole 4 KiB cell
+          const uint64_t twoShotCounts[] = {0, 5, 1024, 2500, 3073};  // up to 3 cells + 1 element
           std::vector<std::vector<int32_t>> in(5), out(5);
           std::vector<TransferOp> ops(5);
           for (int round = 0; round < 40; ++round) {
             std::vector<TransferOp*> all;
             for (int i = 0; i < 5; ++i) {
-              const uint64_t count = counts[(i + round) % 5];
+              const bool twoShot = (i + round) % 3 == 0;
+              CollectiveOffload* board = twoShot ? t.twoShotBoard() : t.board();
+              const uint64_t count = (twoShot ? twoShotCounts : counts)[(i + round) % 5];
               in[i].resize(count);
               for (uint64_t e = 0; e < count; ++e)
                 in[i][e] = static_cast<int32_t>(rank * 1000 + e * 3 + round);
@@ -470,10 +473,10 @@ TEST(ShmBoard, ConsecutiveAllReducesAreExactAndIdenticalOnEveryRank) {
                        2);
               all.push_back(&ops[i]);
             }
-            CHILD_CHECK(waitBoard(*board, all, 20000), 3);
+            CHILD_CHECK(waitBoard(*t.board(), all, 20000), 3);
             for (int i = 0; i < 5; ++i) {
               CHILD_OK(ops[i].state == TransferOp::kDone ? Status::Ok() : ops[i].error, 4);
-              const uint64_t count = counts[(i + round) % 5];
+              const uint64_t count = out[i].size();
               for (uint64_t e = 0; e < count; ++e) {
                 int64_t want = 0;
                 for (int r = 0; r < n; ++r) want += r * 1000 + static_cast<int64_t>(e) * 3 + round;
@@ -481,13 +484,18 @@ TEST(ShmBoard, ConsecutiveAllReducesAreExactAndIdenticalOnEveryRank) {
               }
             }
           }
-          // Floats: every rank must hold the same bits (the reduction order is the rank order).
-          std::vector<float> x(1000), y(1000);
+          // Floats: every rank must hold the same bits (the reduction order is the rank order),
+          // and one-shot and two-shot the same bits as each other.
+          std::vector<float> x(1000), y(1000), z(1000);
           for (size_t e = 0; e < x.size(); ++e)
             x[e] = 1.0f / static_cast<float>(rank + 3 + e % 7) + 1e-7f * e;
-          TransferOp f;
-          CHILD_OK(board->postAllReduce(x.data(), y.data(), x.size(), tribFloat32, tribSum, &f), 6);
-          CHILD_CHECK(waitBoard(*board, {&f}, 20000) && f.state == TransferOp::kDone, 7);
+          TransferOp f, g;
+          CHILD_OK(t.board()->postAllReduce(x.data(), y.data(), x.size(), tribFloat32, tribSum, &f), 6);
+          CHILD_OK(t.twoShotBoard()->postAllReduce(x.data(), z.data(), x.size(), tribFloat32, tribSum, &g),
+                   6);
+          CHILD_CHECK(waitBoard(*t.board(), {&f, &g}, 20000), 7);
+          CHILD_CHECK(f.state == TransferOp::kDone && g.state == TransferOp::kDone, 7);
+          CHILD_CHECK(std::memcmp(y.data(), z.data(), y.size() * sizeof(float)) == 0, 10);
           std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(y.data()),
                                     reinterpret_cast<uint8_t*>(y.data()) + y.size() * sizeof(float));
           std::vector<std::vector<uint8_t>> everyone;
@@ -515,6 +523,56 @@ TEST(ShmBoard, MismatchedArgumentsFailOnEveryRank) {
         // The board is out of step now: later posts are refused, never silently wrong.
         TransferOp late;
         CHILD_CHECK(!t.board()->postAllReduce(a.data(), b.data(), 8, tribFloat32, tribSum, &late).ok(), 5);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
+
+// One rank runs one-shot, the other two-shot, same size; then two-shot over different sizes whose
+// first chunks agree: both are caught on every rank, never a silently wrong sum.
+TEST(ShmBoard, TwoShotMismatchesFailOnEveryRank) {
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        2, boardOptions(4096), 30,
+        [variant](int rank, ShmTransport& t, Bootstrap&) {
+          std::vector<float> a(4096, 1.0f), b(4096);
+          TransferOp op;
+          CollectiveOffload* board = variant == 0 && rank == 0 ? t.board() : t.twoShotBoard();
+          const uint64_t count = variant == 0 ? 512 : (rank == 0 ? 4096 : 2048);  // 1024 floats a cell
+          CHILD_OK(board->postAllReduce(a.data(), b.data(), count, tribFloat32, tribSum, &op), 1);
+          CHILD_CHECK(waitBoard(*board, {&op}, 10000), 2);
+          CHILD_CHECK(op.state == TransferOp::kFailed && op.error.code() == tribInvalidUsage, 3);
+          CHILD_CHECK(op.error.message().find("mismatched") != std::string::npos, 4);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
+
+// Large enough that two-shot streams its output around the cache (4 x ranks x bytes beyond the
+// last-level cache), with a destination that is not 16-byte aligned; 64 KiB cells, so ~130 chunks.
+TEST(ShmBoard, TwoShotLargeUnalignedOutOfPlace) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, boardOptions(64 << 10), 60,
+      [](int rank, ShmTransport& t, Bootstrap&) {
+        const size_t count = (65u << 20) / 8 + 3;  // int64: 65 MiB + 24 bytes
+        std::vector<int64_t> in(count);
+        std::vector<int64_t> outStore(count + 1, -1);
+        int64_t* out = reinterpret_cast<int64_t*>(reinterpret_cast<uint8_t*>(outStore.data()) + 4);
+        for (size_t e = 0; e < count; ++e) in[e] = static_cast<int64_t>(e) * (rank + 1);
+        TransferOp op;
+        // Misaligned int64 destination: the board copies bytes, so it takes it.
+        CHILD_OK(t.twoShotBoard()->postAllReduce(in.data(), out, count, tribInt64, tribSum, &op), 1);
+        CHILD_CHECK(waitBoard(*t.twoShotBoard(), {&op}, 30000) && op.state == TransferOp::kDone, 2);
+        for (size_t e = 0; e < count; ++e) {
+          int64_t v;
+          std::memcpy(&v, out + e, sizeof v);
+          CHILD_CHECK(v == static_cast<int64_t>(e) * 3, 3);
+        }
         return 0;
       },
       &pids);
@@ -549,33 +607,40 @@ TEST(ShmBoard, RefusesWhatItCannotTake) {
   for (auto& r : off) EXPECT_EQ(r.code, 0);
 }
 
+// One-shot, then two-shot over several chunks (the victim dies before its first post).
 TEST(ShmBoard, PeerKilledBeforePostingFailsTheOthersNamingIt) {
-  const int n = 3, victim = 1;
-  std::vector<pid_t> pids;
-  auto res = runShmRanks(
-      n, boardOptions(4096), 30,
-      [](int rank, ShmTransport& t, Bootstrap& bs) {
-        std::vector<int32_t> a(16, rank), b(16);
-        TransferOp first;
-        CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &first), 1);
-        CHILD_CHECK(waitBoard(*t.board(), {&first}, 10000) && first.state == TransferOp::kDone, 2);
-        CHILD_CHECK(b[0] == 0 + 1 + 2, 3);
-        CHILD_OK(bs.barrier(), 4);
-        if (rank == victim) kill(getpid(), SIGKILL);
-        TransferOp second;
-        CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &second), 5);
-        auto t0 = net::Clock::now();
-        CHILD_CHECK(waitBoard(*t.board(), {&second}, 10000), 6);
-        double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
-        CHILD_CHECK(ms < 3000, 7);
-        CHILD_CHECK(second.state == TransferOp::kFailed && second.error.code() == tribRemoteError, 8);
-        CHILD_CHECK(second.error.message().find("rank 1") != std::string::npos, 9);
-        return 0;
-      },
-      &pids);
-  ASSERT_EQ(res.size(), 3u);
-  EXPECT_EQ(res[0].code, 0);
-  EXPECT_EQ(res[1].code, 128 + SIGKILL);
-  EXPECT_EQ(res[2].code, 0);
-  for (pid_t p : pids) EXPECT_TRUE(shmLeftovers(p).empty()) << "leaked segment of pid " << p;
+  for (bool twoShot : {false, true}) {
+    const int n = 3, victim = 1;
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        n, boardOptions(4096), 30,
+        [twoShot](int rank, ShmTransport& t, Bootstrap& bs) {
+          std::vector<int32_t> a(16, rank), b(16);
+          TransferOp first;
+          CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &first), 1);
+          CHILD_CHECK(waitBoard(*t.board(), {&first}, 10000) && first.state == TransferOp::kDone, 2);
+          CHILD_CHECK(b[0] == 0 + 1 + 2, 3);
+          CHILD_OK(bs.barrier(), 4);
+          if (rank == victim) kill(getpid(), SIGKILL);
+          TransferOp second;
+          std::vector<int32_t> big(5000, rank), bigOut(5000);
+          CHILD_OK(twoShot ? t.twoShotBoard()->postAllReduce(big.data(), bigOut.data(), big.size(), tribInt32,
+                                                             tribSum, &second)
+                           : t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &second),
+                   5);
+          auto t0 = net::Clock::now();
+          CHILD_CHECK(waitBoard(*t.board(), {&second}, 10000), 6);
+          double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+          CHILD_CHECK(ms < 3000, 7);
+          CHILD_CHECK(second.state == TransferOp::kFailed && second.error.code() == tribRemoteError, 8);
+          CHILD_CHECK(second.error.message().find("rank 1") != std::string::npos, 9);
+          return 0;
+        },
+        &pids);
+    ASSERT_EQ(res.size(), 3u);
+    EXPECT_EQ(res[0].code, 0);
+    EXPECT_EQ(res[1].code, 128 + SIGKILL);
+    EXPECT_EQ(res[2].code, 0);
+    for (pid_t p : pids) EXPECT_TRUE(shmLeftovers(p).empty()) << "leaked segment of pid " << p;
+  }
 }

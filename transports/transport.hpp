@@ -104,6 +104,9 @@ class CollectiveOffload {
     return Status(tribNotSupported, std::string(name()) + " runs only all-reduce");
   }
   virtual Status progress() = 0;
+  // A count that moves whenever an operation advances without completing (a chunk of a long
+  // one): waiters that see it move keep polling instead of backing off into sleeps.
+  virtual uint64_t progressCount() const { return 0; }
   // Fail pending operations and leave the group (the other members' operations fail too, so
   // nobody waits for this one). Safe to call more than once.
   virtual void abort(const Status& why) = 0;

@@ -101,7 +101,7 @@ const AlgoInfo* const kRegistry[] = {
     &kSwitchAllReduce, &kSwitchReduce, &kSwitchBroadcast, &kSwitchAllGather, &kSwitchReduceScatter,
     &kSwitchBarrier,
     // Chosen only when every rank shares one memory board (shm, one host).
-    &kOneShotAllReduce,
+    &kOneShotAllReduce, &kTwoShotAllReduce,
     &kHierSwitchAllReduce,
 };
 // clang-format on

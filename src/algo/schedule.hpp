@@ -145,12 +145,16 @@ enum class Algo : uint8_t {
   Hierarchical,
   Switch,
   OneShot,
-  HierSwitch
+  HierSwitch,
+  TwoShot
 };
-constexpr int kNumAlgos = 10;
+constexpr int kNumAlgos = 11;
 // Schedules whose SwitchReduce step runs on a collective offload the communicator must have:
-// Switch and HierSwitch on the aggregation switch, OneShot on the shared-memory board (transports/shm).
-inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::OneShot || a == Algo::HierSwitch; }
+// Switch and HierSwitch on the aggregation switch, OneShot and TwoShot on the shared-memory board
+// (transports/shm).
+inline bool needsOffload(Algo a) {
+  return a == Algo::Switch || a == Algo::OneShot || a == Algo::HierSwitch || a == Algo::TwoShot;
+}
 // The collectives an aggregation switch runs (the others stay on host algorithms).
 inline bool switchCollective(Coll c) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::Broadcast || c == Coll::AllGather ||

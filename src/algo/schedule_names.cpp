@@ -39,8 +39,9 @@ double busBandwidthFactor(Coll c, int n) {
 }
 
 const char* algoName(Algo a) {
-  static const char* const names[kNumAlgos] = {"ring",  "tree",         "rhd",    "direct",  "binomial",
-                                               "chain", "hierarchical", "switch", "oneshot", "hier_switch"};
+  static const char* const names[kNumAlgos] = {"ring",     "tree",        "rhd",          "direct",
+                                               "binomial", "chain",       "hierarchical", "switch",
+                                               "oneshot",  "hier_switch", "twoshot"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumAlgos ? names[i] : "invalid";
 }

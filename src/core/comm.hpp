@@ -119,6 +119,7 @@ struct tribComm {
   // The shared-memory one-shot board (owned by the shm transport) when every rank is on this
   // host: runs the OneShot all-reduce for requests of up to boardBytes.
   trib::CollectiveOffload* board = nullptr;
+  trib::CollectiveOffload* twoShotBoard = nullptr;  // the same board, TwoShot all-reduce of any size
   uint64_t boardBytes = 0;
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
 

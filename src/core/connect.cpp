@@ -246,6 +246,7 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
                              .prefix("communicator init: shared-memory transport: "));
     Transport* t = shm.get();
     comm->board = shm->board();
+    comm->twoShotBoard = shm->twoShotBoard();
     comm->boardBytes = shm->boardBytes();
     comm->ownedTransports.push_back(std::move(shm));
     for (int p : local) {

@@ -89,6 +89,8 @@ CollectiveOffload* offloadFor(const tribComm* comm, Algo algo) {
       return comm->sliceOffload.get();
     case Algo::OneShot:
       return comm->board;
+    case Algo::TwoShot:
+      return comm->twoShotBoard;
     default:
       return nullptr;
   }
@@ -127,7 +129,8 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
       (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
       (algo && algo->algo == Algo::HierSwitch &&
        (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride)) ||
-      (algo && algo->algo == Algo::OneShot && (!comm->board || req.bytes > comm->boardBytes));
+      (algo && algo->algo == Algo::OneShot && (!comm->board || req.bytes > comm->boardBytes)) ||
+      (algo && algo->algo == Algo::TwoShot && !comm->twoShotBoard);
   if (!algo || !algo->supports(*args) || offloadMissing) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;

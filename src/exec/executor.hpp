@@ -67,7 +67,7 @@ class Execution {
   std::string describePending() const;
   bool finished() const { return first_ == steps_.size(); }
   // Grows as steps finish (for waiters' back-off: an unchanged value means no progress).
-  size_t progressMark() const { return first_; }
+  size_t progressMark() const { return first_ + (opts_.offload ? opts_.offload->progressCount() : 0); }
   bool stepDone(size_t i) const { return i < slots_.size() && slots_[i].state == State::Done; }
 
  private:

@@ -9,9 +9,9 @@
 namespace trib {
 
 const char* planAlgoName(PlanAlgo a) {
-  static const char* const names[kNumPlanAlgos] = {"ring",     "tree",        "rhd",          "direct",
-                                                   "binomial", "chain",       "hierarchical", "switch",
-                                                   "nvls",     "nvls_switch", "oneshot",      "hier_switch"};
+  static const char* const names[kNumPlanAlgos] = {
+      "ring",   "tree", "rhd",         "direct",  "binomial",    "chain",  "hierarchical",
+      "switch", "nvls", "nvls_switch", "oneshot", "hier_switch", "twoshot"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
@@ -50,6 +50,8 @@ Algo toScheduleAlgo(PlanAlgo a) {
       return Algo::OneShot;
     case PlanAlgo::HierSwitch:
       return Algo::HierSwitch;
+    case PlanAlgo::TwoShot:
+      return Algo::TwoShot;
     default:
       return Algo::Switch;
   }
@@ -80,6 +82,7 @@ const CostConstants& CostConstants::defaults() {
     // oneshot on this machine: 25 / 52 / 202 us at 32 / 128 / 512 KiB against 22 / 58 / 201
     // predicted with 2.75 (the plain memory rate predicted up to 2.6x too slow).
     c.boardCacheSpeedup = 2.75;
+    c.boardChunkBytes = 1 << 20;
     c.minChunkBytes = 64 << 10;
     c.maxChunkBytes = 4 << 20;
     return c;
@@ -512,6 +515,17 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           chunk = clampChunk(S, k);
           p.reason = "one exchange; every rank reduces the n inputs off the shared board";
           break;
+        case PlanAlgo::TwoShot: {
+          if (c.multi) return unsupported("two-shot needs every rank on one host's shared-memory board");
+          if (!f.hostRanks) return unsupported("two-shot is the host shm board's (GPU ranks: not modelled)");
+          // Per board chunk two flag exchanges; per rank, memcpy (n-1)/n S in and out of the board
+          // and fold n slices of S/n, all against cache-resident cells.
+          double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
+          t = 2 * chunks * c.aIn + (2.0 * (n - 1) / n + 1) * S / (c.R * k.boardCacheSpeedup);
+          chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
+          p.reason = "per board chunk: each rank reduces its slice, then copies the others' slices";
+          break;
+        }
         default:
           return unsupported("not for this collective");
       }

@@ -30,8 +30,9 @@ enum class PlanAlgo : uint8_t {
   NvlsSwitch,    // NVLS inside each domain + switch reduction across domains (NCCL's NVLS-Tree/CollNet)
   OneShot,  // one host: every rank reduces all inputs off a shared-memory board (PlanRequest::oneShotBytes)
   HierSwitch,  // ring reduce-scatter in each domain -> switch all-reduce of S/d per rank -> ring all-gather
+  TwoShot,     // one host: each rank reduces a slice of each board chunk, then copies the others' slices
 };
-constexpr int kNumPlanAlgos = 12;
+constexpr int kNumPlanAlgos = 13;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
 Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch -> Algo::Switch
@@ -47,6 +48,7 @@ struct CostConstants {
   double gpuReduceGBps;      // local reduction throughput when the topology does not say
   double cpuReduceGBps;
   double boardCacheSpeedup;  // one-shot: its reductions read board cells still in the shared cache
+  uint64_t boardChunkBytes;  // two-shot: bytes per board step (TRIB_SHM_BOARD_BYTES' default)
   uint64_t minChunkBytes, maxChunkBytes;
   static const CostConstants& defaults();
 };

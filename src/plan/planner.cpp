@@ -338,6 +338,9 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     if (!p.supported) {
       c.eligible = false;
       c.reason = p.reason;
+    } else if (a == PlanAlgo::TwoShot && !req.oneShotBytes && !req.includeModelOnly) {
+      c.eligible = false;
+      c.reason = "no shared-memory board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0)";
     } else if (a == PlanAlgo::OneShot && req.bytes > req.oneShotBytes && !req.includeModelOnly) {
       c.eligible = false;
       c.reason = req.oneShotBytes

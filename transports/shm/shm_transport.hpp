@@ -60,6 +60,8 @@ class ShmTransport final : public Transport {
   // The one-shot board, when every rank is local and it is enabled; else nullptr. Owned here;
   // abort() fails its operations too. boardBytes(): the largest all-reduce it takes.
   CollectiveOffload* board() const { return board_.get(); }
+  // The same board running two-shot all-reduces (any size, in cell-sized chunks); nullptr as board().
+  CollectiveOffload* twoShotBoard() const { return twoShotBoard_.get(); }
   uint64_t boardBytes() const;
   // The segment name prefix under /dev/shm (for leak checks).
   static constexpr const char* kSegmentPrefix = "trib-";
@@ -70,6 +72,7 @@ class ShmTransport final : public Transport {
   explicit ShmTransport(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<CollectiveOffload> board_;
+  std::unique_ptr<CollectiveOffload> twoShotBoard_;
 };
 
 }  // namespace trib
