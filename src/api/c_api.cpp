@@ -52,9 +52,7 @@ tribResult_t blocking(const char* fn, tribComm_t comm, tribStream_t stream, cons
                     "NULL for host memory",
                     fn);
     }
-    tribRequest* req = nullptr;
-    TRIB_RETURN_IF_ERROR(trib::launchCollective(comm, call, &req));
-    return trib::finishBlocking(req);
+    return trib::runBlocking(comm, call);
   });
 }
 

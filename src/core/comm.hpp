@@ -170,6 +170,10 @@ Status commFinalize(tribComm* comm);
 // Operations. validate -> plan -> materialise the schedule -> executor.
 Status validateCall(const tribComm* comm, const CollCall& call);
 Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out);
+// A blocking collective: launched and waited for (or joined to the current group).
+Status runBlocking(tribComm* comm, const CollCall& call);
+// "allreduce(count 1024, float32, sum) on rank 0 of 4 [ring]" (algo may be null).
+std::string describeCall(const tribComm* comm, const CollCall& call, const char* algo);
 Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
                  tribRequest** out);
 

@@ -4,7 +4,9 @@
 
 #include "common/log.hpp"
 #include "core/comm.hpp"
+#include "core/group.hpp"
 #include "core/switch_coll.hpp"
+#include "reduce/reduce.hpp"
 
 namespace trib {
 
@@ -199,12 +201,10 @@ static Status planFor(tribComm* comm, CollArgs args, size_t es, const CachedPlan
   return Status::Ok();
 }
 
-Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out) {
-  TRIB_RETURN_IF_ERROR(validateCall(comm, call));
-  size_t es = dataTypeSize(call.dtype);
-  CollArgs args = argsFor(comm, call);
-  const CachedPlan* plan = nullptr;
-  TRIB_RETURN_IF_ERROR(planFor(comm, args, es, &plan));
+// Starts `plan` for `call` as a request (validated, planned).
+static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan,
+                         tribRequest** out) {
+  const size_t es = dataTypeSize(call.dtype);
   tribRequest* req = newRequest(comm);
   req->call = call;
   req->algo = algoName(plan->algo->algo);
@@ -232,6 +232,106 @@ Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out)
   TRIB_RETURN_IF_ERROR(startRequest(req));
   *out = req;
   return Status::Ok();
+}
+
+Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out) {
+  TRIB_RETURN_IF_ERROR(validateCall(comm, call));
+  CollArgs args = argsFor(comm, call);
+  const CachedPlan* plan = nullptr;
+  TRIB_RETURN_IF_ERROR(planFor(comm, args, dataTypeSize(call.dtype), &plan));
+  return launchPlan(comm, call, args, plan, out);
+}
+
+namespace {
+
+// Polls until `finished()` returns true (then true) or `timeout` passes (then false; < 0: never),
+// backing off while `mark()` stays put.
+template <typename Finished, typename Mark>
+bool pollUntil(std::chrono::milliseconds timeout, Finished finished, Mark mark) {
+  std::chrono::steady_clock::time_point deadline;
+  Backoff backoff;
+  unsigned rounds = 0;
+  auto last = mark();
+  while (!finished()) {
+    // The clock costs as much as a poll: read it every 16th round, and not at all for waits
+    // shorter than that (most small operations; the deadline is 16 polls late, a few µs).
+    if (++rounds % 16 == 0 && timeout.count() >= 0) {
+      auto now = std::chrono::steady_clock::now();
+      if (rounds == 16) deadline = now + timeout;
+      if (now >= deadline) return false;
+    }
+    auto now = mark();
+    if (now != last)
+      backoff.reset();
+    else
+      backoff.idle();
+    last = now;
+  }
+  return true;
+}
+
+std::string timeoutMessage(const std::string& what, std::chrono::milliseconds timeout,
+                           const std::string& pending) {
+  return strprintf(
+      "%s timed out after %.1f s (TRIB_TIMEOUT); still waiting for: %s. A peer may have died, be stuck, or "
+      "be "
+      "calling a different collective.",
+      what.c_str(), timeout.count() / 1000.0, pending.c_str());
+}
+
+// A blocking all-reduce whose plan is one step on the shm board (one-shot, two-shot), while this
+// rank has nothing else in flight: posted to the board and waited for right here, with no request
+// or execution (those were most of an 8-byte all-reduce's cost). The board sees the same post as
+// through the executor, so ranks may take either path for the same call.
+Status runOnBoard(tribComm* comm, const CollCall& call, const CachedPlan& plan, CollectiveOffload* board) {
+  comm->collSeq++;  // as launchPlan does: the sequence stays the same on every rank
+  TRIB_TRACE("coll", "%s", describeCall(comm, call, algoName(plan.algo->algo)).c_str());
+  TransferOp op;
+  (void)board->postAllReduce(call.sendbuff, call.recvbuff, call.count, call.dtype,
+                             call.op == tribAvg ? tribSum : call.op, &op);  // a refusal fails `op`
+  Status polled;
+  auto finished = [&] {
+    if (op.done()) return true;
+    polled = board->progress();
+    return !polled.ok() || op.done();
+  };
+  if (!pollUntil(comm->config.timeout, finished, [&] { return board->progressCount(); })) {
+    Status err =
+        errorf(tribTimeout, "%s",
+               timeoutMessage(describeCall(comm, call, algoName(plan.algo->algo)), comm->config.timeout,
+                              strprintf("the %s step on %s", algoName(plan.algo->algo), board->name()))
+                   .c_str());
+    TRIB_WARN("coll", "%s", err.message().c_str());
+    breakComm(comm, err);  // fails `op` too: nothing refers to the caller's buffers after this
+    return err;
+  }
+  if (!polled.ok() || op.state.load() == TransferOp::kFailed) {
+    Status why = polled.ok() ? op.error : polled;
+    const std::string what = describeCall(comm, call, algoName(plan.algo->algo));
+    TRIB_WARN("coll", "%s failed: %s", what.c_str(), why.message().c_str());
+    Status err = why.prefix(what + ": ");
+    breakComm(comm, err);  // fails `op` too when it is still posted
+    return err;
+  }
+  if (call.op == tribAvg)
+    avgFinalize(call.recvbuff, call.count, call.dtype, static_cast<uint64_t>(comm->nranks));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status runBlocking(tribComm* comm, const CollCall& call) {
+  TRIB_RETURN_IF_ERROR(validateCall(comm, call));
+  CollArgs args = argsFor(comm, call);
+  const CachedPlan* plan = nullptr;
+  TRIB_RETURN_IF_ERROR(planFor(comm, args, dataTypeSize(call.dtype), &plan));
+  const Algo algo = plan->algo->algo;
+  if ((algo == Algo::OneShot || algo == Algo::TwoShot) && call.count > 0 && comm->active.empty() &&
+      !inGroup())
+    if (CollectiveOffload* board = offloadFor(comm, algo)) return runOnBoard(comm, call, *plan, board);
+  tribRequest* req = nullptr;
+  TRIB_RETURN_IF_ERROR(launchPlan(comm, call, args, plan, &req));
+  return finishBlocking(req);
 }
 
 Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
@@ -304,28 +404,15 @@ Status requestTest(tribRequest* req, bool* done) {
 }
 
 Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abortOnTimeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  Backoff backoff;
-  unsigned rounds = 0;
-  size_t mark = req->exec->progressMark();
-  while (true) {
+  Status st;
+  auto finished = [&] {
     bool done = false;
-    Status st = requestTest(req, &done);
-    if (done) return st;
-    // The clock costs as much as a poll: read it every 16th round.
-    if (++rounds % 16 == 0 && timeout.count() >= 0 && std::chrono::steady_clock::now() >= deadline) break;
-    size_t now = req->exec->progressMark();
-    if (now != mark)
-      backoff.reset();
-    else
-      backoff.idle();
-    mark = now;
-  }
+    st = requestTest(req, &done);
+    return done;
+  };
+  if (pollUntil(timeout, finished, [&] { return req->exec->progressMark(); })) return st;
   Status err =
-      errorf(tribTimeout,
-             "%s timed out after %.1f s (TRIB_TIMEOUT); still waiting for: %s. A peer may have died, be "
-             "stuck, or be calling a different collective.",
-             req->what().c_str(), timeout.count() / 1000.0, req->exec->describePending().c_str());
+      errorf(tribTimeout, "%s", timeoutMessage(req->what(), timeout, req->exec->describePending()).c_str());
   TRIB_WARN("coll", "%s", err.message().c_str());
   if (abortOnTimeout) {
     // The transports may still reference this request's buffers: fail everything and mark
@@ -354,6 +441,12 @@ std::string tribRequest::what() const {
                      static_cast<unsigned long long>(call.count), dataTypeName(call.dtype), p2pPeer,
                      comm->rank, comm->nranks);
   }
+  std::string s = describeCall(comm, call, algo);
+  if (fallback) s += strprintf(" [fallback %s]", fallback);
+  return s;
+}
+
+std::string trib::describeCall(const tribComm* comm, const CollCall& call, const char* algo) {
   std::string s = strprintf("%s(count %llu, %s", collName(call.coll),
                             static_cast<unsigned long long>(call.count), dataTypeName(call.dtype));
   if (usesOp(call.coll)) s += strprintf(", %s", redOpName(call.op));
@@ -362,6 +455,5 @@ std::string tribRequest::what() const {
     s += strprintf(", root %d", call.root);
   s += strprintf(") on rank %d of %d", comm->rank, comm->nranks);
   if (algo) s += strprintf(" [%s]", algo);
-  if (fallback) s += strprintf(" [fallback %s]", fallback);
   return s;
 }
