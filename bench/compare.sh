@@ -2,9 +2,11 @@
 # Tributary vs Open MPI vs Gloo: float32 sum all-reduce, 2 and 4 processes, 8 B .. 256 MiB, on this
 # machine, in one go. Prints busbw side by side with the ratios Tributary/peer, and 8-byte latency.
 # Every library is measured the same way (trib-perf / nccl-tests conventions: warm-up, timed
-# iterations, time = max over ranks, busbw = S/t * 2(n-1)/n, every result checked).
+# iterations, time = max over ranks, busbw = S/t * 2(n-1)/n, every result checked). The libraries
+# take turns for --rounds rounds; each size's time is the median over rounds, and the ratio column
+# also gives the range of the per-round ratios (this machine's speed drifts by 3x over minutes).
 #
-#   bench/compare.sh [--build DIR] [--out DIR] [--ranks "2 4"] [--maxbytes 256M] [--quick]
+#   bench/compare.sh [--build DIR] [--out DIR] [--ranks "2 4"] [--maxbytes 256M] [--rounds 3] [--quick]
 #
 # Needs: DIR/bench/trib-perf, and (when built) DIR/bench/peers/{mpi,gloo}_allreduce_bench, mpirun.
 # A peer that is missing or fails shows as "-" / "FAIL" in the table; the script goes on.
@@ -14,19 +16,25 @@ BUILD=build
 OUT=""
 RANKS="2 4"
 MAXBYTES=256M
-SPLIT=8M                    # sizes below: many iterations; from here on: few (keeps the run ~5 min)
-SMALL_ITERS="-n 20 -w 5"
-LARGE_ITERS="-n 2 -w 1"
+# Three size ranges, each with its own iteration count: sub-microsecond calls need thousands of
+# iterations to rise above timer and scheduler noise; 256 MiB ones need few (keeps a round ~4 min).
+TINY_END=64K                # 8 B .. TINY_END
+SPLIT=8M                    # .. SPLIT/2: SMALL_ITERS; SPLIT .. max: LARGE_ITERS
+TINY_ITERS="-n 2000 -w 100"
+SMALL_ITERS="-n 50 -w 5"
+LARGE_ITERS="-n 5 -w 2"
 RUN_TIMEOUT=240             # seconds, per benchmark invocation
+ROUNDS=3
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --ranks) RANKS=$2; shift 2 ;;
     --maxbytes) MAXBYTES=$2; shift 2 ;;
-    --quick) MAXBYTES=16M; SPLIT=4M; SMALL_ITERS="-n 10 -w 2"; LARGE_ITERS="-n 2 -w 1"; shift ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --quick) MAXBYTES=16M; SPLIT=4M; TINY_ITERS="-n 500 -w 50"; SMALL_ITERS="-n 10 -w 2"; LARGE_ITERS="-n 3 -w 1"; shift ;;
     -h|--help) usage 0 ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; usage 2 ;;
   esac
@@ -80,23 +88,31 @@ print(v)" "$1"
 }
 MAX_B=$(to_bytes "$MAXBYTES") || exit 2
 SPLIT_B=$(to_bytes "$SPLIT") || exit 2
+TINY_B=$(to_bytes "$TINY_END") || exit 2
+TINY_MAX=$(( TINY_B < MAX_B ? TINY_B : MAX_B ))
 SMALL_MAX=$(( SPLIT_B / 2 < MAX_B ? SPLIT_B / 2 : MAX_B ))
 
-# run NAME N CMD...: runs both size ranges, writing $OUT/NAME-nN-{small,large}.json.
+case "$ROUNDS" in ''|*[!0-9]*|0) echo "compare.sh: --rounds needs a positive integer" >&2; exit 2 ;; esac
+
+# run NAME N CMD...: runs both size ranges, writing $OUT/NAME-nN-{small,large}-rROUND.json.
 run() {
   local name=$1 n=$2; shift 2
   local part range iters rc=0
-  local parts=small
-  [ "$MAX_B" -ge "$SPLIT_B" ] && parts="small large"
+  local parts=tiny
+  [ "$MAX_B" -ge $((TINY_B * 2)) ] && parts="$parts small"
+  [ "$MAX_B" -ge "$SPLIT_B" ] && parts="$parts large"
   for part in $parts; do
-    if [ $part = small ]; then
-      range="-b 8 -e $SMALL_MAX"
+    if [ $part = tiny ]; then
+      range="-b 8 -e $TINY_MAX"
+      iters=$TINY_ITERS
+    elif [ $part = small ]; then
+      range="-b $((TINY_B * 2)) -e $SMALL_MAX"
       iters=$SMALL_ITERS
     else
       range="-b $SPLIT -e $MAXBYTES"
       iters=$LARGE_ITERS
     fi
-    local json=$OUT/$name-n$n-$part.json
+    local json=$OUT/$name-n$n-$part-r$ROUND.json
     rm -f "$json"
     echo "== $name n=$n $part: $* $range $iters -J $json" >>"$LOG"
     local t0=$SECONDS
@@ -114,7 +130,8 @@ run() {
 START=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for n in $RANKS; do
-  echo "-- $n processes" >&2
+for ROUND in $(seq 1 "$ROUNDS"); do
+  echo "-- $n processes, round $ROUND of $ROUNDS" >&2
   if [ $TRIB_MODE = procs ]; then
     run trib "$n" "$TRIB" --ranks "$n" --transport shm
   else
@@ -127,13 +144,15 @@ for n in $RANKS; do
   fi
   [ -x "$GLOOB" ] && run gloo "$n" "$GLOOB" --ranks "$n" -T $((RUN_TIMEOUT - 20))
 done
+done
 END=$(date +%s)
 
 python3 - "$OUT" "$RANKS" "$TRIB_LABEL" "$HAVE_UCX" "$([ -n "$MPIRUN" ] && echo 1 || echo 0)" \
   "$([ -x "$GLOOB" ] && echo 1 || echo 0)" "$((END - START))" \
-  "$LOAD_BEFORE -> $(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" <<'PY'
-import json, os, sys
-out, ranks, trib_label, have_ucx, have_mpi, have_gloo, secs, loadavg, cores = sys.argv[1:10]
+  "$LOAD_BEFORE -> $(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" "$ROUNDS" <<'PY'
+import json, os, statistics, sys
+out, ranks, trib_label, have_ucx, have_mpi, have_gloo, secs, loadavg, cores, rounds = sys.argv[1:11]
+rounds = int(rounds)
 peers = [("trib", trib_label)]
 if have_mpi == "1":
     peers.append(("ompi_sm", "ompi(sm)"))
@@ -143,22 +162,23 @@ if have_gloo == "1":
     peers.append(("gloo", "gloo(tcp)"))
 
 def load(name, n):
-    """size -> out_of_place row, or the string 'FAIL'; None when not run."""
-    rows, seen = {}, False
-    for part in ("small", "large"):
-        p = os.path.join(out, f"{name}-n{n}-{part}.json")
-        if not os.path.exists(p):
-            continue
-        seen = True
-        try:
-            d = json.load(open(p))
-        except ValueError:
-            return "FAIL"
-        if "failed" in d or d.get("wrong", 0):
-            return "FAIL"
-        for r in d["results"]:
-            rows[r["size"]] = r["out_of_place"]
-    return rows if seen else None
+    """size -> [time_us per round], or the string 'FAIL'; None when not run."""
+    times, seen = {}, False
+    for r in range(1, rounds + 1):
+        for part in ("tiny", "small", "large"):
+            p = os.path.join(out, f"{name}-n{n}-{part}-r{r}.json")
+            if not os.path.exists(p):
+                continue
+            seen = True
+            try:
+                d = json.load(open(p))
+            except ValueError:
+                return "FAIL"
+            if "failed" in d or d.get("wrong", 0):
+                return "FAIL"
+            for row in d["results"]:
+                times.setdefault(row["size"], {})[r] = row["out_of_place"]["time_us"]
+    return times if seen else None
 
 def human(b):
     for unit, k in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
@@ -166,8 +186,8 @@ def human(b):
             return f"{b // k}{unit}"
     return str(b)
 
-print(f"# all-reduce float32 sum, out-of-place busbw in GB/s (time = max over ranks); "
-      f"Tributary as {trib_label}; run took {secs} s; files in {out}")
+print(f"# all-reduce float32 sum, out-of-place busbw in GB/s (time = max over ranks, median of {rounds} "
+      f"rounds); Tributary as {trib_label}; run took {secs} s; files in {out}")
 print(f"# {cores} cores; load average (1/5/15 min) before -> after: {loadavg}. Busy machines give noisy "
       f"numbers: compare ratios within one run, and repeat before trusting a single row.")
 ok = True
@@ -182,30 +202,45 @@ for n in ranks.split():
         continue
     sizes = sorted(set().union(*[data[k].keys() for k, _ in have]))
     others = [(k, l) for k, l in have if k != "trib"]
+    has_trib = "trib" in dict(have)
     hdr = f"{'size':>6}" + "".join(f"{l:>17}" for _, l in have)
-    if "trib" in dict(have):
-        hdr += "".join(f"{'trib/' + k:>16}" for k, _ in others)
+    if has_trib:
+        hdr += "".join(f"{'trib/' + k + ' (range)':>26}" for k, _ in others)
     print(f"\n## {n} processes")
     print(hdr)
-    def time_us(k, s):
-        r = data[k].get(s)
-        return r["time_us"] if r else None
+    def median_us(k, s):
+        t = data[k].get(s)
+        return statistics.median(t.values()) if t else None
+    def ratio_range(k, s, invert):
+        """min-max over rounds of the per-round ratio (rounds where both ran)."""
+        a, b = data["trib"].get(s, {}), data[k].get(s, {})
+        rs = [(a[r] / b[r] if invert else b[r] / a[r]) for r in a if r in b and a[r] and b[r]]
+        return f"({num(min(rs))}-{num(max(rs))})" if len(rs) > 1 else ""
+    def num(v):
+        return f"{v:.2f}" if v >= 0.1 else f"{v:.2g}"
     def fmt(v, width, prec=3):
         return f"{v:{width}.{prec}f}" if v is not None else f"{'-':>{width}}"
+    def ratio_cell(k, s, invert):
+        mt, mk = median_us("trib", s), median_us(k, s)
+        if not mt or not mk:
+            return f"{'-':>26}"
+        v = mt / mk if invert else mk / mt
+        return f"{num(v):>12} {ratio_range(k, s, invert):>13}"
     for s in sizes:
-        t = {k: time_us(k, s) for k, _ in have}
+        t = {k: median_us(k, s) for k, _ in have}
         bus = {k: (s / (t[k] * 1e-6) / 1e9 * 2 * (int(n) - 1) / int(n)) if t[k] else None for k, _ in have}
         line = f"{human(s):>6}" + "".join(fmt(bus[k], 17) for k, _ in have)
-        if "trib" in dict(have):
+        if has_trib:
             # busbw ratio trib/peer at the same size = peer time / trib time (exact, no rounding).
-            line += "".join(fmt(t[k] / t["trib"] if t[k] and t["trib"] else None, 16, 2) for k, _ in others)
+            line += "".join(ratio_cell(k, s, False) for k, _ in others)
         print(line)
-    lat = {k: time_us(k, 8) for k, _ in have}
+    lat = {k: median_us(k, 8) for k, _ in have}
     line = f"{'8B us':>6}" + "".join(fmt(lat[k], 17, 2) for k, _ in have)
-    if "trib" in dict(have):
-        line += "".join(fmt(lat["trib"] / lat[k] if lat[k] and lat["trib"] else None, 16, 2) for k, _ in others)
+    if has_trib:
+        line += "".join(ratio_cell(k, 8, True) for k, _ in others)
     print(line)
     print("(busbw rows: ratio = trib busbw / peer busbw, > 1 means Tributary is faster; "
-          "8B us row: 8-byte latency in us, ratio = trib time / peer time, < 1 means Tributary is faster)")
+          "8B us row: 8-byte latency in us, ratio = trib time / peer time, < 1 means Tributary is faster; "
+          "(lo-hi): the per-round ratios)")
 sys.exit(0 if ok else 1)
 PY
