@@ -77,11 +77,12 @@ const CostConstants& CostConstants::defaults() {
     c.gpuReduceGBps = 2000;
     c.cpuReduceGBps =
         8;  // one core's memory rate when unknown; trib-plan --calibrate passes a measured memcpy
-    // One-shot reduces n cells that were just written into the shared last-level cache (n x
-    // board size: 2-8 MiB by default), not streamed from memory. Fitted to trib-perf --ranks 4 -A
-    // oneshot on this machine: 25 / 52 / 202 us at 32 / 128 / 512 KiB against 22 / 58 / 201
-    // predicted with 2.75 (the plain memory rate predicted up to 2.6x too slow).
-    c.boardCacheSpeedup = 2.75;
+    // The board's copies and reductions touch cells just written into the shared last-level
+    // cache, not memory: their traffic (read + write bytes) moves this much faster than the memory
+    // rate. Fitted to trib-perf -A oneshot|twoshot on this machine (host rate 4 GB/s), measured /
+    // predicted us: 4 ranks 1 MiB two-shot 205 / 207, one-shot 386-577 / 389, 256 KiB two-shot
+    // 49 / 55, 64 KiB one-shot 34-44 / 29; 2 ranks 1 MiB one-shot 126-169 / 180.
+    c.boardCacheSpeedup = 7.6;
     c.boardChunkBytes = 1 << 20;
     c.minChunkBytes = 64 << 10;
     c.maxChunkBytes = 4 << 20;
@@ -509,19 +510,20 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::OneShot:
           if (c.multi) return unsupported("one-shot needs every rank on one host's shared-memory board");
           if (!f.hostRanks) return unsupported("one-shot is the host shm board's (GPU ranks: not modelled)");
-          // Copy S onto the board, one flag exchange, then n-1 reductions of S per rank, all local
-          // and from cache-resident cells.
-          t = c.aIn + n * S / (c.R * k.boardCacheSpeedup);
+          // One flag exchange; per rank, copy S onto the board (2S of traffic: read, write) and n-1
+          // reductions of S (3S each) against cache-resident cells.
+          t = c.aIn + (2.0 + 3.0 * (n - 1)) * S / (c.R * k.boardCacheSpeedup);
           chunk = clampChunk(S, k);
           p.reason = "one exchange; every rank reduces the n inputs off the shared board";
           break;
         case PlanAlgo::TwoShot: {
           if (c.multi) return unsupported("two-shot needs every rank on one host's shared-memory board");
           if (!f.hostRanks) return unsupported("two-shot is the host shm board's (GPU ranks: not modelled)");
-          // Per board chunk two flag exchanges; per rank, memcpy (n-1)/n S in and out of the board
-          // and fold n slices of S/n, all against cache-resident cells.
+          // Two flag exchanges per board chunk; per rank, copy (n-1)/n S onto the board and as much
+          // off it (2 x 2(n-1)/n S of traffic), n-1 reductions of S/n (3(n-1)/n S) and a copy of the
+          // reduced slice to the output (2/n S), against cache-resident cells.
           double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
-          t = 2 * chunks * c.aIn + (2.0 * (n - 1) / n + 1) * S / (c.R * k.boardCacheSpeedup);
+          t = 2 * chunks * c.aIn + (7.0 * (n - 1) + 2) / n * S / (c.R * k.boardCacheSpeedup);
           chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
           p.reason = "per board chunk: each rank reduces its slice, then copies the others' slices";
           break;
