@@ -329,11 +329,13 @@ Status ShmTransport::Impl::postBoard(const BoardOp& o) {
   if (o.count && (!o.src || !o.dst)) return errorf(tribInvalidArgument, "shm board: null buffer");
   if (!aborted.ok()) return aborted;
   boardOps.push_back(o);
-  // Out of place, with the local ranks' inputs and outputs well beyond the last-level cache, the
-  // destination is cold: streaming stores skip reading each line before writing it (measured
-  // 16 MiB on 2 ranks: 4.9 -> 6.4 GB/s busbw). In place the lines were just read, so stay cached.
+  // Out of place, once the local ranks' inputs and outputs (2 x ranks x bytes) pass a quarter of
+  // the last-level cache, the destination is mostly cold: streaming stores skip reading each line
+  // before writing it. Measured busbw with and without: 2 ranks 16 MiB 6.4 vs 4.9 GB/s, 8 MiB
+  // 6.5-7.7 vs 4.4-5.7, 2 MiB 8.6 vs 13 (so not there); 4 ranks 2 MiB 4.9-5.6 vs 3.7-4.6, 1 MiB
+  // 5.2-5.8 vs 6.3-7.8 (not there). In place the lines were just read, so they stay cached.
   static const uint64_t llc = lastLevelCacheBytes();
-  boardOps.back().streamOut = o.src != o.dst && 4 * peers.size() * o.count * es > llc;
+  boardOps.back().streamOut = o.src != o.dst && 8 * peers.size() * o.count * es > llc;
   return Status::Ok();
 }
 
