@@ -200,6 +200,48 @@ TEST_P(Failures, AbortFromAnotherThreadUnblocksACollective) {
   EXPECT_EQ(trib::testing::describeFailures(results), "");
 }
 
+// A peer that is alive but never calls: the waiting rank's call fails with tribTimeout within its
+// timeout, the message names what it waited for, and the communicator is broken afterwards. Over
+// shm a small blocking all-reduce runs on the board without a request (ops.cpp runBlocking): its
+// own wait loop must time out too; a large one (two-shot, chunked) as well.
+TEST_P(Failures, SilentPeerTimesOutNamingTheStep) {
+  const char* transport = GetParam().transport;
+  if (!available(transport)) GTEST_SKIP() << "needs the UCX transport (libucx-dev)";
+  const int n = 2, timeoutMs = 1500;
+  for (size_t count : {size_t{16}, size_t{3} << 20}) {
+    auto results = runRanks(n, [&](int rank, const tribUniqueId& id, std::string& report) {
+      tribComm_t comm = join(transport, n, rank, id, timeoutMs, report);
+      if (!comm) return 1;
+      std::vector<float> buf(count, 1.0f);
+      if (rank == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(timeoutMs + 2000));  // alive, silent
+        tribCommAbort(comm);
+        tribCommDestroy(comm);
+        return 0;
+      }
+      auto t0 = Clock::now();
+      tribResult_t r = tribAllReduce(buf.data(), buf.data(), count, tribFloat32, tribSum, comm, nullptr);
+      double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::string msg = tribGetLastError(comm);
+      int code = 0;
+      if (r != tribTimeout)
+        report = std::string("expected tribTimeout, got ") + tribGetErrorString(r) + ": " + msg, code = 1;
+      else if (waited < timeoutMs / 1000.0 * 0.9 || waited > timeoutMs / 1000.0 + 3)
+        report =
+            "timed out after " + std::to_string(waited) + " s, not ~" + std::to_string(timeoutMs) + " ms",
+        code = 1;
+      else if (msg.find("timed out") == std::string::npos || msg.find("waiting for") == std::string::npos)
+        report = "the message does not say what it waited for: " + msg, code = 1;
+      else if (tribAllReduce(buf.data(), buf.data(), 1, tribFloat32, tribSum, comm, nullptr) == tribSuccess)
+        report = "the communicator still worked after a timeout", code = 1;
+      tribCommAbort(comm);
+      tribCommDestroy(comm);
+      return code;
+    });
+    EXPECT_EQ(trib::testing::describeFailures(results), "") << "count " << count;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::Values(Scenario{"shm"}, Scenario{"ucx"}),
                          [](const auto& info) { return info.param.name(); });
 
