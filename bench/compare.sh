@@ -7,6 +7,7 @@
 # also gives the range of the per-round ratios (this machine's speed drifts by 3x over minutes).
 #
 #   bench/compare.sh [--build DIR] [--out DIR] [--ranks "2 4"] [--maxbytes 256M] [--rounds 3] [--quick]
+#   bench/compare.sh --report DIR [--ranks "2 4"] [--rounds 3]   (the table again from DIR's files)
 #
 # Needs: DIR/bench/trib-perf, and (when built) DIR/bench/peers/{mpi,gloo}_allreduce_bench, mpirun.
 # A peer that is missing or fails shows as "-" / "FAIL" in the table; the script goes on.
@@ -21,12 +22,14 @@ MAXBYTES=256M
 TINY_END=64K                # 8 B .. TINY_END
 SPLIT=8M                    # .. SPLIT/2: SMALL_ITERS; SPLIT .. max: LARGE_ITERS
 TINY_ITERS="-n 2000 -w 100"
+GLOO_TINY_ITERS="-n 100 -w 10"  # Gloo's small all-reduce takes ~1 ms over TCP (4 ranks: several)
 SMALL_ITERS="-n 50 -w 5"
 LARGE_ITERS="-n 5 -w 2"
 RUN_TIMEOUT=240             # seconds, per benchmark invocation
 ROUNDS=3
+REPORT_ONLY=0
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -34,7 +37,9 @@ while [ $# -gt 0 ]; do
     --ranks) RANKS=$2; shift 2 ;;
     --maxbytes) MAXBYTES=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
-    --quick) MAXBYTES=16M; SPLIT=4M; TINY_ITERS="-n 500 -w 50"; SMALL_ITERS="-n 10 -w 2"; LARGE_ITERS="-n 3 -w 1"; shift ;;
+    --report) OUT=$2; REPORT_ONLY=1; shift 2 ;;
+    --quick) MAXBYTES=16M; SPLIT=4M; TINY_ITERS="-n 500 -w 50"; GLOO_TINY_ITERS="-n 20 -w 2"
+             SMALL_ITERS="-n 10 -w 2"; LARGE_ITERS="-n 3 -w 1"; shift ;;
     -h|--help) usage 0 ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; usage 2 ;;
   esac
@@ -51,7 +56,7 @@ command -v python3 >/dev/null || { echo "compare.sh: python3 is needed to print 
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/trib-compare-XXXXXX)
 mkdir -p "$OUT" || exit 2
 LOG=$OUT/log.txt
-: >"$LOG"
+[ $REPORT_ONLY = 1 ] || : >"$LOG"
 
 # Tributary: real processes over shm when trib-perf can launch them, else ranks as threads.
 if "$TRIB" --help 2>&1 | grep -q -- '--ranks' && "$TRIB" --help 2>&1 | grep -q -- '--transport'; then
@@ -105,6 +110,7 @@ run() {
     if [ $part = tiny ]; then
       range="-b 8 -e $TINY_MAX"
       iters=$TINY_ITERS
+      [ "$name" = gloo ] && iters=$GLOO_TINY_ITERS
     elif [ $part = small ]; then
       range="-b $((TINY_B * 2)) -e $SMALL_MAX"
       iters=$SMALL_ITERS
@@ -129,7 +135,8 @@ run() {
 
 START=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-for n in $RANKS; do
+[ $REPORT_ONLY = 1 ] && RANKS_TO_RUN="" || RANKS_TO_RUN=$RANKS
+for n in $RANKS_TO_RUN; do
 for ROUND in $(seq 1 "$ROUNDS"); do
   echo "-- $n processes, round $ROUND of $ROUNDS" >&2
   if [ $TRIB_MODE = procs ]; then

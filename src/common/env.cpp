@@ -47,8 +47,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
       {"TRIB_SHM_BOARD_BYTES", "1048576",
-       "Shared-memory one-shot board: largest all-reduce (bytes) it takes when every rank is on one host; 0 "
-       "turns it off."},
+       "Shared-memory board cell (bytes), when every rank is on one host: one-shot all-reduce's largest "
+       "size, "
+       "two-shot's chunk; 0 turns the board off."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_LINK", "tcp",

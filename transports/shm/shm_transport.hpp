@@ -12,12 +12,14 @@
 // publishes {address, bytes} and the receiver pulls with process_vm_readv (CMA), when the kernel
 // allows it (probed at connect); otherwise, or with TRIB_SHM_CMA=0, the slot path carries them.
 //
-// When every rank of the communicator is local, each segment also holds a one-shot board: two
-// cells (consecutive operations alternate) where the rank posts an all-reduce input with a
-// sequence number; every rank reduces all the posted inputs in rank order (board(), a
-// CollectiveOffload that runs the OneShot schedule's step). Reuse is safe without any
-// acknowledgement: a rank posts operation k+2 into the cell of k only after completing k+1, which
-// needs every rank's k+1 post, which each makes only after it finished reading operation k.
+// When every rank of the communicator is local, each segment also holds a board: two cells
+// (consecutive steps alternate) where the rank posts an all-reduce input with a sequence number.
+// One-shot (board()): every rank reduces all the posted inputs in rank order. Two-shot
+// (twoShotBoard(), any size, one cell-sized chunk per step): each rank reduces one slice of every
+// input in rank order, publishes it in its cell, and copies the others' slices. Both are
+// CollectiveOffloads running their schedule's one step. Reuse is safe without any
+// acknowledgement: a rank posts step k+2 into the cell of k only after completing k+1, which
+// needs every rank's k+1 post (two-shot: result), made only after it finished reading step k.
 //
 // A peer whose process is gone (kill(pid, 0) fails, or it is a zombie) fails every pending op
 // with that peer with tribRemoteError naming its rank, within livenessIntervalMs of progress().
@@ -36,7 +38,7 @@ struct ShmOptions {
   size_t cmaThreshold = 256 << 10;
   int livenessIntervalMs = 50;  // how often progress() checks that peers are alive
   int detachTimeoutMs = 30000;  // bound on detachSend waiting for a receiver mid-read
-  int64_t boardBytes = -1;      // one-shot board cell size; -1: TRIB_SHM_BOARD_BYTES; 0: no board
+  int64_t boardBytes = -1;      // board cell size; -1: TRIB_SHM_BOARD_BYTES; 0: no board
 };
 
 class ShmTransport final : public Transport {
