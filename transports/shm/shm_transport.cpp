@@ -329,13 +329,17 @@ Status ShmTransport::Impl::postBoard(const BoardOp& o) {
   if (o.count && (!o.src || !o.dst)) return errorf(tribInvalidArgument, "shm board: null buffer");
   if (!aborted.ok()) return aborted;
   boardOps.push_back(o);
-  // Out of place, once the local ranks' inputs and outputs (2 x ranks x bytes) pass a quarter of
-  // the last-level cache, the destination is mostly cold: streaming stores skip reading each line
-  // before writing it. Measured busbw with and without: 2 ranks 16 MiB 6.4 vs 4.9 GB/s, 8 MiB
-  // 6.5-7.7 vs 4.4-5.7, 2 MiB 8.6 vs 13 (so not there); 4 ranks 2 MiB 4.9-5.6 vs 3.7-4.6, 1 MiB
-  // 5.2-5.8 vs 6.3-7.8 (not there). In place the lines were just read, so they stay cached.
+  // Out of place, once the destination is mostly cold, streaming stores skip reading each line
+  // before writing it; before that, plain stores are faster. Where "cold" starts, measured here
+  // (busbw, streaming vs plain): 2 ranks 4 MiB 8.7-8.9 vs 12.7-13.1 GB/s (plain), 8 MiB 8.2-8.6 vs
+  // 6.6-10.1, 16 MiB 6.4 vs 4.9 (streaming); 4 ranks on 2 cores 1 MiB 5.2-5.8 vs 6.3-7.8 (plain),
+  // 2 MiB 4.9-5.6 vs 3.7-4.6 (streaming). The rule: the local ranks' inputs and outputs, times the
+  // ranks sharing a core (a switch between them evicts the other's lines), reach the last-level
+  // cache. In place the lines were just read, so they stay cached.
   static const uint64_t llc = lastLevelCacheBytes();
-  boardOps.back().streamOut = o.src != o.dst && 8 * peers.size() * o.count * es > llc;
+  static const uint64_t cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  const uint64_t perCore = (peers.size() + cores - 1) / cores;
+  boardOps.back().streamOut = o.src != o.dst && 2 * peers.size() * o.count * es * perCore >= llc;
   return Status::Ok();
 }
 
