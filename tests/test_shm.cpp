@@ -508,43 +508,27 @@ TEST(ShmBoard, ConsecutiveAllReducesAreExactAndIdenticalOnEveryRank) {
   }
 }
 
+// Three disagreements, each caught on every rank (never a silently wrong sum): one-shot sizes,
+// one rank running one-shot and the other two-shot, and two-shot sizes whose first chunks agree.
 TEST(ShmBoard, MismatchedArgumentsFailOnEveryRank) {
-  std::vector<pid_t> pids;
-  auto res = runShmRanks(
-      2, boardOptions(4096), 30,
-      [](int rank, ShmTransport& t, Bootstrap&) {
-        std::vector<float> a(64, 1.0f), b(64);
-        TransferOp op;
-        CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), rank == 0 ? 64 : 32, tribFloat32, tribSum, &op),
-                 1);
-        CHILD_CHECK(waitBoard(*t.board(), {&op}, 10000), 2);
-        CHILD_CHECK(op.state == TransferOp::kFailed && op.error.code() == tribInvalidUsage, 3);
-        CHILD_CHECK(op.error.message().find("mismatched") != std::string::npos, 4);
-        // The board is out of step now: later posts are refused, never silently wrong.
-        TransferOp late;
-        CHILD_CHECK(!t.board()->postAllReduce(a.data(), b.data(), 8, tribFloat32, tribSum, &late).ok(), 5);
-        return 0;
-      },
-      &pids);
-  expectAllOk(res, pids);
-}
-
-// One rank runs one-shot, the other two-shot, same size; then two-shot over different sizes whose
-// first chunks agree: both are caught on every rank, never a silently wrong sum.
-TEST(ShmBoard, TwoShotMismatchesFailOnEveryRank) {
-  for (int variant = 0; variant < 2; ++variant) {
+  for (int variant = 0; variant < 3; ++variant) {
     std::vector<pid_t> pids;
     auto res = runShmRanks(
         2, boardOptions(4096), 30,
         [variant](int rank, ShmTransport& t, Bootstrap&) {
           std::vector<float> a(4096, 1.0f), b(4096);
+          CollectiveOffload* board =
+              variant == 0 || (variant == 1 && rank == 0) ? t.board() : t.twoShotBoard();
+          const uint64_t counts[3][2] = {{64, 32}, {512, 512}, {4096, 2048}};  // 1024 floats a cell
           TransferOp op;
-          CollectiveOffload* board = variant == 0 && rank == 0 ? t.board() : t.twoShotBoard();
-          const uint64_t count = variant == 0 ? 512 : (rank == 0 ? 4096 : 2048);  // 1024 floats a cell
-          CHILD_OK(board->postAllReduce(a.data(), b.data(), count, tribFloat32, tribSum, &op), 1);
+          CHILD_OK(board->postAllReduce(a.data(), b.data(), counts[variant][rank], tribFloat32, tribSum, &op),
+                   1);
           CHILD_CHECK(waitBoard(*board, {&op}, 10000), 2);
           CHILD_CHECK(op.state == TransferOp::kFailed && op.error.code() == tribInvalidUsage, 3);
           CHILD_CHECK(op.error.message().find("mismatched") != std::string::npos, 4);
+          // The board is out of step now: later posts are refused, never silently wrong.
+          TransferOp late;
+          CHILD_CHECK(!t.board()->postAllReduce(a.data(), b.data(), 8, tribFloat32, tribSum, &late).ok(), 5);
           return 0;
         },
         &pids);
@@ -552,7 +536,7 @@ TEST(ShmBoard, TwoShotMismatchesFailOnEveryRank) {
   }
 }
 
-// Large enough that two-shot streams its output around the cache (4 x ranks x bytes beyond the
+// Large enough that two-shot streams its output around the cache (8 x ranks x bytes beyond the
 // last-level cache), with a destination that is not 16-byte aligned; 64 KiB cells, so ~130 chunks.
 TEST(ShmBoard, TwoShotLargeUnalignedOutOfPlace) {
   std::vector<pid_t> pids;
