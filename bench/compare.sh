@@ -214,6 +214,18 @@ for n in ranks.split():
     if has_trib:
         hdr += "".join(f"{'trib/' + k + ' (range)':>26}" for k, _ in others)
     print(f"\n## {n} processes")
+    rtts = []
+    for r in range(1, rounds + 1):
+        for part in ("tiny", "small", "large"):
+            try:
+                v = json.load(open(os.path.join(out, f"trib-n{n}-{part}-r{r}.json"))).get("core_rtt_ns")
+            except (OSError, ValueError):
+                v = None
+            if v:
+                rtts.append(f"{v:.0f}")
+    if rtts:
+        print(f"# core-to-core round trip when each trib-perf started (ns): {', '.join(rtts)} "
+              f"(~100: the two CPUs share a cache; ~340: they do not, and every cross-core copy is slower)")
     print(hdr)
     def median_us(k, s):
         t = data[k].get(s)

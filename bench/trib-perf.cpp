@@ -4,6 +4,8 @@
 // a launcher (mpirun, srun, torchrun: their environment is read). The header also reports this machine's
 // memcpy bandwidth, measured here, so results can be read against what memory allows.
 #include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +126,53 @@ double memcpyBandwidth() {
   }
   // Bytes moved as nccl-tests counts copies: read + write would be 2x; report the copy rate.
   return bytes / best / 1e9;
+}
+
+// Round trip of a cache line between two threads pinned to the first two CPUs this process may
+// use (0 when it may use only one). On this project's VMs it is ~100 ns while the two virtual
+// CPUs share a cache and ~340 ns while they do not, and the host switches between the two every
+// few minutes; every cross-core copy slows down with it, so each run records which it had.
+double coreRoundTripNs() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return 0;
+  int cpus[2], found = 0;
+  for (int c = 0; c < CPU_SETSIZE && found < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
+  constexpr int kTrips = 20000;
+  std::atomic<int> flag{0};
+  double ns = 0;
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+  };
+  // Both sides bounded in time: a side that never sees the other (a CPU taken away) gives up.
+  auto deadline = Clock::now() + std::chrono::seconds(2);
+  auto waitFor = [&](int v) {
+    for (unsigned spins = 0; flag.load(std::memory_order_acquire) != v; ++spins)
+      if (spins % 4096 == 0 && Clock::now() > deadline) return false;
+    return true;
+  };
+  std::thread echo([&] {
+    pin(cpus[1]);
+    for (int i = 0; i < kTrips; ++i) {
+      if (!waitFor(2 * i + 1)) return;
+      flag.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  std::thread ping([&] {
+    pin(cpus[0]);
+    auto t0 = Clock::now();
+    for (int i = 0; i < kTrips; ++i) {
+      flag.store(2 * i + 1, std::memory_order_release);
+      if (!waitFor(2 * i + 2)) return;
+    }
+    ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kTrips;
+  });
+  ping.join();
+  echo.join();
+  return ns;
 }
 
 tribResult_t call(Coll c, const void* s, void* r, uint64_t count, tribDataType_t dt, tribRedOp_t op, int root,
@@ -255,6 +304,7 @@ struct Bench {
     FILE* json = nullptr;
     if (print) {
       double memcpyGBs = memcpyBandwidth();
+      double rttNs = coreRoundTripNs();
       const char* transport = std::getenv("TRIB_TRANSPORT");
       std::printf("# trib-perf (Tributary %s): %s, %d ranks as %s, transport %s, algo %s\n",
                   TRIB_VERSION_STRING, trib::collName(o.coll), n, how,
@@ -265,7 +315,8 @@ struct Bench {
           o.step ? (std::to_string(o.step) + " bytes").c_str()
                  : (std::to_string(o.factor) + "(factor)").c_str(),
           o.warmup, o.iters, o.check ? 1 : 0, trib::reduceIsa());
-      std::printf("# memcpy bandwidth (this machine, 64 MiB, same run): %.2f GB/s\n#\n", memcpyGBs);
+      std::printf("# memcpy bandwidth (this machine, 64 MiB, same run): %.2f GB/s\n", memcpyGBs);
+      std::printf("# core-to-core round trip (first two CPUs, same run): %.0f ns\n#\n", rttNs);
       std::printf("#%61s%36s\n", "out-of-place", "in-place");
       std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
                   "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
@@ -275,8 +326,9 @@ struct Bench {
       json = o.json.empty() ? nullptr : std::fopen(o.json.c_str(), "w");
       if (json) {
         std::fprintf(json,
-                     "{\"coll\":\"%s\",\"ranks\":%d,\"ranks_as\":\"%s\",\"memcpy_GBps\":%.3f,\"results\":[",
-                     trib::collName(o.coll), n, how, memcpyGBs);
+                     "{\"coll\":\"%s\",\"ranks\":%d,\"ranks_as\":\"%s\",\"memcpy_GBps\":%.3f,"
+                     "\"core_rtt_ns\":%.0f,\"results\":[",
+                     trib::collName(o.coll), n, how, memcpyGBs, rttNs);
       }
     }
     double busSum = 0;
