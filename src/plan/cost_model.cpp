@@ -80,8 +80,8 @@ const CostConstants& CostConstants::defaults() {
     // The board's copies and reductions touch cells just written into the shared last-level
     // cache, not memory: their traffic (read + write bytes) moves this much faster than the memory
     // rate. Fitted to trib-perf -A oneshot|twoshot on this machine (host rate 4 GB/s), measured /
-    // predicted us: 4 ranks 1 MiB two-shot 205 / 207, one-shot 386-577 / 389, 256 KiB two-shot
-    // 49 / 55, 64 KiB one-shot 34-44 / 29; 2 ranks 1 MiB one-shot 126-169 / 180.
+    // predicted us: 4 ranks 1 MiB two-shot 205 / 211, one-shot 386-577 / 459, 256 KiB two-shot
+    // 49 / 63, 64 KiB one-shot 34-44 / 39; 2 ranks 1 MiB one-shot 132-135 / 131, two-shot 68-69 / 91.
     c.boardCacheSpeedup = 7.6;
     c.boardChunkBytes = 1 << 20;
     c.minChunkBytes = 64 << 10;
@@ -511,8 +511,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (c.multi) return unsupported("one-shot needs every rank on one host's shared-memory board");
           if (!f.hostRanks) return unsupported("one-shot is the host shm board's (GPU ranks: not modelled)");
           // One flag exchange; per rank, copy S onto the board (2S of traffic: read, write) and n-1
-          // reductions of S (3S each) against cache-resident cells.
-          t = c.aIn + (2.0 + 3.0 * (n - 1)) * S / (c.R * k.boardCacheSpeedup);
+          // reductions of S (3S each) against cache-resident cells: 3n-1. Measured, one-shot costs
+          // 2S more than that count (the n cells and the output, n+1 times S, outgrow the core's
+          // L2): 3n+1 fits 2 ranks (132 us at 1 MiB, twice two-shot's 68) and 4 (386-577 us).
+          t = c.aIn + (3.0 * n + 1) * S / (c.R * k.boardCacheSpeedup);
           chunk = clampChunk(S, k);
           p.reason = "one exchange; every rank reduces the n inputs off the shared board";
           break;
