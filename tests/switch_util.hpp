@@ -72,6 +72,20 @@ inline SwitchConfig nodeConfig(uint32_t slots = 8, uint64_t slotBytes = 4096, st
   return c;
 }
 
+// A switch node (nodeConfig(slots, slotBytes)), started, with `env` pointing the communicators a
+// test creates at it under `key`. Null (and a test failure) when it cannot start.
+inline std::unique_ptr<SwitchNode> startSwitchFor(ScopedEnv& env, uint32_t slots, uint64_t slotBytes,
+                                                  const std::string& key = "test-job") {
+  std::unique_ptr<SwitchNode> node;
+  Status st = SwitchNode::create(nodeConfig(slots, slotBytes), &node);
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return nullptr;
+  node->start();
+  env.set("TRIB_SWITCH", node->address());
+  env.set("TRIB_SWITCH_KEY", key);
+  return node;
+}
+
 inline SwitchClientConfig clientConfig(const std::string& addr, uint64_t group, std::vector<PathLevel> path,
                                        uint32_t slots = 4) {
   SwitchClientConfig c;

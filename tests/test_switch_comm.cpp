@@ -48,11 +48,7 @@ void expectAllOk(const std::vector<std::string>& errors) {
 // Every one of n ranks must run without the switch (it was refused, missing, ...) and still
 // pass a conformance all-reduce on host algorithms; `failure` is the error if one attached.
 void expectHostFallback(int n, uint64_t count, DataType dtype, const char* failure) {
-  conformance::Case c;
-  c.algo = "switch";
-  c.nranks = n;
-  c.count = count;
-  c.dtype = dtype;
+  const conformance::Case c{.algo = "switch", .dtype = dtype, .nranks = n, .count = count};
   expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) {
     if (switchUsable(comm)) return std::string(failure);
     return conformanceBody(c, r, comm);
@@ -84,14 +80,13 @@ TEST_F(SwitchComm, ConformanceThroughOneSwitch) {
             // Keep it short: every dtype/op on 2 and 4 ranks, the common ones on 1 and 3, one large size.
             if (count > 4093 && (dt != tribFloat32 || op != tribSum)) continue;
             if ((n == 1 || n == 3) && dt != tribInt32 && dt != tribFloat32) continue;
-            conformance::Case c;
-            c.coll = Coll::AllReduce;
-            c.algo = "switch";
-            c.dtype = dt;
-            c.op = op;
-            c.nranks = n;
-            c.count = count;
-            c.inPlace = inPlace;
+            const conformance::Case c{.coll = Coll::AllReduce,
+                                      .algo = "switch",
+                                      .dtype = dt,
+                                      .op = op,
+                                      .nranks = n,
+                                      .count = count,
+                                      .inPlace = inPlace};
             SCOPED_TRACE(c.name());
             expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) {
               if (!switchUsable(comm)) return std::string("the switch is not in use");
@@ -133,15 +128,14 @@ TEST_F(SwitchComm, EveryOtherCollectiveConformsAndMovesWhatItShould) {
               std::vector<int> roots{0};
               if (conformance::hasRoot(coll) && n > 1) roots.push_back(n - 1);
               for (int root : roots) {
-                conformance::Case c;
-                c.coll = coll;
-                c.algo = "switch";
-                c.dtype = dt;
-                c.op = op;
-                c.nranks = n;
-                c.count = count;
-                c.inPlace = inPlace;
-                c.root = root;
+                const conformance::Case c{.coll = coll,
+                                          .algo = "switch",
+                                          .dtype = dt,
+                                          .op = op,
+                                          .nranks = n,
+                                          .count = count,
+                                          .inPlace = inPlace,
+                                          .root = root};
                 SCOPED_TRACE(c.name());
                 const uint64_t reducedBefore = node_->stats().chunksReduced;
                 const uint64_t S = count * dataTypeSize(dt), nS = static_cast<uint64_t>(n) * S;
@@ -230,15 +224,12 @@ TEST(SwitchFailover, MissingSwitchFallsBackToHost) {
 }
 
 TEST(SwitchFailover, SlotsExhaustedByAnotherGroupFallsBackToHost) {
-  std::unique_ptr<SwitchNode> node;
-  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
-  node->start();
+  ScopedEnv env;
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 16, 4096);
+  ASSERT_TRUE(node);
   std::unique_ptr<SwitchClient> hog;  // another job's group holds every slot
   ASSERT_TRUE(
       SwitchClient::connect(sw::testing::clientConfig(node->address(), 0x51, {{2, 0}}, 16), &hog).ok());
-  ScopedEnv env;
-  env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_SWITCH_KEY", "test-job");
   expectHostFallback(3, 5000, tribFloat32, "a refused group must not use the switch");
   bool refused = false;
   for (const auto& e : node->events()) refused |= e.find("slots exhausted") != std::string::npos;
@@ -246,12 +237,9 @@ TEST(SwitchFailover, SlotsExhaustedByAnotherGroupFallsBackToHost) {
 }
 
 TEST(SwitchFailover, WrongKeyFallsBackToHost) {
-  std::unique_ptr<SwitchNode> node;
-  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
-  node->start();
   ScopedEnv env;
-  env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_SWITCH_KEY", "not-the-job");
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 16, 4096, "not-the-job");
+  ASSERT_TRUE(node);
   expectHostFallback(2, 3000, tribInt64, "a switch of another job must not be used");
   EXPECT_EQ(node->stats().disconnects, 2u);
 }
@@ -477,12 +465,8 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         }
         for (DataType dt : {tribInt32, tribFloat32, tribFloat16}) {
           for (bool inPlace : {false, true}) {
-            conformance::Case c;
-            c.algo = "switch";
-            c.dtype = dt;
-            c.nranks = n;
-            c.count = 70001;
-            c.inPlace = inPlace;
+            const conformance::Case c{
+                .algo = "switch", .dtype = dt, .nranks = n, .count = 70001, .inPlace = inPlace};
             std::string err = conformanceBody(c, rank, comm);
             if (!err.empty()) {
               report = c.name() + ": " + err;
@@ -562,11 +546,7 @@ TEST(SwitchUcxLinks, CommunicatorThroughAUcxSwitch) {
   env.set("TRIB_SWITCH", node->address());
   env.set("TRIB_SWITCH_KEY", "test-job");
   env.set("TRIB_SWITCH_LINK", "ucx");
-  conformance::Case c;
-  c.algo = "switch";
-  c.nranks = 3;
-  c.count = 5000;
-  c.dtype = tribInt32;
+  const conformance::Case c{.algo = "switch", .dtype = tribInt32, .nranks = 3, .count = 5000};
   expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
     if (!switchUsable(comm)) return std::string("the UCX switch must be attached");
     return conformanceBody(c, r, comm);
@@ -592,12 +572,9 @@ TEST(SwitchUcxLinks, LinkMismatchFallsBackToHost) {
 }
 
 TEST(SwitchUcxLinks, UnknownLinkKindFallsBackToHost) {
-  std::unique_ptr<SwitchNode> node;
-  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(16, 4096), &node).ok());
-  node->start();
   ScopedEnv env;
-  env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_SWITCH_KEY", "test-job");
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 16, 4096);
+  ASSERT_TRUE(node);
   env.set("TRIB_SWITCH_LINK", "carrier-pigeon");
   expectHostFallback(2, 1000, tribInt32, "an unknown TRIB_SWITCH_LINK must not attach");
 }

@@ -80,12 +80,9 @@ TEST(SwitchTree, PathsFromTheRanksLeaves) {
 // Threads as ranks through the bootstrap (the all-gather path): which algorithm runs is read off
 // the switch's byte counters, and every result is checked.
 TEST(SwitchPlan, ThePlannerChoosesTheAttachedSwitchOnlyWhenItWins) {
-  std::unique_ptr<SwitchNode> node;
-  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 16384), &node).ok());
-  node->start();
   ScopedEnv env;
-  env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_SWITCH_KEY", "test-job");
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 64, 16384);
+  ASSERT_TRUE(node);
   const int n = 4;
   const uint64_t count = 1 << 16;  // 256 KiB
   struct Case {
@@ -420,14 +417,11 @@ std::string writeTwoHostTopology() {
 // The switch has room for the communicator's group but not for the slice groups: every rank drops
 // its slice group (they agree), hier_switch is no longer offered, and results stay exact.
 TEST(SwitchPlan, SliceGroupsRefusedAllRanksDropThemAndStayExact) {
-  std::unique_ptr<SwitchNode> node;
-  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(4, 8192), &node).ok());
-  node->start();
   const std::string topo = writeTwoHostTopology();
   ScopedEnv env;
   env.set("TRIB_TOPO_FILE", topo);
-  env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_SWITCH_KEY", "test-job");
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 4, 8192);
+  ASSERT_TRUE(node);
   env.set("TRIB_SWITCH_SLOTS", "4");  // the communicator's group takes all 4 slots
   const int n = 4;
   auto errors = threadRanks(n, "hier_switch", [&](int r, tribComm_t comm) -> std::string {
@@ -446,14 +440,11 @@ TEST(SwitchPlan, SliceGroupsRefusedAllRanksDropThemAndStayExact) {
 // The switch goes away while the ranks run hier_switch all-reduces: they agree, give the switch
 // up (slice groups too), finish on a host algorithm, and every result is exact.
 TEST(SwitchPlan, HierSwitchFailsOverWhenTheSwitchGoesAway) {
-  std::unique_ptr<SwitchNode> node;
-  ASSERT_TRUE(SwitchNode::create(sw::testing::nodeConfig(64, 4096), &node).ok());
-  node->start();
   const std::string topo = writeTwoHostTopology();
   ScopedEnv env;
   env.set("TRIB_TOPO_FILE", topo);
-  env.set("TRIB_SWITCH", node->address());
-  env.set("TRIB_SWITCH_KEY", "test-job");
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 64, 4096);
+  ASSERT_TRUE(node);
   env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each all-reduce takes a while
   const int n = 4;
   std::atomic<int> firstDone{0};
