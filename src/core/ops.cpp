@@ -285,7 +285,8 @@ std::string timeoutMessage(const std::string& what, std::chrono::milliseconds ti
 // through the executor, so ranks may take either path for the same call.
 Status runOnBoard(tribComm* comm, const CollCall& call, const CachedPlan& plan, CollectiveOffload* board) {
   comm->collSeq++;  // as launchPlan does: the sequence stays the same on every rank
-  TRIB_TRACE("coll", "%s", describeCall(comm, call, algoName(plan.algo->algo)).c_str());
+  const char* algo = algoName(plan.algo->algo);
+  TRIB_TRACE("coll", "%s", describeCall(comm, call, algo).c_str());
   TransferOp op;
   (void)board->postAllReduce(call.sendbuff, call.recvbuff, call.count, call.dtype,
                              call.op == tribAvg ? tribSum : call.op, &op);  // a refusal fails `op`
@@ -296,18 +297,15 @@ Status runOnBoard(tribComm* comm, const CollCall& call, const CachedPlan& plan, 
     return !polled.ok() || op.done();
   };
   if (!pollUntil(comm->config.timeout, finished, [&] { return board->progressCount(); })) {
-    Status err =
-        errorf(tribTimeout, "%s",
-               timeoutMessage(describeCall(comm, call, algoName(plan.algo->algo)), comm->config.timeout,
-                              strprintf("the %s step on %s", algoName(plan.algo->algo), board->name()))
-                   .c_str());
+    Status err(tribTimeout, timeoutMessage(describeCall(comm, call, algo), comm->config.timeout,
+                                           strprintf("the %s step on %s", algo, board->name())));
     TRIB_WARN("coll", "%s", err.message().c_str());
     breakComm(comm, err);  // fails `op` too: nothing refers to the caller's buffers after this
     return err;
   }
   if (!polled.ok() || op.state.load() == TransferOp::kFailed) {
     Status why = polled.ok() ? op.error : polled;
-    const std::string what = describeCall(comm, call, algoName(plan.algo->algo));
+    const std::string what = describeCall(comm, call, algo);
     TRIB_WARN("coll", "%s failed: %s", what.c_str(), why.message().c_str());
     Status err = why.prefix(what + ": ");
     breakComm(comm, err);  // fails `op` too when it is still posted
@@ -411,8 +409,7 @@ Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abo
     return done;
   };
   if (pollUntil(timeout, finished, [&] { return req->exec->progressMark(); })) return st;
-  Status err =
-      errorf(tribTimeout, "%s", timeoutMessage(req->what(), timeout, req->exec->describePending()).c_str());
+  Status err(tribTimeout, timeoutMessage(req->what(), timeout, req->exec->describePending()));
   TRIB_WARN("coll", "%s", err.message().c_str());
   if (abortOnTimeout) {
     // The transports may still reference this request's buffers: fail everything and mark

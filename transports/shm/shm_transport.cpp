@@ -217,7 +217,7 @@ struct ShmTransport::Impl {
     uint8_t* seg = idx == myIdx ? mine : peers[idx].seg;
     return reinterpret_cast<BoardCell*>(seg + hdr->boardOffset + (k & 1) * (sizeof(BoardCell) + boardBytes));
   }
-  Status postBoard(const BoardOp& o);
+  Status postBoard(BoardOp o);
   void advanceBoard();
   // Whether every local rank's cell of step k has `flag` (seq or result) at k+1; fails the board
   // when one that has not is dead.
@@ -313,7 +313,7 @@ static uint64_t lastLevelCacheBytes() {
   return v > 0 ? static_cast<uint64_t>(v) : 32 << 20;
 }
 
-Status ShmTransport::Impl::postBoard(const BoardOp& o) {
+Status ShmTransport::Impl::postBoard(BoardOp o) {
   const uint64_t es = validDataType(o.dtype) ? dataTypeSize(o.dtype) : 0;
   if (!es || !validRedOp(o.op) || o.op == tribAvg)
     return errorf(tribInvalidArgument, "shm board: invalid dtype %d or op %d", o.dtype, o.op);
@@ -328,7 +328,6 @@ Status ShmTransport::Impl::postBoard(const BoardOp& o) {
                   static_cast<unsigned long long>(boardBytes));
   if (o.count && (!o.src || !o.dst)) return errorf(tribInvalidArgument, "shm board: null buffer");
   if (!aborted.ok()) return aborted;
-  boardOps.push_back(o);
   // Out of place, once the destination is mostly cold, streaming stores skip reading each line
   // before writing it; before that, plain stores are faster. Where "cold" starts, measured here
   // (busbw, streaming vs plain): 2 ranks 4 MiB 8.7-8.9 vs 12.7-13.1 GB/s (plain), 8 MiB 8.2-8.6 vs
@@ -339,7 +338,8 @@ Status ShmTransport::Impl::postBoard(const BoardOp& o) {
   static const uint64_t llc = lastLevelCacheBytes();
   static const uint64_t cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   const uint64_t perCore = (peers.size() + cores - 1) / cores;
-  boardOps.back().streamOut = o.src != o.dst && 2 * peers.size() * o.count * es * perCore >= llc;
+  o.streamOut = o.src != o.dst && 2 * peers.size() * o.count * es * perCore >= llc;
+  boardOps.push_back(o);
   return Status::Ok();
 }
 
