@@ -343,11 +343,9 @@ void killSwitchMidStream(int n, int iters,
 
 }  // namespace
 
-// The switch is SIGKILLed while the ranks (threads here) are in the middle of their all-reduces.
-TEST(SwitchFailover, SwitchKilledMidAllReduce) {
-  const int n = 4;
-  const uint64_t count = 1 << 18;  // 1 MiB of int32: 256 chunks of 4 KiB per all-reduce
-  killSwitchMidStream(n, 6, [&](int r, tribComm_t comm, int it) -> std::string {
+// One iteration of the all-reduce failover tests: an exact int32 all-reduce of `count` elements.
+std::function<std::string(int, tribComm_t, int)> exactInt32AllReduce(int n, uint64_t count) {
+  return [n, count](int r, tribComm_t comm, int it) -> std::string {
     std::vector<int32_t> in(count), out(count);
     for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1) + it;
     if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
@@ -358,30 +356,20 @@ TEST(SwitchFailover, SwitchKilledMidAllReduce) {
         return strprintf("element %llu: %d, expected %d", static_cast<unsigned long long>(i), out[i], want);
     }
     return "";
-  });
+  };
+}
+
+// The switch is SIGKILLed while the ranks (threads here) are in the middle of their all-reduces.
+TEST(SwitchFailover, SwitchKilledMidAllReduce) {
+  const int n = 4;
+  killSwitchMidStream(n, 6, exactInt32AllReduce(n, 1 << 18));  // 1 MiB: 256 chunks of 4 KiB each
 }
 
 // The same over UCX links: the ranks' endpoints report the dead switch (error handling mode PEER).
 TEST(SwitchFailover, UcxSwitchKilledMidAllReduce) {
   if (!linkKindAvailable(LinkKind::Ucx)) GTEST_SKIP() << "needs a build with UCX (libucx-dev)";
   const int n = 3;
-  const uint64_t count = 1 << 18;
-  killSwitchMidStream(
-      n, 6,
-      [&](int r, tribComm_t comm, int it) -> std::string {
-        std::vector<int32_t> in(count), out(count);
-        for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1) + it;
-        if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
-          return tribGetLastError(nullptr);
-        for (uint64_t i = 0; i < count; ++i) {
-          int32_t want = static_cast<int32_t>(i % 1000) * (n * (n + 1) / 2) + n * it;
-          if (out[i] != want)
-            return strprintf("element %llu: %d, expected %d", static_cast<unsigned long long>(i), out[i],
-                             want);
-        }
-        return "";
-      },
-      LinkKind::Ucx);
+  killSwitchMidStream(n, 6, exactInt32AllReduce(n, 1 << 18), LinkKind::Ucx);
 }
 
 // The same during in-place reduce-scatters: the fallback re-runs from the input the switch
