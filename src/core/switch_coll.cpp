@@ -291,6 +291,11 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
         run.args.inPlace = false;
       }
       run.phase = SwitchRun::Agree;
+      // The switch schedule's host steps may still be posted, for peers that have not reached
+      // them yet (hier_switch's intra-host ring): its sends copy their data aside, and the
+      // execution outlives the transports, so nothing they hold points at freed memory.
+      req->exec->detachPostedSends();
+      comm->abandonedExecs.push_back(std::move(req->exec));
       const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
       CollArgs a;
       a.coll = Coll::AllReduce;

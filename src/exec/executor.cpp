@@ -140,6 +140,12 @@ Status Execution::startStep(size_t i) {
   return errorf(tribInternalError, "unknown step kind");
 }
 
+void Execution::detachPostedSends() {
+  for (size_t i = first_; i < slots_.size(); ++i)
+    if (slots_[i].state == State::Posted && steps_[i].kind == StepKind::Send)
+      peers_[steps_[i].peer]->detachSend(&slots_[i].op);
+}
+
 Status Execution::progress(bool* done) {
   *done = false;
   for (Transport* t : distinctTransports_) TRIB_RETURN_IF_ERROR(t->progress());

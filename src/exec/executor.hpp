@@ -69,6 +69,9 @@ class Execution {
   // Grows as steps finish (for waiters' back-off: an unchanged value means no progress).
   size_t progressMark() const { return first_ + (opts_.offload ? opts_.offload->progressCount() : 0); }
   bool stepDone(size_t i) const { return i < slots_.size() && slots_[i].state == State::Done; }
+  // Lets every posted send copy its data aside and complete (the execution is being given up
+  // while peers may still receive from it).
+  void detachPostedSends();
 
  private:
   enum class State : uint8_t { NotStarted, Posted, Done };
