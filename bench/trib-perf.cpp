@@ -48,6 +48,33 @@ struct Options {
   std::string algo;
   std::string json;
   Coll coll = Coll::AllReduce;
+  bool shared = false;  // buffers from tribMemAlloc (-R 1)
+};
+
+// A benchmark buffer, zero-filled: heap memory, or with -R 1 tribMemAlloc's shareable memory (what
+// nccl-tests' -R registers), which lets the shm board reduce straight between the ranks' buffers.
+class Buffer {
+ public:
+  Buffer(size_t bytes, bool shared) {
+    if (shared && bytes) {
+      void* p = nullptr;
+      if (tribMemAlloc(&p, bytes) != tribSuccess) {
+        std::fprintf(stderr, "trib-perf: tribMemAlloc(%zu): %s\n", bytes, tribGetLastError(nullptr));
+        std::exit(1);
+      }
+      shared_ = static_cast<char*>(p);
+    } else {
+      heap_.resize(bytes);
+    }
+  }
+  ~Buffer() { tribMemFree(shared_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  char* data() { return shared_ ? shared_ : heap_.data(); }
+
+ private:
+  std::vector<char> heap_;
+  char* shared_ = nullptr;
 };
 
 [[noreturn]] void usage(int code) {
@@ -69,6 +96,7 @@ struct Options {
       "  Under mpirun/srun/torchrun (their env vars set), each process is one rank.\n"
       "  -C, --coll C         allreduce|reducescatter|allgather|broadcast|reduce|alltoall [allreduce]\n"
       "  -A, --algo A         force the algorithm (as TRIB_ALGO)\n"
+      "  -R, --registered 0|1 buffers from tribMemAlloc (shareable; as nccl-tests' -R) [0]\n"
       "  -J, --json FILE      also write results as JSON\n"
       "  -h, --help\n");
   std::exit(code);
@@ -315,6 +343,7 @@ struct Bench {
           o.step ? (std::to_string(o.step) + " bytes").c_str()
                  : (std::to_string(o.factor) + "(factor)").c_str(),
           o.warmup, o.iters, o.check ? 1 : 0, trib::reduceIsa());
+      std::printf("# buffers: %s\n", o.shared ? "tribMemAlloc (shareable, -R 1)" : "heap (std::vector)");
       std::printf("# memcpy bandwidth (this machine, 64 MiB, same run): %.2f GB/s\n", memcpyGBs);
       std::printf("# core-to-core round trip (first two CPUs, same run): %.0f ns\n#\n", rttNs);
       std::printf("#%61s%36s\n", "out-of-place", "in-place");
@@ -327,8 +356,8 @@ struct Bench {
       if (json) {
         std::fprintf(json,
                      "{\"coll\":\"%s\",\"ranks\":%d,\"ranks_as\":\"%s\",\"memcpy_GBps\":%.3f,"
-                     "\"core_rtt_ns\":%.0f,\"results\":[",
-                     trib::collName(o.coll), n, how, memcpyGBs, rttNs);
+                     "\"core_rtt_ns\":%.0f,\"shared_buffers\":%s,\"results\":[",
+                     trib::collName(o.coll), n, how, memcpyGBs, rttNs, o.shared ? "true" : "false");
       }
     }
     double busSum = 0;
@@ -336,7 +365,7 @@ struct Bench {
     int64_t wrongTotal = 0;
     for (size_t si = 0; si < sizes.size(); ++si) {
       Shape sh = shapeFor(o.coll, std::max<uint64_t>(sizes[si] / es, 1), n);
-      std::vector<char> send(sh.inElems * es), recv(std::max(sh.outElems, sh.inElems) * es);
+      Buffer send(sh.inElems * es, o.shared), recv(std::max(sh.outElems, sh.inElems) * es, o.shared);
       uint64_t bytesS = (o.coll == Coll::AllReduce || o.coll == Coll::Broadcast || o.coll == Coll::Reduce)
                             ? sh.count * es
                             : std::max(sh.inElems, sh.outElems) * es;
@@ -447,9 +476,10 @@ int main(int argc, char** argv) {
       {"check", 1, nullptr, 'c'},     {"op", 1, nullptr, 'o'},        {"datatype", 1, nullptr, 'd'},
       {"root", 1, nullptr, 'r'},      {"threads", 1, nullptr, 't'},   {"coll", 1, nullptr, 'C'},
       {"algo", 1, nullptr, 'A'},      {"json", 1, nullptr, 'J'},      {"help", 0, nullptr, 'h'},
-      {"ranks", 1, nullptr, 'N'},     {"transport", 1, nullptr, 'T'}, {nullptr, 0, nullptr, 0}};
+      {"ranks", 1, nullptr, 'N'},     {"transport", 1, nullptr, 'T'}, {"registered", 1, nullptr, 'R'},
+      {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:N:T:C:A:J:h", longOpts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:N:T:C:A:J:R:h", longOpts, nullptr)) != -1) {
     switch (ch) {
       case 'b':
         o.minBytes = parseSize(optarg);
@@ -501,6 +531,9 @@ int main(int argc, char** argv) {
         break;
       case 'J':
         o.json = optarg;
+        break;
+      case 'R':
+        o.shared = std::atoi(optarg) != 0;
         break;
       case 'h':
         usage(0);

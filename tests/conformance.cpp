@@ -2,7 +2,9 @@
 #include "conformance.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <stdexcept>
 
 namespace trib::conformance {
 
@@ -18,6 +20,7 @@ std::string Case::name() const {
   s += "_n" + std::to_string(nranks) + "_c" + std::to_string(count);
   if (hasRoot(coll)) s += "_root" + std::to_string(root);
   if (inPlace) s += "_inplace";
+  if (sharedBuffers) s += "_shared";
   return s;
 }
 
@@ -77,6 +80,24 @@ double expectedValue(const Case& c, int rank, uint64_t idx) {
   return none;
 }
 
+void CaseBytes::assign(size_t n, unsigned char fill, bool shared) {
+  release();
+  if (shared) {
+    void* p = nullptr;
+    if (tribMemAlloc(&p, n) != tribSuccess) throw std::runtime_error(tribGetLastError(nullptr));
+    shared_ = static_cast<unsigned char*>(p);
+    std::memset(shared_, fill, n);
+  } else {
+    heap_.assign(n, fill);
+  }
+}
+
+void CaseBytes::release() {
+  if (shared_) tribMemFree(shared_);
+  shared_ = nullptr;
+  heap_.clear();
+}
+
 void prepare(const Case& c, int rank, RankBuffers* b) {
   CollArgs a;
   a.coll = c.coll;
@@ -86,8 +107,8 @@ void prepare(const Case& c, int rank, RankBuffers* b) {
   b->inCount = inputCount(a, rank);
   b->outCount = outputCount(a, rank);
   const size_t es = dataTypeSize(c.dtype);
-  b->send.assign(kGuardBytes * 2 + b->inCount * es, kGuard);
-  b->recv.assign(kGuardBytes * 2 + b->outCount * es, kGuard);
+  b->send.assign(kGuardBytes * 2 + b->inCount * es, kGuard, c.sharedBuffers);
+  b->recv.assign(kGuardBytes * 2 + b->outCount * es, kGuard, c.sharedBuffers);
   unsigned char* sendData = b->send.data() + kGuardBytes;
   unsigned char* recvData = b->recv.data() + kGuardBytes;
   bool inPlaceHere = c.inPlace && b->inCount > 0 && b->outCount > 0;
@@ -166,7 +187,7 @@ std::string check(const Case& c, int rank, const RankBuffers& b) {
       }
     }
   }
-  auto guardsIntact = [](const std::vector<unsigned char>& v, size_t dataBytes) {
+  auto guardsIntact = [](const CaseBytes& v, size_t dataBytes) {
     for (size_t i = 0; i < kGuardBytes; ++i) {
       if (v[i] != kGuard || v[kGuardBytes + dataBytes + i] != kGuard) return false;
     }

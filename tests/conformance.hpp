@@ -24,6 +24,7 @@ struct Case {
   uint64_t count = 0;
   bool inPlace = false;
   int root = 0;
+  bool sharedBuffers = false;  // buffers from tribMemAlloc (the shm board maps them)
 
   std::string name() const;
 };
@@ -82,9 +83,27 @@ inline double inputValue(const Case& c, int rank, uint64_t idx) {
 // Expected output element `idx` on `rank` (NaN if the element is not defined for this rank).
 double expectedValue(const Case& c, int rank, uint64_t idx);
 
+// Bytes from the heap or, for sharedBuffers cases, from tribMemAlloc.
+class CaseBytes {
+ public:
+  CaseBytes() = default;
+  CaseBytes(const CaseBytes&) = delete;
+  CaseBytes& operator=(const CaseBytes&) = delete;
+  ~CaseBytes() { release(); }
+  void assign(size_t n, unsigned char fill, bool shared);
+  unsigned char* data() { return shared_ ? shared_ : heap_.data(); }
+  const unsigned char* data() const { return shared_ ? shared_ : heap_.data(); }
+  unsigned char operator[](size_t i) const { return data()[i]; }
+
+ private:
+  void release();
+  std::vector<unsigned char> heap_;
+  unsigned char* shared_ = nullptr;
+};
+
 // Buffers of one rank for one case, with guard zones that must stay untouched.
 struct RankBuffers {
-  std::vector<unsigned char> send, recv;  // include guards
+  CaseBytes send, recv;  // include guards
   const void* sendPtr = nullptr;
   void* recvPtr = nullptr;
   uint64_t inCount = 0, outCount = 0;

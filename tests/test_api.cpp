@@ -345,6 +345,51 @@ TEST(Api, MismatchedCountsAreReported) {
   destroyAll(comms);
 }
 
+// tribMemAlloc: usable memory any call accepts (threads here, so nothing maps it), and clear
+// errors for what it cannot take.
+TEST(Api, SharedMemoryAllocation) {
+  void* p = reinterpret_cast<void*>(1);
+  EXPECT_EQ(tribMemAlloc(nullptr, 64), tribInvalidArgument);
+  EXPECT_EQ(tribMemAlloc(&p, 0), tribInvalidArgument);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(lastError().find("size 0"), std::string::npos) << lastError();
+  EXPECT_EQ(tribMemAlloc(&p, SIZE_MAX), tribInvalidArgument);
+  ASSERT_EQ(tribMemAlloc(&p, 1000), tribSuccess) << lastError();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  auto comms = makeComms(2);
+  auto* f = static_cast<float*>(p);
+  for (int i = 0; i < 200; ++i) f[i] = static_cast<float>(i), f[200 + i] = 1.0f;
+  std::vector<std::thread> t;
+  for (int r = 0; r < 2; ++r)
+    t.emplace_back([&, r] {
+      EXPECT_EQ(tribAllReduce(f + 200 * r, f + 400 + 200 * r, 200, tribFloat32, tribSum, comms[r], nullptr),
+                tribSuccess);
+    });
+  for (auto& th : t) th.join();
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(f[400 + i], static_cast<float>(i) + 1.0f);
+    EXPECT_EQ(f[600 + i], f[400 + i]);
+  }
+  destroyAll(comms);
+  int local = 0;
+  EXPECT_EQ(tribMemFree(&local), tribInvalidArgument);
+  EXPECT_NE(lastError().find("not returned by tribMemAlloc"), std::string::npos) << lastError();
+  EXPECT_EQ(tribMemFree(f + 1), tribInvalidArgument);  // inside, but not what tribMemAlloc returned
+  EXPECT_EQ(tribMemFree(p), tribSuccess);
+  EXPECT_EQ(tribMemFree(p), tribInvalidArgument);  // twice
+  EXPECT_EQ(tribMemFree(nullptr), tribSuccess);
+  // The C++ wrapper frees what it allocated, and refuses counts whose bytes overflow.
+  tributary::SharedBuffer<double> buf(3);
+  buf[2] = 1.5;
+  EXPECT_EQ(buf.span().size(), 3u);
+  EXPECT_EQ(buf.data()[2], 1.5);
+  tributary::SharedBuffer<double> moved = std::move(buf);
+  EXPECT_EQ(buf.data(), nullptr);
+  EXPECT_EQ(moved[2], 1.5);
+  EXPECT_THROW(tributary::SharedBuffer<double>(SIZE_MAX / 4), tributary::Error);
+}
+
 TEST(CxxApi, SpansTypesAndExceptions) {
   auto comms = tributary::Communicator::createLocal(2);
   ASSERT_EQ(comms.size(), 2u);

@@ -8,6 +8,7 @@
 #include "conformance.hpp"
 #include "core/comm.hpp"
 #include "support/launcher.hpp"
+#include "transports/shm/shm_transport.hpp"
 
 namespace trib::conformance {
 namespace {
@@ -32,7 +33,8 @@ std::vector<Case> casesFor(const TransportSetup& s) {
   }
   // With every rank on shm, the board: one-shot (every dtype and op, in and out of place, up to
   // the default 1 MiB board: 4093 doubles = 32 KiB) and two-shot (also 300,007 elements: several
-  // 1 MiB chunks, and for 8-byte types on 4 ranks large enough to stream the output).
+  // 1 MiB chunks, and for 8-byte types on 4 ranks large enough to stream the output), two-shot
+  // also with tribMemAlloc buffers (mapped: straight between the ranks' buffers).
   if (std::string(s.transport) == "shm") {
     for (Case c : arithmeticCases({n}, {0, 1, 7, 4093, 300007})) {
       if (c.coll != Coll::AllReduce || c.algo != "ring") continue;
@@ -42,6 +44,11 @@ std::vector<Case> casesFor(const TransportSetup& s) {
         for (bool inPlace : {false, true}) {
           c.inPlace = inPlace;
           all.push_back(c);
+          if (std::string(algo) == "twoshot") {
+            Case shared = c;
+            shared.sharedBuffers = true;
+            all.push_back(shared);
+          }
         }
       }
     }
@@ -84,6 +91,12 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
     bool ran = !parseAlgo(algo, &forced);
     for (const auto& [key, plan] : comm->planCache) ran |= plan.algo->algo == forced;
     if (!ran) report += "split for " + algo + ": no call ran " + algo + "\n", ++failures;
+    // Two-shot with shared buffers must have run mapped (where this machine allows mapping).
+    if (algo == "twoshot")
+      for (const auto& t : comm->ownedTransports)
+        if (auto* shm = dynamic_cast<const ShmTransport*>(t.get());
+            shm && shm->mapsSharedBuffers() && shm->mappedAllReduces() == 0)
+          report += "twoshot: no shared-buffer case ran mapped\n", ++failures;
     tribCommDestroy(comm);
   }
   tribCommDestroy(world);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
 #include "shm_util.hpp"
 
@@ -439,6 +440,22 @@ ShmOptions boardOptions(int64_t boardBytes) {
   return o;
 }
 
+// int32 elements in one tribMemAlloc allocation (what the board maps), freed on scope exit.
+class SharedInts {
+ public:
+  explicit SharedInts(size_t n) {
+    void* p = nullptr;
+    if (n && sharedAlloc(n * sizeof(int32_t), &p).ok()) p_ = static_cast<int32_t*>(p);
+  }
+  ~SharedInts() { (void)sharedFree(p_); }
+  SharedInts(const SharedInts&) = delete;
+  SharedInts& operator=(const SharedInts&) = delete;
+  int32_t* data() const { return p_; }
+
+ private:
+  int32_t* p_ = nullptr;
+};
+
 }  // namespace
 
 // Many back-to-back all-reduces through the board, posted several at a time (the cells are
@@ -593,13 +610,15 @@ TEST(ShmBoard, RefusesWhatItCannotTake) {
 
 // One-shot, then two-shot over several chunks (the victim dies before its first post).
 TEST(ShmBoard, PeerKilledBeforePostingFailsTheOthersNamingIt) {
-  for (bool twoShot : {false, true}) {
+  for (int variant : {0, 1, 2}) {  // one-shot, two-shot, two-shot of shared buffers (mapped)
+    const bool twoShot = variant > 0;
     const int n = 3, victim = 1;
     std::vector<pid_t> pids;
     auto res = runShmRanks(
         n, boardOptions(4096), 30,
-        [twoShot](int rank, ShmTransport& t, Bootstrap& bs) {
+        [twoShot, variant](int rank, ShmTransport& t, Bootstrap& bs) {
           std::vector<int32_t> a(16, rank), b(16);
+          SharedInts shared(variant == 2 ? 10000 : 0);
           TransferOp first;
           CHILD_OK(t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &first), 1);
           CHILD_CHECK(waitBoard(*t.board(), {&first}, 10000) && first.state == TransferOp::kDone, 2);
@@ -607,10 +626,11 @@ TEST(ShmBoard, PeerKilledBeforePostingFailsTheOthersNamingIt) {
           CHILD_OK(bs.barrier(), 4);
           if (rank == victim) kill(getpid(), SIGKILL);
           TransferOp second;
-          std::vector<int32_t> big(5000, rank), bigOut(5000);
-          CHILD_OK(twoShot ? t.twoShotBoard()->postAllReduce(big.data(), bigOut.data(), big.size(), tribInt32,
-                                                             tribSum, &second)
-                           : t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &second),
+          std::vector<int32_t> heap(10000, rank);
+          int32_t* big = variant == 2 ? shared.data() : heap.data();
+          CHILD_OK(twoShot
+                       ? t.twoShotBoard()->postAllReduce(big, big + 5000, 5000, tribInt32, tribSum, &second)
+                       : t.board()->postAllReduce(a.data(), b.data(), 16, tribInt32, tribSum, &second),
                    5);
           auto t0 = net::Clock::now();
           CHILD_CHECK(waitBoard(*t.board(), {&second}, 10000), 6);
@@ -627,4 +647,127 @@ TEST(ShmBoard, PeerKilledBeforePostingFailsTheOthersNamingIt) {
     EXPECT_EQ(res[2].code, 0);
     for (pid_t p : pids) EXPECT_TRUE(shmLeftovers(p).empty()) << "leaked segment of pid " << p;
   }
+}
+
+// Two-shot between shared buffers (mapped: every rank reduces its slice straight from the others'
+// inputs into their outputs): exact, in and out of place, buffers at odd offsets inside their
+// allocations, sizes from one element to several cells, n = 1..4, and for floats the same bits as
+// one-shot and as staged two-shot.
+TEST(ShmBoardMapped, ExactInAndOutOfPlaceAndTheSameBitsAsStaging) {
+  for (int n : {1, 2, 3, 4}) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        n, boardOptions(4096), 60,
+        [n](int rank, ShmTransport& t, Bootstrap& bs) {
+          CHILD_CHECK(t.mapsSharedBuffers(), 1);
+          const uint64_t counts[] = {1, 5, 1024, 3073, 100003};
+          SharedInts mem(2 * 100003 + 64);
+          CHILD_CHECK(mem.data() != nullptr, 2);
+          int ops = 0;
+          for (int round = 0; round < 6; ++round) {
+            for (uint64_t count : counts) {
+              const bool inPlace = (round + count) % 2 == 1;
+              int32_t* in = mem.data() + 1 + round;  // not 64-byte aligned, and moving
+              int32_t* out = inPlace ? in : in + count + 3;
+              for (uint64_t e = 0; e < count; ++e) in[e] = static_cast<int32_t>(rank * 1000 + e * 3 + round);
+              TransferOp op;
+              CHILD_OK(t.twoShotBoard()->postAllReduce(in, out, count, tribInt32, tribSum, &op), 3);
+              CHILD_CHECK(waitBoard(*t.twoShotBoard(), {&op}, 20000) && op.state == TransferOp::kDone, 4);
+              ++ops;
+              for (uint64_t e = 0; e < count; ++e) {
+                int64_t want = 0;
+                for (int r = 0; r < n; ++r) want += r * 1000 + static_cast<int64_t>(e) * 3 + round;
+                CHILD_CHECK(out[e] == want, 5);
+              }
+            }
+          }
+          CHILD_CHECK(t.mappedAllReduces() == static_cast<uint64_t>(ops), 6);
+          // Floats: mapped, staged two-shot and one-shot give the same bits on every rank.
+          const size_t fc = 1000;
+          void* fmem = nullptr;
+          CHILD_OK(sharedAlloc(2 * fc * sizeof(float), &fmem), 7);
+          auto* x = static_cast<float*>(fmem);
+          std::vector<float> heapX(fc), staged(fc), oneShot(fc);
+          for (size_t e = 0; e < fc; ++e)
+            heapX[e] = x[e] = 1.0f / static_cast<float>(rank + 3 + e % 7) + 1e-7f * e;
+          TransferOp f, g, h;
+          CHILD_OK(t.twoShotBoard()->postAllReduce(x, x + fc, fc, tribFloat32, tribSum, &f), 8);
+          CHILD_OK(t.twoShotBoard()->postAllReduce(heapX.data(), staged.data(), fc, tribFloat32, tribSum, &g),
+                   8);
+          CHILD_OK(t.board()->postAllReduce(heapX.data(), oneShot.data(), fc, tribFloat32, tribSum, &h), 8);
+          CHILD_CHECK(waitBoard(*t.board(), {&f, &g, &h}, 20000), 9);
+          CHILD_CHECK(
+              f.state == TransferOp::kDone && g.state == TransferOp::kDone && h.state == TransferOp::kDone,
+              9);
+          CHILD_CHECK(std::memcmp(x + fc, staged.data(), fc * sizeof(float)) == 0, 10);
+          CHILD_CHECK(std::memcmp(x + fc, oneShot.data(), fc * sizeof(float)) == 0, 11);
+          std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(x + fc),
+                                    reinterpret_cast<uint8_t*>(x + 2 * fc));
+          std::vector<std::vector<uint8_t>> everyone;
+          CHILD_OK(bs.allGather(mine, &everyone), 12);
+          for (auto& other : everyone) CHILD_CHECK(other == mine, 13);
+          CHILD_OK(sharedFree(fmem), 14);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
+
+// Shared buffers on some ranks only (or only the input shared): those ranks stage after all, in
+// the same step, and the result is exact; nothing runs mapped. Mapping turned off: the same.
+TEST(ShmBoardMapped, RanksWithoutSharedBuffersMakeEveryoneStage) {
+  for (int variant : {0, 1, 2}) {
+    std::vector<pid_t> pids;
+    ShmOptions opt = boardOptions(4096);
+    if (variant == 2) opt.mapped = 0;
+    auto res = runShmRanks(
+        3, opt, 60,
+        [variant](int rank, ShmTransport& t, Bootstrap&) {
+          CHILD_CHECK(t.mapsSharedBuffers() == (variant != 2), 1);
+          const uint64_t count = 5000;  // two-shot over two cells
+          SharedInts mem(2 * count);
+          std::vector<int32_t> heap(2 * count);
+          int32_t* in = rank == 1 && variant != 2 ? heap.data() : mem.data();
+          int32_t* out = rank == 2 && variant == 1 ? heap.data() + count : in + count;
+          for (int round = 0; round < 3; ++round) {
+            for (uint64_t e = 0; e < count; ++e) in[e] = static_cast<int32_t>(rank * 7 + e + round);
+            TransferOp op;
+            CHILD_OK(t.twoShotBoard()->postAllReduce(in, out, count, tribInt32, tribSum, &op), 2);
+            CHILD_CHECK(waitBoard(*t.twoShotBoard(), {&op}, 20000) && op.state == TransferOp::kDone, 3);
+            for (uint64_t e = 0; e < count; ++e)
+              CHILD_CHECK(out[e] == static_cast<int32_t>(21 + 3 * (e + round)), 4);
+          }
+          CHILD_CHECK(t.mappedAllReduces() == 0, 5);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
+
+// More allocations than a peer keeps mapped (16): each all-reduce uses a fresh pair, the oldest
+// mappings are dropped, and every result is exact.
+TEST(ShmBoardMapped, FreshAllocationsEveryCall) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, boardOptions(4096), 60,
+      [](int rank, ShmTransport& t, Bootstrap&) {
+        const uint64_t count = 3000;
+        for (int round = 0; round < 40; ++round) {
+          SharedInts in(count), out(count + round);
+          for (uint64_t e = 0; e < count; ++e) in.data()[e] = static_cast<int32_t>(rank + e * round);
+          TransferOp op;
+          CHILD_OK(
+              t.twoShotBoard()->postAllReduce(in.data(), out.data() + round, count, tribInt32, tribSum, &op),
+              1);
+          CHILD_CHECK(waitBoard(*t.twoShotBoard(), {&op}, 20000) && op.state == TransferOp::kDone, 2);
+          for (uint64_t e = 0; e < count; ++e)
+            CHILD_CHECK(out.data()[round + e] == static_cast<int32_t>(1 + 2 * e * round), 3);
+        }
+        CHILD_CHECK(t.mappedAllReduces() == 40, 4);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
 }

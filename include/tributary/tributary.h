@@ -93,23 +93,23 @@ typedef struct {
 #define TRIB_CONFIG_UNDEF_INT INT32_MIN
 #define TRIB_CONFIG_UNDEF_PTR NULL
 typedef struct {
-  size_t size;            /* sizeof(tribConfig_t) */
-  unsigned int magic;     /* TRIB_CONFIG_MAGIC */
-  unsigned int version;   /* TRIB_VERSION_CODE of the header compiled against */
-  int blocking;           /* 1: init returns when ready (default); 0 reserved */
-  int timeoutMs;          /* every wait's timeout; overrides TRIB_TIMEOUT (ms) */
-  const char* algo;       /* like TRIB_ALGO, e.g. "ring" or "allreduce:rhd;broadcast:chain" */
-  const char* transport;  /* like TRIB_TRANSPORT */
-  const char* commName;   /* shown in logs */
-  int chunkBytes;         /* pipeline chunk size; like TRIB_CHUNK_BYTES */
+  size_t size;           /* sizeof(tribConfig_t) */
+  unsigned int magic;    /* TRIB_CONFIG_MAGIC */
+  unsigned int version;  /* TRIB_VERSION_CODE of the header compiled against */
+  int blocking;          /* 1: init returns when ready (default); 0 reserved */
+  int timeoutMs;         /* every wait's timeout; overrides TRIB_TIMEOUT (ms) */
+  const char* algo;      /* like TRIB_ALGO, e.g. "ring" or "allreduce:rhd;broadcast:chain" */
+  const char* transport; /* like TRIB_TRANSPORT */
+  const char* commName;  /* shown in logs */
+  int chunkBytes;        /* pipeline chunk size; like TRIB_CHUNK_BYTES */
 } tribConfig_t;
 
 #define TRIB_CONFIG_MAGIC 0x54524942u /* "TRIB" */
-#define TRIB_CONFIG_INITIALIZER                                                                  \
-  {                                                                                              \
-    sizeof(tribConfig_t), TRIB_CONFIG_MAGIC, TRIB_VERSION_CODE, TRIB_CONFIG_UNDEF_INT,           \
+#define TRIB_CONFIG_INITIALIZER                                                                     \
+  {                                                                                                 \
+    sizeof(tribConfig_t), TRIB_CONFIG_MAGIC, TRIB_VERSION_CODE, TRIB_CONFIG_UNDEF_INT,              \
         TRIB_CONFIG_UNDEF_INT, TRIB_CONFIG_UNDEF_PTR, TRIB_CONFIG_UNDEF_PTR, TRIB_CONFIG_UNDEF_PTR, \
-        TRIB_CONFIG_UNDEF_INT                                                                    \
+        TRIB_CONFIG_UNDEF_INT                                                                       \
   }
 
 /* ---- Library and errors ------------------------------------------------------------------ */
@@ -120,6 +120,16 @@ TRIB_API const char* tribGetLastError(tribComm_t comm);
 TRIB_API const char* tribDataTypeName(tribDataType_t dtype);
 TRIB_API const char* tribRedOpName(tribRedOp_t op);
 TRIB_API tribResult_t tribDataTypeSize(tribDataType_t dtype, size_t* bytes);
+
+/* ---- Shareable memory -------------------------------------------------------------------- *
+ * Host memory that the other processes of a communicator on this host can map (as ncclMemAlloc).
+ * Any call accepts it like any other memory; an all-reduce whose input and output buffers on every
+ * rank of a one-host communicator come from here runs without staging copies: each rank reduces
+ * its slice straight from the others' inputs and writes it into their outputs. tribMemFree takes
+ * only what tribMemAlloc returned (NULL is a no-op); memory a peer has mapped is released when that
+ * peer's communicator is destroyed. */
+TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size);
+TRIB_API tribResult_t tribMemFree(void* ptr);
 
 /* ---- Communicators ------------------------------------------------------------------------ */
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* uniqueId);
@@ -152,19 +162,20 @@ TRIB_API tribResult_t tribCommUserRank(const tribComm_t comm, int* rank);
  * ReduceScatter recvcount out, nranks*recvcount in; AlltoAll count per peer. In-place:
  * sendbuff == recvbuff (AllReduce, Broadcast, Reduce at root), or sendbuff ==
  * recvbuff + rank*count (AllGather), or recvbuff == sendbuff + rank*recvcount (ReduceScatter). */
-TRIB_API tribResult_t tribAllReduce(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
-                                    tribRedOp_t op, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,
+                                    tribStream_t stream);
 TRIB_API tribResult_t tribReduce(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
                                  tribRedOp_t op, int root, tribComm_t comm, tribStream_t stream);
-TRIB_API tribResult_t tribBroadcast(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
-                                    int root, tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                    tribDataType_t datatype, int root, tribComm_t comm, tribStream_t stream);
 TRIB_API tribResult_t tribAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                     tribDataType_t datatype, tribComm_t comm, tribStream_t stream);
 TRIB_API tribResult_t tribReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                         tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,
                                         tribStream_t stream);
-TRIB_API tribResult_t tribAlltoAll(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
-                                   tribComm_t comm, tribStream_t stream);
+TRIB_API tribResult_t tribAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                   tribDataType_t datatype, tribComm_t comm, tribStream_t stream);
 /* Gather: root receives nranks*count; Scatter: root sends nranks*count. */
 TRIB_API tribResult_t tribGather(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
                                  int root, tribComm_t comm, tribStream_t stream);
@@ -172,8 +183,8 @@ TRIB_API tribResult_t tribScatter(const void* sendbuff, void* recvbuff, size_t c
                                   int root, tribComm_t comm, tribStream_t stream);
 TRIB_API tribResult_t tribSend(const void* sendbuff, size_t count, tribDataType_t datatype, int peer,
                                tribComm_t comm, tribStream_t stream);
-TRIB_API tribResult_t tribRecv(void* recvbuff, size_t count, tribDataType_t datatype, int peer, tribComm_t comm,
-                               tribStream_t stream);
+TRIB_API tribResult_t tribRecv(void* recvbuff, size_t count, tribDataType_t datatype, int peer,
+                               tribComm_t comm, tribStream_t stream);
 TRIB_API tribResult_t tribBarrier(tribComm_t comm, tribStream_t stream);
 
 /* ---- Collectives: non-blocking form ------------------------------------------------------ *
@@ -192,16 +203,17 @@ TRIB_API tribResult_t tribIallGather(const void* sendbuff, void* recvbuff, size_
 TRIB_API tribResult_t tribIreduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                          tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,
                                          tribRequest_t* request);
-TRIB_API tribResult_t tribIalltoAll(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
-                                    tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIalltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                    tribDataType_t datatype, tribComm_t comm, tribRequest_t* request);
 TRIB_API tribResult_t tribIgather(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
                                   int root, tribComm_t comm, tribRequest_t* request);
-TRIB_API tribResult_t tribIscatter(const void* sendbuff, void* recvbuff, size_t count, tribDataType_t datatype,
-                                   int root, tribComm_t comm, tribRequest_t* request);
+TRIB_API tribResult_t tribIscatter(const void* sendbuff, void* recvbuff, size_t count,
+                                   tribDataType_t datatype, int root, tribComm_t comm,
+                                   tribRequest_t* request);
 TRIB_API tribResult_t tribIsend(const void* sendbuff, size_t count, tribDataType_t datatype, int peer,
                                 tribComm_t comm, tribRequest_t* request);
-TRIB_API tribResult_t tribIrecv(void* recvbuff, size_t count, tribDataType_t datatype, int peer, tribComm_t comm,
-                                tribRequest_t* request);
+TRIB_API tribResult_t tribIrecv(void* recvbuff, size_t count, tribDataType_t datatype, int peer,
+                                tribComm_t comm, tribRequest_t* request);
 TRIB_API tribResult_t tribIbarrier(tribComm_t comm, tribRequest_t* request);
 
 /* *done = 1 when complete (the request is then freed and set to NULL); returns its error if it failed. */

@@ -49,6 +49,40 @@ constexpr tribDataType_t dtypeOf = DataTypeOf<std::remove_const_t<T>>::value;
 
 enum class Op { Sum = tribSum, Prod = tribProd, Min = tribMin, Max = tribMax, Avg = tribAvg };
 
+// `n` elements of shareable memory (tribMemAlloc): an all-reduce whose buffers on every local
+// rank are SharedBuffers skips the shared-memory board's staging copies. Move-only.
+template <typename T>
+class SharedBuffer {
+ public:
+  SharedBuffer() = default;
+  explicit SharedBuffer(size_t n) : n_(n) {
+    if (n > SIZE_MAX / sizeof(T)) throw Error(tribInvalidArgument, "SharedBuffer: element count overflows");
+    void* p = nullptr;
+    check(tribMemAlloc(&p, n ? n * sizeof(T) : 1));
+    p_ = static_cast<T*>(p);
+  }
+  SharedBuffer(SharedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  SharedBuffer& operator=(SharedBuffer&& o) noexcept {
+    if (this != &o) {
+      tribMemFree(p_);
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~SharedBuffer() { tribMemFree(p_); }
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) const { return p_[i]; }
+  std::span<T> span() const { return {p_, n_}; }
+  operator std::span<T>() const { return span(); }
+  operator std::span<const T>() const { return {p_, n_}; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
 // A non-blocking operation; waits for completion in its destructor if still running.
 class Request {
  public:

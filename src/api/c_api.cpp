@@ -6,6 +6,7 @@
 
 #include "common/dtype.hpp"
 #include "common/log.hpp"
+#include "common/shared_alloc.hpp"
 #include "core/comm.hpp"
 #include "core/group.hpp"
 
@@ -127,6 +128,14 @@ TRIB_API tribResult_t tribDataTypeSize(tribDataType_t t, size_t* bytes) {
     return report(errorf(tribInvalidArgument, "unknown datatype %d", static_cast<int>(t)));
   *bytes = trib::dataTypeSize(t);
   return tribSuccess;
+}
+
+TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size) {
+  return guarded("tribMemAlloc", [&] { return trib::sharedAlloc(size, ptr); });
+}
+
+TRIB_API tribResult_t tribMemFree(void* ptr) {
+  return guarded("tribMemFree", [&] { return trib::sharedFree(ptr); });
 }
 
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* id) {

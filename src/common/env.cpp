@@ -50,6 +50,9 @@ const std::vector<EnvVarInfo>& envVars() {
        "Shared-memory board cell (bytes), when every rank is on one host: one-shot all-reduce's largest "
        "size, "
        "two-shot's chunk; 0 turns the board off."},
+      {"TRIB_SHM_MAPPED", "1",
+       "Shared-memory board: when every rank's all-reduce buffers come from tribMemAlloc, map peers' "
+       "buffers and reduce in place (0: always stage through the board)."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_LINK", "tcp",

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <deque>
 #include <fstream>
 #include <list>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -28,6 +30,7 @@
 #include "bootstrap/unique_id.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
 
 namespace trib {
@@ -88,15 +91,21 @@ struct alignas(64) CmaDesc {
 // of a two-shot one) uses cell k & 1 of every segment.
 enum BoardMode : uint32_t { kOneShot = 1, kTwoShot = 2 };
 struct alignas(64) BoardCell {
-  std::atomic<uint64_t> seq;     // k+1 once step k's input is here (written last, release)
-  std::atomic<uint64_t> result;  // two-shot: k+1 once the owner's reduced slice of step k is here
+  std::atomic<uint64_t> seq;     // k+1 once step k's header (and input, unless mapped) is here (release)
+  std::atomic<uint64_t> result;  // two-shot: k+1 once the owner's reduced slice of step k is out
+  std::atomic<uint64_t> staged;  // two-shot: k+1 once the slices others reduce are in this cell
   uint64_t bytes;                // this step's bytes
   uint64_t total;                // the whole operation's bytes (two-shot: several steps)
   uint32_t dtype, op, mode;
-  uint8_t reserved[20];
+  uint32_t mapped;        // two-shot: 1 when src/dst below are shared (tribMemAlloc) buffers
+  SharedRegion src, dst;  // where peers map this rank's buffers (when mapped)
   uint8_t* data() { return reinterpret_cast<uint8_t*>(this + 1); }
 };
-static_assert(sizeof(BoardCell) == 64);
+static_assert(sizeof(BoardCell) == 128);
+constexpr size_t kMaxPeerMappings = 16;  // per peer; the least recently used is unmapped beyond it
+
+int pidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int pidfdGetfd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
 
 uint8_t* slotAt(RingCtl* r, uint32_t k, size_t slotBytes) {
   return reinterpret_cast<uint8_t*>(r) + sizeof(RingCtl) +
@@ -172,6 +181,13 @@ struct ShmTransport::Impl {
     size_t segBytes = 0;
     bool useCma = false;
     bool watchPid = true;  // false when the peer's pid is not visible here (another pid namespace)
+    int pidfd = -1;        // for pidfd_getfd of its shared buffers (mapped two-shot)
+    struct Mapping {
+      uint8_t* base;
+      size_t bytes;
+      uint64_t lastUse;
+    };
+    std::map<uint64_t, Mapping> maps;  // its shared allocations mapped here, by id
     uint64_t cachedTail = 0;
     std::deque<std::unique_ptr<SendReq>> sendQ;
     std::list<std::unique_ptr<SendReq>> cmaWait;
@@ -206,10 +222,19 @@ struct ShmTransport::Impl {
     BoardMode mode;
     TransferOp* done;
     bool streamOut = false;  // two-shot: write dst around the cache (see postBoard)
+    bool mapped = false;     // two-shot: src and dst are shared buffers (srcR, dstR)
+    SharedRegion srcR = {}, dstR = {};
     uint64_t doneElems = 0;  // two-shot: elements of earlier chunks, finished
-    int phase = 0;           // this step: 0 to post, 1 posted (to reduce), 2 reduced (to gather)
+    int phase = 0;           // this step: a TwoShotPhase
   };
+  // Two-shot steps: post the header (and stage, unless mapped); once every header is here, either
+  // all ranks are mapped (reduce-and-push, then wait for everyone's push) or the mapped ones stage
+  // too and all reduce their slice in their cell, then gather the others' slices.
+  enum TwoShotPhase { kPost = 0, kPosted, kStaged, kReduced, kPushed };
   uint64_t boardBytes = 0;              // cell capacity; 0: no board
+  bool mappedOk = false;                // every local rank can map every other's shared buffers
+  uint64_t mapClock = 0;                // Peer::Mapping::lastUse
+  std::atomic<uint64_t> mappedOps{0};   // all-reduces done by stepMapped
   uint64_t boardSeq = 0;                // board steps completed
   std::atomic<uint64_t> boardMoves{0};  // phases completed (ShmBoard::progressCount)
   std::deque<BoardOp> boardOps;
@@ -225,6 +250,8 @@ struct ShmTransport::Impl {
   Status checkCells(const BoardOp& o, uint64_t k, uint64_t bytes);
   bool stepOneShot(BoardOp& o);
   bool stepTwoShot(BoardOp& o);
+  void stepMapped(BoardOp& o, uint64_t k);
+  Status mapPeerRegion(Peer& p, const SharedRegion& r, uint64_t bytes, uint8_t** at);
   void failBoard(const Status& why);
 
   std::mutex mu;
@@ -269,7 +296,8 @@ class ShmBoard final : public CollectiveOffload {
   Status postAllReduce(const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
                        TransferOp* done) override {
     std::lock_guard<std::mutex> lock(im_->mu);
-    ShmTransport::Impl::BoardOp o{src, dst, count, dtype, op, mode_, done};
+    ShmTransport::Impl::BoardOp o{
+        .src = src, .dst = dst, .count = count, .dtype = dtype, .op = op, .mode = mode_, .done = done};
     Status st = im_->postBoard(o);
     if (!st.ok()) {
       done->fail(st);
@@ -339,6 +367,9 @@ Status ShmTransport::Impl::postBoard(BoardOp o) {
   static const uint64_t cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   const uint64_t perCore = (peers.size() + cores - 1) / cores;
   o.streamOut = o.src != o.dst && 2 * peers.size() * o.count * es * perCore >= llc;
+  const uint64_t bytes = o.count * es;
+  o.mapped = o.mode == kTwoShot && mappedOk && bytes && findSharedRegion(o.src, bytes, &o.srcR) &&
+             findSharedRegion(o.dst, bytes, &o.dstR);
   boardOps.push_back(o);
   return Status::Ok();
 }
@@ -418,6 +449,9 @@ bool ShmTransport::Impl::stepOneShot(BoardOp& o) {
 // copies it to the destination and publishes `result`; gather copies the others' reduced slices.
 // Cell reuse keeps the one-shot argument: step k+2 is posted only after step k+1 completed, which
 // needs every rank's k+1 result, published after that rank's last read of step k.
+// A rank whose buffers are shared posts only their regions; when every rank did, the whole
+// operation is one mapped step (stepMapped); otherwise those ranks stage now, and the chunk runs
+// as above.
 bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   const uint32_t nlocal = static_cast<uint32_t>(peers.size());
   const uint64_t k = boardSeq;
@@ -433,19 +467,51 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   const uint32_t me = static_cast<uint32_t>(myIdx);
   BoardCell* mineCell = boardCell(myIdx, k);
   auto out = o.streamOut ? copyStreaming : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
-  if (o.phase == 0) {
+  auto stage = [&] {
     for (uint32_t j = 0; j < nlocal; ++j)
       if (j != me && len(j)) std::memcpy(mineCell->data() + begin(j) * es, src + begin(j) * es, len(j) * es);
+    mineCell->staged.store(k + 1, std::memory_order_release);
+  };
+  if (o.phase == kPost) {
+    const bool mapped = o.mapped && o.doneElems == 0;
+    mineCell->mapped = mapped;
+    if (mapped) {
+      mineCell->src = o.srcR;
+      mineCell->dst = o.dstR;
+    } else {
+      stage();
+    }
     publishCell(mineCell, k, cnt * es, o.count * es, o.dtype, o.op, kTwoShot);
-    o.phase = 1;
+    o.phase = kPosted;
   }
-  if (o.phase == 1) {
+  if (o.phase == kPosted) {
     if (!boardReady(k, &BoardCell::seq)) return false;
     Status st = checkCells(o, k, cnt * es);
     if (!st.ok()) {
       failBoard(st);
       return false;
     }
+    bool allMapped = true;
+    for (uint32_t j = 0; j < nlocal; ++j) allMapped = allMapped && boardCell(static_cast<int>(j), k)->mapped;
+    if (allMapped) {
+      stepMapped(o, k);
+      if (boardOps.empty()) return false;  // failed
+      o.phase = kPushed;
+    } else {
+      if (mineCell->mapped) stage();
+      o.phase = kStaged;
+    }
+  }
+  if (o.phase == kPushed) {
+    if (!boardReady(k, &BoardCell::result)) return false;
+    o.doneElems = o.count;
+    o.phase = kPost;
+    ++boardSeq;
+    boardMoves.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  if (o.phase == kStaged) {
+    if (!boardReady(k, &BoardCell::staged)) return false;
     const uint64_t off = begin(me) * es, m = len(me);
     auto input = [&](uint32_t j) -> const uint8_t* {
       return j == me ? src + off : boardCell(static_cast<int>(j), k)->data() + off;
@@ -462,7 +528,7 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
       out(dst + off, acc, m * es);
     }
     mineCell->result.store(k + 1, std::memory_order_release);
-    o.phase = 2;
+    o.phase = kReduced;
     boardMoves.fetch_add(1, std::memory_order_relaxed);
   }
   if (!boardReady(k, &BoardCell::result)) return false;
@@ -470,10 +536,110 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
     if (j != me && len(j))
       out(dst + begin(j) * es, boardCell(static_cast<int>(j), k)->data() + begin(j) * es, len(j) * es);
   o.doneElems += cnt;
-  o.phase = 0;
+  o.phase = kPost;
   ++boardSeq;
   boardMoves.fetch_add(1, std::memory_order_relaxed);
   return o.doneElems == o.count;
+}
+
+// The whole operation as one step when every rank's buffers are shared: this rank folds slice `me`
+// of every rank's input, in rank order, straight from their mappings into cache-sized pieces of
+// its cell, and writes each piece into every rank's output; `result` then says its slice is
+// everywhere. Nothing is staged and nothing gathered: each byte of output is written once, by the
+// rank that reduced it. Safe without more synchronisation: a rank's input is read only after its
+// header (seq) is posted and its output written only then; it returns only after every rank's
+// `result`, published after that rank's last read of its input and last write to its output. In
+// place, slice `me` of each output is that rank's input slice `me`, read by this rank alone,
+// piece by piece before it is written.
+void ShmTransport::Impl::stepMapped(BoardOp& o, uint64_t k) {
+  const uint32_t nlocal = static_cast<uint32_t>(peers.size());
+  const uint64_t es = dataTypeSize(o.dtype), bytes = o.count * es;
+  std::vector<const uint8_t*> in(nlocal);
+  std::vector<uint8_t*> outs(nlocal);
+  for (uint32_t j = 0; j < nlocal; ++j) {
+    if (static_cast<int>(j) == myIdx) {
+      in[j] = static_cast<const uint8_t*>(o.src);
+      outs[j] = static_cast<uint8_t*>(o.dst);
+      continue;
+    }
+    const BoardCell* c = boardCell(static_cast<int>(j), k);
+    uint8_t *s = nullptr, *d = nullptr;
+    Status st = mapPeerRegion(peers[j], c->src, bytes, &s);
+    if (st.ok()) st = mapPeerRegion(peers[j], c->dst, bytes, &d);
+    if (!st.ok()) {
+      failBoard(st);
+      return;
+    }
+    in[j] = s;
+    outs[j] = d;
+  }
+  const uint64_t align = es <= 64 && 64 % es == 0 ? 64 / es : 1;
+  const uint64_t per = ((o.count + nlocal - 1) / nlocal + align - 1) / align * align;
+  const uint64_t first = std::min(o.count, myIdx * per), last = std::min(o.count, (myIdx + 1) * per);
+  // Pieces that stay in the core's private cache between the fold and the copies out.
+  // (128 KiB to 1 MiB measured alike here; streaming stores for cold outputs helped as in two-shot.)
+  const uint64_t piece = std::max<uint64_t>(1, std::min<uint64_t>(boardBytes, 256 << 10) / es);
+  uint8_t* acc = boardCell(myIdx, k)->data();
+  auto out = o.streamOut ? copyStreaming : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
+  for (uint64_t at = first; at < last; at += piece) {
+    const uint64_t m = std::min(piece, last - at), off = at * es;
+    if (nlocal == 1) {
+      std::memcpy(acc, in[0] + off, m * es);
+    } else {
+      reduce(acc, in[0] + off, in[1] + off, m, o.dtype, o.op);
+      for (uint32_t j = 2; j < nlocal; ++j) reduce(acc, acc, in[j] + off, m, o.dtype, o.op);
+    }
+    // Starting with the next rank spreads the writers over the outputs.
+    for (uint32_t i = 1; i <= nlocal; ++i) out(outs[(myIdx + i) % nlocal] + off, acc, m * es);
+  }
+  boardCell(myIdx, k)->result.store(k + 1, std::memory_order_release);
+  boardMoves.fetch_add(1, std::memory_order_relaxed);
+  mappedOps.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Maps (or finds mapped) the shared allocation `r` of peer `p` and checks that `bytes` from its
+// offset lie inside it: a header naming anything else fails the call, never this process.
+Status ShmTransport::Impl::mapPeerRegion(Peer& p, const SharedRegion& r, uint64_t bytes, uint8_t** at) {
+  if (r.offset > r.mapBytes || bytes > r.mapBytes - r.offset)
+    return errorf(tribRemoteError,
+                  "shm board: rank %d posted a %llu-byte buffer at offset %llu of a %llu-byte one", p.rank,
+                  static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(r.offset),
+                  static_cast<unsigned long long>(r.mapBytes));
+  auto it = p.maps.find(r.id);
+  if (it == p.maps.end() || it->second.bytes != r.mapBytes) {
+    if (it != p.maps.end()) {
+      munmap(it->second.base, it->second.bytes);
+      p.maps.erase(it);
+    }
+    int fd = p.pidfd < 0 ? -1 : pidfdGetfd(p.pidfd, r.fd);
+    if (fd < 0)
+      return errorf(tribSystemError, "shm board: cannot take rank %d's buffer (fd %d) with pidfd_getfd: %s",
+                    p.rank, r.fd, strerror(errno));
+    struct stat sb {};
+    void* m = MAP_FAILED;
+    const bool big = fstat(fd, &sb) == 0 && static_cast<uint64_t>(sb.st_size) >= r.mapBytes;
+    if (big) m = mmap(nullptr, r.mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (!big)
+      return errorf(tribRemoteError,
+                    "shm board: rank %d's buffer (fd %d) is not a %llu-byte shared allocation", p.rank, r.fd,
+                    static_cast<unsigned long long>(r.mapBytes));
+    if (m == MAP_FAILED)
+      return errorf(tribSystemError, "shm board: mapping rank %d's %llu-byte buffer: %s", p.rank,
+                    static_cast<unsigned long long>(r.mapBytes), strerror(e));
+    if (p.maps.size() >= kMaxPeerMappings) {
+      auto lru = std::min_element(p.maps.begin(), p.maps.end(), [](const auto& a, const auto& b) {
+        return a.second.lastUse < b.second.lastUse;
+      });
+      munmap(lru->second.base, lru->second.bytes);
+      p.maps.erase(lru);
+    }
+    it = p.maps.emplace(r.id, Peer::Mapping{static_cast<uint8_t*>(m), r.mapBytes, 0}).first;
+  }
+  it->second.lastUse = ++mapClock;
+  *at = it->second.base + r.offset;
+  return Status::Ok();
 }
 
 void ShmTransport::Impl::advanceBoard() {
@@ -509,8 +675,11 @@ ShmTransport::~ShmTransport() {
 
 ShmTransport::Impl::~Impl() {
   if (!myName.empty() && !unlinked) shm_unlink(myName.c_str());
-  for (auto& p : peers)
+  for (auto& p : peers) {
     if (p.seg) munmap(p.seg, p.segBytes);
+    for (auto& [id, m] : p.maps) munmap(m.base, m.bytes);
+    if (p.pidfd >= 0) close(p.pidfd);
+  }
   if (mine) munmap(mine, mineBytes);
 }
 
@@ -542,6 +711,7 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localR
   if (im->opt.cma < 0) {
     im->opt.cma = envBool("TRIB_SHM_CMA") ? 1 : 0;
   }
+  if (im->opt.mapped < 0) im->opt.mapped = envBool("TRIB_SHM_MAPPED") ? 1 : 0;
   int64_t board = im->opt.boardBytes < 0 ? envInt("TRIB_SHM_BOARD_BYTES") : im->opt.boardBytes;
   if (board < 0 || board > (int64_t{1} << 30))
     return errorf(tribInvalidArgument, "shm: TRIB_SHM_BOARD_BYTES %lld must be in [0, 1 GiB]",
@@ -608,10 +778,25 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     auto* cell = new (mine + boardOffset + k * (sizeof(BoardCell) + boardBytes)) BoardCell{};
     cell->seq.store(0);
     cell->result.store(0);
+    cell->staged.store(0);
   }
 
-  // Let peers read this process's memory for single-copy (Yama ptrace_scope=1 needs it).
-  if (opt.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  // Let peers read this process's memory for single-copy and take its shared buffers' fds (both
+  // need ptrace access; Yama ptrace_scope=1 needs this).
+  const bool tryMapped = boardBytes && opt.mapped;
+  if (opt.cma || tryMapped) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  // The probe value again, in a memfd peers try to take with pidfd_getfd (mapped two-shot).
+  int probeFd = tryMapped ? memfd_create("trib-probe", MFD_CLOEXEC) : -1;
+  if (probeFd >= 0 && pwrite(probeFd, &hdr->probe, sizeof hdr->probe, 0) != sizeof hdr->probe) {
+    close(probeFd);
+    probeFd = -1;
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() {
+      if (fd >= 0) close(fd);
+    }
+  } probeCloser{probeFd};
 
   uint64_t localHash = 1469598103934665603ull;
   for (int r : localRanks) localHash = (localHash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
@@ -624,6 +809,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   w.u64(hdr->probe);
   w.u64(localHash);
   w.u64(mineBytes);
+  w.u32(static_cast<uint32_t>(probeFd));
   w.str(boot);
   w.str(myName);
   std::vector<std::vector<uint8_t>> all;
@@ -633,13 +819,13 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
 
   peers.resize(nlocal);
   std::vector<std::string> names(nlocal);
-  std::vector<uint8_t> canRead(nlocal, 0);
+  std::vector<uint8_t> canRead(nlocal, 0), canMap(nlocal, 0);
   Status st;
   for (uint32_t j = 0; j < nlocal && st.ok(); ++j) {
     Peer& p = peers[j];
     p.rank = localRanks[j];
     net::Reader r(all[p.rank].data(), all[p.rank].size());
-    uint32_t magic = 0, prank = 0, ppid = 0;
+    uint32_t magic = 0, prank = 0, ppid = 0, pprobeFd = 0;
     uint64_t probeAddr = 0, probeVal = 0, hash = 0, bytes = 0;
     std::string pboot;
     r.u32(&magic);
@@ -649,6 +835,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     r.u64(&probeVal);
     r.u64(&hash);
     r.u64(&bytes);
+    r.u32(&pprobeFd);
     r.str(&pboot);
     r.str(&names[j]);
     if (!r.ok() || magic != kBlobMagic || static_cast<int>(prank) != p.rank) {
@@ -719,8 +906,22 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
                     rank, p.rank, rr < 0 ? strerror(readErr) : "wrong value", scope);
         }
       }
+      // Probe mapping shared buffers: take the peer's probe memfd and read the value back.
+      if (tryMapped && static_cast<int32_t>(pprobeFd) >= 0 && p.watchPid) {
+        p.pidfd = pidfdOpen(p.pid);
+        int fd = p.pidfd < 0 ? -1 : pidfdGetfd(p.pidfd, static_cast<int>(pprobeFd));
+        uint64_t got = 0;
+        canMap[j] = fd >= 0 && pread(fd, &got, sizeof got, 0) == sizeof got && got == probeVal;
+        if (!canMap[j])
+          TRIB_INFO("transport",
+                    "rank %d cannot take rank %d's file descriptors (pidfd_getfd: %s); all-reduce "
+                    "of tribMemAlloc buffers is staged through the board",
+                    rank, p.rank, fd < 0 ? strerror(errno) : "wrong value");
+        if (fd >= 0) close(fd);
+      }
     } else {
       canRead[j] = opt.cma ? 1 : 0;
+      canMap[j] = tryMapped && probeFd >= 0;
     }
     p.inRing = ringIn(mine, static_cast<int>(j));
     p.outRing = ringIn(seg, myIdx);
@@ -728,9 +929,10 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   }
   // Second exchange: who can read whom; it is also the point after which every peer has mapped
   // my segment, so the name can go (nothing leaks if any process dies from here on).
-  std::vector<uint8_t> mineRead(nlocal + 1);
+  std::vector<uint8_t> mineRead(2 * nlocal + 1);
   mineRead[0] = st.ok() ? 1 : 0;
   std::copy(canRead.begin(), canRead.end(), mineRead.begin() + 1);
+  std::copy(canMap.begin(), canMap.end(), mineRead.begin() + 1 + nlocal);
   std::vector<std::vector<uint8_t>> reads;
   Status st2 = oob(mineRead, reads);
   shm_unlink(myName.c_str());
@@ -741,18 +943,24 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       if (!nm.empty()) shm_unlink(nm.c_str());
     return st.ok() ? st2.prefix("confirming segment mappings: ") : st;
   }
+  mappedOk = tryMapped;
   for (uint32_t j = 0; j < nlocal; ++j) {
     const auto& b = reads[localRanks[j]];
-    if (b.size() != nlocal + 1 || b[0] != 1)
+    if (b.size() != 2 * nlocal + 1 || b[0] != 1)
       return errorf(tribRemoteError, "rank %d failed to map the shm segments", localRanks[j]);
     // I send single-copy to j when I may and j can read me.
     peers[j].useCma = opt.cma && b[1 + myIdx] != 0;
+    // Mapped two-shot only when every rank can take every other's buffers (all decide alike).
+    for (uint32_t i = 0; i < nlocal; ++i) mappedOk = mappedOk && b[1 + nlocal + i] != 0;
   }
   bounce.resize(kCmaBounce);
-  TRIB_INFO("transport", "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s)", rank, nlocal,
-            opt.nslots, opt.slotBytes, opt.cma ? "on" : "off");
+  TRIB_INFO("transport", "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s, mapped %s)",
+            rank, nlocal, opt.nslots, opt.slotBytes, opt.cma ? "on" : "off", mappedOk ? "on" : "off");
   return Status::Ok();
 }
+
+bool ShmTransport::mapsSharedBuffers() const { return impl_->mappedOk; }
+uint64_t ShmTransport::mappedAllReduces() const { return impl_->mappedOps.load(std::memory_order_relaxed); }
 
 bool ShmTransport::usesCma(int peer) const {
   int idx = peer >= 0 && peer < impl_->nranks ? impl_->idxOfRank[peer] : -1;

@@ -20,6 +20,9 @@
 // CollectiveOffloads running their schedule's one step. Reuse is safe without any
 // acknowledgement: a rank posts step k+2 into the cell of k only after completing k+1, which
 // needs every rank's k+1 post (two-shot: result), made only after it finished reading step k.
+// Mapped two-shot: when every rank's input and output are shared buffers (tribMemAlloc; peers
+// take their memfds with pidfd_getfd, probed at connect), a two-shot all-reduce is one step that
+// reduces straight from the peers' inputs into their outputs, with no staging copies.
 //
 // A peer whose process is gone (kill(pid, 0) fails, or it is a zombie) fails every pending op
 // with that peer with tribRemoteError naming its rank, within livenessIntervalMs of progress().
@@ -39,6 +42,7 @@ struct ShmOptions {
   int livenessIntervalMs = 50;  // how often progress() checks that peers are alive
   int detachTimeoutMs = 30000;  // bound on detachSend waiting for a receiver mid-read
   int64_t boardBytes = -1;      // board cell size; -1: TRIB_SHM_BOARD_BYTES; 0: no board
+  int mapped = -1;              // -1: TRIB_SHM_MAPPED; 0/1 force off/allow mapped two-shot
 };
 
 class ShmTransport final : public Transport {
@@ -65,6 +69,11 @@ class ShmTransport final : public Transport {
   // The same board running two-shot all-reduces (any size, in cell-sized chunks); nullptr as board().
   CollectiveOffload* twoShotBoard() const { return twoShotBoard_.get(); }
   uint64_t boardBytes() const;
+  // Whether two-shot reduces straight between shared (tribMemAlloc) buffers when every rank posts
+  // them (TRIB_SHM_MAPPED, and every local rank could take every other's fds at connect), and how
+  // many all-reduces ran that way.
+  bool mapsSharedBuffers() const;
+  uint64_t mappedAllReduces() const;
   // The segment name prefix under /dev/shm (for leak checks).
   static constexpr const char* kSegmentPrefix = "trib-";
 

@@ -1,0 +1,32 @@
+// Memory other processes on this host can map: what tribMemAlloc returns (the CPU counterpart of
+// ncclMemAlloc). Each allocation is its own memfd mapped MAP_SHARED; a peer that may ptrace this
+// process (the same permission process_vm_readv needs) duplicates the fd with pidfd_getfd and maps
+// the same pages. The shm board then reads peers' inputs and writes their outputs in place
+// (transports/shm, "mapped two-shot") instead of staging every byte through its cells.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.hpp"
+
+namespace trib {
+
+// Where a buffer lies in a shared allocation, as a peer needs it to map the same bytes.
+struct SharedRegion {
+  uint64_t id = 0;  // unique per allocation in this process (never reused)
+  int32_t fd = -1;  // the allocation's memfd in this process
+  int32_t pad = 0;
+  uint64_t mapBytes = 0;  // the allocation's whole size (what a peer maps)
+  uint64_t offset = 0;    // the buffer's offset in it
+};
+static_assert(sizeof(SharedRegion) == 32);
+
+// Allocates `bytes` (> 0) of page-aligned shared memory. Errors: bytes 0 or huge
+// (tribInvalidArgument), no memfd or memory (tribSystemError).
+Status sharedAlloc(size_t bytes, void** ptr);
+// Frees what sharedAlloc returned; nullptr is a no-op; any other pointer is tribInvalidArgument.
+Status sharedFree(void* ptr);
+// Whether [p, p + bytes) lies inside one live shared allocation; fills *region if so.
+bool findSharedRegion(const void* p, size_t bytes, SharedRegion* region);
+
+}  // namespace trib
