@@ -5,6 +5,8 @@
 # iterations, time = max over ranks, busbw = S/t * 2(n-1)/n, every result checked). The libraries
 # take turns for --rounds rounds; each size's time is the median over rounds, and the ratio column
 # also gives the range of the per-round ratios (this machine's speed drifts by 3x over minutes).
+# Tributary runs twice: with heap buffers, and with -R 1 (buffers from tribMemAlloc, which the
+# shm board maps across the processes: the trib-R1 column, against Open MPI's shared memory).
 #
 #   bench/compare.sh [--build DIR] [--out DIR] [--ranks "2 4"] [--maxbytes 256M] [--rounds 3] [--quick]
 #   bench/compare.sh --report DIR [--ranks "2 4"] [--rounds 3]   (the table again from DIR's files)
@@ -29,7 +31,7 @@ RUN_TIMEOUT=240             # seconds, per benchmark invocation
 ROUNDS=3
 REPORT_ONLY=0
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -62,6 +64,8 @@ LOG=$OUT/log.txt
 if "$TRIB" --help 2>&1 | grep -q -- '--ranks' && "$TRIB" --help 2>&1 | grep -q -- '--transport'; then
   TRIB_MODE=procs
   TRIB_LABEL="trib(shm,procs)"
+  # And with buffers from tribMemAlloc (-R 1), which the shm board maps across the processes.
+  "$TRIB" --help 2>&1 | grep -q -- '--registered' && HAVE_REG=1
 else
   TRIB_MODE=threads
   TRIB_LABEL="trib(threads)"
@@ -141,6 +145,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   echo "-- $n processes, round $ROUND of $ROUNDS" >&2
   if [ $TRIB_MODE = procs ]; then
     run trib "$n" "$TRIB" --ranks "$n" --transport shm
+    [ "${HAVE_REG:-0}" = 1 ] && run trib_reg "$n" "$TRIB" --ranks "$n" --transport shm -R 1
   else
     run trib "$n" "$TRIB" --threads "$n"
   fi
@@ -160,7 +165,8 @@ python3 - "$OUT" "$RANKS" "$TRIB_LABEL" "$HAVE_UCX" "$([ -n "$MPIRUN" ] && echo 
 import json, os, statistics, sys
 out, ranks, trib_label, have_ucx, have_mpi, have_gloo, secs, loadavg, cores, rounds = sys.argv[1:11]
 rounds = int(rounds)
-peers = [("trib", trib_label)]
+# trib_reg: the same trib-perf with -R 1 (tribMemAlloc buffers); its files exist only when it ran.
+peers = [("trib", trib_label), ("trib_reg", "trib(shm,-R 1)")]
 if have_mpi == "1":
     peers.append(("ompi_sm", "ompi(sm)"))
     if have_ucx == "1":
@@ -208,11 +214,13 @@ for n in ranks.split():
     if not have:
         continue
     sizes = sorted(set().union(*[data[k].keys() for k, _ in have]))
-    others = [(k, l) for k, l in have if k != "trib"]
-    has_trib = "trib" in dict(have)
+    others = [(k, l) for k, l in have if not k.startswith("trib")]
+    # Ratio columns: trib against every peer; trib -R 1 against Open MPI's shared-memory path.
+    pairs = [("trib", k) for k, _ in others] if "trib" in dict(have) else []
+    if "trib_reg" in dict(have) and "ompi_sm" in dict(have):
+        pairs.append(("trib_reg", "ompi_sm"))
     hdr = f"{'size':>6}" + "".join(f"{l:>17}" for _, l in have)
-    if has_trib:
-        hdr += "".join(f"{'trib/' + k + ' (range)':>26}" for k, _ in others)
+    hdr += "".join(f"{('trib-R1' if b == 'trib_reg' else b) + '/' + k + ' (range)':>26}" for b, k in pairs)
     print(f"\n## {n} processes")
     rtts = []
     for r in range(1, rounds + 1):
@@ -230,33 +238,31 @@ for n in ranks.split():
     def median_us(k, s):
         t = data[k].get(s)
         return statistics.median(t.values()) if t else None
-    def ratio_range(k, s, invert):
+    def ratio_range(base, k, s, invert):
         """min-max over rounds of the per-round ratio (rounds where both ran)."""
-        a, b = data["trib"].get(s, {}), data[k].get(s, {})
+        a, b = data[base].get(s, {}), data[k].get(s, {})
         rs = [(a[r] / b[r] if invert else b[r] / a[r]) for r in a if r in b and a[r] and b[r]]
         return f"({num(min(rs))}-{num(max(rs))})" if len(rs) > 1 else ""
     def num(v):
         return f"{v:.2f}" if v >= 0.1 else f"{v:.2g}"
     def fmt(v, width, prec=3):
         return f"{v:{width}.{prec}f}" if v is not None else f"{'-':>{width}}"
-    def ratio_cell(k, s, invert):
-        mt, mk = median_us("trib", s), median_us(k, s)
+    def ratio_cell(base, k, s, invert):
+        mt, mk = median_us(base, s), median_us(k, s)
         if not mt or not mk:
             return f"{'-':>26}"
         v = mt / mk if invert else mk / mt
-        return f"{num(v):>12} {ratio_range(k, s, invert):>13}"
+        return f"{num(v):>12} {ratio_range(base, k, s, invert):>13}"
     for s in sizes:
         t = {k: median_us(k, s) for k, _ in have}
         bus = {k: (s / (t[k] * 1e-6) / 1e9 * 2 * (int(n) - 1) / int(n)) if t[k] else None for k, _ in have}
         line = f"{human(s):>6}" + "".join(fmt(bus[k], 17) for k, _ in have)
-        if has_trib:
-            # busbw ratio trib/peer at the same size = peer time / trib time (exact, no rounding).
-            line += "".join(ratio_cell(k, s, False) for k, _ in others)
+        # busbw ratio trib/peer at the same size = peer time / trib time (exact, no rounding).
+        line += "".join(ratio_cell(b, k, s, False) for b, k in pairs)
         print(line)
     lat = {k: median_us(k, 8) for k, _ in have}
     line = f"{'8B us':>6}" + "".join(fmt(lat[k], 17, 2) for k, _ in have)
-    if has_trib:
-        line += "".join(ratio_cell(k, 8, True) for k, _ in others)
+    line += "".join(ratio_cell(b, k, 8, True) for b, k in pairs)
     print(line)
     print("(busbw rows: ratio = trib busbw / peer busbw, > 1 means Tributary is faster; "
           "8B us row: 8-byte latency in us, ratio = trib time / peer time, < 1 means Tributary is faster; "
