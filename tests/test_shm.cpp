@@ -771,3 +771,39 @@ TEST(ShmBoardMapped, FreshAllocationsEveryCall) {
       &pids);
   expectAllOk(res, pids);
 }
+
+// A rank whose board fails (here: aborted from its own thread before its post) says so in its
+// cell: the others' all-reduce fails at once with an error naming it, instead of at a timeout.
+TEST(ShmBoard, AbortedPeerFailsTheOthersPromptly) {
+  for (bool twoShot : {false, true}) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        3, boardOptions(4096), 30,
+        [twoShot](int rank, ShmTransport& t, Bootstrap& bs) {
+          CollectiveOffload* board = twoShot ? t.twoShotBoard() : t.board();
+          std::vector<int32_t> a(3000, rank), b(3000);
+          const uint64_t count = twoShot ? 3000 : 16;
+          TransferOp first;
+          CHILD_OK(board->postAllReduce(a.data(), b.data(), count, tribInt32, tribSum, &first), 1);
+          CHILD_CHECK(waitBoard(*board, {&first}, 10000) && first.state == TransferOp::kDone, 2);
+          CHILD_OK(bs.barrier(), 3);
+          if (rank == 1) {  // stays alive (in the barrier) while the others wait: not a dead peer
+            t.abort(errorf(tribAborted, "test abort"));
+            CHILD_OK(bs.barrier(), 9);
+            return 0;
+          }
+          TransferOp second;
+          CHILD_OK(board->postAllReduce(a.data(), b.data(), count, tribInt32, tribSum, &second), 4);
+          auto t0 = net::Clock::now();
+          CHILD_CHECK(waitBoard(*board, {&second}, 10000), 5);
+          double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+          CHILD_CHECK(ms < 2000, 6);
+          CHILD_CHECK(second.state == TransferOp::kFailed && second.error.code() == tribRemoteError, 7);
+          CHILD_CHECK(second.error.message().find("rank 1") != std::string::npos, 8);
+          CHILD_OK(bs.barrier(), 9);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}

@@ -97,8 +97,9 @@ struct alignas(64) BoardCell {
   uint64_t bytes;                // this step's bytes
   uint64_t total;                // the whole operation's bytes (two-shot: several steps)
   uint32_t dtype, op, mode;
-  uint32_t mapped;        // two-shot: 1 when src/dst below are shared (tribMemAlloc) buffers
-  SharedRegion src, dst;  // where peers map this rank's buffers (when mapped)
+  uint32_t mapped;               // two-shot: 1 when src/dst below are shared (tribMemAlloc) buffers
+  SharedRegion src, dst;         // where peers map this rank's buffers (when mapped)
+  std::atomic<uint64_t> failed;  // k+1: the owner's board failed (aborted, or an error) in step k
   uint8_t* data() { return reinterpret_cast<uint8_t*>(this + 1); }
 };
 static_assert(sizeof(BoardCell) == 128);
@@ -376,10 +377,19 @@ Status ShmTransport::Impl::postBoard(BoardOp o) {
 
 bool ShmTransport::Impl::boardReady(uint64_t k, std::atomic<uint64_t> BoardCell::*flag) {
   for (size_t j = 0; j < peers.size(); ++j) {
-    if ((boardCell(static_cast<int>(j), k)->*flag).load(std::memory_order_acquire) == k + 1) continue;
+    const BoardCell* c = boardCell(static_cast<int>(j), k);
+    if ((c->*flag).load(std::memory_order_acquire) == k + 1) continue;
     // Not there yet. A peer that died before writing it never will (one that wrote it and then
-    // exited left it in the still-mapped segment, and is simply read).
-    if (!peers[j].dead.ok()) failBoard(peers[j].dead);
+    // exited left it in the still-mapped segment, and is simply read); nor will one whose board
+    // failed (it says so in its cell).
+    if (!peers[j].dead.ok()) {
+      failBoard(peers[j].dead);
+    } else if (c->failed.load(std::memory_order_acquire) == k + 1) {
+      failBoard(errorf(tribRemoteError,
+                       "shm board: rank %d's part of this all-reduce failed (aborted, or an error there: see "
+                       "rank %d's message)",
+                       peers[j].rank, peers[j].rank));
+    }
     return false;
   }
   return true;
@@ -661,6 +671,9 @@ void ShmTransport::Impl::failBoard(const Status& why) {
   // (any failure breaks it), so no later operation may use the board either.
   for (BoardOp& o : boardOps) o.done->fail(why);
   boardOps.clear();
+  // Tell the peers, so one waiting for this rank's step fails now rather than at its timeout.
+  if (boardBytes && aborted.ok())
+    boardCell(myIdx, boardSeq)->failed.store(boardSeq + 1, std::memory_order_release);
   if (aborted.ok()) aborted = why;
 }
 
@@ -779,6 +792,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     cell->seq.store(0);
     cell->result.store(0);
     cell->staged.store(0);
+    cell->failed.store(0);
   }
 
   // Let peers read this process's memory for single-copy and take its shared buffers' fds (both
@@ -1426,9 +1440,9 @@ void ShmTransport::abort(const Status& why) {
   Impl& im = *impl_;
   std::lock_guard<std::mutex> lock(im.mu);
   Status st = why.ok() ? errorf(tribAborted, "shm transport aborted") : why;
+  im.failBoard(st);  // first: it tells the peers only while `aborted` is still unset
   if (im.aborted.ok()) im.aborted = st;
   for (auto& p : im.peers) im.failPeer(p, st, false);
-  im.failBoard(st);
 }
 
 uint64_t ShmTransport::boardBytes() const { return impl_->boardBytes; }
