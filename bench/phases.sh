@@ -2,7 +2,8 @@
 # Interleaved probes of one size, to see how Tributary and Open MPI fare in this machine's two
 # phases (docs/BENCHMARKS.md, "Two machine phases"): each round prints the core-to-core round trip
 # trib-perf measured at its start, then out-of-place/in-place busbw (GB/s) of Tributary and of
-# Open MPI's shared-memory path, for 2 and 4 processes.
+# Open MPI's shared-memory path, for 2 and 4 processes; Tributary with heap buffers ("trib") and
+# with tribMemAlloc buffers ("trib-R1", mapped by the shm board) when trib-perf has -R.
 #
 #   bench/phases.sh [--build DIR] [--rounds 30] [--size 16M] [--algo twoshot]
 set -u
@@ -29,6 +30,10 @@ for i in $(seq 1 "$ROUNDS"); do
     out=$(timeout 120 "$TRIB" --ranks "$n" --transport shm -b "$SIZE" -e "$SIZE" -n 8 -w 2 -c 0 -A "$ALGO" 2>&1)
     rtt=$(sed -n 's/^# core-to-core round trip.*: \([0-9]*\) ns/\1/p' <<<"$out")
     line="$line | n=$n rtt=${rtt:-?}ns trib $(rates <<<"$out")"
+    if "$TRIB" --help 2>&1 | grep -q -- '--registered'; then
+      line="$line trib-R1 $(timeout 120 "$TRIB" --ranks "$n" --transport shm -b "$SIZE" -e "$SIZE" -n 8 -w 2 -c 0 \
+        -A "$ALGO" -R 1 2>&1 | rates)"
+    fi
     if [ -x "$MPIB" ] && command -v mpirun >/dev/null; then
       line="$line ompi $(timeout 120 $MPIRUN -np "$n" --mca pml ob1 --mca btl self,vader "$MPIB" -b "$SIZE" \
         -e "$SIZE" -n 8 -w 2 2>&1 | rates)"
