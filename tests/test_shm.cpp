@@ -807,3 +807,38 @@ TEST(ShmBoard, AbortedPeerFailsTheOthersPromptly) {
     expectAllOk(res, pids);
   }
 }
+
+// Two-shot's cells written with streaming stores (TRIB_SHM_STREAM_CELLS=1; auto picks it when the
+// cores share no cache) and chosen per operation (auto: the 1st of every 32 large operations
+// streams, the 2nd does not, then the faster): exact either way, several chunks, in and out of place.
+TEST(ShmBoard, TwoShotStreamedCellsAreExact) {
+  for (const char* mode : {"1", "auto"}) {
+    setenv("TRIB_SHM_STREAM_CELLS", mode, 1);
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        3, boardOptions(64 << 10), 60,
+        [](int rank, ShmTransport& t, Bootstrap&) {
+          const uint64_t count = (1u << 20) / 4 + 1001;  // int32: past 1 MiB (adaptive), ~17 chunks
+          std::vector<int32_t> in(count), out(count);
+          for (int round = 0; round < 40; ++round) {
+            const bool inPlace = round % 3 == 0;
+            for (uint64_t e = 0; e < count; ++e) in[e] = static_cast<int32_t>(rank * 5 + e + round);
+            int32_t* dst = inPlace ? in.data() : out.data();
+            TransferOp op;
+            CHILD_OK(t.twoShotBoard()->postAllReduce(in.data(), dst, count, tribInt32, tribSum, &op), 1);
+            CHILD_CHECK(waitBoard(*t.twoShotBoard(), {&op}, 20000) && op.state == TransferOp::kDone, 2);
+            for (uint64_t e = 0; e < count; ++e)
+              CHILD_CHECK(dst[e] == static_cast<int32_t>(15 + 3 * (e + round)), 3);
+          }
+          return 0;
+        },
+        &pids);
+    unsetenv("TRIB_SHM_STREAM_CELLS");
+    expectAllOk(res, pids);
+  }
+  // A value it does not know is refused when the transport is created.
+  setenv("TRIB_SHM_STREAM_CELLS", "sometimes", 1);
+  auto bad = runShmRanks(2, boardOptions(4096), 30, [](int, ShmTransport&, Bootstrap&) { return 0; });
+  unsetenv("TRIB_SHM_STREAM_CELLS");
+  for (auto& r : bad) EXPECT_EQ(r.code, 91);  // runShmRanks: create failed
+}

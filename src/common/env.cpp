@@ -50,6 +50,9 @@ const std::vector<EnvVarInfo>& envVars() {
        "Shared-memory board cell (bytes), when every rank is on one host: one-shot all-reduce's largest "
        "size, "
        "two-shot's chunk; 0 turns the board off."},
+      {"TRIB_SHM_STREAM_CELLS", "auto",
+       "Shared-memory two-shot: write the board's cells with streaming stores (1), plain (0), or choose "
+       "per operation from measured speed (auto)."},
       {"TRIB_SHM_MAPPED", "1",
        "Shared-memory board: when every rank's all-reduce buffers come from tribMemAlloc, map peers' "
        "buffers and reduce in place (0: always stage through the board)."},
