@@ -243,9 +243,9 @@ struct ShmTransport::Impl {
   // cache, 2.5 vs 7.5 apart; 4 ranks 4.4 vs 3.3, 1.8 vs 4.2.
   struct CellModeStats {
     double nsPerByte[2] = {0, 0};  // EWMA per mode (0: not measured yet), [streaming]
+    uint64_t ops = 0;              // operations of this size class so far
   };
   std::vector<CellModeStats> cellModes = std::vector<CellModeStats>(64);
-  uint64_t adaptiveOps = 0;             // two-shot operations that chose a cell mode
   int cellStreamingForced = -1;         // TRIB_SHM_STREAM_CELLS: -1 auto, 0 never, 1 always
   std::vector<uint8_t> foldScratch;     // the fold's accumulator when the cells are streamed
   uint64_t mapClock = 0;                // Peer::Mapping::lastUse
@@ -578,25 +578,30 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   return true;
 }
 
-// Every rank runs this on the same sequence of operations, so the exploring ones coincide: every
-// 32nd adaptive operation of a size class tries streaming, the next one plain, and the others
-// take whichever was faster (per byte, EWMA). Ranks may still pick differently on a near tie;
-// that is harmless (the flags order the data either way), merely not the fastest.
+// Every rank runs this on the same sequence of operations, so the exploring ones coincide. Per
+// power-of-two size class: the first two operations (first touch of the buffers, cold caches)
+// write plainly and are not timed; the next eight alternate (one slow sample must not decide);
+// from then on the 1st of every 16 streams and the 2nd writes plainly, and the others take
+// whichever was faster (per byte, EWMA). Ranks may still pick differently on a near tie; that is
+// harmless (the flags order the data either way).
 bool ShmTransport::Impl::chooseStreamCells(uint64_t bytes) {
   if (cellStreamingForced >= 0) return cellStreamingForced != 0;
   if (bytes < (1u << 20)) return false;  // small operations stay in cache in either phase
-  const uint64_t n = adaptiveOps++;
-  const CellModeStats& st = cellModes[63 - __builtin_clzll(bytes)];
-  if (n % 32 == 0 || st.nsPerByte[1] == 0) return true;
-  if (n % 32 == 1 || st.nsPerByte[0] == 0) return false;
+  CellModeStats& st = cellModes[63 - __builtin_clzll(bytes)];
+  const uint64_t n = st.ops++;
+  if (n < 10) return n >= 2 && n % 2 == 0;
+  if (n % 16 == 0) return true;
+  if (n % 16 == 1) return false;
   return st.nsPerByte[1] < st.nsPerByte[0];
 }
 
 void ShmTransport::Impl::recordCellMode(const BoardOp& o) {
   const uint64_t bytes = o.count * dataTypeSize(o.dtype);
   if (cellStreamingForced >= 0 || bytes < (1u << 20) || o.mapped) return;
+  CellModeStats& st = cellModes[63 - __builtin_clzll(bytes)];
+  if (st.ops <= 2) return;  // one of the untimed first two (operations complete in order)
   const double ns = std::chrono::duration<double, std::nano>(Clock::now() - o.started).count();
-  double& avg = cellModes[63 - __builtin_clzll(bytes)].nsPerByte[o.streamCells ? 1 : 0];
+  double& avg = st.nsPerByte[o.streamCells ? 1 : 0];
   avg = avg == 0 ? ns / bytes : 0.5 * avg + 0.5 * ns / bytes;
 }
 
