@@ -25,8 +25,10 @@ TINY_END=64K                # 8 B .. TINY_END
 SPLIT=8M                    # .. SPLIT/2: SMALL_ITERS; SPLIT .. max: LARGE_ITERS
 TINY_ITERS="-n 2000 -w 100"
 GLOO_TINY_ITERS="-n 100 -w 10"  # Gloo's small all-reduce takes ~1 ms over TCP (4 ranks: several)
-SMALL_ITERS="-n 50 -w 5"
-LARGE_ITERS="-n 5 -w 2"
+# Ten warm-up calls from 128 KiB: Tributary's two-shot settles its cell mode over its first ten
+# operations of a size (docs/BOOTSTRAP.md); every library gets the same.
+SMALL_ITERS="-n 50 -w 10"
+LARGE_ITERS="-n 5 -w 10"
 RUN_TIMEOUT=240             # seconds, per benchmark invocation
 ROUNDS=3
 REPORT_ONLY=0
