@@ -842,3 +842,38 @@ TEST(ShmBoard, TwoShotStreamedCellsAreExact) {
   unsetenv("TRIB_SHM_STREAM_CELLS");
   for (auto& r : bad) EXPECT_EQ(r.code, 91);  // runShmRanks: create failed
 }
+
+// A rank whose transport is aborted (or fails) says so in its segment header: a peer waiting to
+// receive from it fails within the liveness interval with an error naming it, not at a timeout,
+// while what it sent before the abort is still delivered.
+TEST(Shm, AbortedPeerFailsTheOthersPromptly) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, options(true), 30,
+      [](int rank, ShmTransport& t, Bootstrap& bs) {
+        std::vector<uint8_t> first(1000, 7), never(1000);
+        if (rank == 1) {
+          TransferOp sent;
+          CHILD_OK(t.postSend(0, 1, first.data(), first.size(), &sent), 1);
+          CHILD_CHECK(waitOps(t, {&sent}, 10000) && sent.state == TransferOp::kDone, 2);
+          t.abort(errorf(tribAborted, "test abort"));
+          CHILD_OK(bs.barrier(), 3);  // alive while rank 0 waits: not a dead peer
+          return 0;
+        }
+        std::vector<uint8_t> got(1000);
+        TransferOp a, b;
+        CHILD_OK(t.postRecv(1, 1, got.data(), got.size(), nullptr, &a), 4);
+        CHILD_OK(t.postRecv(1, 2, never.data(), never.size(), nullptr, &b), 5);
+        auto t0 = net::Clock::now();
+        CHILD_CHECK(waitOps(t, {&a, &b}, 10000), 6);
+        double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+        CHILD_CHECK(ms < 2000, 7);
+        CHILD_CHECK(a.state == TransferOp::kDone && got == first, 8);
+        CHILD_CHECK(b.state == TransferOp::kFailed && b.error.code() == tribRemoteError, 9);
+        CHILD_CHECK(b.error.message().find("rank 1") != std::string::npos, 10);
+        CHILD_OK(bs.barrier(), 11);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}

@@ -53,6 +53,8 @@ struct SegHeader {
   uint64_t ringsOffset, ringBytes, cmaOffset, totalBytes;
   uint64_t probe;                    // a random value peers read through CMA to test single-copy
   uint64_t boardOffset, boardBytes;  // the one-shot board's two cells (boardBytes 0: none)
+  uint32_t broken;                   // 1 once the owner's transport failed or was aborted (atomic_ref)
+  uint32_t pad;
 };
 
 enum SlotKind : uint32_t { kData = 1, kCmaRts = 2 };
@@ -97,9 +99,9 @@ struct alignas(64) BoardCell {
   uint64_t bytes;                // this step's bytes
   uint64_t total;                // the whole operation's bytes (two-shot: several steps)
   uint32_t dtype, op, mode;
-  uint32_t mapped;               // two-shot: 1 when src/dst below are shared (tribMemAlloc) buffers
-  SharedRegion src, dst;         // where peers map this rank's buffers (when mapped)
-  std::atomic<uint64_t> failed;  // k+1: the owner's board failed (aborted, or an error) in step k
+  uint32_t mapped;        // two-shot: 1 when src/dst below are shared (tribMemAlloc) buffers
+  SharedRegion src, dst;  // where peers map this rank's buffers (when mapped)
+  uint8_t reserved[8];
   uint8_t* data() { return reinterpret_cast<uint8_t*>(this + 1); }
 };
 static_assert(sizeof(BoardCell) == 128);
@@ -302,6 +304,16 @@ struct ShmTransport::Impl {
   void failPeer(Peer& p, const Status& why, bool peerGone);
   void completeSend(Peer& p, SendReq* s);
   void checkLiveness();
+  bool peerBroken(const Peer& p) const {
+    return p.seg && std::atomic_ref<uint32_t>(reinterpret_cast<SegHeader*>(p.seg)->broken)
+                            .load(std::memory_order_acquire) != 0;
+  }
+  Status brokenPeerError(const Peer& p) const {
+    return errorf(tribRemoteError,
+                  "shm: rank %d's communicator failed or was aborted (see rank %d's error); its operations "
+                  "with this rank are failed",
+                  p.rank, p.rank);
+  }
 };
 
 // The board as the executor sees it: a CollectiveOffload over the transport's state, one per mode
@@ -396,15 +408,12 @@ bool ShmTransport::Impl::boardReady(uint64_t k, std::atomic<uint64_t> BoardCell:
     const BoardCell* c = boardCell(static_cast<int>(j), k);
     if ((c->*flag).load(std::memory_order_acquire) == k + 1) continue;
     // Not there yet. A peer that died before writing it never will (one that wrote it and then
-    // exited left it in the still-mapped segment, and is simply read); nor will one whose board
-    // failed (it says so in its cell).
+    // exited left it in the still-mapped segment, and is simply read); nor will one whose
+    // transport broke (it says so in its segment header).
     if (!peers[j].dead.ok()) {
       failBoard(peers[j].dead);
-    } else if (c->failed.load(std::memory_order_acquire) == k + 1) {
-      failBoard(errorf(tribRemoteError,
-                       "shm board: rank %d's part of this all-reduce failed (aborted, or an error there: see "
-                       "rank %d's message)",
-                       peers[j].rank, peers[j].rank));
+    } else if (peerBroken(peers[j])) {
+      failBoard(brokenPeerError(peers[j]));
     }
     return false;
   }
@@ -440,6 +449,39 @@ static void publishCell(BoardCell* c, uint64_t k, uint64_t bytes, uint64_t total
   c->seq.store(k + 1, std::memory_order_release);
 }
 
+namespace {
+
+// acc = input(0) op input(1) op ... op input(n-1), in that order (every rank folding the same
+// inputs gets the same bits). acc may be one of the inputs only if it is input(0).
+template <typename Input>
+void foldInRankOrder(void* acc, uint32_t n, Input input, uint64_t count, DataType dtype, RedOp op) {
+  if (n == 1) {
+    if (count) std::memmove(acc, input(0), count * dataTypeSize(dtype));
+    return;
+  }
+  reduce(acc, input(0), input(1), count, dtype, op);
+  for (uint32_t j = 2; j < n; ++j) reduce(acc, acc, input(j), count, dtype, op);
+}
+
+// Two-shot's n slices of `count` elements: slice j is [begin(j), begin(j) + len(j)), each starting
+// on a 64-byte boundary where the element size allows it.
+struct Slices {
+  uint64_t count, per;
+  Slices(uint64_t count, uint32_t n, uint64_t es) : count(count) {
+    const uint64_t align = es <= 64 && 64 % es == 0 ? 64 / es : 1;
+    per = ((count + n - 1) / n + align - 1) / align * align;
+  }
+  uint64_t begin(uint32_t j) const { return std::min(count, j * per); }
+  uint64_t len(uint32_t j) const { return std::min(count, (j + 1) * per) - begin(j); }
+};
+
+using CopyFn = void (*)(void*, const void*, size_t);
+CopyFn copier(bool streaming) {
+  return streaming ? copyStreaming : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
+}
+
+}  // namespace
+
 bool ShmTransport::Impl::stepOneShot(BoardOp& o) {
   const uint32_t nlocal = static_cast<uint32_t>(peers.size());
   const uint64_t k = boardSeq;
@@ -457,14 +499,9 @@ bool ShmTransport::Impl::stepOneShot(BoardOp& o) {
     return false;
   }
   // Every rank reduces in the same (rank) order: identical bits everywhere.
-  const uint8_t* first = boardCell(0, k)->data();
-  if (nlocal == 1) {
-    if (bytes) std::memmove(o.dst, first, bytes);
-  } else {
-    reduce(o.dst, first, boardCell(1, k)->data(), o.count, o.dtype, o.op);
-    for (uint32_t j = 2; j < nlocal; ++j)
-      reduce(o.dst, o.dst, boardCell(static_cast<int>(j), k)->data(), o.count, o.dtype, o.op);
-  }
+  foldInRankOrder(
+      o.dst, nlocal, [&](uint32_t j) { return boardCell(static_cast<int>(j), k)->data(); }, o.count, o.dtype,
+      o.op);
   ++boardSeq;
   return true;
 }
@@ -483,18 +520,14 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   const uint64_t k = boardSeq;
   const uint64_t es = dataTypeSize(o.dtype);
   const uint64_t cnt = std::min(o.count - o.doneElems, boardBytes / es);
-  // Slices start on 64-byte boundaries where the element size allows it.
-  const uint64_t align = es <= 64 && 64 % es == 0 ? 64 / es : 1;
-  const uint64_t per = ((cnt + nlocal - 1) / nlocal + align - 1) / align * align;
-  auto begin = [&](uint32_t j) { return std::min(cnt, j * per); };
-  auto len = [&](uint32_t j) { return std::min(cnt, (j + 1) * per) - begin(j); };
+  const Slices slices(cnt, nlocal, es);
+  auto begin = [&](uint32_t j) { return slices.begin(j); };
+  auto len = [&](uint32_t j) { return slices.len(j); };
   const auto* src = static_cast<const uint8_t*>(o.src) + o.doneElems * es;
   auto* dst = static_cast<uint8_t*>(o.dst) + o.doneElems * es;
   const uint32_t me = static_cast<uint32_t>(myIdx);
   BoardCell* mineCell = boardCell(myIdx, k);
-  auto out = o.streamOut ? copyStreaming : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
-  auto toCell =
-      o.streamCells ? copyStreaming : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
+  const CopyFn out = copier(o.streamOut), toCell = copier(o.streamCells);
   auto stage = [&] {
     for (uint32_t j = 0; j < nlocal; ++j)
       if (j != me && len(j)) toCell(mineCell->data() + begin(j) * es, src + begin(j) * es, len(j) * es);
@@ -551,12 +584,7 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
     if (o.streamCells && foldScratch.size() < boardBytes) foldScratch.resize(boardBytes);
     uint8_t* acc = (o.streamCells ? foldScratch.data() : mineCell->data()) + off;
     if (m) {
-      if (nlocal == 1) {
-        std::memcpy(acc, input(0), m * es);
-      } else {
-        reduce(acc, input(0), input(1), m, o.dtype, o.op);
-        for (uint32_t j = 2; j < nlocal; ++j) reduce(acc, acc, input(j), m, o.dtype, o.op);
-      }
+      foldInRankOrder(acc, nlocal, input, m, o.dtype, o.op);
       // In place, dst's slice `me` is src's: written only now that the fold has read it.
       out(dst + off, acc, m * es);
       if (o.streamCells) copyStreaming(mineCell->data() + off, acc, m * es);
@@ -636,22 +664,17 @@ void ShmTransport::Impl::stepMapped(BoardOp& o, uint64_t k) {
     in[j] = s;
     outs[j] = d;
   }
-  const uint64_t align = es <= 64 && 64 % es == 0 ? 64 / es : 1;
-  const uint64_t per = ((o.count + nlocal - 1) / nlocal + align - 1) / align * align;
-  const uint64_t first = std::min(o.count, myIdx * per), last = std::min(o.count, (myIdx + 1) * per);
+  const Slices slices(o.count, nlocal, es);
+  const uint64_t first = slices.begin(myIdx), last = first + slices.len(myIdx);
   // Pieces that stay in the core's private cache between the fold and the copies out.
   // (128 KiB to 1 MiB measured alike here; streaming stores for cold outputs helped as in two-shot.)
   const uint64_t piece = std::max<uint64_t>(1, std::min<uint64_t>(boardBytes, 256 << 10) / es);
   uint8_t* acc = boardCell(myIdx, k)->data();
-  auto out = o.streamOut ? copyStreaming : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
+  const CopyFn out = copier(o.streamOut);
   for (uint64_t at = first; at < last; at += piece) {
     const uint64_t m = std::min(piece, last - at), off = at * es;
-    if (nlocal == 1) {
-      std::memcpy(acc, in[0] + off, m * es);
-    } else {
-      reduce(acc, in[0] + off, in[1] + off, m, o.dtype, o.op);
-      for (uint32_t j = 2; j < nlocal; ++j) reduce(acc, acc, in[j] + off, m, o.dtype, o.op);
-    }
+    foldInRankOrder(
+        acc, nlocal, [&](uint32_t j) { return in[j] + off; }, m, o.dtype, o.op);
     // Starting with the next rank spreads the writers over the outputs.
     for (uint32_t i = 1; i <= nlocal; ++i) out(outs[(myIdx + i) % nlocal] + off, acc, m * es);
   }
@@ -724,10 +747,12 @@ void ShmTransport::Impl::failBoard(const Status& why) {
   // (any failure breaks it), so no later operation may use the board either.
   for (BoardOp& o : boardOps) o.done->fail(why);
   boardOps.clear();
-  // Tell the peers, so one waiting for this rank's step fails now rather than at its timeout.
-  if (boardBytes && aborted.ok())
-    boardCell(myIdx, boardSeq)->failed.store(boardSeq + 1, std::memory_order_release);
-  if (aborted.ok()) aborted = why;
+  if (aborted.ok()) {
+    // Tell the peers, so one waiting for this rank fails now rather than at its timeout (its
+    // process is alive: the liveness check would not fire).
+    std::atomic_ref<uint32_t>(hdr->broken).store(1, std::memory_order_release);
+    aborted = why;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -834,7 +859,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
                    nlocal,      opt.nslots, opt.slotBytes,
                    ringsOffset, ringBytes,  cmaOffset,
                    mineBytes,   0,          boardOffset,
-                   boardBytes};
+                   boardBytes,  0,          0};
   TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
   for (uint32_t j = 0; j < nlocal; ++j) {
     RingCtl* r = ringIn(mine, static_cast<int>(j));
@@ -849,7 +874,6 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     cell->seq.store(0);
     cell->result.store(0);
     cell->staged.store(0);
-    cell->failed.store(0);
   }
 
   // Let peers read this process's memory for single-copy and take its shared buffers' fds (both
@@ -1420,7 +1444,15 @@ void ShmTransport::Impl::checkLiveness() {
   if (now < nextLiveness) return;
   nextLiveness = now + std::chrono::milliseconds(opt.livenessIntervalMs);
   for (auto& p : peers) {
-    if (p.rank == rank || !p.dead.ok() || !p.watchPid) continue;
+    if (p.rank == rank || !p.dead.ok()) continue;
+    if (peerBroken(p)) {
+      // Alive, but it will not progress again (it broke inside its progress or abort, so no
+      // single-copy read of ours is in flight). What it sent before is still delivered.
+      drainIncoming(p);
+      failPeer(p, brokenPeerError(p), true);
+      continue;
+    }
+    if (!p.watchPid) continue;
     if (!processAlive(p.pid)) {
       Status why = errorf(tribRemoteError, "shm: rank %d (pid %d) died; its pending operations are failed",
                           p.rank, static_cast<int>(p.pid));
