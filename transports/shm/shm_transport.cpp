@@ -106,6 +106,9 @@ struct alignas(64) BoardCell {
 };
 static_assert(sizeof(BoardCell) == 128);
 constexpr size_t kMaxPeerMappings = 16;  // per peer; the least recently used is unmapped beyond it
+// Two-shot operations from this size choose their cell mode (chooseStreamCells); smaller ones
+// write plainly (too short to time reliably, and their cells stay in cache).
+constexpr uint64_t kAdaptiveCellBytes = 256 << 10;
 
 int pidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 int pidfdGetfd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
@@ -614,7 +617,7 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
 // harmless (the flags order the data either way).
 bool ShmTransport::Impl::chooseStreamCells(uint64_t bytes) {
   if (cellStreamingForced >= 0) return cellStreamingForced != 0;
-  if (bytes < (1u << 20)) return false;  // small operations stay in cache in either phase
+  if (bytes < kAdaptiveCellBytes) return false;
   CellModeStats& st = cellModes[63 - __builtin_clzll(bytes)];
   const uint64_t n = st.ops++;
   if (n < 10) return n >= 2 && n % 2 == 0;
@@ -625,7 +628,7 @@ bool ShmTransport::Impl::chooseStreamCells(uint64_t bytes) {
 
 void ShmTransport::Impl::recordCellMode(const BoardOp& o) {
   const uint64_t bytes = o.count * dataTypeSize(o.dtype);
-  if (cellStreamingForced >= 0 || bytes < (1u << 20) || o.mapped) return;
+  if (cellStreamingForced >= 0 || bytes < kAdaptiveCellBytes || o.mapped) return;
   CellModeStats& st = cellModes[63 - __builtin_clzll(bytes)];
   if (st.ops <= 2) return;  // one of the untimed first two (operations complete in order)
   const double ns = std::chrono::duration<double, std::nano>(Clock::now() - o.started).count();
