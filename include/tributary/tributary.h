@@ -127,7 +127,8 @@ TRIB_API tribResult_t tribDataTypeSize(tribDataType_t dtype, size_t* bytes);
  * rank of a one-host communicator come from here runs without staging copies: each rank reduces
  * its slice straight from the others' inputs and writes it into their outputs. tribMemFree takes
  * only what tribMemAlloc returned (NULL is a no-op); memory a peer has mapped is released when that
- * peer's communicator is destroyed. */
+ * peer's communicator is destroyed. The pages are MAP_SHARED: a child made by fork() shares them
+ * with its parent instead of getting a copy. */
 TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size);
 TRIB_API tribResult_t tribMemFree(void* ptr);
 
