@@ -251,12 +251,14 @@ struct ShmTransport::Impl {
     uint64_t ops = 0;              // operations of this size class so far
   };
   std::vector<CellModeStats> cellModes = std::vector<CellModeStats>(64);
-  int cellStreamingForced = -1;         // TRIB_SHM_STREAM_CELLS: -1 auto, 0 never, 1 always
-  std::vector<uint8_t> foldScratch;     // the fold's accumulator when the cells are streamed
-  uint64_t mapClock = 0;                // Peer::Mapping::lastUse
-  std::atomic<uint64_t> mappedOps{0};   // all-reduces done by stepMapped
-  uint64_t boardSeq = 0;                // board steps completed
-  std::atomic<uint64_t> boardMoves{0};  // phases completed (ShmBoard::progressCount)
+  int cellStreamingForced = -1;  // TRIB_SHM_STREAM_CELLS: -1 auto, 0 never, 1 always
+  std::vector<uint8_t> foldScratch;
+  std::vector<const uint8_t*> mappedIn;  // stepMapped: every rank's input and output, mapped here
+  std::vector<uint8_t*> mappedOut;       // the fold's accumulator when the cells are streamed
+  uint64_t mapClock = 0;                 // Peer::Mapping::lastUse
+  std::atomic<uint64_t> mappedOps{0};    // all-reduces done by stepMapped
+  uint64_t boardSeq = 0;                 // board steps completed
+  std::atomic<uint64_t> boardMoves{0};   // phases completed (ShmBoard::progressCount)
   std::deque<BoardOp> boardOps;
   BoardCell* boardCell(int idx, uint64_t k) const {
     uint8_t* seg = idx == myIdx ? mine : peers[idx].seg;
@@ -523,9 +525,7 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   const uint64_t k = boardSeq;
   const uint64_t es = dataTypeSize(o.dtype);
   const uint64_t cnt = std::min(o.count - o.doneElems, boardBytes / es);
-  const Slices slices(cnt, nlocal, es);
-  auto begin = [&](uint32_t j) { return slices.begin(j); };
-  auto len = [&](uint32_t j) { return slices.len(j); };
+  const Slices sl(cnt, nlocal, es);
   const auto* src = static_cast<const uint8_t*>(o.src) + o.doneElems * es;
   auto* dst = static_cast<uint8_t*>(o.dst) + o.doneElems * es;
   const uint32_t me = static_cast<uint32_t>(myIdx);
@@ -533,7 +533,8 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   const CopyFn out = copier(o.streamOut), toCell = copier(o.streamCells);
   auto stage = [&] {
     for (uint32_t j = 0; j < nlocal; ++j)
-      if (j != me && len(j)) toCell(mineCell->data() + begin(j) * es, src + begin(j) * es, len(j) * es);
+      if (j != me && sl.len(j))
+        toCell(mineCell->data() + sl.begin(j) * es, src + sl.begin(j) * es, sl.len(j) * es);
     mineCell->staged.store(k + 1, std::memory_order_release);
   };
   if (o.phase == kPost) {
@@ -556,7 +557,9 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
       failBoard(st);
       return false;
     }
-    if (o.doneElems == 0) o.started = Clock::now();  // timed from here: arrival skew is not the mode's
+    // Timed from here (arrival skew is not the mode's), only where the mode is chosen.
+    if (o.doneElems == 0 && cellStreamingForced < 0 && o.count * es >= kAdaptiveCellBytes)
+      o.started = Clock::now();
     bool allMapped = true;
     for (uint32_t j = 0; j < nlocal; ++j) allMapped = allMapped && boardCell(static_cast<int>(j), k)->mapped;
     if (allMapped) {
@@ -578,7 +581,7 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   }
   if (o.phase == kStaged) {
     if (!boardReady(k, &BoardCell::staged)) return false;
-    const uint64_t off = begin(me) * es, m = len(me);
+    const uint64_t off = sl.begin(me) * es, m = sl.len(me);
     auto input = [&](uint32_t j) -> const uint8_t* {
       return j == me ? src + off : boardCell(static_cast<int>(j), k)->data() + off;
     };
@@ -598,8 +601,9 @@ bool ShmTransport::Impl::stepTwoShot(BoardOp& o) {
   }
   if (!boardReady(k, &BoardCell::result)) return false;
   for (uint32_t j = 0; j < nlocal; ++j)
-    if (j != me && len(j))
-      out(dst + begin(j) * es, boardCell(static_cast<int>(j), k)->data() + begin(j) * es, len(j) * es);
+    if (j != me && sl.len(j))
+      out(dst + sl.begin(j) * es, boardCell(static_cast<int>(j), k)->data() + sl.begin(j) * es,
+          sl.len(j) * es);
   o.doneElems += cnt;
   o.phase = kPost;
   ++boardSeq;
@@ -648,8 +652,10 @@ void ShmTransport::Impl::recordCellMode(const BoardOp& o) {
 void ShmTransport::Impl::stepMapped(BoardOp& o, uint64_t k) {
   const uint32_t nlocal = static_cast<uint32_t>(peers.size());
   const uint64_t es = dataTypeSize(o.dtype), bytes = o.count * es;
-  std::vector<const uint8_t*> in(nlocal);
-  std::vector<uint8_t*> outs(nlocal);
+  std::vector<const uint8_t*>& in = mappedIn;  // members: no allocation per operation
+  std::vector<uint8_t*>& outs = mappedOut;
+  in.resize(nlocal);
+  outs.resize(nlocal);
   for (uint32_t j = 0; j < nlocal; ++j) {
     if (static_cast<int>(j) == myIdx) {
       in[j] = static_cast<const uint8_t*>(o.src);
