@@ -167,12 +167,31 @@ Generator<Step> directScatter(CollArgs a, int rank) {
 }
 
 // Dissemination barrier: in round i rank r signals r+2^i and waits for r-2^i; after
-// ceil(log2 n) rounds every rank has heard, directly or not, from every other rank.
+// ceil(log2 n) rounds every rank has heard, directly or not, from every other rank — provided each
+// signal leaves only after every signal the rank received before it. The executor orders steps
+// only by the memory they share, so that order is written as data: a signal is a one-element
+// token sent from an accumulator cell, round 0's the rank's arrival token (its input); each token
+// received is copied into the accumulator, and each copy waits for the one before it.
+int barrierRounds(int n) {
+  int rounds = 0;
+  for (int64_t d = 1; d < n; d *= 2) ++rounds;
+  return rounds;
+}
+
+// scratch[0] is the accumulator, scratch[1 + i] the token received in round i.
+uint64_t disseminationScratch(const CollArgs& a, int) {
+  const int rounds = barrierRounds(a.nranks);
+  return rounds ? 1 + static_cast<uint64_t>(rounds) : 0;
+}
+
 Generator<Step> disseminationBarrier(CollArgs a, int rank) {
-  const int n = a.nranks;
-  for (int64_t d = 1; d < n; d *= 2) {
-    co_yield Step::send(mod(rank + d, n), inR(0, 0));
-    co_yield Step::recv(mod(rank - d, n), outR(0, 0));
+  const int n = a.nranks, rounds = barrierRounds(n);
+  const Region acc = scrR(0, 1);
+  for (int i = 0, d = 1; i < rounds; ++i, d *= 2) {
+    const Region got = scrR(1 + static_cast<uint64_t>(i), 1);
+    co_yield Step::send(mod(rank + d, n), i == 0 ? inR(0, 1) : acc);
+    co_yield Step::recv(mod(rank - d, n), got);
+    if (i + 1 < rounds) co_yield Step::copy(got, acc);
   }
 }
 
@@ -189,7 +208,7 @@ const AlgoInfo kDirectAlltoAll = {Algo::Direct, Coll::AlltoAll, validArgs, noScr
                                   checked<directAlltoAll>};
 const AlgoInfo kDirectGather = {Algo::Direct, Coll::Gather, validArgs, noScratch, checked<directGather>};
 const AlgoInfo kDirectScatter = {Algo::Direct, Coll::Scatter, validArgs, noScratch, checked<directScatter>};
-const AlgoInfo kDirectBarrier = {Algo::Direct, Coll::Barrier, validArgs, noScratch,
+const AlgoInfo kDirectBarrier = {Algo::Direct, Coll::Barrier, validArgs, checkedScratch<disseminationScratch>,
                                  checked<disseminationBarrier>};
 
 }  // namespace trib::algo

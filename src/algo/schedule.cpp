@@ -25,7 +25,7 @@ uint64_t inputCount(const CollArgs& a, int rank) {
     case Coll::Scatter:
       return rank == a.root ? n * a.count : 0;
     case Coll::Barrier:
-      return 0;
+      return 1;  // the arrival token
   }
   return 0;
 }

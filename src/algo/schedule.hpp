@@ -9,7 +9,11 @@
 // sender never waits for the receiver); a Recv/RecvReduce takes the oldest unmatched message
 // from that peer. Messages between a pair of ranks are matched in order. The executor runs
 // steps concurrently when their memory regions do not conflict, which gives pipelining for
-// free: slice k of round r+1 starts as soon as slice k of round r has arrived.
+// free: slice k of round r+1 starts as soon as slice k of round r has arrived. So program order
+// is only data order: a step waits for an earlier one only if it reads what that one writes, or
+// writes what it reads or writes. A schedule that must order steps without data between them (a
+// barrier's signals) makes the order data; the verifier proves every rank's exit causally follows
+// the entry of every rank its result depends on (verify/causal.hpp).
 //
 // SwitchReduce is the one collective step (in-network reduction, docs/SWITCH.md): every rank of
 // the communicator executes it, in the same order relative to its other SwitchReduce steps. It
@@ -98,7 +102,9 @@ std::string describeStep(const Step& s);  // "recv_reduce(peer 3, in[0+128] -> o
 
 // The request a schedule implements. `count` follows NCCL: AllReduce/Reduce/Broadcast count
 // elements; AllGather sendcount (output nranks*count); ReduceScatter recvcount (input
-// nranks*count); AlltoAll, Gather, Scatter count per peer; Barrier 0.
+// nranks*count); AlltoAll, Gather, Scatter count per peer; Barrier 0, and its input is one element:
+// the rank's arrival token, which the library supplies (a host barrier forwards tokens, so that
+// each signal depends, through memory, on the signals the rank received before it).
 struct CollArgs {
   Coll coll = Coll::AllReduce;
   int nranks = 1;

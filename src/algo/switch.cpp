@@ -32,8 +32,9 @@ bool savesInput(const CollArgs& a, int rank) {
 uint64_t switchScratch(const CollArgs& a, int rank) { return savesInput(a, rank) ? inputCount(a, rank) : 0; }
 
 Generator<Step> switchCollective(CollArgs a, int rank) {
-  const uint64_t in = inputCount(a, rank), out = outputCount(a, rank);
   if (a.coll != Coll::Barrier && a.count == 0) co_return;
+  // The switch's barrier is a rendezvous of its own: it sends no arrival token.
+  const uint64_t in = a.coll == Coll::Barrier ? 0 : inputCount(a, rank), out = outputCount(a, rank);
   Region src = inR(0, in);
   if (savesInput(a, rank)) {
     co_yield Step::copy(inR(0, in), scrR(0, in));

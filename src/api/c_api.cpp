@@ -269,9 +269,13 @@ TRIB_API tribResult_t tribScatter(const void* s, void* r, size_t count, tribData
                                   tribComm_t comm, tribStream_t stream) {
   return blocking("tribScatter", comm, stream, makeCall(Coll::Scatter, s, r, count, dt, tribSum, root));
 }
+// A barrier's schedule sends each rank's one-byte arrival token (schedule.hpp): the library's.
+static CollCall barrierCall() {
+  static const int8_t kArrivalToken = 1;
+  return makeCall(Coll::Barrier, &kArrivalToken, nullptr, 0, tribInt8, tribSum, 0);
+}
 TRIB_API tribResult_t tribBarrier(tribComm_t comm, tribStream_t stream) {
-  return blocking("tribBarrier", comm, stream,
-                  makeCall(Coll::Barrier, nullptr, nullptr, 0, tribInt8, tribSum, 0));
+  return blocking("tribBarrier", comm, stream, barrierCall());
 }
 
 TRIB_API tribResult_t tribSend(const void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
@@ -330,8 +334,7 @@ TRIB_API tribResult_t tribIscatter(const void* s, void* r, size_t count, tribDat
   return nonblocking("tribIscatter", comm, req, makeCall(Coll::Scatter, s, r, count, dt, tribSum, root));
 }
 TRIB_API tribResult_t tribIbarrier(tribComm_t comm, tribRequest_t* req) {
-  return nonblocking("tribIbarrier", comm, req,
-                     makeCall(Coll::Barrier, nullptr, nullptr, 0, tribInt8, tribSum, 0));
+  return nonblocking("tribIbarrier", comm, req, barrierCall());
 }
 TRIB_API tribResult_t tribIsend(const void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
                                 tribRequest_t* req) {

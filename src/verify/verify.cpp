@@ -14,11 +14,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "verify/causal.hpp"
 #include "verify/rankset.hpp"
 
 namespace trib {
 namespace {
 
+using verify::CausalMemory;
 using verify::RankSet;
 using ull = unsigned long long;
 constexpr uint64_t kNone = ~uint64_t{0};
@@ -200,7 +202,7 @@ struct Message {
   uint64_t len = 0;
   Step step;            // the send, for error messages
   uint64_t stepNo = 0;  // its number in the sender's schedule
-  RankSet heard;        // barrier: who the sender has heard from
+  RankSet heard;        // the ranks whose entry the send causally follows (causal.hpp)
   uint32_t next = UINT32_MAX;
 };
 
@@ -218,7 +220,8 @@ struct RankState {
   int waitingOn = -1;
   uint64_t stepNo = 0;
   uint64_t sent = 0, recvd = 0;
-  RankSet heard;
+  RankSet heard;                 // whose entry the rank's completion causally follows: all its steps'
+  CausalMemory causal;           // the executor's ordering of the rank's steps, cell by cell
   uint64_t switchSteps = 0;      // SwitchReduce steps completed
   bool switchDeposited = false;  // the pending SwitchReduce's contribution is in
 };
@@ -246,6 +249,7 @@ struct SwitchOp {
   uint64_t len = 0;                      // m, elements per rank
   int arrived = 0, taken = 0;
   int firstRank = -1;
+  RankSet heard;  // what the members knew when they joined: completing it follows all of it
   std::vector<int> waiters;
 };
 constexpr int kWaitingOnSwitch = -2;
@@ -345,6 +349,7 @@ class Verifier {
       }
       segs_ += static_cast<int64_t>(mem_[r].segments());
       ranks_[r].heard = RankSet::single(static_cast<uint32_t>(r));
+      ranks_[r].causal.init(L.total);
       try {
         ranks_[r].gen = algo_.generate(a_, r);
       } catch (const std::exception& e) {
@@ -489,6 +494,25 @@ class Verifier {
     return Status::Ok();
   }
 
+  // What step `s` of rank r (its regions at cells us, ud) waits for under the executor's rule:
+  // the rank's own entry and the earlier steps whose cells it conflicts with (causal.hpp).
+  RankSet dependsOn(int r, const Step& s, uint64_t us, uint64_t ud) const {
+    const CausalMemory& c = ranks_[r].causal;
+    RankSet known = RankSet::single(static_cast<uint32_t>(r));
+    if (s.readsSrc()) c.inherit(us, s.src.count, false, &known);
+    if (s.readsDst()) c.inherit(ud, s.dst.count, false, &known);
+    if (s.writesDst()) c.inherit(ud, s.dst.count, true, &known);
+    return known;
+  }
+  // Step `s` finished knowing `known`: its cells remember it, and the rank's completion follows it.
+  void settle(int r, const Step& s, uint64_t us, uint64_t ud, const RankSet& known) {
+    RankState& st = ranks_[r];
+    if (s.readsSrc()) st.causal.record(us, s.src.count, false, known);
+    if (s.readsDst()) st.causal.record(ud, s.dst.count, false, known);
+    if (s.writesDst()) st.causal.record(ud, s.dst.count, true, known);
+    st.heard = RankSet::unite(st.heard, known);
+  }
+
   using ChanMap = std::unordered_map<uint64_t, Channel>;
   Status execute(int r, const Step& s, std::deque<int>& ready, ChanMap::iterator inbox) {
     RankState& st = ranks_[r];
@@ -504,7 +528,8 @@ class Verifier {
         msg.step = s;
         msg.stepNo = st.stepNo;
         msg.next = UINT32_MAX;
-        if (barrier_) msg.heard = st.heard;
+        msg.heard = dependsOn(r, s, us, ud);
+        settle(r, s, us, ud, msg.heard);
         Channel& ch = chans_[chanKey(r, s.peer)];
         if (ch.tail == UINT32_MAX) {
           ch.head = m;
@@ -557,7 +582,7 @@ class Verifier {
         } else {
           writeCells(r, ud, msg.segs);
         }
-        if (barrier_) st.heard = RankSet::unite(st.heard, msg.heard);
+        settle(r, s, us, ud, RankSet::unite(dependsOn(r, s, us, ud), msg.heard));
         st.recvd += msg.len;
         // Pop the message and recycle it.
         Channel& ch = it->second;
@@ -588,6 +613,7 @@ class Verifier {
           TRIB_RETURN_IF_ERROR(combine(r, s, tmpC_, tmpA_, ud, tmpB_));
           writeCells(r, ud, tmpB_);
         }
+        settle(r, s, us, ud, dependsOn(r, s, us, ud));
         return Status::Ok();
       }
     }
@@ -715,6 +741,7 @@ class Verifier {
         op.acc.swap(tmpB_);
       }
       ++op.arrived;
+      op.heard = RankSet::unite(op.heard, dependsOn(r, s, us, ud));
       st.switchDeposited = true;
       st.sent += s.src.count;
       if (op.arrived == members) {
@@ -747,7 +774,8 @@ class Verifier {
     } else if (s.dst.count > 0) {
       writeCells(r, ud, op.acc);
     }
-    if (s.peer < 2) st.heard = RankSet::range(0, static_cast<uint32_t>(n_));
+    TRIB_RETURN_IF_ERROR(resolve(r, s, s.src, false, &us));
+    settle(r, s, us, ud, op.heard);
     st.recvd += s.dst.count;
     st.switchDeposited = false;
     ++st.switchSteps;
@@ -834,14 +862,27 @@ class Verifier {
     return {0, 0, RankSet(), out};
   }
 
+  // The rank's exit must causally follow the entry of every rank its result depends on (every
+  // rank, for a barrier): through messages and the memory conflicts that order its steps.
+  Status checkSynchronised(int r) const {
+    RankSet needed;
+    if (barrier_) needed = RankSet::range(0, static_cast<uint32_t>(n_));
+    for (uint64_t pos = 0; pos < layouts_[r].count[1];) {
+      const Expect e = expectAt(r, pos);
+      needed = RankSet::unite(needed, e.set);
+      pos = e.end;
+    }
+    const RankSet missing = RankSet::minus(needed, ranks_[r].heard);
+    if (missing.empty()) return Status::Ok();
+    return errorf(tribInternalError,
+                  "rank %d can finish the %s before ranks %s have entered it: no chain of messages and "
+                  "memory dependencies leads from their entry to its exit (the executor orders a rank's "
+                  "steps only by the memory they share; a message without data orders nothing)",
+                  r, collName(a_.coll), missing.toString().c_str());
+  }
+
   Status checkOutputs() const {
-    const RankSet all = RankSet::range(0, static_cast<uint32_t>(n_));
     for (int r = 0; r < n_; ++r) {
-      if (barrier_ && ranks_[r].heard != all) {
-        return errorf(tribInternalError,
-                      "rank %d left the barrier without hearing (directly or through others) from ranks %s",
-                      r, RankSet::minus(all, ranks_[r].heard).toString().c_str());
-      }
       const Layout& L = layouts_[r];
       if (L.count[1] == 0) continue;
       Status bad;
@@ -884,6 +925,8 @@ class Verifier {
       });
       TRIB_RETURN_IF_ERROR(bad);
     }
+    // After the data: a wrong result names its cells; a right one implies these for all but barriers.
+    for (int r = 0; r < n_; ++r) TRIB_RETURN_IF_ERROR(checkSynchronised(r));
     if (a_.coll == Coll::AllReduce) return checkSameReduction();
     return Status::Ok();
   }
