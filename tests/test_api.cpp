@@ -2,6 +2,7 @@
 // calls, split, non-blocking requests, abort from another thread, timeouts and peer loss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -104,6 +105,86 @@ TEST(Api, BadArgumentsGetClearErrorsAndLeaveBuffersUntouched) {
   untouched();
   // Zero count with NULL buffers is legal.
   EXPECT_EQ(tribAllReduce(nullptr, nullptr, 0, tribFloat32, tribSum, c, nullptr), tribSuccess) << lastError();
+  destroyAll(comms);
+}
+
+// tributary.h's NULL rules: a rank may pass NULL for a buffer it does not use (NCCL's rule), and
+// only for one it does not use.
+TEST(Api, NullIsAcceptedForBuffersTheRankDoesNotUse) {
+  constexpr int n = 2, root = 1;
+  auto comms = makeComms(n);
+  struct Out {
+    int32_t reduce[4], broadcast[4], gather[8], scatter[4];
+  };
+  std::vector<Out> out(n);
+  std::vector<tribResult_t> rc(4 * n, tribInternalError);
+  std::vector<std::thread> t;
+  for (int r = 0; r < n; ++r) {
+    t.emplace_back([&, r] {
+      std::vector<int32_t> in(2 * 4);
+      for (int i = 0; i < 8; ++i) in[i] = 10 * (r + 1) + i;
+      const bool isRoot = r == root;
+      Out& o = out[r];
+      std::fill_n(reinterpret_cast<int32_t*>(&o), sizeof(Out) / sizeof(int32_t), -1);
+      rc[4 * r + 0] =
+          tribReduce(in.data(), isRoot ? o.reduce : nullptr, 4, tribInt32, tribSum, root, comms[r], nullptr);
+      rc[4 * r + 1] =
+          tribBroadcast(isRoot ? in.data() : nullptr, o.broadcast, 4, tribInt32, root, comms[r], nullptr);
+      rc[4 * r + 2] =
+          tribGather(in.data(), isRoot ? o.gather : nullptr, 4, tribInt32, root, comms[r], nullptr);
+      rc[4 * r + 3] =
+          tribScatter(isRoot ? in.data() : nullptr, o.scatter, 4, tribInt32, root, comms[r], nullptr);
+    });
+  }
+  for (auto& th : t) th.join();
+  for (int i = 0; i < 4 * n; ++i) EXPECT_EQ(rc[i], tribSuccess) << "call " << i % 4 << " on rank " << i / 4;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[root].reduce[i], (10 + i) + (20 + i));
+    EXPECT_EQ(out[0].reduce[i], -1);  // off the root nothing is written
+    EXPECT_EQ(out[root].gather[i], 10 + i);
+    EXPECT_EQ(out[root].gather[4 + i], 20 + i);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(out[r].broadcast[i], 20 + i) << "rank " << r;
+      EXPECT_EQ(out[r].scatter[i], 20 + 4 * r + i) << "rank " << r;
+    }
+  }
+  // Count 0: every buffer may be NULL.
+  t.clear();
+  for (int r = 0; r < n; ++r) {
+    t.emplace_back([&, r] {
+      rc[r] = tribAllGather(nullptr, nullptr, 0, tribInt32, comms[r], nullptr);
+      rc[n + r] = tribReduceScatter(nullptr, nullptr, 0, tribInt32, tribSum, comms[r], nullptr);
+    });
+  }
+  for (auto& th : t) th.join();
+  for (int i = 0; i < 2 * n; ++i) EXPECT_EQ(rc[i], tribSuccess) << i;
+  // A buffer the rank uses may not be NULL: the root's reduce output, the root's broadcast input.
+  int32_t x[4] = {};
+  EXPECT_EQ(tribReduce(x, nullptr, 4, tribInt32, tribSum, 0, comms[0], nullptr), tribInvalidArgument);
+  EXPECT_NE(lastError().find("recvbuff is NULL"), std::string::npos) << lastError();
+  EXPECT_EQ(tribBroadcast(nullptr, x, 4, tribInt32, 0, comms[0], nullptr), tribInvalidArgument);
+  EXPECT_NE(lastError().find("sendbuff is NULL"), std::string::npos) << lastError();
+  destroyAll(comms);
+}
+
+// tributary.h: integer avg is the wrapped sum divided by the rank count, truncated toward zero.
+TEST(Api, IntegerAvgTruncatesTowardZero) {
+  constexpr int n = 2;
+  auto comms = makeComms(n);
+  const int32_t in[n][3] = {{-4, 4, INT32_MAX}, {-3, 3, 1}};  // sums -7, 7, and INT32_MIN (wrapped)
+  int32_t out[n][3] = {};
+  std::vector<tribResult_t> rc(n, tribInternalError);
+  std::vector<std::thread> t;
+  for (int r = 0; r < n; ++r)
+    t.emplace_back(
+        [&, r] { rc[r] = tribAllReduce(in[r], out[r], 3, tribInt32, tribAvg, comms[r], nullptr); });
+  for (auto& th : t) th.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(rc[r], tribSuccess);
+    EXPECT_EQ(out[r][0], -3);
+    EXPECT_EQ(out[r][1], 3);
+    EXPECT_EQ(out[r][2], INT32_MIN / 2);
+  }
   destroyAll(comms);
 }
 

@@ -61,6 +61,9 @@ typedef enum {
   tribDataType_MAX_ENUM = 0x7fffffff
 } tribDataType_t;
 
+/* Reductions. tribAvg is the sum divided by the rank count: for floating-point types in the type
+ * itself; for integer types the sum wraps like the type's own addition (two's complement) and is
+ * then divided by the rank count, truncating toward zero (a sum of -7 over 2 ranks gives -3). */
 typedef enum {
   tribSum = 0,
   tribProd = 1,
@@ -162,7 +165,11 @@ TRIB_API tribResult_t tribCommUserRank(const tribComm_t comm, int* rank);
  * Counts are per rank as in NCCL: AllGather sendcount elements in, nranks*sendcount out;
  * ReduceScatter recvcount out, nranks*recvcount in; AlltoAll count per peer. In-place:
  * sendbuff == recvbuff (AllReduce, Broadcast, Reduce at root), or sendbuff ==
- * recvbuff + rank*count (AllGather), or recvbuff == sendbuff + rank*recvcount (ReduceScatter). */
+ * recvbuff + rank*count (AllGather), or recvbuff == sendbuff + rank*recvcount (ReduceScatter).
+ * NULL: a buffer this rank does not use may be NULL, as in NCCL: recvbuff of Reduce and Gather
+ * off the root, sendbuff of Broadcast and Scatter off the root, both buffers when count is 0.
+ * A NULL buffer the rank does use is refused with tribInvalidArgument, and so is one not aligned
+ * to its datatype's size. */
 TRIB_API tribResult_t tribAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,
                                     tribStream_t stream);
