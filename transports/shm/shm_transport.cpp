@@ -415,10 +415,13 @@ bool ShmTransport::Impl::boardReady(uint64_t k, std::atomic<uint64_t> BoardCell:
     // Not there yet. A peer that died before writing it never will (one that wrote it and then
     // exited left it in the still-mapped segment, and is simply read); nor will one whose
     // transport broke (it says so in its segment header).
-    if (!peers[j].dead.ok()) {
-      failBoard(peers[j].dead);
-    } else if (peerBroken(peers[j])) {
-      failBoard(brokenPeerError(peers[j]));
+    const bool gone = !peers[j].dead.ok();
+    if (gone || peerBroken(peers[j])) {
+      // It may have written the flag just after the load above, and then died or broken (a peer
+      // that finds mismatched arguments publishes, then breaks): seen broken or dead, look again,
+      // or this rank would report the peer instead of the mismatch it reports itself.
+      if ((c->*flag).load(std::memory_order_acquire) == k + 1) continue;
+      failBoard(gone ? peers[j].dead : brokenPeerError(peers[j]));
     }
     return false;
   }
