@@ -16,6 +16,12 @@ configure_build() {  # dir, extra cmake args...
   ninja -C "$dir" -j"$JOBS"
 }
 
+# CTest lists skipped tests by name; say why each one skipped (GoogleTest's GTEST_SKIP message).
+report_skips() {  # build dir
+  awk '/^[0-9]+\/[0-9]+ Testing: /{name=$3} /: Skipped$/{getline why; print "skipped: " name ": " why}' \
+    "$1/Testing/Temporary/LastTest.log"
+}
+
 case "${1:-}" in
   build)
     setup
@@ -33,15 +39,18 @@ case "${1:-}" in
     setup
     configure_build build
     (cd build && ctest --output-on-failure -j1 --timeout 900)
+    report_skips build
     # Sanitizers: the whole suite under ASan+UBSan; the concurrency-heavy tests under TSan.
     configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
     # hwloc's PCI plugin (libpciaccess) leaks at exit inside a dlclose()d module, which LSan cannot
     # suppress by name; the ASan run does without that hwloc component (NUMA and cores remain).
     (cd build-asan && HWLOC_COMPONENTS=-pci ctest --output-on-failure -j1 --timeout 900 -LE nosan)
+    report_skips build-asan
     configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
     # UCX's libucm hooks madvise(), which crashes TSan's runtime at thread exit: turn its memory
     # hooks off for this run (Tributary does not rely on them).
     (cd build-tsan && UCX_MEM_MMAP_HOOK_MODE=none ctest --output-on-failure -j1 --timeout 900 -L tsan)
+    report_skips build-tsan
     ;;
   *)
     echo "usage: tools/dev.sh bench|test|build" >&2
