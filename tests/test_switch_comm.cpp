@@ -217,6 +217,26 @@ TEST_F(SwitchComm, IntegersBitIdenticalToRingFloatsDeterministicAndBytesCounted)
   }
 }
 
+// A loop of switch collectives keeps no finished execution behind (each used to be kept until
+// the communicator was destroyed).
+TEST_F(SwitchComm, FinishedExecutionsAreNotKept) {
+  const int n = 3, iterations = 50;
+  expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) -> std::string {
+    if (!switchUsable(comm)) return "the switch is not in use";
+    std::vector<float> in(1024, static_cast<float>(r + 1)), out(1024);
+    for (int it = 0; it < iterations; ++it) {
+      if (tribAllReduce(in.data(), out.data(), in.size(), tribFloat32, tribSum, comm, nullptr) != tribSuccess)
+        return tribGetLastError(nullptr);
+      if (out[0] != 6.0f) return "wrong sum " + std::to_string(out[0]);
+    }
+    if (comm->switchDisabled) return "the switch was given up";
+    if (!comm->abandonedExecs.empty())
+      return std::to_string(comm->abandonedExecs.size()) + " executions kept after " +
+             std::to_string(iterations) + " switch all-reduces";
+    return "";
+  }));
+}
+
 TEST(SwitchFailover, MissingSwitchFallsBackToHost) {
   ScopedEnv env;
   env.set("TRIB_SWITCH", "127.0.0.1:1");  // nothing listens there

@@ -89,8 +89,9 @@ struct tribComm {
   std::shared_ptr<trib::TcpStoreServer> storeServer;  // held where this process serves the store
   std::string bootstrapPrefix;                        // this communicator's keys in the store
   std::shared_ptr<trib::Planner> planner;
-  // Executions given up mid-flight (a failed switch phase) whose operations a transport may still
-  // hold: declared before the transports, so they are destroyed after them.
+  // Executions given up mid-flight (a failed switch phase) whose operations a transport still
+  // holds: declared before the transports, so they are destroyed after them. Pruned as their
+  // operations complete (core/switch_coll.cpp), so a training loop does not grow it.
   std::vector<std::unique_ptr<trib::Execution>> abandonedExecs;
   std::vector<std::unique_ptr<trib::Transport>> ownedTransports;
   std::vector<trib::Transport*> peers;  // peers[p]: how to reach rank p (nullptr for self)

@@ -295,7 +295,10 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       // them yet (hier_switch's intra-host ring): its sends copy their data aside, and the
       // execution outlives the transports, so nothing they hold points at freed memory.
       req->exec->detachPostedSends();
-      comm->abandonedExecs.push_back(std::move(req->exec));
+      // Only an execution whose operations a transport still holds must outlive it (after a
+      // success, none does); those kept are dropped once their operations complete.
+      std::erase_if(comm->abandonedExecs, [](const auto& e) { return !e->holdsPostedOps(); });
+      if (req->exec->holdsPostedOps()) comm->abandonedExecs.push_back(std::move(req->exec));
       const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
       CollArgs a;
       a.coll = Coll::AllReduce;

@@ -146,6 +146,12 @@ void Execution::detachPostedSends() {
       peers_[steps_[i].peer]->detachSend(&slots_[i].op);
 }
 
+bool Execution::holdsPostedOps() const {
+  for (size_t i = first_; i < slots_.size(); ++i)
+    if (slots_[i].state == State::Posted && !slots_[i].op.done()) return true;
+  return false;
+}
+
 Status Execution::progress(bool* done) {
   *done = false;
   for (Transport* t : distinctTransports_) TRIB_RETURN_IF_ERROR(t->progress());

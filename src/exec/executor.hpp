@@ -72,6 +72,9 @@ class Execution {
   // Lets every posted send copy its data aside and complete (the execution is being given up
   // while peers may still receive from it).
   void detachPostedSends();
+  // Whether a transport or offload may still hold one of its operations (posted, not complete):
+  // then it must outlive them.
+  bool holdsPostedOps() const;
 
  private:
   enum class State : uint8_t { NotStarted, Posted, Done };
