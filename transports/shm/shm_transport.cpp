@@ -30,6 +30,7 @@
 #include "bootstrap/unique_id.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/process.hpp"
 #include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
 
@@ -118,21 +119,6 @@ uint8_t* slotAt(RingCtl* r, uint32_t k, size_t slotBytes) {
          static_cast<size_t>(k) * (sizeof(SlotHeader) + slotBytes);
 }
 
-bool processAlive(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A killed process stays a zombie until its parent reaps it: still dead for us.
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  FILE* f = std::fopen(path, "r");
-  if (!f) return errno != ENOENT;
-  char buf[512];
-  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  const char* p = std::strrchr(buf, ')');
-  return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
-}
-
 }  // namespace
 
 struct ShmTransport::Impl {
@@ -179,14 +165,14 @@ struct ShmTransport::Impl {
   };
   struct Peer {
     int rank = -1;
-    pid_t pid = 0;
+    ProcessIdentity proc;        // its pid (for single-copy reads) and what proves it alive
     RingCtl* outRing = nullptr;  // in the peer's segment: my ring into it
     RingCtl* inRing = nullptr;   // in my segment: the peer's ring into me
     CmaDesc* peerCma = nullptr;  // the peer's single-copy table
     uint8_t* seg = nullptr;      // the peer's mapping (nullptr for myself: mine_ is used)
     size_t segBytes = 0;
     bool useCma = false;
-    bool watchPid = true;  // false when the peer's pid is not visible here (another pid namespace)
+    bool watchPid = true;  // false when its pid means nothing here (another pid namespace)
     int pidfd = -1;        // for pidfd_getfd of its shared buffers (mapped two-shot)
     struct Mapping {
       uint8_t* base;
@@ -911,7 +897,10 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   net::Writer w;
   w.u32(kBlobMagic);
   w.u32(static_cast<uint32_t>(rank));
-  w.u32(static_cast<uint32_t>(getpid()));
+  const ProcessIdentity me = selfIdentity();
+  w.u32(static_cast<uint32_t>(me.pid));
+  w.u64(me.startTime);
+  w.str(me.space);
   w.u64(reinterpret_cast<uint64_t>(&hdr->probe));
   w.u64(hdr->probe);
   w.u64(localHash);
@@ -933,11 +922,13 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     p.rank = localRanks[j];
     net::Reader r(all[p.rank].data(), all[p.rank].size());
     uint32_t magic = 0, prank = 0, ppid = 0, pprobeFd = 0;
-    uint64_t probeAddr = 0, probeVal = 0, hash = 0, bytes = 0;
-    std::string pboot;
+    uint64_t probeAddr = 0, probeVal = 0, hash = 0, bytes = 0, pstart = 0;
+    std::string pboot, pspace;
     r.u32(&magic);
     r.u32(&prank);
     r.u32(&ppid);
+    r.u64(&pstart);
+    r.str(&pspace);
     r.u64(&probeAddr);
     r.u64(&probeVal);
     r.u64(&hash);
@@ -959,12 +950,14 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
                   pboot.c_str(), boot.c_str());
       break;
     }
-    p.pid = static_cast<pid_t>(ppid);
-    if (static_cast<int>(j) != myIdx && !processAlive(p.pid)) {
+    p.proc.pid = static_cast<int32_t>(ppid);
+    p.proc.startTime = pstart;
+    std::snprintf(p.proc.space, sizeof p.proc.space, "%s", pspace.c_str());
+    if (static_cast<int>(j) != myIdx && !(samePidSpace(me, p.proc) && processAlive(p.proc))) {
       // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
       p.watchPid = false;
       TRIB_INFO("transport", "rank %d: rank %d's pid %d is not visible here; its death is left to timeouts",
-                rank, p.rank, static_cast<int>(p.pid));
+                rank, p.rank, static_cast<int>(p.proc.pid));
     }
     uint8_t* seg = mine;
     if (static_cast<int>(j) != myIdx) {
@@ -997,7 +990,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       if (opt.cma) {
         uint64_t got = 0;
         iovec l{&got, sizeof got}, rm{reinterpret_cast<void*>(probeAddr), sizeof got};
-        ssize_t rr = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
+        ssize_t rr = process_vm_readv(p.proc.pid, &l, 1, &rm, 1, 0);
         int readErr = errno;
         canRead[j] = rr == static_cast<ssize_t>(sizeof got) && got == probeVal;
         if (!canRead[j]) {
@@ -1015,7 +1008,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       }
       // Probe mapping shared buffers: take the peer's probe memfd and read the value back.
       if (tryMapped && static_cast<int32_t>(pprobeFd) >= 0 && p.watchPid) {
-        p.pidfd = pidfdOpen(p.pid);
+        p.pidfd = pidfdOpen(p.proc.pid);
         int fd = p.pidfd < 0 ? -1 : pidfdGetfd(p.pidfd, static_cast<int>(pprobeFd));
         uint64_t got = 0;
         canMap[j] = fd >= 0 && pread(fd, &got, sizeof got, 0) == sizeof got && got == probeVal;
@@ -1388,7 +1381,7 @@ bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t g
     size_t len = r.reduce ? std::min(bounce.size(), total - off) : total - off;
     iovec l{r.reduce ? bounce.data() : r.buf + off, len};
     iovec rm{reinterpret_cast<void*>(addr + off), len};
-    ssize_t got = process_vm_readv(p.pid, &l, 1, &rm, 1, 0);
+    ssize_t got = process_vm_readv(p.proc.pid, &l, 1, &rm, 1, 0);
     if (got <= 0) {
       int e = errno;
       d.state.store(kCmaFailed, std::memory_order_release);
@@ -1465,9 +1458,9 @@ void ShmTransport::Impl::checkLiveness() {
       continue;
     }
     if (!p.watchPid) continue;
-    if (!processAlive(p.pid)) {
+    if (!processAlive(p.proc)) {
       Status why = errorf(tribRemoteError, "shm: rank %d (pid %d) died; its pending operations are failed",
-                          p.rank, static_cast<int>(p.pid));
+                          p.rank, static_cast<int>(p.proc.pid));
       bool pending = !p.sendQ.empty() || !p.cmaWait.empty() || !p.posted.empty() || !p.cmaReads.empty() ||
                      p.cur.recv != nullptr;
       // A peer that exits after finishing its work is normal; one that leaves work behind is news.
@@ -1523,7 +1516,7 @@ void ShmTransport::detachSend(TransferOp* op) {
       }
       if (st != kReading) return;  // done or failed: the user buffer is no longer referenced
       int idx = s->peer;
-      bool gone = im.peers[idx].watchPid && !processAlive(im.peers[idx].pid);
+      bool gone = im.peers[idx].watchPid && !processAlive(im.peers[idx].proc);
       if (Clock::now() > deadline || gone) {
         // The reader died mid-read (or hangs): fail the send rather than wait forever.
         im.failPeer(

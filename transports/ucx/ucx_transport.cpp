@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/process.hpp"
 #include "reduce/reduce.hpp"
 
 namespace trib {
@@ -39,65 +40,15 @@ bool isUnsupported(ucs_status_t s) {
          s == UCS_ERR_NO_ELEM;
 }
 
-// Identity of this process as seen from its host: a peer with the same host identity is a
-// process we can watch directly (/proc), which catches a dead peer even on transports where
-// UCX's own keepalive does not (shared memory). The pid namespace is part of the identity so
-// that containers sharing a kernel never compare pids across namespaces.
-struct ProcIdentity {
+// The first bytes of a rank's worker-address blob: who it is, so that a peer in the same pid
+// space is watched directly (/proc, common/process.hpp), which catches a dead peer even on
+// transports where UCX's own keepalive does not (shared memory).
+struct AddressHeader {
   static constexpr uint32_t kMagic = 0x54554358;  // "TUCX"
   uint32_t magic = kMagic;
-  int32_t pid = 0;
-  uint64_t startTime = 0;
-  char host[96] = {};
+  uint32_t reserved = 0;
+  ProcessIdentity proc;
 };
-
-bool readProcStat(int pid, char* state, uint64_t* startTime) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  char buf[1024];
-  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = 0;
-  const char* p = std::strrchr(buf, ')');  // the command name may contain spaces
-  if (!p) return false;
-  unsigned long long start = 0;
-  // Fields after the name: state(3) ... starttime(22).
-  if (std::sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                  state, &start) != 2)
-    return false;
-  *startTime = start;
-  return true;
-}
-
-ProcIdentity selfIdentity() {
-  ProcIdentity id;
-  id.pid = static_cast<int32_t>(getpid());
-  char state = 0;
-  readProcStat(id.pid, &state, &id.startTime);
-  std::string host;
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    char b[64] = {};
-    if (std::fgets(b, sizeof b, f)) host = b;
-    std::fclose(f);
-    while (!host.empty() && (host.back() == '\n' || host.back() == ' ')) host.pop_back();
-  }
-  char ns[64] = {};
-  ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  if (host.empty() || n <= 0 || id.startTime == 0) return ProcIdentity{};  // unknown: never watched
-  host += "/" + std::string(ns, static_cast<size_t>(n));
-  std::snprintf(id.host, sizeof id.host, "%s", host.c_str());
-  return id;
-}
-
-// True while the process is running (a zombie or a reused pid counts as gone).
-bool processAlive(const ProcIdentity& id) {
-  char state = 0;
-  uint64_t start = 0;
-  if (!readProcStat(id.pid, &state, &start)) return false;
-  return state != 'Z' && state != 'X' && start == id.startTime;
-}
 
 class UcxTransport;
 
@@ -135,7 +86,7 @@ struct Peer {
   bool failed = false;
   bool handled = false;   // its pending receives were cancelled and its endpoint closed
   bool sameHost = false;  // watched through /proc
-  ProcIdentity proc;
+  ProcessIdentity proc;
   Status lost;
 };
 
@@ -297,9 +248,10 @@ Status UcxTransport::init(const OobAllGather& oob) {
     if (st != UCS_OK) {
       local = errorf(tribSystemError, "UCX: ucp_worker_get_address failed: %s", ucs_status_string(st));
     } else {
-      ProcIdentity id = selfIdentity();
-      mine.resize(sizeof id);
-      std::memcpy(mine.data(), &id, sizeof id);
+      AddressHeader head;
+      head.proc = selfIdentity();
+      mine.resize(sizeof head);
+      std::memcpy(mine.data(), &head, sizeof head);
       mine.insert(mine.end(), reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
       ucp_worker_release_address(worker_, addr);
     }
@@ -315,15 +267,15 @@ Status UcxTransport::init(const OobAllGather& oob) {
     if (all[r].empty())
       return errorf(tribRemoteError, "rank %d could not initialise UCX (it sent no worker address)", r);
     uint32_t magic = 0;
-    if (all[r].size() > sizeof(ProcIdentity)) std::memcpy(&magic, all[r].data(), sizeof magic);
-    if (magic != ProcIdentity::kMagic)
+    if (all[r].size() > sizeof(AddressHeader)) std::memcpy(&magic, all[r].data(), sizeof magic);
+    if (magic != AddressHeader::kMagic)
       return errorf(tribInvalidUsage,
                     "rank %d sent a malformed UCX address (%zu bytes); is it a different build?", r,
                     all[r].size());
   }
 
   peers_.resize(nranks_);
-  const ProcIdentity me = selfIdentity();
+  const ProcessIdentity me = selfIdentity();
   for (int r = 0; r < nranks_; ++r) {
     Peer& p = peers_[r];
     p.self = this;
@@ -331,14 +283,15 @@ Status UcxTransport::init(const OobAllGather& oob) {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    std::memcpy(&p.proc, all[r].data(), sizeof p.proc);
-    p.proc.host[sizeof p.proc.host - 1] = 0;
-    p.sameHost = r != rank_ && me.host[0] &&
-                 std::strcmp(me.host, p.proc.host) == 0
+    AddressHeader head;
+    std::memcpy(&head, all[r].data(), sizeof head);
+    p.proc = head.proc;
+    p.sameHost = r != rank_ &&
+                 samePidSpace(me, p.proc)
                  // watch only what /proc shows us now (hidepid, other users)
                  && processAlive(p.proc);
     watchLocal_ = watchLocal_ || p.sameHost;
-    ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data() + sizeof(ProcIdentity));
+    ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data() + sizeof(AddressHeader));
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = errorCallback;
     ep.err_handler.arg = &p;
