@@ -160,6 +160,14 @@ Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store,
                    const std::string& prefix, std::shared_ptr<TcpStoreServer> server,
                    const CommConfig& config, tribComm** out);
+// The transports commConnect gives peers (connect.cpp), built or not: what TRIB_TRANSPORT may name
+// and what trib-info lists.
+struct TransportInfo {
+  const char* name;      // TRIB_TRANSPORT's value
+  const char* reaches;   // the peers it serves by default
+  const char* notBuilt;  // nullptr: built; else why this build lacks it
+};
+const std::vector<TransportInfo>& transportTable();
 // The loopback fabric shared by this process's `localCount` ranks of communicator `id`.
 // *complete is set when this was the last of them to join.
 Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank,
