@@ -171,6 +171,32 @@ TEST(Overrides, AlgoOverrideChangesTheChoiceAndSaysSo) {
   EXPECT_NE(plan.why.find("overrides left no usable algorithm"), std::string::npos) << plan.why;
 }
 
+// Every host schedule in the registry has a cost-model row, so forcing it runs it (direct
+// all-reduce, reduce-scatter, all-gather and barrier, binomial gather and scatter had none: forcing
+// them quietly ran another algorithm) and explain lists it.
+TEST(Overrides, EveryRegisteredHostScheduleCanBeForced) {
+  Planner p(makeDgxH100(2));  // 2 domains of 8: hierarchical can run too
+  for (int ci = 0; ci < kNumColls; ++ci) {
+    const auto coll = static_cast<Coll>(ci);
+    for (const AlgoInfo* info : algorithmsFor(coll)) {
+      if (needsOffload(info->algo)) continue;  // their offloads: tests/test_switch_plan.cpp, test_shm.cpp
+      const std::string spec = std::string(collName(coll)) + ":" + algoName(info->algo);
+      ASSERT_TRUE(p.setOverrides(spec, "").ok()) << spec;
+      PlanRequest r = allreduce(coll == Coll::Barrier ? 0 : 1ull << 20, 16, /*modelOnly=*/false);
+      r.coll = coll;
+      Plan plan = p.choose(r);
+      EXPECT_EQ(plan.scheduleAlgo(), info->algo) << spec << ": " << plan.why;
+      ASSERT_TRUE(p.setOverrides("", "").ok());
+      const Candidate* c = nullptr;
+      for (const Candidate& cand : p.explain(r))
+        if (cand.plan.scheduleAlgo() == info->algo && cand.plan.algo != PlanAlgo::Nvls &&
+            cand.plan.algo != PlanAlgo::NvlsSwitch)
+          c = &cand;
+      ASSERT_NE(c, nullptr) << spec << " is missing from explain";
+    }
+  }
+}
+
 TEST(Overrides, TuneStringWithSizeRanges) {
   std::vector<TuneRule> rules;
   ASSERT_TRUE(
