@@ -27,8 +27,9 @@ struct SwitchRun;  // core/switch_coll.cpp
 // Per-communicator settings: the config struct's fields, else the environment's.
 struct CommConfig {
   std::chrono::milliseconds timeout{300000};
-  std::string algo;       // TRIB_ALGO syntax
-  std::string transport;  // TRIB_TRANSPORT
+  std::string algo;         // TRIB_ALGO syntax
+  bool algoStrict = false;  // TRIB_ALGO_STRICT: a forced algorithm that cannot run fails the call
+  std::string transport;    // TRIB_TRANSPORT
   std::string name;
   uint64_t chunkBytes = 0;  // 0: the planner chooses
 };
@@ -125,6 +126,8 @@ struct tribComm {
   trib::CollectiveOffload* twoShotBoard = nullptr;  // the same board, TwoShot all-reduce of any size
   uint64_t boardBytes = 0;
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
+  // Collectives (a bit each) whose forced algorithm could not run and was warned about.
+  mutable std::atomic<uint32_t> forcedAlgoWarned{0};
 
   void setAsyncError(const trib::Status& s);
   trib::Status checkUsable() const;  // aborted / finalized / broken -> error
@@ -226,8 +229,11 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
 std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged);
 Status localTopologyDump(std::string* out);  // this host's topology, for the exchange at init
 // The algorithm for a call (the planner, under TRIB_ALGO / TRIB_TUNE / config.algo); also sets
-// the slice size and domain size in *args.
-Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out);
+// the slice size and domain size in *args. A forced algorithm that cannot run is warned about once,
+// or with TRIB_ALGO_STRICT refused -- except for `failover`: the host algorithm a switch collective
+// finishes on after the switch failed mid-call, which must run.
+Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out,
+                       bool failover = false);
 // The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
 CollectiveOffload* offloadFor(const tribComm* comm, Algo algo);
 
