@@ -179,27 +179,34 @@ TEST(Overrides, AlgoOverrideChangesTheChoiceAndSaysSo) {
 
 // Every host schedule in the registry has a cost-model row, so forcing it runs it (direct
 // all-reduce, reduce-scatter, all-gather and barrier, binomial gather and scatter had none: forcing
-// them quietly ran another algorithm) and explain lists it.
+// them quietly ran another algorithm) and explain lists it. One that trib-info lists without a
+// condition (algoNeeds) runs on one domain too; every offload algorithm names its condition.
 TEST(Overrides, EveryRegisteredHostScheduleCanBeForced) {
-  Planner p(makeDgxH100(2));  // 2 domains of 8: hierarchical can run too
+  Planner oneDomain(makeDgxH100()), twoDomains(makeDgxH100(2));  // 8 ranks in 1 domain, 16 in 2 of 8
   for (int ci = 0; ci < kNumColls; ++ci) {
     const auto coll = static_cast<Coll>(ci);
     for (const AlgoInfo* info : algorithmsFor(coll)) {
-      if (needsOffload(info->algo)) continue;  // their offloads: tests/test_switch_plan.cpp, test_shm.cpp
+      if (needsOffload(info->algo)) {  // their offloads: tests/test_switch_plan.cpp, test_shm.cpp
+        EXPECT_NE(algoNeeds(info->algo), nullptr) << algoName(info->algo);
+        continue;
+      }
       const std::string spec = std::string(collName(coll)) + ":" + algoName(info->algo);
-      ASSERT_TRUE(p.setOverrides(spec, "").ok()) << spec;
-      PlanRequest r = allreduce(coll == Coll::Barrier ? 0 : 1ull << 20, 16, /*modelOnly=*/false);
-      r.coll = coll;
-      Plan plan = p.choose(r);
-      EXPECT_EQ(plan.scheduleAlgo(), info->algo) << spec << ": " << plan.why;
-      EXPECT_EQ(plan.overrideUnmet, "") << spec;
-      ASSERT_TRUE(p.setOverrides("", "").ok());
-      const Candidate* c = nullptr;
-      for (const Candidate& cand : p.explain(r))
-        if (cand.plan.scheduleAlgo() == info->algo && cand.plan.algo != PlanAlgo::Nvls &&
-            cand.plan.algo != PlanAlgo::NvlsSwitch)
-          c = &cand;
-      ASSERT_NE(c, nullptr) << spec << " is missing from explain";
+      for (auto [p, n] : {std::pair{&twoDomains, 16}, std::pair{&oneDomain, 8}}) {
+        if (p == &oneDomain && algoNeeds(info->algo)) continue;
+        ASSERT_TRUE(p->setOverrides(spec, "").ok()) << spec;
+        PlanRequest r = allreduce(coll == Coll::Barrier ? 0 : 1ull << 20, n, /*modelOnly=*/false);
+        r.coll = coll;
+        Plan plan = p->choose(r);
+        EXPECT_EQ(plan.scheduleAlgo(), info->algo) << spec << " on " << n << " ranks: " << plan.why;
+        EXPECT_EQ(plan.overrideUnmet, "") << spec;
+        ASSERT_TRUE(p->setOverrides("", "").ok());
+        const Candidate* c = nullptr;
+        for (const Candidate& cand : p->explain(r))
+          if (cand.plan.scheduleAlgo() == info->algo && cand.plan.algo != PlanAlgo::Nvls &&
+              cand.plan.algo != PlanAlgo::NvlsSwitch)
+            c = &cand;
+        ASSERT_NE(c, nullptr) << spec << " is missing from explain";
+      }
     }
   }
 }

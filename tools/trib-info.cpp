@@ -29,9 +29,16 @@ int main() {
   std::printf("\n\nAlgorithms:\n");
   for (int c = 0; c < trib::kNumColls; ++c) {
     auto coll = static_cast<trib::Coll>(c);
+    // Those that always run, then each that runs only when the communicator has what it needs.
     std::printf("  %-14s", trib::collName(coll));
-    for (const trib::AlgoInfo* a : trib::algorithmsFor(coll)) std::printf(" %s", trib::algoName(a->algo));
+    for (const trib::AlgoInfo* a : trib::algorithmsFor(coll)) {
+      if (!trib::algoNeeds(a->algo)) std::printf(" %s", trib::algoName(a->algo));
+    }
     std::printf("\n");
+    for (const trib::AlgoInfo* a : trib::algorithmsFor(coll)) {
+      if (const char* needs = trib::algoNeeds(a->algo))
+        std::printf("  %-14s %s (needs %s)\n", "", trib::algoName(a->algo), needs);
+    }
   }
   std::printf("\nEnvironment variables:\n");
   for (const trib::EnvVarInfo& v : trib::envVars()) {
