@@ -86,10 +86,17 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
       if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
       if (r != tribSuccess) break;  // the communicator is unusable after a failed call
     }
-    // A forced algorithm must really have run (not a fallback): the plan cache says what did.
+    // A forced algorithm must really have run (not a fallback) in every collective that has it:
+    // the plan cache says what did. (Run at least once anywhere was too weak: barrier's direct
+    // hid that direct all-reduce quietly ran ring.)
     Algo forced;
     bool ran = !parseAlgo(algo, &forced);
-    for (const auto& [key, plan] : comm->planCache) ran |= plan.algo->algo == forced;
+    for (const auto& [key, plan] : comm->planCache) {
+      const auto coll = static_cast<Coll>(key.coll);
+      ran |= plan.algo->algo == forced;
+      if (plan.algo->algo != forced && findAlgorithm(coll, forced) && ++failures <= 5)
+        report += "split for " + algo + ": " + collName(coll) + " ran " + algoName(plan.algo->algo) + "\n";
+    }
     if (!ran) report += "split for " + algo + ": no call ran " + algo + "\n", ++failures;
     // Two-shot with shared buffers must have run mapped (where this machine allows mapping).
     if (algo == "twoshot")

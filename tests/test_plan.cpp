@@ -2,9 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
 
+#include "common/log.hpp"
+#include "core/comm.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/planner.hpp"
+#include "tributary/tributary.h"
 
 using namespace trib;
 
@@ -169,6 +175,63 @@ TEST(Overrides, AlgoOverrideChangesTheChoiceAndSaysSo) {
   plan = p.choose(allreduce(1ull << 30, 8));
   EXPECT_TRUE(plan.executable);
   EXPECT_NE(plan.why.find("overrides left no usable algorithm"), std::string::npos) << plan.why;
+}
+
+// Every host schedule in the registry has a cost-model row, so forcing it runs it (direct
+// all-reduce, reduce-scatter, all-gather and barrier, binomial gather and scatter had none: forcing
+// them quietly ran another algorithm) and explain lists it. One that trib-info lists without a
+// condition (algoNeeds) runs on one domain too; every offload algorithm names its condition.
+TEST(Overrides, EveryRegisteredHostScheduleCanBeForced) {
+  Planner oneDomain(makeDgxH100()), twoDomains(makeDgxH100(2));  // 8 ranks in 1 domain, 16 in 2 of 8
+  for (int ci = 0; ci < kNumColls; ++ci) {
+    const auto coll = static_cast<Coll>(ci);
+    for (const AlgoInfo* info : algorithmsFor(coll)) {
+      if (needsOffload(info->algo)) {  // their offloads: tests/test_switch_plan.cpp, test_shm.cpp
+        EXPECT_NE(algoNeeds(info->algo), nullptr) << algoName(info->algo);
+        continue;
+      }
+      const std::string spec = std::string(collName(coll)) + ":" + algoName(info->algo);
+      for (auto [p, n] : {std::pair{&twoDomains, 16}, std::pair{&oneDomain, 8}}) {
+        if (p == &oneDomain && algoNeeds(info->algo)) continue;
+        ASSERT_TRUE(p->setOverrides(spec, "").ok()) << spec;
+        PlanRequest r = allreduce(coll == Coll::Barrier ? 0 : 1ull << 20, n, /*modelOnly=*/false);
+        r.coll = coll;
+        Plan plan = p->choose(r);
+        EXPECT_EQ(plan.scheduleAlgo(), info->algo) << spec << " on " << n << " ranks: " << plan.why;
+        EXPECT_EQ(plan.overrideUnmet, "") << spec;
+        ASSERT_TRUE(p->setOverrides("", "").ok());
+        const Candidate* c = nullptr;
+        for (const Candidate& cand : p->explain(r))
+          if (cand.plan.scheduleAlgo() == info->algo && cand.plan.algo != PlanAlgo::Nvls &&
+              cand.plan.algo != PlanAlgo::NvlsSwitch)
+            c = &cand;
+        ASSERT_NE(c, nullptr) << spec << " is missing from explain";
+      }
+    }
+  }
+}
+
+// A forced algorithm that cannot run: the plan is another one, and says which override and why.
+TEST(Overrides, ForcedAlgorithmThatCannotRunIsReported) {
+  Planner p(makeDgxH100());  // one domain: hierarchical has nothing to do across domains
+  ASSERT_TRUE(p.setOverrides("allreduce:hierarchical", "").ok());
+  Plan plan = p.choose(allreduce(1ull << 20, 8, /*modelOnly=*/false));
+  EXPECT_NE(plan.algo, PlanAlgo::Hierarchical);
+  EXPECT_TRUE(plan.executable);
+  EXPECT_NE(plan.overrideUnmet.find("TRIB_ALGO 'allreduce:hierarchical'"), std::string::npos)
+      << plan.overrideUnmet;
+  EXPECT_NE(plan.overrideUnmet.find("hierarchical: needs more than one domain"), std::string::npos)
+      << plan.overrideUnmet;
+  // An algorithm the collective does not have at all says so.
+  ASSERT_TRUE(p.setOverrides("allreduce:chain", "").ok());
+  plan = p.choose(allreduce(1ull << 20, 8, /*modelOnly=*/false));
+  EXPECT_NE(plan.overrideUnmet.find("chain: allreduce has no such algorithm"), std::string::npos)
+      << plan.overrideUnmet;
+  // Overrides that leave something runnable, and no override, report nothing.
+  ASSERT_TRUE(p.setOverrides("allreduce:hierarchical,ring", "").ok());
+  EXPECT_EQ(p.choose(allreduce(1ull << 20, 8, false)).overrideUnmet, "");
+  ASSERT_TRUE(p.setOverrides("", "").ok());
+  EXPECT_EQ(p.choose(allreduce(1ull << 20, 8, false)).overrideUnmet, "");
 }
 
 TEST(Overrides, TuneStringWithSizeRanges) {
@@ -453,4 +516,112 @@ TEST(AttachedSwitch, OtherCollectivesThroughTheSwitchAreModelled) {
   const FabricView& f = p.fabric(8);
   EXPECT_DOUBLE_EQ(predicted(Coll::Barrier, 0), CostConstants::defaults().launchUs + 2 * f.switchLatUs);
   EXPECT_GT(ar, S / (f.switchGBps * 1e3));
+}
+
+// ---- The communicator: a forced algorithm runs when it can; when it cannot, it is reported ----
+
+namespace {
+
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+  const char* name;
+};
+
+struct RankRun {
+  tribResult_t result = tribInternalError;
+  std::string algo, error;
+  bool sumRight = false;
+};
+
+// One all-reduce (sum) of `count` floats on every rank, a thread each: rank r contributes r + 1.
+std::vector<RankRun> allReduceOnEveryRank(const std::vector<tribComm_t>& comms, size_t count) {
+  const int n = static_cast<int>(comms.size());
+  std::vector<RankRun> runs(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<float> data(count, static_cast<float>(r + 1));
+      tribRequest_t req = nullptr;
+      runs[r].result = tribIallReduce(data.data(), data.data(), count, tribFloat32, tribSum, comms[r], &req);
+      if (runs[r].result != tribSuccess) {
+        runs[r].error = tribGetLastError(comms[r]);
+        return;
+      }
+      runs[r].algo = req->algo;  // the schedule the request runs
+      runs[r].result = tribWait(&req, TRIB_WAIT_FOREVER);
+      runs[r].sumRight = data.front() == n * (n + 1) / 2 && data.back() == n * (n + 1) / 2;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return runs;
+}
+
+std::vector<tribComm_t> makeLocalComms(int n) {
+  std::vector<tribComm_t> comms(n);
+  EXPECT_EQ(tribCommInitAll(comms.data(), n, nullptr), tribSuccess) << tribGetLastError(nullptr);
+  return comms;
+}
+
+void destroyAll(const std::vector<tribComm_t>& comms) {
+  for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+}
+
+}  // namespace
+
+TEST(ForcedAlgorithm, DirectAllReduceRunsDirect) {
+  ScopedEnv algo("TRIB_ALGO", "allreduce:direct");
+  std::vector<tribComm_t> comms = makeLocalComms(3);
+  for (size_t count : {size_t{1000}, size_t{1} << 18}) {
+    for (const RankRun& run : allReduceOnEveryRank(comms, count)) {
+      EXPECT_EQ(run.result, tribSuccess) << run.error;
+      EXPECT_EQ(run.algo, "direct") << count;
+      EXPECT_TRUE(run.sumRight) << count;
+    }
+  }
+  destroyAll(comms);
+}
+
+TEST(ForcedAlgorithm, OneThatCannotRunWarnsOncePerCommunicatorAndFailsWhenStrict) {
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  setLogSink([&](LogLevel level, const char*, const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (level == LogLevel::kWarn) warnings.push_back(line);
+  });
+  {
+    // One host, one domain: hierarchical has nothing to do across domains.
+    ScopedEnv algo("TRIB_ALGO", "allreduce:hierarchical");
+    std::vector<tribComm_t> comms = makeLocalComms(2);
+    for (size_t count : {size_t{1000}, size_t{1000}, size_t{1} << 18}) {
+      for (const RankRun& run : allReduceOnEveryRank(comms, count)) {
+        EXPECT_EQ(run.result, tribSuccess) << run.error;
+        EXPECT_NE(run.algo, "hierarchical");
+        EXPECT_TRUE(run.sumRight);
+      }
+    }
+    destroyAll(comms);
+    // One line per communicator (2 ranks), not per call (3 each), naming what, why and instead.
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(warnings.size(), 2u);
+    for (const std::string& w : warnings) {
+      EXPECT_NE(w.find("TRIB_ALGO 'allreduce:hierarchical'"), std::string::npos) << w;
+      EXPECT_NE(w.find("hierarchical: needs more than one domain"), std::string::npos) << w;
+      EXPECT_NE(w.find("running "), std::string::npos) << w;
+    }
+  }
+  setLogSink(nullptr);
+  // Strict: the call fails, with the same explanation, on every rank; so does a forced switch
+  // without an attached switch.
+  ScopedEnv strict("TRIB_ALGO_STRICT", "1");
+  for (const char* spec : {"allreduce:hierarchical", "allreduce:switch"}) {
+    ScopedEnv algo("TRIB_ALGO", spec);
+    std::vector<tribComm_t> comms = makeLocalComms(2);
+    for (const RankRun& run : allReduceOnEveryRank(comms, 1000)) {
+      EXPECT_EQ(run.result, tribInvalidUsage) << spec;
+      EXPECT_NE(run.error.find(std::string("TRIB_ALGO '") + spec + "'"), std::string::npos) << run.error;
+      EXPECT_NE(run.error.find("TRIB_ALGO_STRICT=1 refuses to run"), std::string::npos) << run.error;
+    }
+    destroyAll(comms);
+  }
 }

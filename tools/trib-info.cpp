@@ -3,30 +3,42 @@
 
 #include "algo/schedule.hpp"
 #include "common/env.hpp"
+#include "core/comm.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/switch/switch_link.hpp"
 #include "tributary/tributary.h"
 
 int main() {
   std::printf("Tributary %s\n", TRIB_VERSION_STRING);
   std::printf("  reduce kernels : %s\n", trib::reduceIsa());
-#ifdef TRIB_HAVE_UCX
-  std::printf("  UCX transport  : built\n");
-#else
-  std::printf("  UCX transport  : not built (libucx-dev not found)\n");
-#endif
-  std::printf("  transports     : loopback");
-#ifdef TRIB_HAVE_SHM
-  std::printf(", shm");
-#endif
-#ifdef TRIB_HAVE_UCX
-  std::printf(", ucx");
-#endif
+  // From the tables the library chooses from, so this cannot drift from what the build has.
+  std::printf("  transports     :");
+  const char* sep = " ";
+  for (const trib::TransportInfo& t : trib::transportTable()) {
+    if (!t.notBuilt) std::printf("%s%s (%s)", sep, t.name, t.reaches), sep = ", ";
+  }
+  for (const trib::TransportInfo& t : trib::transportTable()) {
+    if (t.notBuilt) std::printf("\n                   %s: not built (%s)", t.name, t.notBuilt);
+  }
+  std::printf("\n  switch client  : links");
+  sep = " ";
+  for (trib::sw::LinkKind k : {trib::sw::LinkKind::Tcp, trib::sw::LinkKind::Ucx}) {
+    if (trib::sw::linkKindAvailable(k)) std::printf("%s%s", sep, trib::sw::linkKindName(k)), sep = ", ";
+  }
+  std::printf(" (used with TRIB_SWITCH or a topology switch with addr=)");
   std::printf("\n\nAlgorithms:\n");
   for (int c = 0; c < trib::kNumColls; ++c) {
     auto coll = static_cast<trib::Coll>(c);
+    // Those that always run, then each that runs only when the communicator has what it needs.
     std::printf("  %-14s", trib::collName(coll));
-    for (const trib::AlgoInfo* a : trib::algorithmsFor(coll)) std::printf(" %s", trib::algoName(a->algo));
+    for (const trib::AlgoInfo* a : trib::algorithmsFor(coll)) {
+      if (!trib::algoNeeds(a->algo)) std::printf(" %s", trib::algoName(a->algo));
+    }
     std::printf("\n");
+    for (const trib::AlgoInfo* a : trib::algorithmsFor(coll)) {
+      if (const char* needs = trib::algoNeeds(a->algo))
+        std::printf("  %-14s %s (needs %s)\n", "", trib::algoName(a->algo), needs);
+    }
   }
   std::printf("\nEnvironment variables:\n");
   for (const trib::EnvVarInfo& v : trib::envVars()) {

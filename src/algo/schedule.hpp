@@ -167,6 +167,9 @@ inline bool switchCollective(Coll c) {
          c == Coll::ReduceScatter || c == Coll::Barrier;
 }
 const char* algoName(Algo a);  // "ring", "tree", "rhd", "direct", "binomial", "chain", ...
+// What a communicator needs before `a` can run (its offload, or the ranks' layout), as a phrase
+// for tools and messages ("an attached aggregation switch: ..."); nullptr: nothing, it always runs.
+const char* algoNeeds(Algo a);
 bool parseAlgo(const std::string& s, Algo* out);
 
 struct AlgoInfo {

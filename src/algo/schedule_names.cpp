@@ -46,6 +46,22 @@ const char* algoName(Algo a) {
   return i >= 0 && i < kNumAlgos ? names[i] : "invalid";
 }
 
+const char* algoNeeds(Algo a) {
+  switch (a) {
+    case Algo::Hierarchical:
+      return "ranks in several equal domains: hosts or NVLink domains";
+    case Algo::Switch:
+      return "an attached aggregation switch: TRIB_SWITCH, or a topology switch with addr=";
+    case Algo::HierSwitch:
+      return "an attached aggregation switch and ranks in several equal domains";
+    case Algo::OneShot:
+    case Algo::TwoShot:
+      return "every rank on one host as a process: the shm transport's board";
+    default:
+      return nullptr;
+  }
+}
+
 bool parseAlgo(const std::string& s, Algo* out) {
   for (int i = 0; i < kNumAlgos; ++i) {
     if (s == algoName(static_cast<Algo>(i))) {

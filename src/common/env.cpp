@@ -20,6 +20,10 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_ALGO", "",
        "Force algorithms: 'ring', 'ring,tree', '^ring' (exclude), or per collective "
        "'allreduce:rhd;broadcast:chain'."},
+      {"TRIB_ALGO_STRICT", "0",
+       "1: a call whose TRIB_ALGO (or config.algo) allows no algorithm that can run it fails with "
+       "tribInvalidUsage; 0: it runs the fastest algorithm that can, with one WARN per communicator "
+       "and collective."},
       {"TRIB_TIMEOUT", "300",
        "Seconds any wait may last before failing with tribTimeout (fractions allowed)."},
       {"TRIB_CHUNK_BYTES", "0",

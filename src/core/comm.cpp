@@ -54,6 +54,7 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   CommConfig c;
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(envDouble("TRIB_TIMEOUT") * 1000.0));
   c.algo = envString("TRIB_ALGO");
+  c.algoStrict = envBool("TRIB_ALGO_STRICT");
   c.transport = envString("TRIB_TRANSPORT");
   c.chunkBytes = static_cast<uint64_t>(std::max<int64_t>(0, envInt("TRIB_CHUNK_BYTES")));
   if (config) {

@@ -27,8 +27,9 @@ struct SwitchRun;  // core/switch_coll.cpp
 // Per-communicator settings: the config struct's fields, else the environment's.
 struct CommConfig {
   std::chrono::milliseconds timeout{300000};
-  std::string algo;       // TRIB_ALGO syntax
-  std::string transport;  // TRIB_TRANSPORT
+  std::string algo;         // TRIB_ALGO syntax
+  bool algoStrict = false;  // TRIB_ALGO_STRICT: a forced algorithm that cannot run fails the call
+  std::string transport;    // TRIB_TRANSPORT
   std::string name;
   uint64_t chunkBytes = 0;  // 0: the planner chooses
 };
@@ -126,6 +127,8 @@ struct tribComm {
   trib::CollectiveOffload* twoShotBoard = nullptr;  // the same board, TwoShot all-reduce of any size
   uint64_t boardBytes = 0;
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
+  // Collectives (a bit each) whose forced algorithm could not run and was warned about.
+  mutable std::atomic<uint32_t> forcedAlgoWarned{0};
 
   void setAsyncError(const trib::Status& s);
   trib::Status checkUsable() const;  // aborted / finalized / broken -> error
@@ -161,6 +164,14 @@ Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store,
                    const std::string& prefix, std::shared_ptr<TcpStoreServer> server,
                    const CommConfig& config, tribComm** out);
+// The transports commConnect gives peers (connect.cpp), built or not: what TRIB_TRANSPORT may name
+// and what trib-info lists.
+struct TransportInfo {
+  const char* name;      // TRIB_TRANSPORT's value
+  const char* reaches;   // the peers it serves by default
+  const char* notBuilt;  // nullptr: built; else why this build lacks it
+};
+const std::vector<TransportInfo>& transportTable();
 // The loopback fabric shared by this process's `localCount` ranks of communicator `id`.
 // *complete is set when this was the last of them to join.
 Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank,
@@ -219,8 +230,11 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
 std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged);
 Status localTopologyDump(std::string* out);  // this host's topology, for the exchange at init
 // The algorithm for a call (the planner, under TRIB_ALGO / TRIB_TUNE / config.algo); also sets
-// the slice size and domain size in *args.
-Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out);
+// the slice size and domain size in *args. A forced algorithm that cannot run is warned about once,
+// or with TRIB_ALGO_STRICT refused -- except for `failover`: the host algorithm a switch collective
+// finishes on after the switch failed mid-call, which must run.
+Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out,
+                       bool failover = false);
 // The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
 CollectiveOffload* offloadFor(const tribComm* comm, Algo algo);
 

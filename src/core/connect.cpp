@@ -125,6 +125,19 @@ std::string hex64(uint64_t v) { return strprintf("%016llx", static_cast<unsigned
 
 }  // namespace
 
+const std::vector<TransportInfo>& transportTable() {
+  static const std::vector<TransportInfo> table = {
+      {"loopback", "ranks in the same process", nullptr},
+      {"shm", "processes on the same host", nullptr},
+#ifdef TRIB_HAVE_UCX
+      {"ucx", "ranks on other hosts", nullptr},
+#else
+      {"ucx", "ranks on other hosts", "libucx-dev was not found at build time"},
+#endif
+  };
+  return table;
+}
+
 Status makeUniqueId(tribUniqueId* id) {
   StoreServerHandle server;
   TRIB_RETURN_IF_ERROR(makeUniqueId(id, &server));
@@ -162,9 +175,16 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
   // 2. Which transports? The decision must be the same on every rank (creation is collective),
   // so it is made from the shared table, not from this rank's view alone.
   const std::string& forced = config.transport;
-  if (!forced.empty() && forced != "loopback" && forced != "shm" && forced != "ucx") {
-    return errorf(tribInvalidArgument, "TRIB_TRANSPORT='%s' is not one of loopback, shm, ucx",
-                  forced.c_str());
+  if (!forced.empty()) {
+    std::string names;
+    bool known = false;
+    for (const TransportInfo& t : transportTable()) {
+      names += (names.empty() ? "" : ", ") + std::string(t.name);
+      known |= forced == t.name;
+    }
+    if (!known)
+      return errorf(tribInvalidArgument, "TRIB_TRANSPORT='%s' is not one of %s", forced.c_str(),
+                    names.c_str());
   }
   bool anyCrossProcess = false, anyCrossHost = false;
   for (int a = 0; a < nranks; ++a) {

@@ -96,7 +96,8 @@ CollectiveOffload* offloadFor(const tribComm* comm, Algo algo) {
   }
 }
 
-Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out) {
+Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out,
+                       bool failover) {
   PlanRequest req;
   req.coll = args->coll;
   req.nranks = args->nranks;
@@ -145,6 +146,21 @@ Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, co
     // registry's first algorithm that runs the request is the choice.
     TRIB_INFO("tuning", "planner has no runnable %s for %s; using %s", algoName(plan.scheduleAlgo()),
               collName(args->coll), algoName(algo->algo));
+  }
+  if (!plan.overrideUnmet.empty()) {
+    // A forced algorithm that cannot run must not pass unnoticed. Strict: the call fails (on every
+    // rank alike: the choice depends only on what all ranks share).
+    if (comm->config.algoStrict && !failover) {
+      return errorf(tribInvalidUsage, "%s; TRIB_ALGO_STRICT=1 refuses to run %s instead",
+                    plan.overrideUnmet.c_str(), algoName(algo->algo));
+    }
+    const uint32_t bit = 1u << static_cast<int>(args->coll);
+    if (!(comm->forcedAlgoWarned.fetch_or(bit) & bit)) {
+      TRIB_WARN("tuning",
+                "rank %d: %s; running %s instead (warned once per communicator and collective; "
+                "TRIB_ALGO_STRICT=1 makes it an error)",
+                comm->rank, plan.overrideUnmet.c_str(), algoName(algo->algo));
+    }
   }
   *out = algo;
   return Status::Ok();

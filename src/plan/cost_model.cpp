@@ -362,6 +362,17 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     }
     return sum;
   };
+  // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
+  // slice, to each of its n-1 peers at once: one latency, then the software cost of every further
+  // message the rank posts itself ((n-1) per slice; a network step's too across domains), and
+  // (n-1)·v through the rank's own link (the loaded network share across domains).
+  auto directPhase = [&](double v, bool reduce) {
+    double b = c.multi ? c.bLoaded : c.bIn;
+    if (reduce) b = std::min(b, c.R);
+    const double perMessage = k.stepOverheadUs + (c.multi ? k.netStepOverheadUs : 0);
+    const double messages = (n - 1) * std::max(1.0, std::ceil(v / static_cast<double>(chunk)));
+    return (c.multi ? c.aOut : c.aIn) + (messages - 1) * perMessage + (n - 1) * v / b;
+  };
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
   double rhdExtra = pof2 == n ? 0 : (c.multi ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
@@ -436,6 +447,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::Rhd:
           t = rhdPhase(true, S) + rhdPhase(false, S) + 2 * rhdExtra;
           p.reason = "2 log2(n) steps, halving/doubling";
+          break;
+        case PlanAlgo::Direct:
+          t = directPhase(S / n, true) + directPhase(S / n, false);
+          p.reason = "direct reduce-scatter + all-gather: every peer at once";
           break;
         case PlanAlgo::Hierarchical: {
           if (!c.multi) return unsupported("needs more than one domain");
@@ -542,6 +557,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       } else if (a == PlanAlgo::Rhd) {
         t = rhdPhase(reduces, S) + rhdExtra;
         p.reason = "log2(n) steps";
+      } else if (a == PlanAlgo::Direct) {
+        t = directPhase(S / n, reduces);
+        p.reason = "every peer at once";
       } else {
         return unsupported("not for this collective");
       }
@@ -570,6 +588,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     case Coll::AlltoAll:
     case Coll::Gather:
     case Coll::Scatter:
+      if (a == PlanAlgo::Binomial && coll != Coll::AlltoAll) {
+        // log2(n) rounds; the root's link carries every block but its own.
+        t = ceilLog2(n) * (aMix + k.chunkOverheadUs) + S * (n - 1) / n / bMix;
+        p.reason = "binomial tree: log2(n) rounds";
+        break;
+      }
       if (a != PlanAlgo::Direct && a != PlanAlgo::Ring) return unsupported("not for this collective");
       if (a == PlanAlgo::Direct) {
         double b = coll == Coll::AlltoAll ? (c.multi ? c.bLoaded : c.bIn) : bMix;
@@ -581,7 +605,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       }
       break;
     case Coll::Barrier:
-      if (a == PlanAlgo::Rhd)
+      if (a == PlanAlgo::Rhd || a == PlanAlgo::Direct)  // direct: the dissemination barrier's rounds
         t = ceilLog2(n) * std::max(c.aIn, c.aOut);
       else if (a == PlanAlgo::Ring)
         t = 2 * (n - 1) * aMix;

@@ -32,7 +32,7 @@ Status parseAlgoList(const std::string& list, uint32_t* bits, const std::string&
       return errorf(
           tribInvalidArgument,
           "TRIB_ALGO '%s': unknown algorithm '%s' (ring, tree, rhd, direct, binomial, chain, hierarchical, "
-          "switch, nvls, nvls_switch, oneshot, hier_switch)",
+          "switch, nvls, nvls_switch, oneshot, hier_switch, twoshot)",
           whole.c_str(), name.c_str());
     *bits |= 1u << static_cast<int>(a);
   }
@@ -192,6 +192,7 @@ Status Planner::setOverrides(const std::string& algoSpec, const std::string& tun
   TRIB_RETURN_IF_ERROR(parseTuneString(tuneSpec, &t));
   std::lock_guard<std::mutex> g(mu_);
   filter_ = f;
+  algoSpec_ = algoSpec;
   tune_ = std::move(t);
   cache_.clear();
   return Status::Ok();
@@ -429,6 +430,26 @@ Plan Planner::choose(const PlanRequest& req) {
       plan.why =
           strprintf("%s: overrides left no usable algorithm for %s; using the fastest that runs (%.1f us)",
                     planAlgoName(plan.algo), collName(req.coll), plan.predictedUs);
+      // (One rank has nothing to communicate: every algorithm would be the same copy.)
+      if (filter_.set[static_cast<int>(req.coll)] && req.nranks > 1) {
+        // Why each algorithm TRIB_ALGO allows cannot run; one the model has no row for does not
+        // exist for this collective.
+        std::string why;
+        const uint32_t allowed = filter_.allowed[static_cast<int>(req.coll)];
+        for (int i = 0; i < kNumPlanAlgos; ++i) {
+          if (!(allowed >> i & 1)) continue;
+          auto a = static_cast<PlanAlgo>(i);
+          auto it =
+              std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) { return c.plan.algo == a; });
+          std::string reason = it == cands.end() ? strprintf("%s has no such algorithm", collName(req.coll))
+                               : it->reason.empty() ? it->plan.why
+                                                    : it->reason;
+          why += strprintf("%s%s: %s", why.empty() ? "" : "; ", planAlgoName(a), reason.c_str());
+        }
+        plan.overrideUnmet = strprintf(
+            "TRIB_ALGO '%s' allows no algorithm that can run %s of %s on %d ranks here (%s)",
+            algoSpec_.c_str(), collName(req.coll), formatBytes(req.bytes).c_str(), req.nranks, why.c_str());
+      }
     } else {
       plan.algo = PlanAlgo::Ring;
       plan.executable = findAlgorithm(req.coll, Algo::Ring) != nullptr;

@@ -49,6 +49,10 @@ struct Plan {
   double predictedUs = 0;
   bool executable = true;  // a schedule generator exists (src/algo registry)
   std::string why;
+  // Set when TRIB_ALGO (or config.algo) allows, for this collective, only algorithms that cannot
+  // run the request, so the plan is another one: which override, and why each allowed one cannot
+  // run. The communicator warns (or fails, with TRIB_ALGO_STRICT) from it.
+  std::string overrideUnmet;
   Algo scheduleAlgo() const { return toScheduleAlgo(algo); }
 };
 
@@ -69,7 +73,7 @@ struct AlgoFilter {
 };
 // NCCL-style: "ring,tree" (every collective), "allreduce:tree;broadcast:chain", "^ring" (all but),
 // "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch
-// oneshot hier_switch.
+// oneshot hier_switch twoshot.
 Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
 
 // UCC-style tune string (TRIB_TUNE): entries separated by '#', fields by ':' --
@@ -135,6 +139,7 @@ class Planner {
   std::vector<int> rankToNode_;
   CostConstants k_;
   AlgoFilter filter_;
+  std::string algoSpec_;  // the TRIB_ALGO text filter_ came from, for messages
   std::vector<TuneRule> tune_;
   std::unique_ptr<Router> router_;
   std::unordered_map<int, FabricView> fabrics_;
