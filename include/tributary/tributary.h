@@ -135,6 +135,20 @@ TRIB_API tribResult_t tribDataTypeSize(tribDataType_t dtype, size_t* bytes);
 TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size);
 TRIB_API tribResult_t tribMemFree(void* ptr);
 
+/* ---- Buffer registration ----------------------------------------------------------------- *
+ * As ncclCommRegister: register a buffer the communicator's calls will use again and again, so that
+ * transports that must prepare memory (an RDMA memory region, a CUDA IPC handle) do it once; every
+ * call on a registered buffer is planned and run with that knowledge. Unregistered buffers work as
+ * well, and tribMemAlloc memory counts as registered without a call. Today's host transports need
+ * no preparation (shared memory reads any of the process's memory): registering only records the
+ * range. The memory must stay mapped until tribCommDeregister or tribCommDestroy. Errors
+ * (tribInvalidArgument, nothing registered): a NULL buffer or handle, 0 bytes, memory not mapped in
+ * this process (freed with munmap; free() that keeps pages cannot be seen), a range that overlaps
+ * one of this communicator's registrations; deregistering NULL, a handle twice, or another
+ * communicator's handle. */
+TRIB_API tribResult_t tribCommRegister(const tribComm_t comm, void* buff, size_t size, void** handle);
+TRIB_API tribResult_t tribCommDeregister(const tribComm_t comm, void* handle);
+
 /* ---- Communicators ------------------------------------------------------------------------ */
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* uniqueId);
 /* Join communicator `uniqueId` as `rank` of `nranks`. Blocks until all ranks joined or timeout. */

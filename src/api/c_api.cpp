@@ -138,6 +138,20 @@ TRIB_API tribResult_t tribMemFree(void* ptr) {
   return guarded("tribMemFree", [&] { return trib::sharedFree(ptr); });
 }
 
+TRIB_API tribResult_t tribCommRegister(const tribComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded("tribCommRegister", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommRegister", comm));
+    return comm->registrations.add(buff, size, handle);
+  });
+}
+
+TRIB_API tribResult_t tribCommDeregister(const tribComm_t comm, void* handle) {
+  return guarded("tribCommDeregister", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommDeregister", comm));
+    return comm->registrations.remove(handle);
+  });
+}
+
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* id) {
   return guarded("tribGetUniqueId", [&]() -> Status {
     if (!id) return errorf(tribInvalidArgument, "tribGetUniqueId: uniqueId is NULL");

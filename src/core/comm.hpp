@@ -12,7 +12,9 @@
 
 #include "algo/schedule.hpp"
 #include "common/dtype.hpp"
+#include "common/memory_kind.hpp"
 #include "common/status.hpp"
+#include "core/registration.hpp"
 #include "exec/executor.hpp"
 #include "transports/transport.hpp"
 
@@ -44,7 +46,11 @@ struct CollCall {
   DataType dtype = tribFloat32;
   RedOp op = tribSum;
   int root = 0;
+  // What the buffers are (classified once, at the API, after validation; Host for a NULL one).
+  MemoryKind sendKind = MemoryKind::Host, recvKind = MemoryKind::Host;
 };
+// The kind a call's plan is made for: the kinds of both buffers, folded into the least capable.
+MemoryKind callMemoryKind(const CollCall& call);
 
 }  // namespace trib
 
@@ -56,14 +62,17 @@ struct PlanKey {
   bool inPlace;
   int root;
   uint64_t count;
-  size_t elemSize;
+  trib::DataType dtype;
+  trib::RedOp op;
+  trib::MemoryKind memory;
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = k.count * 0x9e3779b97f4a7c15ull;
-    h ^= (static_cast<size_t>(k.coll) << 1) ^ (static_cast<size_t>(k.root) << 9) ^ (k.elemSize << 40) ^
-         k.inPlace;
+    h ^= (static_cast<size_t>(k.coll) << 1) ^ (static_cast<size_t>(k.root) << 9) ^
+         (static_cast<size_t>(k.dtype) << 40) ^ (static_cast<size_t>(k.op) << 48) ^
+         (static_cast<size_t>(k.memory) << 56) ^ k.inPlace;
     return h;
   }
 };
@@ -90,6 +99,7 @@ struct tribComm {
   std::shared_ptr<trib::TcpStoreServer> storeServer;  // held where this process serves the store
   std::string bootstrapPrefix;                        // this communicator's keys in the store
   std::shared_ptr<trib::Planner> planner;
+  trib::Registrations registrations;  // tribCommRegister's buffers
   // Executions given up mid-flight (a failed switch phase) whose operations a transport still
   // holds: declared before the transports, so they are destroyed after them. Pruned as their
   // operations complete (core/switch_coll.cpp), so a training loop does not grow it.
@@ -229,11 +239,11 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
 // Empty when the topology has no rank nodes.
 std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged);
 Status localTopologyDump(std::string* out);  // this host's topology, for the exchange at init
-// The algorithm for a call (the planner, under TRIB_ALGO / TRIB_TUNE / config.algo); also sets
-// the slice size and domain size in *args. A forced algorithm that cannot run is warned about once,
-// or with TRIB_ALGO_STRICT refused -- except for `failover`: the host algorithm a switch collective
-// finishes on after the switch failed mid-call, which must run.
-Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out,
+// The algorithm for `call` (the planner, told its dtype, op and memory kind, under TRIB_ALGO /
+// TRIB_TUNE / config.algo); also sets the slice size and domain size in *args. A forced algorithm that cannot
+// run is warned about once, or with TRIB_ALGO_STRICT refused -- except for `failover`: the host algorithm a
+// switch collective finishes on after the switch failed mid-call, which must run.
+Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
                        bool failover = false);
 // The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
 CollectiveOffload* offloadFor(const tribComm* comm, Algo algo);

@@ -183,13 +183,39 @@ Status validateCall(const tribComm* comm, const CollCall& call) {
   return Status::Ok();
 }
 
-// The plan for `args` on this communicator: from the cache, or chosen and generated now.
-static Status planFor(tribComm* comm, CollArgs args, size_t es, const CachedPlan** out) {
-  PlanKey key{static_cast<uint8_t>(args.coll), args.inPlace, args.root, args.count, es};
+// The kinds of a validated call's buffers (a NULL or empty one stays Host).
+static CollCall classified(const tribComm* comm, const CollCall& call, const CollArgs& args) {
+  CollCall c = call;
+  const size_t es = dataTypeSize(call.dtype);
+  c.sendKind = classifyMemory(call.sendbuff, inputCount(args, comm->rank) * es, &comm->registrations);
+  c.recvKind = classifyMemory(call.recvbuff, outputCount(args, comm->rank) * es, &comm->registrations);
+  return c;
+}
+
+MemoryKind callMemoryKind(const CollCall& call) {
+  // A buffer the rank does not use does not limit the call; otherwise the weaker kind wins.
+  auto rank = [](MemoryKind k) {
+    return k == MemoryKind::HostShared ? 2 : k == MemoryKind::Registered ? 1 : 0;
+  };
+  if (call.sendKind == MemoryKind::Device || call.recvKind == MemoryKind::Device) return MemoryKind::Device;
+  if (!call.sendbuff) return call.recvKind;
+  if (!call.recvbuff) return call.sendKind;
+  return rank(call.sendKind) <= rank(call.recvKind) ? call.sendKind : call.recvKind;
+}
+
+// The plan for `call` on this communicator: from the cache, or chosen and generated now.
+static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const CachedPlan** out) {
+  PlanKey key{static_cast<uint8_t>(args.coll),
+              args.inPlace,
+              args.root,
+              args.count,
+              call.dtype,
+              call.op,
+              callMemoryKind(call)};
   auto it = comm->planCache.find(key);
   if (it == comm->planCache.end()) {
     const AlgoInfo* algo = nullptr;
-    TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, &args, es, &algo));
+    TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, call, &args, &algo));
     constexpr size_t kMaxPlans = 256;  // a training loop uses a handful; bound memory anyway
     if (comm->planCache.size() >= kMaxPlans) comm->planCache.clear();
     auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, args, comm->rank));
@@ -234,11 +260,12 @@ static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& a
   return Status::Ok();
 }
 
-Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out) {
-  TRIB_RETURN_IF_ERROR(validateCall(comm, call));
-  CollArgs args = argsFor(comm, call);
+Status launchCollective(tribComm* comm, const CollCall& userCall, tribRequest** out) {
+  TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
+  CollArgs args = argsFor(comm, userCall);
+  const CollCall call = classified(comm, userCall, args);
   const CachedPlan* plan = nullptr;
-  TRIB_RETURN_IF_ERROR(planFor(comm, args, dataTypeSize(call.dtype), &plan));
+  TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
   return launchPlan(comm, call, args, plan, out);
 }
 
@@ -318,11 +345,12 @@ Status runOnBoard(tribComm* comm, const CollCall& call, const CachedPlan& plan, 
 
 }  // namespace
 
-Status runBlocking(tribComm* comm, const CollCall& call) {
-  TRIB_RETURN_IF_ERROR(validateCall(comm, call));
-  CollArgs args = argsFor(comm, call);
+Status runBlocking(tribComm* comm, const CollCall& userCall) {
+  TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
+  CollArgs args = argsFor(comm, userCall);
+  const CollCall call = classified(comm, userCall, args);
   const CachedPlan* plan = nullptr;
-  TRIB_RETURN_IF_ERROR(planFor(comm, args, dataTypeSize(call.dtype), &plan));
+  TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
   const Algo algo = plan->algo->algo;
   if ((algo == Algo::OneShot || algo == Algo::TwoShot) && call.count > 0 && comm->active.empty() &&
       !inGroup())

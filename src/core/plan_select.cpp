@@ -96,10 +96,14 @@ CollectiveOffload* offloadFor(const tribComm* comm, Algo algo) {
   }
 }
 
-Status chooseAlgorithm(const tribComm* comm, CollArgs* args, size_t elemSize, const AlgoInfo** out,
+Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
                        bool failover) {
+  const size_t elemSize = dataTypeSize(call.dtype);
   PlanRequest req;
   req.coll = args->coll;
+  req.dtype = call.dtype;  // slices are cut in elements of this size; switches reduce only some
+  req.op = call.op;
+  req.memory = callMemoryKind(call);
   req.nranks = args->nranks;
   req.root = args->root;
   req.inPlace = false;  // in-place-ness may differ between ranks; the choice must not

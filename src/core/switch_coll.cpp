@@ -334,7 +334,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       run.phase = SwitchRun::Fallback;
       const size_t es = dataTypeSize(run.call.dtype);
       const AlgoInfo* algo = nullptr;
-      TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, &run.args, es, &algo, /*failover=*/true));
+      TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, run.call, &run.args, &algo, /*failover=*/true));
       auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, run.args, comm->rank));
       run.fallbackScratch.resize(algo->scratchCount(run.args, comm->rank) * es);
       ExecBuffers b{run.call.sendbuff,

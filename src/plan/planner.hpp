@@ -12,6 +12,7 @@
 
 #include "algo/schedule.hpp"
 #include "common/dtype.hpp"
+#include "common/memory_kind.hpp"
 #include "plan/cost_model.hpp"
 #include "topo/topology.hpp"
 
@@ -24,6 +25,10 @@ struct PlanRequest {
   uint64_t bytes = 0;
   DataType dtype = tribFloat32;
   RedOp op = tribSum;
+  // The call's buffers (core: callMemoryKind). A kind that can differ between ranks (tribMemAlloc
+  // memory on some ranks only) must not change the choice, which every rank makes alike: the
+  // host algorithms take every host kind; device memory will get its own.
+  MemoryKind memory = MemoryKind::Host;
   int nranks = 1;
   int root = 0;
   bool inPlace = false;

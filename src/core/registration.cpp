@@ -1,0 +1,118 @@
+#include "core/registration.hpp"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <vector>
+
+#include "common/shared_alloc.hpp"
+
+namespace trib {
+namespace {
+
+// A handle is (owner, id) folded into a pointer-sized token: 24 bits of owner, 40 of id.
+constexpr int kIdBits = 40;
+void* makeHandle(uint64_t owner, uint64_t id) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>((owner & 0xffffff) << kIdBits | id));
+}
+uint64_t handleOwner(void* h) { return reinterpret_cast<uintptr_t>(h) >> kIdBits; }
+uint64_t handleId(void* h) { return reinterpret_cast<uintptr_t>(h) & ((uint64_t{1} << kIdBits) - 1); }
+
+// Whether every page of [p, p + bytes) is mapped in this process (mincore fails with ENOMEM on
+// a hole). It cannot see a free() that kept the pages (the allocator's), only unmapped ones.
+bool mapped(uintptr_t p, size_t bytes) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = p & ~(page - 1), hi = (p + bytes + page - 1) & ~(page - 1);
+  constexpr size_t kChunkPages = 4096;  // bounded vector per mincore call
+  std::vector<unsigned char> vec(kChunkPages);
+  for (uintptr_t a = lo; a < hi; a += kChunkPages * page) {
+    const size_t len = std::min<uintptr_t>(hi - a, kChunkPages * page);
+    if (mincore(reinterpret_cast<void*>(a), len, vec.data()) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Registrations::Registrations()
+    : owner_([] {
+        static std::atomic<uint64_t> next{1};
+        return next.fetch_add(1, std::memory_order_relaxed);
+      }()) {}
+
+Status Registrations::add(void* buf, size_t bytes, void** handle) {
+  if (!handle) return errorf(tribInvalidArgument, "tribCommRegister: handle is NULL");
+  *handle = nullptr;
+  if (!buf) return errorf(tribInvalidArgument, "tribCommRegister: buff is NULL");
+  if (bytes == 0) return errorf(tribInvalidArgument, "tribCommRegister: size is 0");
+  const auto lo = reinterpret_cast<uintptr_t>(buf);
+  uintptr_t hi = 0;
+  if (__builtin_add_overflow(lo, bytes, &hi))
+    return errorf(tribInvalidArgument, "tribCommRegister: %p + %zu bytes wraps the address space", buf,
+                  bytes);
+  if (!mapped(lo, bytes))
+    return errorf(tribInvalidArgument,
+                  "tribCommRegister: [%p, +%zu bytes) is not mapped in this process (freed, or never "
+                  "allocated)",
+                  buf, bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto next = ranges_.lower_bound(lo);
+  auto clash = ranges_.end();
+  if (next != ranges_.end() && next->first < hi) clash = next;
+  if (clash == ranges_.end() && next != ranges_.begin() && std::prev(next)->second.end > lo)
+    clash = std::prev(next);
+  if (clash != ranges_.end())
+    return errorf(tribInvalidArgument,
+                  "tribCommRegister: [%p, +%zu bytes) overlaps the registration [%p, +%zu bytes) of this "
+                  "communicator; deregister it first",
+                  buf, bytes, reinterpret_cast<void*>(clash->first),
+                  static_cast<size_t>(clash->second.end - clash->first));
+  if (nextId_ >> kIdBits) return errorf(tribSystemError, "tribCommRegister: out of registration handles");
+  const uint64_t id = nextId_++;
+  ranges_.emplace(lo, Range{hi, id});
+  *handle = makeHandle(owner_, id);
+  return Status::Ok();
+}
+
+Status Registrations::remove(void* handle) {
+  if (!handle) return errorf(tribInvalidArgument, "tribCommDeregister: handle is NULL");
+  if (handleOwner(handle) != (owner_ & 0xffffff))
+    return errorf(tribInvalidArgument,
+                  "tribCommDeregister: handle %p was not returned by this communicator's tribCommRegister",
+                  handle);
+  const uint64_t id = handleId(handle);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
+    if (it->second.id != id) continue;
+    ranges_.erase(it);
+    return Status::Ok();
+  }
+  return errorf(tribInvalidArgument,
+                "tribCommDeregister: handle %p is not registered (deregistered already?)", handle);
+}
+
+bool Registrations::covers(const void* p, size_t bytes) const {
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.upper_bound(lo);
+  if (it == ranges_.begin()) return false;
+  --it;
+  return lo < it->second.end && bytes <= it->second.end - lo;
+}
+
+size_t Registrations::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ranges_.size();
+}
+
+MemoryKind classifyMemory(const void* p, size_t bytes, const Registrations* regs) {
+  if (!p || bytes == 0) return MemoryKind::Host;
+  SharedRegion region;
+  if (findSharedRegion(p, bytes, &region)) return MemoryKind::HostShared;
+  if (regs && regs->covers(p, bytes)) return MemoryKind::Registered;
+  return MemoryKind::Host;
+}
+
+}  // namespace trib
