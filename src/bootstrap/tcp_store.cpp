@@ -61,6 +61,7 @@ struct TcpStoreServer::Impl {
   int wakePipe[2] = {-1, -1};
   std::atomic<bool> stopping{false};
   int port = 0;
+  std::thread thread;  // in Impl so that a fork()ed child can abandon both without touching either
 
   std::unordered_map<uint64_t, Conn> conns;
   uint64_t nextConn = 1;
@@ -113,13 +114,25 @@ Status TcpStoreServer::start(const StoreServerOptions& options, std::unique_ptr<
   s->address_ = bound.str();
   im.port = bound.ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&bound.ss)->sin_port)
                                           : ntohs(reinterpret_cast<sockaddr_in6*>(&bound.ss)->sin6_port);
-  s->thread_ = std::thread([p = &im] { p->run(); });
+  s->ownerPid_ = static_cast<int>(getpid());
+  im.thread = std::thread([p = &im] { p->run(); });
   TRIB_INFO("bootstrap", "store server listening on %s", s->address_.c_str());
   *out = std::move(s);
   return Status::Ok();
 }
 
-TcpStoreServer::~TcpStoreServer() { stop(); }
+TcpStoreServer::~TcpStoreServer() {
+  stop();
+  if (impl_ && !ownedHere()) {
+    // A fork()ed child's copy: its std::thread names a thread of the parent (destroying it
+    // would terminate), and the maps may be mid-update by that thread at the fork. Never touch
+    // them; keep the block reachable so leak checkers do not count it.
+    static std::vector<Impl*>* abandoned = new std::vector<Impl*>;
+    abandoned->push_back(impl_.release());
+  }
+}
+
+bool TcpStoreServer::ownedHere() const { return static_cast<int>(getpid()) == ownerPid_; }
 
 int TcpStoreServer::port() const { return impl_->port; }
 
@@ -130,11 +143,16 @@ StoreServerStats TcpStoreServer::stats() const {
 
 void TcpStoreServer::stop() {
   if (!impl_ || impl_->stopping.exchange(true)) return;
-  char c = 1;
-  (void)!write(impl_->wakePipe[1], &c, 1);
-  if (thread_.joinable()) thread_.join();
-  for (auto& [id, c2] : impl_->conns) close(c2.fd);
-  impl_->conns.clear();
+  if (ownedHere()) {
+    char c = 1;
+    (void)!write(impl_->wakePipe[1], &c, 1);
+    if (impl_->thread.joinable()) impl_->thread.join();
+    for (auto& [id, c2] : impl_->conns) close(c2.fd);
+    impl_->conns.clear();
+  }
+  // In a fork()ed child these are copies of the parent's descriptors (set before the thread
+  // started, so intact): closing them leaves the parent's server running. The connections are
+  // the parent thread's state and are left alone.
   close(impl_->listenFd);
   close(impl_->wakePipe[0]);
   close(impl_->wakePipe[1]);
