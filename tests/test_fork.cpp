@@ -84,6 +84,50 @@ TEST_P(ForkAfterUniqueId, EveryRankInitsReducesAndDestroys) {
   EXPECT_GE(runs, 3);
 }
 
+// A communicator made before fork() belongs to the parent: the child gets a clear error from
+// every call on it (destroy included: its segments and threads are the parent's), never a crash.
+TEST(ForkAfterInit, TheChildIsRefusedTheParentsCommunicator) {
+  tribComm_t comms[2];
+  ASSERT_EQ(tribCommInitAll(comms, 2, nullptr), tribSuccess) << tribGetLastError(nullptr);
+  tribRequest_t req = nullptr;
+  float x = 1;
+  ASSERT_EQ(tribIallReduce(&x, &x, 1, tribFloat32, tribSum, comms[0], &req), tribSuccess);
+  auto res = trib::testing::runChildren(1, 30, [&](int) {
+    auto refused = [](tribResult_t r) {
+      return r == tribInvalidUsage &&
+             std::string(tribGetLastError(nullptr)).find("fork()ed") != std::string::npos;
+    };
+    float y = 2;
+    CHILD_CHECK(refused(tribAllReduce(&y, &y, 1, tribFloat32, tribSum, comms[1], nullptr)), 2);
+    tribRequest_t mine = req;
+    CHILD_CHECK(refused(tribWait(&mine, 0)), 3);
+    int done = 0;
+    CHILD_CHECK(refused(tribTest(&mine, &done)), 4);
+    CHILD_CHECK(refused(tribCommAbort(comms[0])), 5);
+    CHILD_CHECK(refused(tribCommDestroy(comms[0])), 6);
+    CHILD_CHECK(refused(tribCommDestroy(comms[1])), 7);
+    return 0;
+  });
+  EXPECT_EQ(res[0].code, 0);
+  // The parent's communicator is untouched.
+  float y = 2;
+  tribRequest_t other = nullptr;
+  ASSERT_EQ(tribIallReduce(&y, &y, 1, tribFloat32, tribSum, comms[1], &other), tribSuccess);
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  while ((req || other) && Clock::now() < deadline) {
+    int done = 0;
+    if (req) {
+      ASSERT_EQ(tribTest(&req, &done), tribSuccess) << tribGetLastError(nullptr);
+    }
+    if (other) {
+      ASSERT_EQ(tribTest(&other, &done), tribSuccess) << tribGetLastError(nullptr);
+    }
+  }
+  EXPECT_EQ(x, 3);
+  EXPECT_EQ(y, 3);
+  for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess) << tribGetLastError(nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ForkAfterUniqueId,
                          ::testing::Values(ForkSetup{"shm", nullptr}, ForkSetup{"ucx", "tcp"},
                                            ForkSetup{"ucx", nullptr}),

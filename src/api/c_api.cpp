@@ -354,6 +354,7 @@ TRIB_API tribResult_t tribTest(tribRequest_t* request, int* done) {
   return guarded("tribTest", [&]() -> Status {
     if (!request || !*request) return errorf(tribInvalidArgument, "tribTest: request is NULL");
     if (!done) return errorf(tribInvalidArgument, "tribTest: done is NULL");
+    TRIB_RETURN_IF_ERROR((*request)->comm->checkProcess());
     bool finished = false;
     Status st = trib::requestTest(*request, &finished);
     *done = finished ? 1 : 0;
@@ -369,6 +370,7 @@ TRIB_API tribResult_t tribWait(tribRequest_t* request, int timeoutMs) {
   return guarded("tribWait", [&]() -> Status {
     if (!request || !*request) return errorf(tribInvalidArgument, "tribWait: request is NULL");
     tribRequest* req = *request;
+    TRIB_RETURN_IF_ERROR(req->comm->checkProcess());
     std::chrono::milliseconds timeout = timeoutMs == TRIB_TIMEOUT_DEFAULT ? req->comm->config.timeout
                                         : timeoutMs < 0                   ? std::chrono::milliseconds(-1)
                                                         : std::chrono::milliseconds(timeoutMs);
@@ -387,6 +389,7 @@ TRIB_API tribResult_t tribRequestFree(tribRequest_t* request) {
   return guarded("tribRequestFree", [&]() -> Status {
     if (!request || !*request) return Status::Ok();
     tribRequest* req = *request;
+    TRIB_RETURN_IF_ERROR(req->comm->checkProcess());
     if (!req->done && !req->comm->aborted.load()) {
       return errorf(tribInvalidUsage,
                     "tribRequestFree: %s is still running: wait for it or abort the communicator",
