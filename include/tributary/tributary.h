@@ -133,6 +133,10 @@ TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size);
 TRIB_API tribResult_t tribMemFree(void* ptr);
 
 /* ---- Communicators ------------------------------------------------------------------------ */
+/* The calling process serves the id's rendezvous (a TCP store). It may fork() workers
+ * after this call (the children join with the id, over any transport); a communicator, though,
+ * belongs to the process that created it: in a fork()ed child every call on it, tribCommDestroy
+ * included, fails with tribInvalidUsage. */
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* uniqueId);
 /* Join communicator `uniqueId` as `rank` of `nranks`. Blocks until all ranks joined or timeout. */
 TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueId commId, int rank);
