@@ -1,6 +1,7 @@
 // Ranks made by fork() after tribGetUniqueId (the pattern of tests and of launchers that fork
 // workers): the children inherit the root's store server object but not its thread, and every
-// transport must still work, with no signal and no exception across the C ABI.
+// transport must still work, with no signal and no exception across the C ABI. A communicator
+// made before the fork stays the parent's: the child gets an error, not a crash.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,6 +22,7 @@ struct ForkSetup {
   const char* ucxTls;  // nullptr: UCX's own choice
   std::string name() const { return std::string(transport) + (ucxTls ? std::string("_") + ucxTls : ""); }
 };
+void PrintTo(const ForkSetup& s, std::ostream* os) { *os << s.name(); }
 
 // One rank: join, all-reduce, check, destroy. The exit code says which step failed.
 int rankMain(const ForkSetup& s, int rank, int n, const tribUniqueId& id) {
