@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "common/log.hpp"
 #include "tributary/tributary.h"
 #include "tributary/tributary.hpp"
 
@@ -347,6 +351,56 @@ TEST(Api, NonBlockingRequests) {
   EXPECT_EQ(x, 6);
   EXPECT_EQ(y, 6);
   EXPECT_EQ(z, 6);
+  destroyAll(comms);
+}
+
+// Polling with tribWait(&req, 0), or any wait of the caller's own length, is quiet; only the
+// communicator's own timeout running out is worth a warning.
+TEST(Api, PollingWaitIsQuietOnlyTheCommunicatorsTimeoutWarns) {
+  const char* oldLevel = std::getenv("TRIB_DEBUG");
+  const std::string saved = oldLevel ? oldLevel : "";
+  setenv("TRIB_DEBUG", "WARN", 1);
+  trib::logReconfigure();
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  trib::setLogSink([&](trib::LogLevel level, const char*, const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (level == trib::LogLevel::kWarn) warnings.push_back(line);
+  });
+  auto warned = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return warnings;
+  };
+  auto comms = makeCommsWithTimeout(2, 1500);
+  float x = 1;
+  tribRequest_t a = nullptr;
+  ASSERT_EQ(tribIallReduce(&x, &x, 1, tribFloat32, tribSum, comms[0], &a), tribSuccess);
+  // Rank 1 never calls, so every poll finds the request incomplete (well within 1.5 s).
+  int polls = 0;
+  for (auto until = Clock::now() + std::chrono::milliseconds(300); Clock::now() < until && polls < 2000;
+       ++polls) {
+    ASSERT_EQ(tribWait(&a, 0), tribTimeout) << lastError();
+    ASSERT_NE(a, nullptr);
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(tribWait(&a, 30), tribTimeout);
+  ASSERT_NE(a, nullptr);
+  EXPECT_NE(lastError().find("not complete after 30 ms"), std::string::npos) << lastError();
+  auto w = warned();
+  EXPECT_TRUE(w.empty()) << polls << " polls logged " << w.size() << " warnings; the first: " << w[0];
+  // The communicator's own timeout: a warning that says what is pending, and the request is done.
+  EXPECT_EQ(tribWait(&a, TRIB_TIMEOUT_DEFAULT), tribTimeout);
+  EXPECT_EQ(a, nullptr);
+  w = warned();
+  bool named = false;
+  for (const auto& line : w) named = named || line.find("timed out after 1.5 s") != std::string::npos;
+  EXPECT_TRUE(named) << w.size() << " warnings, none about the timeout";
+  trib::setLogSink(nullptr);
+  if (oldLevel)
+    setenv("TRIB_DEBUG", saved.c_str(), 1);
+  else
+    unsetenv("TRIB_DEBUG");
+  trib::logReconfigure();
   destroyAll(comms);
 }
 

@@ -7,6 +7,10 @@
 #include "topo/route.hpp"
 #include "topo/topology.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 using namespace trib;
 
 TEST(Generators, DgxH100Counts) {
@@ -226,6 +230,21 @@ TEST(Detect, LocalMachineIsAValidTopology) {
   EXPECT_FALSE(t.rankNodes().empty());
   Topology back;
   ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
+}
+
+// Detection frees what it allocates, hwloc's share included: LeakSanitizer used to count
+// hwloc's PCI plugin allocations, orphaned when hwloc unloads the plugin, on every detection.
+// Only an AddressSanitizer build can tell.
+TEST(Detect, RepeatedDetectionLeaksNothing) {
+#if !defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "needs an AddressSanitizer build (-DTRIB_SANITIZE=address,undefined)";
+#else
+  for (int i = 0; i < 3; ++i) {
+    Topology t;
+    ASSERT_TRUE(detectLocalWith(DetectSource::Auto, &t).ok());
+  }
+  EXPECT_EQ(__lsan_do_recoverable_leak_check(), 0) << "see LeakSanitizer's report above";
+#endif
 }
 
 TEST(Detect, HwlocFindsThisMachineAndAgreesWithSys) {

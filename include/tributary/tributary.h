@@ -150,6 +150,10 @@ TRIB_API tribResult_t tribCommRegister(const tribComm_t comm, void* buff, size_t
 TRIB_API tribResult_t tribCommDeregister(const tribComm_t comm, void* handle);
 
 /* ---- Communicators ------------------------------------------------------------------------ */
+/* The calling process serves the id's rendezvous (a TCP store). It may fork() workers
+ * after this call (the children join with the id, over any transport); a communicator, though,
+ * belongs to the process that created it: in a fork()ed child every call on it, tribCommDestroy
+ * included, fails with tribInvalidUsage. */
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* uniqueId);
 /* Join communicator `uniqueId` as `rank` of `nranks`. Blocks until all ranks joined or timeout. */
 TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueId commId, int rank);
@@ -240,8 +244,11 @@ TRIB_API tribResult_t tribIbarrier(tribComm_t comm, tribRequest_t* request);
 
 /* *done = 1 when complete (the request is then freed and set to NULL); returns its error if it failed. */
 TRIB_API tribResult_t tribTest(tribRequest_t* request, int* done);
-/* Wait up to timeoutMs (TRIB_WAIT_FOREVER, or TRIB_TIMEOUT_DEFAULT for the communicator's timeout).
- * On tribTimeout the request stays valid; otherwise it is freed and set to NULL. */
+/* Wait up to timeoutMs (0 polls; TRIB_WAIT_FOREVER; TRIB_TIMEOUT_DEFAULT for the communicator's
+ * timeout). Once complete (or failed) the request is freed and set to NULL. When a timeout the
+ * caller chose passes (0 included), tribTimeout is returned quietly and the request stays valid.
+ * When the communicator's own timeout passes, that is logged as a warning, the communicator is
+ * broken and the request is freed: the result is tribTimeout and *request is NULL. */
 TRIB_API tribResult_t tribWait(tribRequest_t* request, int timeoutMs);
 /* Free a request without waiting: only legal once complete or after abort. */
 TRIB_API tribResult_t tribRequestFree(tribRequest_t* request);

@@ -24,7 +24,8 @@ tribResult_t report(const Status& st) {
   return st.code();
 }
 
-// Runs `body` and converts any exception into a result code with a message.
+// Runs `body` and converts any exception into a result code with a message. It cannot catch one
+// thrown by a destructor (noexcept: std::terminate first), so destructors must never throw.
 template <typename F>
 tribResult_t guarded(const char* fn, F&& body) {
   try {
@@ -84,9 +85,11 @@ CollCall makeCall(Coll coll, const void* s, void* r, size_t count, tribDataType_
 extern "C" {
 
 TRIB_API tribResult_t tribGetVersion(int* version) {
-  if (!version) return report(errorf(tribInvalidArgument, "tribGetVersion: version is NULL"));
-  *version = TRIB_VERSION_CODE;
-  return tribSuccess;
+  return guarded("tribGetVersion", [&]() -> Status {
+    if (!version) return errorf(tribInvalidArgument, "tribGetVersion: version is NULL");
+    *version = TRIB_VERSION_CODE;
+    return Status::Ok();
+  });
 }
 
 TRIB_API const char* tribGetErrorString(tribResult_t r) {
@@ -123,11 +126,13 @@ TRIB_API const char* tribDataTypeName(tribDataType_t t) { return trib::dataTypeN
 TRIB_API const char* tribRedOpName(tribRedOp_t op) { return trib::redOpName(op); }
 
 TRIB_API tribResult_t tribDataTypeSize(tribDataType_t t, size_t* bytes) {
-  if (!bytes) return report(errorf(tribInvalidArgument, "tribDataTypeSize: bytes is NULL"));
-  if (!trib::validDataType(t))
-    return report(errorf(tribInvalidArgument, "unknown datatype %d", static_cast<int>(t)));
-  *bytes = trib::dataTypeSize(t);
-  return tribSuccess;
+  return guarded("tribDataTypeSize", [&]() -> Status {
+    if (!bytes) return errorf(tribInvalidArgument, "tribDataTypeSize: bytes is NULL");
+    if (!trib::validDataType(t))
+      return errorf(tribInvalidArgument, "unknown datatype %d", static_cast<int>(t));
+    *bytes = trib::dataTypeSize(t);
+    return Status::Ok();
+  });
 }
 
 TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size) {
@@ -371,6 +376,7 @@ TRIB_API tribResult_t tribTest(tribRequest_t* request, int* done) {
   return guarded("tribTest", [&]() -> Status {
     if (!request || !*request) return errorf(tribInvalidArgument, "tribTest: request is NULL");
     if (!done) return errorf(tribInvalidArgument, "tribTest: done is NULL");
+    TRIB_RETURN_IF_ERROR((*request)->comm->checkProcess());
     bool finished = false;
     Status st = trib::requestTest(*request, &finished);
     *done = finished ? 1 : 0;
@@ -386,6 +392,7 @@ TRIB_API tribResult_t tribWait(tribRequest_t* request, int timeoutMs) {
   return guarded("tribWait", [&]() -> Status {
     if (!request || !*request) return errorf(tribInvalidArgument, "tribWait: request is NULL");
     tribRequest* req = *request;
+    TRIB_RETURN_IF_ERROR(req->comm->checkProcess());
     std::chrono::milliseconds timeout = timeoutMs == TRIB_TIMEOUT_DEFAULT ? req->comm->config.timeout
                                         : timeoutMs < 0                   ? std::chrono::milliseconds(-1)
                                                         : std::chrono::milliseconds(timeoutMs);
@@ -404,6 +411,7 @@ TRIB_API tribResult_t tribRequestFree(tribRequest_t* request) {
   return guarded("tribRequestFree", [&]() -> Status {
     if (!request || !*request) return Status::Ok();
     tribRequest* req = *request;
+    TRIB_RETURN_IF_ERROR(req->comm->checkProcess());
     if (!req->done && !req->comm->aborted.load()) {
       return errorf(tribInvalidUsage,
                     "tribRequestFree: %s is still running: wait for it or abort the communicator",

@@ -72,13 +72,15 @@ class TcpStoreServer {
   int port() const;
   StoreServerStats stats() const;
   void stop();  // idempotent; joins the thread
+  // False in a fork()ed child: it inherits this object but not the thread that serves it.
+  bool ownedHere() const;
 
   struct Impl;
 
  private:
   TcpStoreServer() = default;
-  std::unique_ptr<Impl> impl_;
-  std::thread thread_;
+  std::unique_ptr<Impl> impl_;  // holds the serving thread too
+  int ownerPid_ = 0;            // the process that started the thread
   std::string address_;
 };
 

@@ -2,11 +2,13 @@
 // answered yet are parked and answered when their last key arrives (or their deadline passes).
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <map>
 #include <unordered_map>
 
@@ -61,6 +63,13 @@ struct TcpStoreServer::Impl {
   int wakePipe[2] = {-1, -1};
   std::atomic<bool> stopping{false};
   int port = 0;
+  std::thread thread;  // in Impl so that a fork()ed child can abandon both without touching either
+
+  // fork() pauses the thread at the top of its loop (see forkPrepare).
+  std::mutex pauseMu;
+  std::condition_variable pauseCv;
+  bool pauseWanted = false, paused = false;
+  void pauseIfAsked();
 
   std::unordered_map<uint64_t, Conn> conns;
   uint64_t nextConn = 1;
@@ -94,6 +103,64 @@ struct TcpStoreServer::Impl {
   }
 };
 
+namespace {
+
+// The serving threads of this process. fork() waits until each is parked at the top of its loop,
+// holding nothing: a thread caught inside malloc/mmap at the fork leaves its locks held forever in
+// the child, and libucm (UCX, hooked into mmap when the library loads) guards every mmap with a
+// process-wide rwlock that the child's ucp_init then waits on for writing: a hang, not an error.
+struct LiveServers {
+  std::mutex mu;
+  std::vector<TcpStoreServer::Impl*> list;
+};
+LiveServers& live() {
+  static auto* l = new LiveServers;  // never destroyed: fork may run during exit
+  return *l;
+}
+
+void forkPrepare() {
+  LiveServers& l = live();
+  l.mu.lock();  // held across the fork: no server starts or stops meanwhile
+  for (TcpStoreServer::Impl* s : l.list) {
+    std::lock_guard<std::mutex> g(s->pauseMu);
+    s->pauseWanted = true;
+    char c = 1;
+    (void)!write(s->wakePipe[1], &c, 1);
+  }
+  for (TcpStoreServer::Impl* s : l.list) {
+    std::unique_lock<std::mutex> g(s->pauseMu);
+    // Bounded: a thread that cannot park in time only risks the hang this avoids.
+    s->pauseCv.wait_for(g, std::chrono::seconds(2), [&] { return s->paused; });
+  }
+}
+
+void forkParent() {
+  LiveServers& l = live();
+  for (TcpStoreServer::Impl* s : l.list) {
+    std::lock_guard<std::mutex> g(s->pauseMu);
+    s->pauseWanted = false;
+    s->pauseCv.notify_all();
+  }
+  l.mu.unlock();
+}
+
+void forkChild() {
+  LiveServers& l = live();
+  l.list.clear();  // their threads stayed in the parent
+  l.mu.unlock();
+}
+
+}  // namespace
+
+void TcpStoreServer::Impl::pauseIfAsked() {
+  std::unique_lock<std::mutex> g(pauseMu);
+  if (!pauseWanted) return;
+  paused = true;
+  pauseCv.notify_all();
+  pauseCv.wait(g, [&] { return !pauseWanted; });
+  paused = false;
+}
+
 Status TcpStoreServer::start(const StoreServerOptions& options, std::unique_ptr<TcpStoreServer>* out) {
   if (options.authKey.empty())
     return errorf(tribInvalidArgument, "store server needs a non-empty job key (set TRIB_AUTH_KEY)");
@@ -113,13 +180,31 @@ Status TcpStoreServer::start(const StoreServerOptions& options, std::unique_ptr<
   s->address_ = bound.str();
   im.port = bound.ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&bound.ss)->sin_port)
                                           : ntohs(reinterpret_cast<sockaddr_in6*>(&bound.ss)->sin6_port);
-  s->thread_ = std::thread([p = &im] { p->run(); });
+  static std::once_flag atfork;
+  std::call_once(atfork, [] { pthread_atfork(forkPrepare, forkParent, forkChild); });
+  s->ownerPid_ = static_cast<int>(getpid());
+  {
+    std::lock_guard<std::mutex> l(live().mu);
+    im.thread = std::thread([p = &im] { p->run(); });
+    live().list.push_back(&im);
+  }
   TRIB_INFO("bootstrap", "store server listening on %s", s->address_.c_str());
   *out = std::move(s);
   return Status::Ok();
 }
 
-TcpStoreServer::~TcpStoreServer() { stop(); }
+TcpStoreServer::~TcpStoreServer() {
+  stop();
+  if (impl_ && !ownedHere()) {
+    // A fork()ed child's copy: its std::thread names a thread of the parent (destroying it
+    // would terminate), and the maps may be mid-update by that thread at the fork. Never touch
+    // them; keep the block reachable so leak checkers do not count it.
+    static std::vector<Impl*>* abandoned = new std::vector<Impl*>;
+    abandoned->push_back(impl_.release());
+  }
+}
+
+bool TcpStoreServer::ownedHere() const { return static_cast<int>(getpid()) == ownerPid_; }
 
 int TcpStoreServer::port() const { return impl_->port; }
 
@@ -129,12 +214,24 @@ StoreServerStats TcpStoreServer::stats() const {
 }
 
 void TcpStoreServer::stop() {
-  if (!impl_ || impl_->stopping.exchange(true)) return;
-  char c = 1;
-  (void)!write(impl_->wakePipe[1], &c, 1);
-  if (thread_.joinable()) thread_.join();
-  for (auto& [id, c2] : impl_->conns) close(c2.fd);
-  impl_->conns.clear();
+  if (!impl_) return;
+  if (ownedHere()) {
+    // Out of fork's list before the thread leaves its loop, so fork never waits for it.
+    std::lock_guard<std::mutex> l(live().mu);
+    auto& v = live().list;
+    v.erase(std::remove(v.begin(), v.end(), impl_.get()), v.end());
+  }
+  if (impl_->stopping.exchange(true)) return;
+  if (ownedHere()) {
+    char c = 1;
+    (void)!write(impl_->wakePipe[1], &c, 1);
+    if (impl_->thread.joinable()) impl_->thread.join();
+    for (auto& [id, c2] : impl_->conns) close(c2.fd);
+    impl_->conns.clear();
+  }
+  // In a fork()ed child these are copies of the parent's descriptors (set before the thread
+  // started, so intact): closing them leaves the parent's server running. The connections are
+  // the parent thread's state and are left alone.
   close(impl_->listenFd);
   close(impl_->wakePipe[0]);
   close(impl_->wakePipe[1]);
@@ -144,6 +241,7 @@ void TcpStoreServer::Impl::run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   while (!stopping.load()) {
+    pauseIfAsked();
     fds.clear();
     ids.clear();
     fds.push_back({wakePipe[0], POLLIN, 0});
@@ -164,6 +262,11 @@ void TcpStoreServer::Impl::run() {
     if (rc < 0 && errno != EINTR) {
       TRIB_WARN("bootstrap", "store server poll: %s", strerror(errno));
       continue;
+    }
+    if (fds[0].revents & POLLIN) {
+      char buf[64];
+      while (read(wakePipe[0], buf, sizeof buf) > 0) {
+      }
     }
     if (fds[1].revents & POLLIN) acceptAll();
     for (size_t i = 2; i < fds.size(); ++i) {

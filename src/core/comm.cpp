@@ -1,6 +1,8 @@
 // Communicator lifetime: creation (in-process worlds, unique ids, split), abort, destroy.
 #include "core/comm.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -27,8 +29,20 @@ void tribComm::abortTransports(const trib::Status& why) {
   aborted.store(true);
 }
 
+int tribComm::currentPid() { return static_cast<int>(getpid()); }
+
+trib::Status tribComm::checkProcess() const {
+  if (currentPid() == creatorPid) return trib::Status::Ok();
+  return trib::errorf(tribInvalidUsage,
+                      "communicator (rank %d of %d) was created by process %d; this process (%d) was "
+                      "fork()ed from it and can neither use nor destroy it: create communicators "
+                      "after fork(), in the process that uses them",
+                      rank, nranks, creatorPid, currentPid());
+}
+
 trib::Status tribComm::checkUsable() const {
   using trib::errorf;
+  TRIB_RETURN_IF_ERROR(checkProcess());
   {
     std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(errorMu));
     if (!asyncError.ok()) {
@@ -214,6 +228,7 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
 }
 
 Status commAbort(tribComm* comm) {
+  TRIB_RETURN_IF_ERROR(comm->checkProcess());
   if (!comm->aborted.load()) {
     TRIB_WARN("init", "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
     comm->abortTransports(errorf(tribAborted, "communicator (rank %d) was aborted", comm->rank));
@@ -238,6 +253,7 @@ Status commFinalize(tribComm* comm) {
 }
 
 Status commDestroy(tribComm* comm) {
+  TRIB_RETURN_IF_ERROR(comm->checkProcess());
   if (int n = comm->outstanding.load(); n > 0) {
     return errorf(tribInvalidUsage,
                   "%d request(s) on this communicator are still outstanding: wait for them (or abort the "

@@ -90,7 +90,8 @@ struct tribComm {
         commId(commId_),
         config(config_),
         p2pSendSeq(nranks_, 0),
-        p2pRecvSeq(nranks_, 0) {}
+        p2pRecvSeq(nranks_, 0),
+        creatorPid(currentPid()) {}
   int rank = 0;
   int nranks = 1;
   uint64_t commId = 0;  // identifies this communicator's world (splits derive theirs from it)
@@ -140,8 +141,14 @@ struct tribComm {
   // Collectives (a bit each) whose forced algorithm could not run and was warned about.
   mutable std::atomic<uint32_t> forcedAlgoWarned{0};
 
+  // A fork()ed child inherits the communicator's memory but not its threads, and its shared
+  // segments and sockets are the parent's: it can neither use nor destroy it (tribInvalidUsage).
+  int creatorPid;
+  static int currentPid();
+  trib::Status checkProcess() const;
+
   void setAsyncError(const trib::Status& s);
-  trib::Status checkUsable() const;  // aborted / finalized / broken -> error
+  trib::Status checkUsable() const;  // another process / aborted / finalized / broken -> error
 };
 
 // The C ABI's opaque request: one rank's run of one operation.

@@ -67,7 +67,14 @@ ServerRegistry& servers() {
 StoreServerHandle localServer(uint64_t commId) {
   std::lock_guard<std::mutex> lock(servers().mu);
   auto it = servers().servers.find(commId);
-  return it == servers().servers.end() ? nullptr : it->second;
+  if (it == servers().servers.end()) return nullptr;
+  // A process fork()ed after tribGetUniqueId inherits the registry but not the server's thread:
+  // it joins as a client, like a rank on another host, and drops its copy.
+  if (!it->second->ownedHere()) {
+    servers().servers.erase(it);
+    return nullptr;
+  }
+  return it->second;
 }
 
 void releaseServerRegistration(uint64_t commId) {

@@ -437,14 +437,20 @@ Status requestWait(tribRequest* req, std::chrono::milliseconds timeout, bool abo
     return done;
   };
   if (pollUntil(timeout, finished, [&] { return req->exec->progressMark(); })) return st;
-  Status err(tribTimeout, timeoutMessage(req->what(), timeout, req->exec->describePending()));
-  TRIB_WARN("coll", "%s", err.message().c_str());
-  if (abortOnTimeout) {
-    // The transports may still reference this request's buffers: fail everything and mark
-    // the communicator broken, so nothing touches user memory after we return.
-    breakComm(req->comm, err);
-    retire(req, err);
+  if (!abortOnTimeout) {
+    // The caller's own wait (0 is a poll) ran out: its choice, not a sign of trouble, so no
+    // warning and no costly description of what is pending.
+    return errorf(tribTimeout, "%s is not complete after %lld ms; the request stays valid",
+                  req->what().c_str(), static_cast<long long>(timeout.count()));
   }
+  // The communicator's own timeout has passed (callers pass what is left of it).
+  Status err(tribTimeout,
+             timeoutMessage(req->what(), req->comm->config.timeout, req->exec->describePending()));
+  TRIB_WARN("coll", "%s", err.message().c_str());
+  // The transports may still reference this request's buffers: fail everything and mark the
+  // communicator broken, so nothing touches user memory after we return.
+  breakComm(req->comm, err);
+  retire(req, err);
   return err;
 }
 

@@ -142,14 +142,34 @@ void findFromSys(LocalFindings* f, DetectReport* rep) {
 }
 
 #ifdef TRIB_HAVE_HWLOC
-Status findFromHwloc(LocalFindings* f, DetectReport* rep) {
-  hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0) return errorf(tribSystemError, "hwloc_topology_init failed");
-  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(topo) != 0) {
-    hwloc_topology_destroy(topo);
-    return errorf(tribSystemError, "hwloc_topology_load failed (is /sys mounted?)");
+// Owns an hwloc topology: destroyed on every path out of findFromHwloc.
+struct HwlocTopology {
+  hwloc_topology_t topo = nullptr;
+  HwlocTopology() = default;
+  HwlocTopology(const HwlocTopology&) = delete;
+  HwlocTopology& operator=(const HwlocTopology&) = delete;
+  ~HwlocTopology() {
+    if (topo) hwloc_topology_destroy(topo);
   }
+};
+
+Status findFromHwloc(LocalFindings* f, DetectReport* rep) {
+  HwlocTopology owned;
+  if (hwloc_topology_init(&owned.topo) != 0) {
+    owned.topo = nullptr;
+    return errorf(tribSystemError, "hwloc_topology_init failed");
+  }
+  hwloc_topology_t topo = owned.topo;
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+#if HWLOC_API_VERSION >= 0x00020100
+  // PCI devices from sysfs (hwloc's linux backend) instead of its libpciaccess plugin: the same
+  // devices and links, without the plugin's allocations (name tables and the like), which hwloc
+  // orphans when it unloads the plugin at the last hwloc_topology_destroy: LeakSanitizer counted
+  // them as leaked on every detection.
+  hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+#endif
+  if (hwloc_topology_load(topo) != 0)
+    return errorf(tribSystemError, "hwloc_topology_load failed (is /sys mounted?)");
   const int nNuma = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < nNuma; ++i) {
     hwloc_obj_t numa = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, i);
@@ -186,7 +206,6 @@ Status findFromHwloc(LocalFindings* f, DetectReport* rep) {
       f->nvidiaGpus.push_back(d);
     }
   }
-  hwloc_topology_destroy(topo);
   return Status::Ok();
 }
 #endif
