@@ -16,6 +16,7 @@
 #include "common/status.hpp"
 #include "core/registration.hpp"
 #include "exec/executor.hpp"
+#include "exec/scratch_pool.hpp"
 #include "transports/transport.hpp"
 
 namespace trib {
@@ -101,6 +102,9 @@ struct tribComm {
   std::string bootstrapPrefix;                        // this communicator's keys in the store
   std::shared_ptr<trib::Planner> planner;
   trib::Registrations registrations;  // tribCommRegister's buffers
+  // Runs the local steps of host-memory calls, and gives their scratch (reused across calls).
+  trib::Engine* engine = &trib::hostEngine();
+  trib::ScratchPool scratchPool{*engine};
   // Executions given up mid-flight (a failed switch phase) whose operations a transport still
   // holds: declared before the transports, so they are destroyed after them. Pruned as their
   // operations complete (core/switch_coll.cpp), so a training loop does not grow it.
@@ -155,7 +159,7 @@ struct tribComm {
 struct tribRequest {
   tribComm* comm = nullptr;
   std::unique_ptr<trib::Execution> exec;
-  std::vector<char> scratch;
+  trib::Scratch scratch;  // from the communicator's pool
   // What it runs, for messages ("allreduce(count 1024, float32, sum) on rank 0 of 4 [ring]"):
   // kept as fields and formatted by what() only when a message needs it, off the hot path.
   trib::CollCall call;

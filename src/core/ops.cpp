@@ -231,10 +231,12 @@ static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const
 static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan,
                          tribRequest** out) {
   const size_t es = dataTypeSize(call.dtype);
+  Scratch scratch;
+  TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
   tribRequest* req = newRequest(comm);
   req->call = call;
   req->algo = algoName(plan->algo->algo);
-  req->scratch.resize(plan->scratchCount * es);
+  req->scratch = std::move(scratch);
   ExecBuffers bufs{call.sendbuff,
                    call.recvbuff,
                    req->scratch.data(),
@@ -246,6 +248,7 @@ static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& a
   opts.op = call.op;
   opts.seq = comm->collSeq++ & ~kP2pSeqBit;
   opts.rank = comm->rank;
+  opts.engine = comm->engine;
   if (call.op == tribAvg && usesOp(call.coll) && (call.coll != Coll::Reduce || comm->rank == call.root)) {
     opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
     opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
@@ -338,6 +341,7 @@ Status runOnBoard(tribComm* comm, const CollCall& call, const CachedPlan& plan, 
     breakComm(comm, err);  // fails `op` too when it is still posted
     return err;
   }
+  // The board runs host memory only: the host division, inline, as the host engine runs it.
   if (call.op == tribAvg)
     avgFinalize(call.recvbuff, call.count, call.dtype, static_cast<uint64_t>(comm->nranks));
   return Status::Ok();

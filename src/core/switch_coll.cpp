@@ -16,8 +16,8 @@ struct SwitchRun {
   CollArgs args;
   uint32_t agreeSeq = 0, fallbackSeq = 0;
   int32_t flagIn = 1, flagOut = 0;  // agreement: 1 = "my switch phase succeeded"
-  std::vector<char> fallbackScratch;
-  uint64_t avgDivisor = 0;  // op avg: what the launch set (the fallback finishes the same way)
+  Scratch fallbackScratch;          // from the communicator's pool
+  uint64_t avgDivisor = 0;          // op avg: what the launch set (the fallback finishes the same way)
   Region avgRegion;
   Status switchError;
 };
@@ -336,7 +336,8 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       const AlgoInfo* algo = nullptr;
       TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, run.call, &run.args, &algo, /*failover=*/true));
       auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, run.args, comm->rank));
-      run.fallbackScratch.resize(algo->scratchCount(run.args, comm->rank) * es);
+      TRIB_RETURN_IF_ERROR(
+          comm->scratchPool.acquire(algo->scratchCount(run.args, comm->rank) * es, &run.fallbackScratch));
       ExecBuffers b{run.call.sendbuff,
                     run.call.recvbuff,
                     run.fallbackScratch.data(),
@@ -348,6 +349,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       o.op = run.call.op;
       o.seq = run.fallbackSeq;
       o.rank = comm->rank;
+      o.engine = comm->engine;
       o.avgDivisor = run.avgDivisor;  // the same output region as the switch phase's
       o.avgRegion = run.avgRegion;
       o.offload = offloadFor(comm, algo->algo);  // the host fallback may be the shm one-shot board

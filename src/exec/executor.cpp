@@ -22,7 +22,8 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
       buf_(buffers),
       peers_(peers),
       opts_(opts),
-      elemSize_(dataTypeSize(opts.dtype)) {}
+      elemSize_(dataTypeSize(opts.dtype)),
+      engine_(opts.engine ? opts.engine : &hostEngine()) {}
 
 Execution::~Execution() = default;
 
@@ -111,14 +112,17 @@ Status Execution::startStep(size_t i) {
       return peers_[s.peer]->postRecv(s.peer, slot.tag, address(s.dst), bytesOf, reduce, &slot.op);
     }
     case StepKind::Copy:
-      if (s.dst.count) std::memmove(address(s.dst), address(s.src), s.dst.count * elemSize_);
-      slot.state = State::Done;
-      return Status::Ok();
-    case StepKind::Reduce:
-      reduce(address(s.dst), address(s.dst), address(s.src), s.dst.count, opts_.dtype,
-             opts_.op == tribAvg ? tribSum : opts_.op);
-      slot.state = State::Done;
-      return Status::Ok();
+    case StepKind::Reduce: {
+      slot.state = State::Posted;
+      Status st = s.kind == StepKind::Copy
+                      ? engine_->postCopy(address(s.dst), address(s.src), s.dst.count * elemSize_, &slot.op)
+                      : engine_->postReduce(address(s.dst), address(s.dst), address(s.src), s.dst.count,
+                                            opts_.dtype, opts_.op == tribAvg ? tribSum : opts_.op, &slot.op);
+      // Work that finished inline (the host engine's) is done now: the next step may start at once.
+      if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone)
+        slot.state = State::Done;
+      return st;
+    }
     case StepKind::SwitchReduce: {
       slot.state = State::Posted;
       const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
@@ -156,6 +160,7 @@ Status Execution::progress(bool* done) {
   *done = false;
   for (Transport* t : distinctTransports_) TRIB_RETURN_IF_ERROR(t->progress());
   if (opts_.offload) TRIB_RETURN_IF_ERROR(opts_.offload->progress());
+  TRIB_RETURN_IF_ERROR(engine_->progress());
   // Collect completions.
   size_t end = std::min(steps_.size(), first_ + kWindow);
   for (size_t i = first_; i < end; ++i) {
@@ -220,6 +225,8 @@ Status Execution::progress(bool* done) {
   }
   if (first_ == steps_.size()) {
     if (!finalized_) TRIB_RETURN_IF_ERROR(finishLocal());
+    if (!finalOp_.done()) return Status::Ok();
+    if (finalOp_.state.load(std::memory_order_acquire) == TransferOp::kFailed) return finalOp_.error;
     *done = true;
   }
   return Status::Ok();
@@ -227,9 +234,10 @@ Status Execution::progress(bool* done) {
 
 Status Execution::finishLocal() {
   finalized_ = true;
-  if (opts_.avgDivisor > 0 && opts_.avgRegion.count > 0) {
-    avgFinalize(address(opts_.avgRegion), opts_.avgRegion.count, opts_.dtype, opts_.avgDivisor);
-  }
+  if (opts_.avgDivisor > 0 && opts_.avgRegion.count > 0)
+    return engine_->postDivide(address(opts_.avgRegion), opts_.avgRegion.count, opts_.dtype, opts_.avgDivisor,
+                               &finalOp_);
+  finalOp_.complete();
   return Status::Ok();
 }
 

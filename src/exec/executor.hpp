@@ -5,7 +5,8 @@
 // write/write overlap on real addresses, so in-place calls are handled exactly). This
 // scoreboard over a bounded window is all the pipelining machinery there is: slice k of the
 // next round starts when slice k of this round has landed. Communication steps are posted to
-// the transport and complete asynchronously; local copies and reductions run inline.
+// the transport, local copies and reductions (and op avg's division) to the engine
+// (exec/engine.hpp); both complete asynchronously, so every step is posted, then done.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "algo/schedule.hpp"
 #include "common/dtype.hpp"
 #include "common/status.hpp"
+#include "exec/engine.hpp"
 #include "transports/transport.hpp"
 
 namespace trib {
@@ -45,6 +47,8 @@ struct ExecOptions {
   Coll coll = Coll::AllReduce;
   int root = 0;
   int nranks = 1;
+  // Runs the local steps; nullptr: the host engine.
+  Engine* engine = nullptr;
 };
 
 class Execution {
@@ -65,6 +69,7 @@ class Execution {
   Status progress(bool* done);
   // A description of what this rank still waits for (used in timeout messages).
   std::string describePending() const;
+  // Every step is done (op avg's division may still be running: progress() says when it all is).
   bool finished() const { return first_ == steps_.size(); }
   // Grows as steps finish (for waiters' back-off: an unchanged value means no progress).
   size_t progressMark() const { return first_ + (opts_.offload ? opts_.offload->progressCount() : 0); }
@@ -107,6 +112,8 @@ class Execution {
   size_t first_ = 0;    // first step not done
   bool rescan_ = true;  // something completed since the last scan
   bool finalized_ = false;
+  Engine* engine_;
+  TransferOp finalOp_;  // op avg's division, posted once every step is done
   std::vector<size_t> activeScratch_;
 };
 

@@ -25,6 +25,7 @@ class RankSet {
   // From a flat list lo0,hi0,lo1,hi1,... already sorted, disjoint and non-adjacent.
   static RankSet fromFlat(const uint32_t* v, uint32_t intervals) {
     RankSet s;
+    if (intervals == 0) return s;  // v may be null then (an empty vector's data())
     s.n_ = intervals;
     uint32_t* dst = s.n_ > kInline ? (s.heap_ = new uint32_t[2 * s.n_]) : s.inl_;
     std::memcpy(dst, v, sizeof(uint32_t) * 2 * intervals);
