@@ -16,6 +16,7 @@
 
 #include "common/process.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/registry.hpp"
 
 namespace trib {
 namespace {
@@ -727,6 +728,36 @@ Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const U
   TRIB_RETURN_IF_ERROR(t->init(oob));
   *out = std::move(t);
   return Status::Ok();
+}
+
+namespace {
+
+bool ucxCanConnect(const RankLocation&, const RankLocation&) { return true; }  // any host, any process
+
+Status ucxConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
+  UcxOptions opts;
+  opts.commId = args.commId;
+  // Liveness probes must not call a merely slow peer dead on a loaded machine: probe a few
+  // times per timeout, never faster than every 2 s. A peer that dies is still reported well
+  // within TRIB_TIMEOUT (TCP notices a closed socket at once).
+  opts.keepaliveSec = std::max(2.0, args.timeout.count() / 1000.0 / 4);
+  return createUcxTransport(args.rank, args.nranks, args.oob, opts, out).prefix("UCX transport: ");
+}
+
+}  // namespace
+
+TransportDescriptor ucxTransportDescriptor() {
+  TransportDescriptor d{};
+  d.name = "ucx";
+  d.reaches = "ranks on other hosts";
+  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.twoSided = true;
+  d.caps.zeroCopy = false;  // sends over detachableAbove are packed through a copy (UcxOptions)
+  d.priority = 100;
+  d.needsExchange = true;
+  d.canConnect = ucxCanConnect;
+  d.connect = ucxConnect;
+  return d;
 }
 
 }  // namespace trib

@@ -27,6 +27,10 @@
 
 namespace trib {
 
+struct TransportDescriptor;
+// The registry's entry (transports/registry.hpp): ranks anywhere, preferred for other hosts.
+TransportDescriptor ucxTransportDescriptor();
+
 struct UcxOptions {
   uint64_t commId = 0;  // distinguishes communicators; hashed into commBits
   int commBits = 4;
