@@ -119,6 +119,9 @@ class CollectiveOffload {
   // A count that moves whenever an operation advances without completing (a chunk of a long
   // one): waiters that see it move keep polling instead of backing off into sleeps.
   virtual uint64_t progressCount() const { return 0; }
+  // Payload bytes it has sent to and received from the network so far, for an offload that
+  // counts them (the switch client); false: it does not count.
+  virtual bool payloadTraffic(uint64_t* /*sent*/, uint64_t* /*received*/) const { return false; }
   // Fail pending operations and leave the group (the other members' operations fail too, so
   // nobody waits for this one). Safe to call more than once.
   virtual void abort(const Status& why) = 0;
