@@ -11,6 +11,9 @@
 #include "support/launcher.hpp"
 #include "transports/registry.hpp"
 #include "tributary/tributary.h"
+#ifdef TRIB_HAVE_UCX
+#include "transports/ucx/ucx_transport.hpp"
+#endif
 
 namespace trib {
 namespace {
@@ -300,6 +303,53 @@ TEST(TransportRegistry, TwoProcessesGetShmAndForcedLoopbackFailsOnBoth) {
         });
     EXPECT_EQ(testing::describeFailures(results), "") << (forced ? forced : "default");
   }
+}
+
+// A split's UCX transport reuses the UCP context of its parent's (same options, same process):
+// ucp_init runs once for the world, not again for the split.
+TEST(TransportRegistry, SplitSharesTheUcxContext) {
+#ifndef TRIB_HAVE_UCX
+  GTEST_SKIP() << "needs the UCX transport (build with libucx-dev)";
+#else
+  const uint64_t before = ucxContextsCreated();
+  std::vector<tribComm_t> comms;
+  std::vector<std::string> errors;
+  initThreads(2, "ucx", &comms, &errors);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_STREQ(comms[0]->peers[1]->name(), "ucx");
+  EXPECT_LE(ucxContextsCreated() - before, 1u);  // both ranks' transports: one context
+  const uint64_t world = ucxContextsCreated();
+  std::vector<tribComm_t> subs(2, nullptr);
+  std::vector<float> out(2, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(tribCommSplit(comms[r], 0, 1 - r, &subs[r], nullptr), tribSuccess)
+          << tribGetLastError(nullptr);
+      float in = static_cast<float>(r + 1);
+      EXPECT_EQ(tribAllReduce(&in, &out[r], 1, tribFloat32, tribSum, subs[r], nullptr), tribSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ucxContextsCreated(), world) << "the split initialised UCX again";
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_NE(subs[r], nullptr);
+    EXPECT_STREQ(subs[r]->peers[1 - subs[r]->rank]->name(), "ucx");
+    EXPECT_EQ(out[r], 3.0f);
+  }
+  // The parent goes first; the split still works on the shared context.
+  for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  threads.clear();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      float in = 1;
+      EXPECT_EQ(tribAllReduce(&in, &out[r], 1, tribFloat32, tribSum, subs[r], nullptr), tribSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r], 2.0f);
+  for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+#endif
 }
 
 TEST(TransportRegistry, InitAllRefusesAForcedTransportThatNeedsAnExchange) {
