@@ -153,10 +153,13 @@ Status chooseTransports(const std::vector<RankLocation>& locations, int rank, co
   const int k = static_cast<int>(firstRank.size());
   std::vector<bool> used(registry.size(), false);
   // The first choice for a pair: the highest-priority usable transport that can connect it.
+  std::vector<int> usableIndex;
+  for (size_t t = 0; t < registry.size(); ++t) {
+    if (usable(registry[t])) usableIndex.push_back(static_cast<int>(t));
+  }
   auto firstChoice = [&](int a, int b) -> int {
-    for (size_t t = 0; t < registry.size(); ++t) {
-      if (usable(registry[t]) && registry[t].canConnect(locations[a], locations[b]))
-        return static_cast<int>(t);
+    for (int t : usableIndex) {
+      if (registry[t].canConnect(locations[a], locations[b])) return t;
     }
     return -1;
   };
@@ -183,7 +186,7 @@ Status chooseTransports(const std::vector<RankLocation>& locations, int rank, co
   std::vector<int> rowChoice(k, -1);  // from this rank's location to each location
   const int me = classOf[rank];
   for (int i = 0; i < k; ++i) {
-    for (int j = 0; j < k; ++j) {
+    for (int j = i; j < k; ++j) {  // canConnect is symmetric: each unordered pair once
       const int a = firstRank[i], b = firstRank[j];
       if (i == j) {
         // A rank's messages to itself take the first choice even when a transport is forced: they
@@ -211,6 +214,7 @@ Status chooseTransports(const std::vector<RankLocation>& locations, int rank, co
       }
       used[t] = true;
       if (i == me) rowChoice[j] = t;
+      if (j == me) rowChoice[i] = t;
     }
   }
   TransportChoice choice;
