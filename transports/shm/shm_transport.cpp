@@ -31,9 +31,9 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
-#include "transports/registry.hpp"
 #include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/registry.hpp"
 
 namespace trib {
 
