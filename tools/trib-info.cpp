@@ -5,6 +5,7 @@
 #include "common/env.hpp"
 #include "core/comm.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/registry.hpp"
 #include "transports/switch/switch_link.hpp"
 #include "tributary/tributary.h"
 
@@ -14,11 +15,19 @@ int main() {
   // From the tables the library chooses from, so this cannot drift from what the build has.
   std::printf("  transports     :");
   const char* sep = " ";
-  for (const trib::TransportInfo& t : trib::transportTable()) {
+  for (const trib::TransportDescriptor& t : trib::transportRegistry()) {
     if (!t.notBuilt) std::printf("%s%s (%s)", sep, t.name, t.reaches), sep = ", ";
   }
-  for (const trib::TransportInfo& t : trib::transportTable()) {
+  for (const trib::TransportDescriptor& t : trib::transportRegistry()) {
     if (t.notBuilt) std::printf("\n                   %s: not built (%s)", t.name, t.notBuilt);
+  }
+  // What each can do, in the order the registry prefers them for a pair of ranks.
+  for (const trib::TransportDescriptor& t : trib::transportRegistry()) {
+    if (t.notBuilt) continue;
+    std::printf("\n    %-10s priority %d; reads %s; writes %s; %s%s%s", t.name, t.priority,
+                trib::memoryKindSetNames(t.caps.reads).c_str(),
+                trib::memoryKindSetNames(t.caps.writes).c_str(), t.caps.twoSided ? "two-sided" : "",
+                t.caps.windows ? ", windows" : "", t.caps.zeroCopy ? ", zero-copy" : "");
   }
   std::printf("\n  switch client  : links");
   sep = " ";

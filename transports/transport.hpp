@@ -47,6 +47,16 @@ struct ReduceSpec {
 using OobAllGather =
     std::function<Status(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all)>;
 
+class CollectiveOffload;
+
+// Collectives a transport runs itself over the windows it maps (the shm board's one-shot and
+// two-shot all-reduce, when every rank is on one host). Owned by the transport; null: none.
+struct TransportOffloads {
+  CollectiveOffload* oneShot = nullptr;  // all-reduce of up to oneShotBytes
+  uint64_t oneShotBytes = 0;
+  CollectiveOffload* twoShot = nullptr;  // all-reduce of any size
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -66,6 +76,8 @@ class Transport {
   virtual Status progress() = 0;
   // Fail every pending operation with `why` (abort, timeout, peer loss). Safe from any thread.
   virtual void abort(const Status& why) = 0;
+  // What it runs besides two-sided messages (see TransportOffloads); its abort() fails those too.
+  virtual TransportOffloads offloads() const { return {}; }
 };
 
 enum class Coll : uint8_t;  // algo/schedule.hpp
@@ -107,6 +119,9 @@ class CollectiveOffload {
   // A count that moves whenever an operation advances without completing (a chunk of a long
   // one): waiters that see it move keep polling instead of backing off into sleeps.
   virtual uint64_t progressCount() const { return 0; }
+  // Payload bytes it has sent to and received from the network so far, for an offload that
+  // counts them (the switch client); false: it does not count.
+  virtual bool payloadTraffic(uint64_t* /*sent*/, uint64_t* /*received*/) const { return false; }
   // Fail pending operations and leave the group (the other members' operations fail too, so
   // nobody waits for this one). Safe to call more than once.
   virtual void abort(const Status& why) = 0;

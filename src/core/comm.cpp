@@ -13,7 +13,7 @@
 #include "common/log.hpp"
 #include "core/group.hpp"
 #include "core/switch_coll.hpp"
-#include "transports/loopback/loopback.hpp"
+#include "transports/registry.hpp"
 
 void tribComm::setAsyncError(const trib::Status& s) {
   std::lock_guard<std::mutex> lock(errorMu);
@@ -97,39 +97,19 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
 
 namespace {
 
-// ---- In-process worlds ----------------------------------------------------------------------
-// Ranks of one communicator that live in this process share a loopback fabric, found here by
-// the communicator id. An entry lives until all of this process's ranks have joined.
-struct World {
-  int nranks = 0;
-  int localCount = 0;
-  std::shared_ptr<LoopbackFabric> fabric;
-  std::vector<bool> joined;
-  int joinedCount = 0;
-};
-
-struct WorldRegistry {
-  std::mutex mu;
-  std::map<uint64_t, std::shared_ptr<World>> worlds;
-};
-WorldRegistry& registry() {
-  static WorldRegistry r;
-  return r;
-}
-
-// A communicator whose ranks are all in this process (tribCommInitAll, and splits of such).
-tribComm* newComm(int rank, int nranks, uint64_t id, const CommConfig& config,
-                  const std::shared_ptr<LoopbackFabric>& fabric, std::shared_ptr<Planner> planner) {
-  auto* comm = new tribComm(rank, nranks, id, config);
+// A communicator whose ranks are all in this process, created together without a store
+// (tribCommInitAll, and splits of such): the registry connects them with no exchange.
+Status newComm(int rank, int nranks, uint64_t id, const CommConfig& config, std::shared_ptr<Planner> planner,
+               tribComm** out) {
+  auto comm = std::make_unique<tribComm>(rank, nranks, id, config);
   comm->planner = std::move(planner);
-  comm->ownedTransports.push_back(makeLoopbackTransport(fabric, rank));
-  comm->peers.assign(nranks, comm->ownedTransports.back().get());
-  comm->peers[rank] = comm->ownedTransports.back().get();  // self-sends are legal (p2p to self)
-  comm->transportSummary = "loopback";
-  attachSwitch(comm);
+  TRIB_RETURN_IF_ERROR(
+      connectTransports(comm.get(), std::vector<RankLocation>(nranks, thisRankLocation()), {}));
+  attachSwitch(comm.get());
   TRIB_INFO("init", "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
             nranks, comm->transportSummary.c_str());
-  return comm;
+  *out = comm.release();
+  return Status::Ok();
 }
 
 uint64_t randomId() {
@@ -147,40 +127,19 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser: derives child ids determini
 
 }  // namespace
 
-Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank, std::shared_ptr<LoopbackFabric>* out,
-                      bool* complete) {
-  WorldRegistry& reg = registry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  auto& w = reg.worlds[id];
-  if (!w) {
-    w = std::make_shared<World>();
-    w->nranks = nranks;
-    w->localCount = localCount;
-    w->fabric = makeLoopbackFabric(nranks);
-    w->joined.assign(nranks, false);
-  }
-  if (w->nranks != nranks) {
-    return errorf(tribInvalidUsage,
-                  "rank %d was told nranks=%d but another rank of this communicator said %d", rank, nranks,
-                  w->nranks);
-  }
-  if (w->joined[rank]) return errorf(tribInvalidUsage, "rank %d joined this communicator twice", rank);
-  w->joined[rank] = true;
-  *out = w->fabric;
-  bool last = ++w->joinedCount == w->localCount;
-  if (last) reg.worlds.erase(id);  // complete: nobody else will look it up
-  if (complete) *complete = last;
-  return Status::Ok();
-}
-
 Status commCreateLocal(int nranks, tribComm** comms) {
   CommConfig config;
   TRIB_RETURN_IF_ERROR(resolveConfig(nullptr, &config));
   uint64_t id = randomId();
-  auto fabric = makeLoopbackFabric(nranks);
   std::shared_ptr<Planner> planner;
   TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(nranks), {}, config, &planner));
-  for (int r = 0; r < nranks; ++r) comms[r] = newComm(r, nranks, id, config, fabric, planner);
+  for (int r = 0; r < nranks; ++r) {
+    Status st = newComm(r, nranks, id, config, planner, &comms[r]);
+    if (!st.ok()) {
+      while (r > 0) delete comms[--r];
+      return st;
+    }
+  }
   agreeSwitchLocal(comms, nranks);
   return Status::Ok();
 }
@@ -218,13 +177,10 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
     std::string prefix = parent->bootstrapPrefix + strprintf("/split%u/%d", splitSeq, color);
     return commConnect(newRank, n, id, parent->store, prefix, parent->storeServer, config, out);
   }
-  std::shared_ptr<LoopbackFabric> fabric;
-  TRIB_RETURN_IF_ERROR(joinLocalWorld(id, n, n, newRank, &fabric));
   std::shared_ptr<Planner> planner = parent->planner;
   if (n != parent->nranks || cfg)
     TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(n), {}, config, &planner));
-  *out = newComm(newRank, n, id, config, fabric, planner);
-  return Status::Ok();
+  return newComm(newRank, n, id, config, planner, out);
 }
 
 Status commAbort(tribComm* comm) {

@@ -24,6 +24,7 @@ namespace trib {
 class Store;
 class TcpStoreServer;
 class Planner;
+struct RankLocation;  // transports/registry.hpp
 class Topology;
 struct SwitchRun;  // core/switch_coll.cpp
 
@@ -110,8 +111,8 @@ struct tribComm {
   // operations complete (core/switch_coll.cpp), so a training loop does not grow it.
   std::vector<std::unique_ptr<trib::Execution>> abandonedExecs;
   std::vector<std::unique_ptr<trib::Transport>> ownedTransports;
-  std::vector<trib::Transport*> peers;  // peers[p]: how to reach rank p (nullptr for self)
-  std::string transportSummary;         // "loopback" / "shm+ucx": for logs and trib-perf
+  std::vector<trib::Transport*> peers;  // peers[p]: how to reach rank p (self included)
+  std::string transportSummary;         // the connected transports' names, "a+b": for logs and trib-perf
 
   uint32_t collSeq = 0;  // tags of collectives
   std::vector<uint32_t> p2pSendSeq, p2pRecvSeq;
@@ -136,8 +137,8 @@ struct tribComm {
   // one per domain of sliceStride ranks); null when the domains do not allow one.
   std::unique_ptr<trib::CollectiveOffload> sliceOffload;
   int sliceStride = 0;
-  // The shared-memory one-shot board (owned by the shm transport) when every rank is on this
-  // host: runs the OneShot all-reduce for requests of up to boardBytes.
+  // A transport's one-shot board (TransportOffloads, owned by the transport; the shm board when
+  // every rank is on this host): runs the OneShot all-reduce for requests of up to boardBytes.
   trib::CollectiveOffload* board = nullptr;
   trib::CollectiveOffload* twoShotBoard = nullptr;  // the same board, TwoShot all-reduce of any size
   uint64_t boardBytes = 0;
@@ -177,7 +178,7 @@ struct tribRequest {
 namespace trib {
 
 // Creation.
-Status commCreateLocal(int nranks, tribComm** comms);  // N ranks in this process (loopback)
+Status commCreateLocal(int nranks, tribComm** comms);  // N ranks in this process, no store
 Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out);
 Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 // Collective over the `nranks` ranks that share `prefix` in `store`: learns where every rank
@@ -185,18 +186,11 @@ Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store,
                    const std::string& prefix, std::shared_ptr<TcpStoreServer> server,
                    const CommConfig& config, tribComm** out);
-// The transports commConnect gives peers (connect.cpp), built or not: what TRIB_TRANSPORT may name
-// and what trib-info lists.
-struct TransportInfo {
-  const char* name;      // TRIB_TRANSPORT's value
-  const char* reaches;   // the peers it serves by default
-  const char* notBuilt;  // nullptr: built; else why this build lacks it
-};
-const std::vector<TransportInfo>& transportTable();
-// The loopback fabric shared by this process's `localCount` ranks of communicator `id`.
-// *complete is set when this was the last of them to join.
-Status joinLocalWorld(uint64_t id, int nranks, int localCount, int rank,
-                      std::shared_ptr<class LoopbackFabric>* out, bool* complete = nullptr);
+// Gives every peer of `comm` the transport the registry (transports/registry.hpp) chooses for the
+// pair, under config.transport, and connects those transports: collective over the comm's ranks
+// through `oob`; without one (ranks created together in this process), only transports that need
+// no exchange can serve.
+Status connectTransports(tribComm* comm, const std::vector<RankLocation>& locations, const OobAllGather& oob);
 Status makeUniqueId(tribUniqueId* id);
 Status commSplit(tribComm* comm, int color, int key, const tribConfig_t* config, tribComm** out);
 Status commAbort(tribComm* comm);

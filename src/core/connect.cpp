@@ -1,14 +1,9 @@
 // Connecting a communicator across processes and hosts: rendezvous through a store, learn where
-// every rank lives, and give each peer the transport that suits it: the same process ->
-// loopback, the same host -> shm, another host -> UCX (TRIB_TRANSPORT / config overrides).
-#include <unistd.h>
-
-#include <algorithm>
+// every rank lives, and give each peer the transport the registry (transports/registry.hpp)
+// chooses for that pair of ranks (TRIB_TRANSPORT / config overrides).
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <random>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/launcher.hpp"
@@ -16,48 +11,21 @@
 #include "common/log.hpp"
 #include "core/comm.hpp"
 #include "core/switch_coll.hpp"
-#include "transports/loopback/loopback.hpp"
-#include "transports/shm/shm_transport.hpp"
-#ifdef TRIB_HAVE_UCX
-#include "transports/ucx/ucx_transport.hpp"
-#endif
+#include "transports/registry.hpp"
 
 namespace trib {
 
 namespace {
 
-// ---- where a rank lives ----------------------------------------------------------------------
-struct Identity {
-  char host[64];     // hostname + boot id: equal means "same kernel", so shm works
-  uint64_t process;  // random per process: equal means "same address space"
-  int32_t pid;
-};
-
-uint64_t processToken() {
-  static const uint64_t token = [] {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-  }();
-  return token;
-}
-
-Identity myIdentity() {
-  Identity id{};
-  char name[40] = {};
-  gethostname(name, sizeof name - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  std::snprintf(id.host, sizeof id.host, "%s/%.20s", name, boot.c_str());
-  id.process = processToken();
-  id.pid = static_cast<int32_t>(getpid());
-  return id;
-}
-
 // ---- store servers started by tribGetUniqueId in this process ---------------------------------
 // The comms of this process that join the id share the server; it stops with the last of them.
 struct ServerRegistry {
+  struct Entry {
+    StoreServerHandle server;
+    int taken = 0;  // ranks of this process that have joined with it
+  };
   std::mutex mu;
-  std::map<uint64_t, StoreServerHandle> servers;
+  std::map<uint64_t, Entry> servers;
 };
 ServerRegistry& servers() {
   static ServerRegistry r;
@@ -70,16 +38,19 @@ StoreServerHandle localServer(uint64_t commId) {
   if (it == servers().servers.end()) return nullptr;
   // A process fork()ed after tribGetUniqueId inherits the registry but not the server's thread:
   // it joins as a client, like a rank on another host, and drops its copy.
-  if (!it->second->ownedHere()) {
+  if (!it->second.server->ownedHere()) {
     servers().servers.erase(it);
     return nullptr;
   }
-  return it->second;
+  return it->second.server;
 }
 
-void releaseServerRegistration(uint64_t commId) {
+// Once every rank of this process (`localCount` of them) holds the store server, the id's
+// registration can go: the server then lives exactly as long as the communicators that use it.
+void noteServerTaken(uint64_t commId, int localCount) {
   std::lock_guard<std::mutex> lock(servers().mu);
-  servers().servers.erase(commId);
+  auto it = servers().servers.find(commId);
+  if (it != servers().servers.end() && ++it->second.taken >= localCount) servers().servers.erase(it);
 }
 
 // Rank 0 publishes nranks; every other rank checks it, so a mismatch is reported at once
@@ -132,17 +103,44 @@ std::string hex64(uint64_t v) { return strprintf("%016llx", static_cast<unsigned
 
 }  // namespace
 
-const std::vector<TransportInfo>& transportTable() {
-  static const std::vector<TransportInfo> table = {
-      {"loopback", "ranks in the same process", nullptr},
-      {"shm", "processes on the same host", nullptr},
-#ifdef TRIB_HAVE_UCX
-      {"ucx", "ranks on other hosts", nullptr},
-#else
-      {"ucx", "ranks on other hosts", "libucx-dev was not found at build time"},
-#endif
-  };
-  return table;
+Status connectTransports(tribComm* comm, const std::vector<RankLocation>& locations,
+                         const OobAllGather& oob) {
+  TransportChoice choice;
+  TRIB_RETURN_IF_ERROR(
+      chooseTransports(locations, comm->rank, comm->config.transport, static_cast<bool>(oob), &choice));
+  comm->peers.assign(comm->nranks, nullptr);
+  std::string summary;
+  // Every rank connects the same transports in the same order: connecting may be collective.
+  for (const TransportDescriptor* d : choice.used) {
+    TransportConnectArgs args;
+    args.rank = comm->rank;
+    args.nranks = comm->nranks;
+    args.commId = comm->commId;
+    args.locations = &locations;
+    for (int p = 0; p < comm->nranks; ++p) {
+      if (choice.peer[p] == d) args.peers.push_back(p);
+    }
+    args.oob = oob;
+    args.timeout = comm->config.timeout;
+    std::unique_ptr<Transport> t;
+    TRIB_RETURN_IF_ERROR(d->connect(args, &t).prefix("communicator init: "));
+    for (int p : args.peers) comm->peers[p] = t.get();
+    // Offloads over the transport's windows (one-shot/two-shot all-reduce), for the planner.
+    TransportOffloads off = t->offloads();
+    if (off.oneShot && !comm->board) {
+      comm->board = off.oneShot;
+      comm->boardBytes = off.oneShotBytes;
+    }
+    if (off.twoShot && !comm->twoShotBoard) comm->twoShotBoard = off.twoShot;
+    comm->ownedTransports.push_back(std::move(t));
+    summary += (summary.empty() ? "" : "+") + std::string(d->name);
+  }
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (!comm->peers[p])
+      return errorf(tribInternalError, "communicator init: no transport reaches rank %d", p);
+  }
+  comm->transportSummary = summary;
+  return Status::Ok();
 }
 
 Status makeUniqueId(tribUniqueId* id) {
@@ -151,7 +149,7 @@ Status makeUniqueId(tribUniqueId* id) {
   UniqueIdInfo info;
   TRIB_RETURN_IF_ERROR(parseUniqueId(*id, &info));
   std::lock_guard<std::mutex> lock(servers().mu);
-  servers().servers[info.commId] = std::move(server);
+  servers().servers[info.commId].server = std::move(server);
   return Status::Ok();
 }
 
@@ -163,57 +161,25 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
       std::make_shared<Bootstrap>(store, rank, nranks, prefix, static_cast<int>(config.timeout.count()));
   // 1. Where does every rank live? (This exchange is also the join: its failure names who is missing.)
   TRIB_RETURN_IF_ERROR(checkSameSize(*store, prefix, rank, nranks, static_cast<int>(config.timeout.count())));
-  Identity me = myIdentity();
+  RankLocation me = thisRankLocation();
   Blob mine(sizeof me);
   std::memcpy(mine.data(), &me, sizeof me);
   std::vector<Blob> all;
   TRIB_RETURN_IF_ERROR(joinExchange(*store, prefix, rank, nranks, mine, config, &all));
-  std::vector<Identity> ids(nranks);
+  std::vector<RankLocation> ids(nranks);
   for (int r = 0; r < nranks; ++r) {
-    if (all[r].size() != sizeof(Identity)) {
+    if (all[r].size() != sizeof(RankLocation)) {
       return errorf(tribRemoteError, "communicator init: rank %d sent a malformed location (%zu bytes)", r,
                     all[r].size());
     }
-    std::memcpy(&ids[r], all[r].data(), sizeof(Identity));
+    std::memcpy(&ids[r], all[r].data(), sizeof(RankLocation));
   }
-  auto sameProcess = [&](int p) { return ids[p].process == me.process && ids[p].pid == me.pid; };
-  auto sameHost = [&](int p) { return std::strncmp(ids[p].host, me.host, sizeof me.host) == 0; };
-
-  // 2. Which transports? The decision must be the same on every rank (creation is collective),
-  // so it is made from the shared table, not from this rank's view alone.
-  const std::string& forced = config.transport;
-  if (!forced.empty()) {
-    std::string names;
-    bool known = false;
-    for (const TransportInfo& t : transportTable()) {
-      names += (names.empty() ? "" : ", ") + std::string(t.name);
-      known |= forced == t.name;
-    }
-    if (!known)
-      return errorf(tribInvalidArgument, "TRIB_TRANSPORT='%s' is not one of %s", forced.c_str(),
-                    names.c_str());
+  bool anyCrossHost = false;
+  int localInProcess = 0;
+  for (int r = 0; r < nranks; ++r) {
+    anyCrossHost |= !sameHost(ids[r], me);
+    localInProcess += sameProcess(ids[r], me);
   }
-  bool anyCrossProcess = false, anyCrossHost = false;
-  for (int a = 0; a < nranks; ++a) {
-    for (int b = 0; b < nranks; ++b) {
-      bool host = std::strncmp(ids[a].host, ids[b].host, sizeof me.host) == 0;
-      bool proc = ids[a].process == ids[b].process && ids[a].pid == ids[b].pid;
-      anyCrossHost |= !host;
-      anyCrossProcess |= host && !proc;
-    }
-  }
-  if (forced == "loopback" && (anyCrossHost || anyCrossProcess)) {
-    return errorf(tribInvalidArgument,
-                  "TRIB_TRANSPORT=loopback needs every rank in one process; this "
-                  "communicator spans several");
-  }
-  if (forced == "shm" && anyCrossHost) {
-    return errorf(tribInvalidArgument,
-                  "TRIB_TRANSPORT=shm needs every rank on one host; this communicator spans "
-                  "several hosts");
-  }
-  const bool useShm = forced == "shm" || (forced.empty() && anyCrossProcess);
-  const bool useUcx = forced == "ucx" || (forced.empty() && anyCrossHost);
 
   // Where each rank lives, for the planner; and with several hosts, every host's topology.
   RankPlacement placement;
@@ -246,74 +212,15 @@ Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store>
   comm->store = store;
   comm->storeServer = server;
   comm->bootstrapPrefix = prefix;
-  comm->peers.assign(nranks, nullptr);
-
-  // Loopback for ranks of this process (and always for self-sends).
-  int localInProcess = 0;
-  for (int p = 0; p < nranks; ++p) localInProcess += sameProcess(p);
-  std::shared_ptr<LoopbackFabric> fabric;
-  bool lastLocal = false;
-  TRIB_RETURN_IF_ERROR(joinLocalWorld(commId, nranks, localInProcess, rank, &fabric, &lastLocal));
-  // Once every rank of this process holds the store server, the id's registration can go: the
-  // server then lives exactly as long as the communicators that use it.
-  if (lastLocal && server) releaseServerRegistration(commId);
-  comm->ownedTransports.push_back(makeLoopbackTransport(fabric, rank));
-  Transport* loop = comm->ownedTransports.back().get();
-  std::string summary = "loopback";
-  for (int p = 0; p < nranks; ++p) {
-    if (p == rank || (sameProcess(p) && forced.empty()) || forced == "loopback") comm->peers[p] = loop;
-  }
-  if (useShm) {
-    std::vector<int> local;
-    for (int p = 0; p < nranks; ++p) {
-      if (sameHost(p)) local.push_back(p);
-    }
-    std::unique_ptr<ShmTransport> shm;
-    TRIB_RETURN_IF_ERROR(ShmTransport::create(rank, nranks, local, boot->oobAllGather(), ShmOptions{}, &shm)
-                             .prefix("communicator init: shared-memory transport: "));
-    Transport* t = shm.get();
-    comm->board = shm->board();
-    comm->twoShotBoard = shm->twoShotBoard();
-    comm->boardBytes = shm->boardBytes();
-    comm->ownedTransports.push_back(std::move(shm));
-    for (int p : local) {
-      if (p != rank && (!comm->peers[p] || forced == "shm")) comm->peers[p] = t;
-    }
-    summary += "+shm";
-  }
-  if (useUcx) {
-#ifdef TRIB_HAVE_UCX
-    UcxOptions opts;
-    opts.commId = commId;
-    // Liveness probes must not call a merely slow peer dead on a loaded machine: probe a few
-    // times per timeout, never faster than every 2 s. A peer that dies is still reported well
-    // within TRIB_TIMEOUT (TCP notices a closed socket at once).
-    opts.keepaliveSec = std::max(2.0, config.timeout.count() / 1000.0 / 4);
-    std::unique_ptr<Transport> ucx;
-    TRIB_RETURN_IF_ERROR(createUcxTransport(rank, nranks, boot->oobAllGather(), opts, &ucx)
-                             .prefix("communicator init: UCX transport: "));
-    Transport* t = ucx.get();
-    comm->ownedTransports.push_back(std::move(ucx));
-    for (int p = 0; p < nranks; ++p) {
-      if (p != rank && (!comm->peers[p] || forced == "ucx")) comm->peers[p] = t;
-    }
-    summary += "+ucx";
-#else
-    return errorf(tribNotSupported,
-                  "%s, but this build has no UCX transport (install libucx-dev and rebuild)",
-                  forced == "ucx" ? "TRIB_TRANSPORT=ucx was requested" : "ranks are on several hosts");
-#endif
-  }
-  for (int p = 0; p < nranks; ++p) {
-    if (!comm->peers[p])
-      return errorf(tribInternalError, "communicator init: no transport reaches rank %d", p);
-  }
-  comm->transportSummary = summary;
+  if (server) noteServerTaken(commId, localInProcess);
+  // 2. Which transports? The registry decides every pair of ranks from the shared locations, so
+  // every rank creates the same (collective) transports.
+  TRIB_RETURN_IF_ERROR(connectTransports(comm, ids, boot->oobAllGather()));
   attachSwitch(comm, boot->oobAllGather());  // before finalize: it agrees over the bootstrap
   // 3. The store's host keeps serving until every rank is done with it.
   TRIB_RETURN_IF_ERROR(boot->finalize(server != nullptr).prefix("communicator init: "));
   TRIB_INFO("init", "comm %016llx rank %d/%d ready (transports %s)", static_cast<unsigned long long>(commId),
-            rank, nranks, summary.c_str());
+            rank, nranks, comm->transportSummary.c_str());
   *out = guard.release();
   return Status::Ok();
 }

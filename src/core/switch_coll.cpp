@@ -228,13 +228,11 @@ bool sliceUsable(const tribComm* comm) {
 }
 
 bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received) {
-  auto* c = dynamic_cast<const sw::SwitchClient*>(comm->switchOffload.get());
-  if (!c) return false;
-  *sent = c->stats().payloadSent;
-  *received = c->stats().payloadRecv;
-  if (auto* s = dynamic_cast<const sw::SwitchClient*>(comm->sliceOffload.get())) {
-    *sent += s->stats().payloadSent;
-    *received += s->stats().payloadRecv;
+  if (!comm->switchOffload || !comm->switchOffload->payloadTraffic(sent, received)) return false;
+  uint64_t s = 0, r = 0;
+  if (comm->sliceOffload && comm->sliceOffload->payloadTraffic(&s, &r)) {
+    *sent += s;
+    *received += r;
   }
   return true;
 }

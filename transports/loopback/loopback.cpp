@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "reduce/reduce.hpp"
+#include "transports/registry.hpp"
 
 namespace trib {
 
@@ -185,6 +186,82 @@ class LoopbackTransport final : public Transport {
 
 std::unique_ptr<Transport> makeLoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank) {
   return std::make_unique<LoopbackTransport>(std::move(fabric), rank);
+}
+
+namespace {
+
+// ---- In-process worlds ----------------------------------------------------------------------
+// Ranks of one communicator that live in this process share a loopback fabric, found here by
+// the communicator id. An entry lives until all of this process's ranks have joined.
+struct World {
+  int nranks = 0;
+  int localCount = 0;
+  std::shared_ptr<LoopbackFabric> fabric;
+  std::vector<bool> joined;
+  int joinedCount = 0;
+};
+
+struct WorldRegistry {
+  std::mutex mu;
+  std::map<uint64_t, std::shared_ptr<World>> worlds;
+};
+WorldRegistry& worlds() {
+  static WorldRegistry r;
+  return r;
+}
+
+bool loopbackCanConnect(const RankLocation& self, const RankLocation& peer) {
+  return sameProcess(self, peer);
+}
+
+Status loopbackConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
+  const RankLocation& me = (*args.locations)[args.rank];
+  int local = 0;
+  for (const RankLocation& l : *args.locations) local += sameProcess(me, l);
+  std::shared_ptr<LoopbackFabric> fabric;
+  TRIB_RETURN_IF_ERROR(joinLoopbackFabric(args.commId, args.nranks, local, args.rank, &fabric));
+  *out = makeLoopbackTransport(std::move(fabric), args.rank);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status joinLoopbackFabric(uint64_t id, int nranks, int localCount, int rank,
+                          std::shared_ptr<LoopbackFabric>* out) {
+  WorldRegistry& reg = worlds();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto& w = reg.worlds[id];
+  if (!w) {
+    w = std::make_shared<World>();
+    w->nranks = nranks;
+    w->localCount = localCount;
+    w->fabric = makeLoopbackFabric(nranks);
+    w->joined.assign(nranks, false);
+  }
+  if (w->nranks != nranks) {
+    return errorf(tribInvalidUsage,
+                  "rank %d was told nranks=%d but another rank of this communicator said %d", rank, nranks,
+                  w->nranks);
+  }
+  if (w->joined[rank]) return errorf(tribInvalidUsage, "rank %d joined this communicator twice", rank);
+  w->joined[rank] = true;
+  *out = w->fabric;
+  if (++w->joinedCount == w->localCount) reg.worlds.erase(id);  // complete: nobody else will look it up
+  return Status::Ok();
+}
+
+TransportDescriptor loopbackTransportDescriptor() {
+  TransportDescriptor d{};
+  d.name = "loopback";
+  d.reaches = "ranks in the same process";
+  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.twoSided = true;
+  d.caps.zeroCopy = true;  // the second of a matched pair copies straight from the sender's buffer
+  d.priority = 300;
+  d.needsExchange = false;
+  d.canConnect = loopbackCanConnect;
+  d.connect = loopbackConnect;
+  return d;
 }
 
 }  // namespace trib

@@ -5,6 +5,7 @@
 // (one copy; for a reducing receive, one fused read-read-write pass). A send waits in the
 // mailbox by reference until matched, or until detachSend() copies it out.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -13,10 +14,18 @@
 namespace trib {
 
 class LoopbackFabric;
+struct TransportDescriptor;
+
+// The registry's entry (transports/registry.hpp): ranks in the same process.
+TransportDescriptor loopbackTransportDescriptor();
 
 // The shared state of one communicator's ranks in this process.
 std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks);
 // The transport endpoint of `rank` on `fabric`.
 std::unique_ptr<Transport> makeLoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank);
+// The fabric shared by this process's `localCount` ranks of communicator `id` (the first to join
+// makes it; it is forgotten once the last has joined, so a later id reuse starts afresh).
+Status joinLoopbackFabric(uint64_t id, int nranks, int localCount, int rank,
+                          std::shared_ptr<LoopbackFabric>* out);
 
 }  // namespace trib

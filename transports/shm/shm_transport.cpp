@@ -33,6 +33,7 @@
 #include "common/process.hpp"
 #include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/registry.hpp"
 
 namespace trib {
 
@@ -1540,5 +1541,41 @@ void ShmTransport::abort(const Status& why) {
 }
 
 uint64_t ShmTransport::boardBytes() const { return impl_->boardBytes; }
+
+namespace {
+
+bool shmCanConnect(const RankLocation& self, const RankLocation& peer) { return sameHost(self, peer); }
+
+// Every rank of the host takes part (also those of one process, which loopback serves by
+// default): the rings and the board cover the host's ranks, the same list on each of them.
+Status shmConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
+  const RankLocation& me = (*args.locations)[args.rank];
+  std::vector<int> local;
+  for (int p = 0; p < args.nranks; ++p) {
+    if (sameHost(me, (*args.locations)[p])) local.push_back(p);
+  }
+  std::unique_ptr<ShmTransport> shm;
+  TRIB_RETURN_IF_ERROR(ShmTransport::create(args.rank, args.nranks, local, args.oob, ShmOptions{}, &shm)
+                           .prefix("shared-memory transport: "));
+  *out = std::move(shm);
+  return Status::Ok();
+}
+
+}  // namespace
+
+TransportDescriptor shmTransportDescriptor() {
+  TransportDescriptor d{};
+  d.name = "shm";
+  d.reaches = "processes on the same host";
+  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.twoSided = true;
+  d.caps.windows = true;    // the board's cells; tribMemAlloc buffers mapped across processes
+  d.caps.zeroCopy = false;  // messages below cmaThreshold are staged through the ring slots
+  d.priority = 200;
+  d.needsExchange = true;
+  d.canConnect = shmCanConnect;
+  d.connect = shmConnect;
+  return d;
+}
 
 }  // namespace trib

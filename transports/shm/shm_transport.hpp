@@ -34,6 +34,10 @@
 
 namespace trib {
 
+struct TransportDescriptor;
+// The registry's entry (transports/registry.hpp): processes on the same host.
+TransportDescriptor shmTransportDescriptor();
+
 struct ShmOptions {
   size_t slotBytes = 64 << 10;  // payload bytes per slot; a multiple of 64
   uint32_t nslots = 16;         // slots per ring
@@ -60,6 +64,7 @@ class ShmTransport final : public Transport {
   void detachSend(TransferOp* op) override;
   Status progress() override;
   void abort(const Status& why) override;
+  TransportOffloads offloads() const override { return {board(), boardBytes(), twoShotBoard()}; }
 
   // Whether large sends to `peer` go single-copy (CMA enabled and the peer can read this process).
   bool usesCma(int peer) const;

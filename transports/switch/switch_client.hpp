@@ -60,6 +60,11 @@ class SwitchClient : public CollectiveOffload {
   Status postCollective(const OffloadCall& call, TransferOp* done) override;
   Status progress() override;
   void abort(const Status& why) override;
+  bool payloadTraffic(uint64_t* sent, uint64_t* received) const override {
+    *sent = stats_.payloadSent;
+    *received = stats_.payloadRecv;
+    return true;
+  }
 
   uint32_t quota() const { return quota_; }
   uint64_t slotBytes() const { return slotBytes_; }

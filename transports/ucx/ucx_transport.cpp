@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -16,6 +18,7 @@
 
 #include "common/process.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/registry.hpp"
 
 namespace trib {
 namespace {
@@ -38,6 +41,40 @@ uint64_t mix64(uint64_t x) {
 bool isUnsupported(ucs_status_t s) {
   return s == UCS_ERR_NO_DEVICE || s == UCS_ERR_UNREACHABLE || s == UCS_ERR_UNSUPPORTED ||
          s == UCS_ERR_NO_ELEM;
+}
+
+// ---- UCP contexts shared by this process's communicators ----------------------------------
+// ucp_init (reading the configuration, opening every device and transport) is the costly part
+// of connecting; a split, or a second communicator, asks for the same configuration and gets
+// the same context, with a worker of its own. Keyed by everything ucp_init reads (the options'
+// transports and keepalive, and every UCX_* variable) and by the pid, so a forked child never
+// reuses its parent's. The last transport that holds a context cleans it up.
+struct SharedContext {
+  ucp_context_h ctx = nullptr;
+  ~SharedContext() {
+    if (ctx) ucp_cleanup(ctx);
+  }
+};
+struct ContextCache {
+  std::mutex mu;
+  std::map<std::string, std::weak_ptr<SharedContext>> byKey;
+  uint64_t created = 0;
+};
+ContextCache& contexts() {
+  static ContextCache* c = new ContextCache;  // never destroyed: transports may outlive statics
+  return *c;
+}
+
+std::string contextKey(const std::string& tls, double keepaliveSec) {
+  std::string key = strprintf("pid=%d;tls=%s;keepalive=%.6f", static_cast<int>(getpid()), tls.c_str(),
+                              keepaliveSec > 0 ? keepaliveSec : 0.0);
+  std::vector<std::string> vars;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "UCX_", 4) == 0) vars.emplace_back(*e);
+  }
+  std::sort(vars.begin(), vars.end());
+  for (const std::string& v : vars) key += ";" + v;
+  return key;
 }
 
 // The first bytes of a rank's worker-address blob: who it is, so that a peer in the same pid
@@ -127,7 +164,8 @@ class UcxTransport final : public Transport {
 
   const int rank_, nranks_;
   const UcxOptions opts_;
-  ucp_context_h ctx_ = nullptr;
+  std::shared_ptr<SharedContext> shared_;  // this process's context for these options
+  ucp_context_h ctx_ = nullptr;            // shared_->ctx
   ucp_worker_h worker_ = nullptr;
   ucp_datatype_t packDt_ = 0;
   bool haveDt_ = false;
@@ -188,33 +226,55 @@ Status UcxTransport::init(const OobAllGather& oob) {
     setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
     setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
   }
-  ucp_config_t* cfg = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
-  if (st != UCS_OK)
-    local = errorf(tribSystemError, "UCX: reading the configuration failed: %s", ucs_status_string(st));
-  if (local.ok() && !opts_.tls.empty()) {
-    st = ucp_config_modify(cfg, "TLS", opts_.tls.c_str());
-    if (st != UCS_OK)
-      local = errorf(tribInvalidArgument, "UCX: transport list '%s' was refused: %s", opts_.tls.c_str(),
-                     ucs_status_string(st));
-  }
-  if (local.ok() && opts_.keepaliveSec > 0) {
-    std::string v = strprintf("%.6fs", opts_.keepaliveSec);
-    (void)ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", v.c_str());
-  }
-  if (local.ok()) {
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG;
-    st = ucp_init(&params, cfg, &ctx_);
-    if (st != UCS_OK) {
-      local = errorf(isUnsupported(st) ? tribNotSupported : tribSystemError,
-                     "UCX: ucp_init failed (%s) with transports '%s'; check UCX_TLS and `ucx_info -d`",
-                     ucs_status_string(st), opts_.tls.empty() ? "default" : opts_.tls.c_str());
-      ctx_ = nullptr;
+  ucs_status_t st = UCS_OK;
+  {
+    ContextCache& cache = contexts();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    const std::string key = contextKey(opts_.tls, opts_.keepaliveSec);
+    shared_ = cache.byKey[key].lock();
+    if (!shared_) {
+      ucp_config_t* cfg = nullptr;
+      st = ucp_config_read(nullptr, nullptr, &cfg);
+      if (st != UCS_OK)
+        local = errorf(tribSystemError, "UCX: reading the configuration failed: %s", ucs_status_string(st));
+      if (local.ok() && !opts_.tls.empty()) {
+        st = ucp_config_modify(cfg, "TLS", opts_.tls.c_str());
+        if (st != UCS_OK)
+          local = errorf(tribInvalidArgument, "UCX: transport list '%s' was refused: %s", opts_.tls.c_str(),
+                         ucs_status_string(st));
+      }
+      if (local.ok() && opts_.keepaliveSec > 0) {
+        std::string v = strprintf("%.6fs", opts_.keepaliveSec);
+        (void)ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", v.c_str());
+      }
+      if (local.ok()) {
+        ucp_params_t params{};
+        // Communicators on different threads share the context, each with its own worker.
+        params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+        params.features = UCP_FEATURE_TAG;
+        params.mt_workers_shared = 1;
+        st = ucp_init(&params, cfg, &ctx_);
+        if (st != UCS_OK) {
+          local = errorf(isUnsupported(st) ? tribNotSupported : tribSystemError,
+                         "UCX: ucp_init failed (%s) with transports '%s'; check UCX_TLS and `ucx_info -d`",
+                         ucs_status_string(st), opts_.tls.empty() ? "default" : opts_.tls.c_str());
+          ctx_ = nullptr;
+        }
+      }
+      if (cfg) ucp_config_release(cfg);
+      if (local.ok()) {
+        shared_ = std::make_shared<SharedContext>();
+        shared_->ctx = ctx_;
+        cache.byKey[key] = shared_;
+        ++cache.created;
+      }
     }
+    // Forget contexts whose communicators are all gone.
+    for (auto it = cache.byKey.begin(); it != cache.byKey.end();) {
+      it = it->second.expired() ? cache.byKey.erase(it) : std::next(it);
+    }
+    if (shared_) ctx_ = shared_->ctx;
   }
-  if (cfg) ucp_config_release(cfg);
   if (local.ok()) {
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -632,8 +692,8 @@ void UcxTransport::abort(const Status& why) {
 
 void UcxTransport::shutdown() {
   if (!worker_) {
-    if (ctx_) ucp_cleanup(ctx_);
     ctx_ = nullptr;
+    shared_.reset();
     return;
   }
   {
@@ -658,8 +718,8 @@ void UcxTransport::shutdown() {
   }
   if (haveDt_) ucp_dt_destroy(packDt_);
   haveDt_ = false;
-  ucp_cleanup(ctx_);
   ctx_ = nullptr;
+  shared_.reset();  // the last communicator's transport cleans the context up
 }
 
 void UcxTransport::takeBounce(Pending* p) {
@@ -712,6 +772,11 @@ Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out) {
   return Status::Ok();
 }
 
+uint64_t ucxContextsCreated() {
+  std::lock_guard<std::mutex> lock(contexts().mu);
+  return contexts().created;
+}
+
 Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const UcxOptions& opts,
                           std::unique_ptr<Transport>* out) {
   if (!out) return errorf(tribInvalidArgument, "createUcxTransport: null output pointer");
@@ -727,6 +792,36 @@ Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const U
   TRIB_RETURN_IF_ERROR(t->init(oob));
   *out = std::move(t);
   return Status::Ok();
+}
+
+namespace {
+
+bool ucxCanConnect(const RankLocation&, const RankLocation&) { return true; }  // any host, any process
+
+Status ucxConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
+  UcxOptions opts;
+  opts.commId = args.commId;
+  // Liveness probes must not call a merely slow peer dead on a loaded machine: probe a few
+  // times per timeout, never faster than every 2 s. A peer that dies is still reported well
+  // within TRIB_TIMEOUT (TCP notices a closed socket at once).
+  opts.keepaliveSec = std::max(2.0, args.timeout.count() / 1000.0 / 4);
+  return createUcxTransport(args.rank, args.nranks, args.oob, opts, out).prefix("UCX transport: ");
+}
+
+}  // namespace
+
+TransportDescriptor ucxTransportDescriptor() {
+  TransportDescriptor d{};
+  d.name = "ucx";
+  d.reaches = "ranks on other hosts";
+  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.twoSided = true;
+  d.caps.zeroCopy = false;  // sends over detachableAbove are packed through a copy (UcxOptions)
+  d.priority = 100;
+  d.needsExchange = true;
+  d.canConnect = ucxCanConnect;
+  d.connect = ucxConnect;
+  return d;
 }
 
 }  // namespace trib

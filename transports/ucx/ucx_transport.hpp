@@ -1,7 +1,9 @@
 // UCX transport: ranks in different processes or hosts, over UCP tag matching.
 //
-// One UCP context + worker per transport instance; worker addresses are exchanged through the
-// bootstrap's OobAllGather at creation and an endpoint is created to every rank. UCX picks the
+// One UCP context per process and configuration (options and UCX_* environment), shared by the
+// transports of every communicator that asks for it, so a split does not initialise UCX again;
+// one worker per transport instance. Worker addresses are exchanged through the bootstrap's
+// OobAllGather at creation and an endpoint is created to every rank. UCX picks the
 // wire (TCP, shared memory, CMA, InfiniBand, RoCE) from what the host has and UCX_TLS / tls.
 //
 // Tag layout. UCP matches receives by tag only (not by sender), so the 64-bit UCP tag must
@@ -26,6 +28,10 @@
 #include "transports/transport.hpp"
 
 namespace trib {
+
+struct TransportDescriptor;
+// The registry's entry (transports/registry.hpp): ranks anywhere, preferred for other hosts.
+TransportDescriptor ucxTransportDescriptor();
 
 struct UcxOptions {
   uint64_t commId = 0;  // distinguishes communicators; hashed into commBits
@@ -67,5 +73,8 @@ Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out);
 // rank/options, tribSystemError/tribRemoteError when UCX or the exchange fails.
 Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const UcxOptions& opts,
                           std::unique_ptr<Transport>* out);
+// How many UCP contexts this process has created. Transports with the same options and UCX_*
+// environment share one (a split reuses its parent's); each has its own worker and endpoints.
+uint64_t ucxContextsCreated();
 
 }  // namespace trib

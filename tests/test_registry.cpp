@@ -1,0 +1,372 @@
+// The transport registry: what it lists, and the transport it chooses for every pair of ranks
+// (by priority among those that can connect the pair; TRIB_TRANSPORT forces one).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "core/comm.hpp"
+#include "support/launcher.hpp"
+#include "transports/registry.hpp"
+#include "tributary/tributary.h"
+#ifdef TRIB_HAVE_UCX
+#include "transports/ucx/ucx_transport.hpp"
+#endif
+
+namespace trib {
+namespace {
+
+RankLocation at(const char* host, uint64_t process) {
+  RankLocation l{};
+  std::snprintf(l.host, sizeof l.host, "%s/boot", host);
+  l.process = process;
+  l.pid = static_cast<int32_t>(process);
+  return l;
+}
+
+std::string nameOf(const TransportChoice& c, int peer) { return c.peer[peer]->name; }
+
+std::string usedNames(const TransportChoice& c) {
+  std::string s;
+  for (const TransportDescriptor* d : c.used) s += (s.empty() ? "" : "+") + std::string(d->name);
+  return s;
+}
+
+bool ucxBuilt() {
+  const TransportDescriptor* d = findTransport("ucx");
+  return d && !d->notBuilt;
+}
+
+TEST(TransportRegistry, ListsEveryTransportInPriorityOrderWithCapabilities) {
+  const auto& reg = transportRegistry();
+  ASSERT_EQ(reg.size(), 3u);
+  std::set<std::string> names;
+  for (size_t i = 0; i < reg.size(); ++i) {
+    const TransportDescriptor& d = reg[i];
+    names.insert(d.name);
+    if (i > 0) {
+      EXPECT_GT(reg[i - 1].priority, d.priority) << d.name;
+    }
+    EXPECT_NE(d.canConnect, nullptr) << d.name;
+    EXPECT_NE(d.reaches, nullptr) << d.name;
+    if (d.notBuilt) continue;
+    EXPECT_NE(d.connect, nullptr) << d.name;
+    EXPECT_TRUE(d.caps.twoSided) << d.name;
+    // Every transport of this build reads and writes host memory of every host kind; none
+    // touches device memory yet.
+    EXPECT_EQ(d.caps.reads, kHostMemoryKinds) << d.name;
+    EXPECT_EQ(d.caps.writes, kHostMemoryKinds) << d.name;
+    EXPECT_FALSE(d.caps.reads & memoryKindBit(MemoryKind::Device)) << d.name;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"loopback", "shm", "ucx"}));
+  EXPECT_TRUE(findTransport("shm")->caps.windows);
+  EXPECT_FALSE(findTransport("loopback")->needsExchange);
+  EXPECT_EQ(findTransport("nope"), nullptr);
+  EXPECT_EQ(memoryKindSetNames(kHostMemoryKinds), "host, host-shared, registered");
+}
+
+TEST(TransportRegistry, LocationsCompareByHostAndProcess) {
+  RankLocation a = at("a", 1), a2 = at("a", 2), b = at("b", 1);
+  EXPECT_TRUE(sameProcess(a, a));
+  EXPECT_FALSE(sameProcess(a, a2));
+  EXPECT_TRUE(sameHost(a, a2));
+  EXPECT_FALSE(sameHost(a, b));
+  EXPECT_FALSE(sameProcess(a, b));  // the same token on another host is another process
+  RankLocation me = thisRankLocation();
+  EXPECT_TRUE(sameProcess(me, thisRankLocation()));
+  EXPECT_NE(describeLocation(a).find("host a, pid 1"), std::string::npos) << describeLocation(a);
+}
+
+// Ranks 0, 1: one process on host a; 2: another process on a; 3: host b.
+std::vector<RankLocation> mixedWorld() { return {at("a", 1), at("a", 1), at("a", 2), at("b", 3)}; }
+
+TEST(TransportRegistry, ChoosesPerPairLoopbackShmUcx) {
+  auto locs = mixedWorld();
+  TransportChoice c;
+  Status st = chooseTransports(locs, 0, "", true, &c);
+  if (!ucxBuilt()) {
+    // Host b is reachable only by UCX: the error says which pair and what is missing.
+    EXPECT_EQ(st.code(), tribNotSupported);
+    EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("rank 3"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("ucx could"), std::string::npos) << st.message();
+    locs.pop_back();
+    ASSERT_TRUE(chooseTransports(locs, 0, "", true, &c).ok());
+  } else {
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(nameOf(c, 3), "ucx");
+  }
+  EXPECT_EQ(nameOf(c, 0), "loopback");  // self
+  EXPECT_EQ(nameOf(c, 1), "loopback");  // same process
+  EXPECT_EQ(nameOf(c, 2), "shm");       // same host
+  EXPECT_EQ(usedNames(c), ucxBuilt() ? "loopback+shm+ucx" : "loopback+shm");
+}
+
+TEST(TransportRegistry, EveryRankConnectsTheSameTransports) {
+  auto locs = mixedWorld();
+  if (!ucxBuilt()) locs.pop_back();
+  std::string first;
+  for (int r = 0; r < static_cast<int>(locs.size()); ++r) {
+    TransportChoice c;
+    ASSERT_TRUE(chooseTransports(locs, r, "", true, &c).ok());
+    if (r == 0) first = usedNames(c);
+    EXPECT_EQ(usedNames(c), first) << "rank " << r;
+    EXPECT_EQ(nameOf(c, r), "loopback") << "rank " << r;
+  }
+  // Rank 2 is alone in its process: it uses no loopback peer but itself, and still connects
+  // shm with rank 0 and 1.
+  TransportChoice c;
+  ASSERT_TRUE(chooseTransports(locs, 2, "", true, &c).ok());
+  EXPECT_EQ(nameOf(c, 0), "shm");
+  EXPECT_EQ(nameOf(c, 1), "shm");
+}
+
+TEST(TransportRegistry, OneProcessIsAllLoopbackOneHostNeedsNoUcx) {
+  std::vector<RankLocation> oneProcess(4, at("a", 7));
+  TransportChoice c;
+  ASSERT_TRUE(chooseTransports(oneProcess, 2, "", false, &c).ok());  // no exchange needed
+  EXPECT_EQ(usedNames(c), "loopback");
+  std::vector<RankLocation> oneHost = {at("a", 1), at("a", 2), at("a", 3)};
+  ASSERT_TRUE(chooseTransports(oneHost, 1, "", true, &c).ok());
+  EXPECT_EQ(usedNames(c), "loopback+shm");
+  EXPECT_EQ(nameOf(c, 0), "shm");
+  EXPECT_EQ(nameOf(c, 2), "shm");
+}
+
+TEST(TransportRegistry, ForcingGivesEveryOtherRankThatTransport) {
+  std::vector<RankLocation> oneHost = {at("a", 1), at("a", 1), at("a", 2)};
+  TransportChoice c;
+  ASSERT_TRUE(chooseTransports(oneHost, 0, "shm", true, &c).ok());
+  EXPECT_EQ(nameOf(c, 0), "loopback");  // a rank's messages to itself never leave the process
+  EXPECT_EQ(nameOf(c, 1), "shm");       // forced even within the process
+  EXPECT_EQ(nameOf(c, 2), "shm");
+  EXPECT_EQ(usedNames(c), "loopback+shm");
+  // Rank 2 forced too: the same transports on every rank.
+  ASSERT_TRUE(chooseTransports(oneHost, 2, "shm", true, &c).ok());
+  EXPECT_EQ(usedNames(c), "loopback+shm");
+  if (ucxBuilt()) {
+    ASSERT_TRUE(chooseTransports(oneHost, 0, "ucx", true, &c).ok());
+    EXPECT_EQ(nameOf(c, 1), "ucx");
+    EXPECT_EQ(nameOf(c, 2), "ucx");
+    EXPECT_EQ(usedNames(c), "loopback+ucx");
+  }
+  std::vector<RankLocation> oneProcess(3, at("a", 1));
+  ASSERT_TRUE(chooseTransports(oneProcess, 1, "loopback", false, &c).ok());
+  EXPECT_EQ(usedNames(c), "loopback");
+}
+
+TEST(TransportRegistry, ForcedTransportThatCannotConnectAPairIsAClearError) {
+  TransportChoice c;
+  std::vector<RankLocation> twoProcesses = {at("a", 1), at("a", 2)};
+  Status st = chooseTransports(twoProcesses, 0, "loopback", true, &c);
+  EXPECT_EQ(st.code(), tribInvalidArgument);
+  EXPECT_NE(st.message().find("TRIB_TRANSPORT=loopback cannot connect rank 0"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("ranks in the same process"), std::string::npos) << st.message();
+  // Every rank refuses alike (none would wait in an exchange the others skip).
+  EXPECT_EQ(chooseTransports(twoProcesses, 1, "loopback", true, &c).code(), tribInvalidArgument);
+
+  std::vector<RankLocation> twoHosts = {at("a", 1), at("a", 2), at("b", 3)};
+  st = chooseTransports(twoHosts, 1, "shm", true, &c);
+  EXPECT_EQ(st.code(), tribInvalidArgument);
+  EXPECT_NE(st.message().find(
+                "TRIB_TRANSPORT=shm cannot connect rank 0 (host a, pid 1) with rank 2 (host b, pid 3)"),
+            std::string::npos)
+      << st.message();
+
+  st = chooseTransports(twoHosts, 0, "tcp", true, &c);
+  EXPECT_EQ(st.code(), tribInvalidArgument);
+  EXPECT_NE(st.message().find("TRIB_TRANSPORT='tcp' is not one of loopback, shm, ucx"), std::string::npos)
+      << st.message();
+
+  // Ranks created together in one process (no exchange) cannot be given shm.
+  std::vector<RankLocation> oneProcess(2, at("a", 1));
+  st = chooseTransports(oneProcess, 0, "shm", false, &c);
+  EXPECT_EQ(st.code(), tribInvalidArgument);
+  EXPECT_NE(st.message().find("tribCommInitAll"), std::string::npos) << st.message();
+
+  if (!ucxBuilt()) {
+    st = chooseTransports(twoHosts, 0, "ucx", true, &c);
+    EXPECT_EQ(st.code(), tribNotSupported);
+    EXPECT_NE(st.message().find("no ucx transport"), std::string::npos) << st.message();
+  }
+}
+
+// Through the API: ranks that are threads of one process, joined by a unique id, reach each
+// other through loopback; TRIB_TRANSPORT forces shm among them (it connects any pair on a host).
+void initThreads(int n, const char* transport, std::vector<tribComm_t>* comms,
+                 std::vector<std::string>* errors) {
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  comms->assign(n, nullptr);
+  errors->assign(n, "");
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.transport = transport;
+      cfg.timeoutMs = 30000;
+      if (tribCommInitRankConfig(&(*comms)[r], n, id, r, &cfg) != tribSuccess)
+        (*errors)[r] = tribGetLastError(nullptr);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(TransportRegistry, InitRankThreadsOfOneProcessGetLoopbackOrTheForcedOne) {
+  for (const char* forced : {static_cast<const char*>(nullptr), "shm"}) {
+    std::vector<tribComm_t> comms;
+    std::vector<std::string> errors;
+    initThreads(3, forced, &comms, &errors);
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_EQ(errors[r], "") << "rank " << r;
+      tribComm* c = comms[r];
+      EXPECT_STREQ(c->peers[r]->name(), "loopback");
+      EXPECT_STREQ(c->peers[(r + 1) % 3]->name(), forced ? "shm" : "loopback");
+      EXPECT_EQ(c->transportSummary, forced ? "loopback+shm" : "loopback");
+    }
+    // And it works: an all-reduce over the chosen transports.
+    std::vector<std::thread> threads;
+    std::vector<float> out(3, 0);
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] {
+        float in = static_cast<float>(r + 1);
+        EXPECT_EQ(tribAllReduce(&in, &out[r], 1, tribFloat32, tribSum, comms[r], nullptr), tribSuccess);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r], 6.0f) << "rank " << r;
+    for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  }
+}
+
+TEST(TransportRegistry, InitRankUnknownTransportFailsOnEveryRank) {
+  std::vector<tribComm_t> comms;
+  std::vector<std::string> errors;
+  initThreads(2, "carrier-pigeon", &comms, &errors);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(comms[r], nullptr);
+    EXPECT_NE(errors[r].find("'carrier-pigeon' is not one of loopback, shm, ucx"), std::string::npos)
+        << errors[r];
+  }
+}
+
+// Two processes on this host: shm between them by default; TRIB_TRANSPORT=loopback cannot
+// connect them, and both ranks say so (neither waits for the other).
+TEST(TransportRegistry, TwoProcessesGetShmAndForcedLoopbackFailsOnBoth) {
+  for (const char* forced : {static_cast<const char*>(nullptr), "loopback"}) {
+    testing::ParentChannel channel(2);
+    auto results = testing::runProcesses(
+        2,
+        [&](int rank, std::string& report) {
+          tribUniqueId id;
+          if (!channel.receive(rank, &id, sizeof id, 30000)) {
+            report = "no unique id from the parent";
+            return 1;
+          }
+          tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+          cfg.transport = forced;
+          cfg.timeoutMs = 30000;
+          tribComm_t comm = nullptr;
+          tribResult_t rc = tribCommInitRankConfig(&comm, 2, id, rank, &cfg);
+          if (forced) {
+            std::string err = tribGetLastError(nullptr);
+            if (rc == tribInvalidArgument &&
+                err.find("TRIB_TRANSPORT=loopback cannot connect rank 0") != std::string::npos)
+              return 0;
+            report = "forced loopback: rc " + std::to_string(rc) + ": " + err;
+            return 1;
+          }
+          if (rc != tribSuccess) {
+            report = std::string("init: ") + tribGetLastError(nullptr);
+            return 1;
+          }
+          std::string got = comm->peers[1 - rank]->name();
+          std::string summary = comm->transportSummary;
+          float in = 1, out = 0;
+          rc = tribAllReduce(&in, &out, 1, tribFloat32, tribSum, comm, nullptr);
+          tribCommDestroy(comm);
+          if (got != "shm" || summary != "loopback+shm" || rc != tribSuccess || out != 2.0f) {
+            report =
+                "peer transport " + got + ", summary " + summary + ", all-reduce rc " + std::to_string(rc);
+            return 1;
+          }
+          return 0;
+        },
+        std::chrono::minutes(2),
+        [&](const std::vector<int>&) {
+          tribUniqueId id;
+          ASSERT_EQ(tribGetUniqueId(&id), tribSuccess) << tribGetLastError(nullptr);
+          for (int r = 0; r < 2; ++r) channel.send(r, &id, sizeof id);
+        });
+    EXPECT_EQ(testing::describeFailures(results), "") << (forced ? forced : "default");
+  }
+}
+
+// A split's UCX transport reuses the UCP context of its parent's (same options, same process):
+// ucp_init runs once for the world, not again for the split.
+TEST(TransportRegistry, SplitSharesTheUcxContext) {
+#ifndef TRIB_HAVE_UCX
+  GTEST_SKIP() << "needs the UCX transport (build with libucx-dev)";
+#else
+  const uint64_t before = ucxContextsCreated();
+  std::vector<tribComm_t> comms;
+  std::vector<std::string> errors;
+  initThreads(2, "ucx", &comms, &errors);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_STREQ(comms[0]->peers[1]->name(), "ucx");
+  EXPECT_LE(ucxContextsCreated() - before, 1u);  // both ranks' transports: one context
+  const uint64_t world = ucxContextsCreated();
+  std::vector<tribComm_t> subs(2, nullptr);
+  std::vector<float> out(2, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(tribCommSplit(comms[r], 0, 1 - r, &subs[r], nullptr), tribSuccess)
+          << tribGetLastError(nullptr);
+      float in = static_cast<float>(r + 1);
+      EXPECT_EQ(tribAllReduce(&in, &out[r], 1, tribFloat32, tribSum, subs[r], nullptr), tribSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ucxContextsCreated(), world) << "the split initialised UCX again";
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_NE(subs[r], nullptr);
+    EXPECT_STREQ(subs[r]->peers[1 - subs[r]->rank]->name(), "ucx");
+    EXPECT_EQ(out[r], 3.0f);
+  }
+  // The parent goes first; the split still works on the shared context.
+  for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  threads.clear();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      float in = 1;
+      EXPECT_EQ(tribAllReduce(&in, &out[r], 1, tribFloat32, tribSum, subs[r], nullptr), tribSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r], 2.0f);
+  for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+#endif
+}
+
+TEST(TransportRegistry, InitAllRefusesAForcedTransportThatNeedsAnExchange) {
+  setenv("TRIB_TRANSPORT", "shm", 1);
+  tribComm_t comms[2] = {nullptr, nullptr};
+  tribResult_t rc = tribCommInitAll(comms, 2, nullptr);
+  std::string err = tribGetLastError(nullptr);
+  setenv("TRIB_TRANSPORT", "loopback", 1);
+  tribComm_t ok[2] = {nullptr, nullptr};
+  tribResult_t rcLoop = tribCommInitAll(ok, 2, nullptr);
+  unsetenv("TRIB_TRANSPORT");
+  EXPECT_EQ(rc, tribInvalidArgument);
+  EXPECT_NE(err.find("TRIB_TRANSPORT=shm cannot connect this communicator"), std::string::npos) << err;
+  ASSERT_EQ(rcLoop, tribSuccess);
+  EXPECT_STREQ(ok[0]->peers[1]->name(), "loopback");
+  for (tribComm_t c : ok) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+}
+
+}  // namespace
+}  // namespace trib

@@ -1,0 +1,97 @@
+// The transport registry: every way of moving bytes between two ranks that this build has, each
+// with what it can do, which pairs of ranks it can connect, and how to connect it. Core chooses
+// a transport for every pair of ranks from this table (by priority, among those that can connect
+// the pair; TRIB_TRANSPORT forces one) and never names a transport itself.
+//
+// The table is built on first use from the descriptors each transport folder provides (no
+// self-registering globals, so no static-initialisation order to get wrong), in priority order.
+// A transport this build lacks (UCX without libucx-dev) is still listed, with why it is missing,
+// so TRIB_TRANSPORT and trib-info can say so.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/memory_kind.hpp"
+#include "common/status.hpp"
+#include "transports/transport.hpp"
+
+namespace trib {
+
+// Where a rank lives, as every rank publishes it at init: what canConnect decides from.
+struct RankLocation {
+  char host[64] = {};    // hostname + boot id: equal means "same kernel", so shared memory works
+  uint64_t process = 0;  // random per process: with the pid, equal means "same address space"
+  int32_t pid = 0;
+  uint32_t reserved = 0;
+};
+RankLocation thisRankLocation();  // this process's location (the same for all its ranks)
+bool sameHost(const RankLocation& a, const RankLocation& b);
+bool sameProcess(const RankLocation& a, const RankLocation& b);  // implies sameHost
+// "host x, pid 123": for messages.
+std::string describeLocation(const RankLocation& loc);
+
+// A set of memory kinds, one bit per kind.
+using MemoryKindSet = uint8_t;
+constexpr MemoryKindSet memoryKindBit(MemoryKind k) {
+  return static_cast<MemoryKindSet>(1u << static_cast<int>(k));
+}
+constexpr MemoryKindSet kHostMemoryKinds = memoryKindBit(MemoryKind::Host) |
+                                           memoryKindBit(MemoryKind::HostShared) |
+                                           memoryKindBit(MemoryKind::Registered);
+std::string memoryKindSetNames(MemoryKindSet set);  // "host, host-shared, registered"
+
+// What a transport can do.
+struct TransportCaps {
+  MemoryKindSet reads = 0;   // buffers it can send from
+  MemoryKindSet writes = 0;  // buffers it can receive (and reduce) into
+  bool twoSided = false;     // matched send/receive (Transport::postSend/postRecv)
+  bool windows = false;      // peers' memory mapped for direct reads and writes (the shm board)
+  bool zeroCopy = false;     // a send reaches the receiver with no staging copy of its own
+};
+
+// What a transport's connect is given. Connecting is collective over the communicator: every rank
+// connects every transport that any pair of ranks was given (the same list, in registry order, on
+// every rank), including one that reaches none of its own peers, so exchanges line up.
+struct TransportConnectArgs {
+  int rank = 0, nranks = 1;
+  uint64_t commId = 0;                         // distinguishes communicators (tags, names)
+  const std::vector<RankLocation>* locations;  // every rank's, in rank order
+  std::vector<int> peers;                      // the ranks this rank reaches with it (may be empty)
+  OobAllGather oob;                            // over all nranks; empty: the comm has no exchange
+  std::chrono::milliseconds timeout{300000};   // the communicator's (TRIB_TIMEOUT)
+};
+
+struct TransportDescriptor {
+  const char* name;      // TRIB_TRANSPORT's value; Transport::name() of what connect makes
+  const char* reaches;   // which peers it serves, for messages and trib-info
+  const char* notBuilt;  // nullptr: built; else why this build lacks it
+  TransportCaps caps;
+  int priority;        // higher is preferred where several can connect a pair
+  bool needsExchange;  // connect calls args.oob (cannot connect a comm made without a store)
+  // Whether it can connect a rank at `self` with one at `peer`. Symmetric, and decided from the
+  // locations alone, so every rank reaches the same choice for every pair.
+  bool (*canConnect)(const RankLocation& self, const RankLocation& peer);
+  Status (*connect)(const TransportConnectArgs& args, std::unique_ptr<Transport>* out);
+};
+
+// Every transport, built or not, highest priority first.
+const std::vector<TransportDescriptor>& transportRegistry();
+const TransportDescriptor* findTransport(const std::string& name);  // nullptr: no such name
+
+// The transport for every pair of ranks of a communicator, decided identically on every rank.
+struct TransportChoice {
+  std::vector<const TransportDescriptor*> used;  // connected on every rank, in registry order
+  std::vector<const TransportDescriptor*> peer;  // peer[p]: what reaches p from `rank` (self included)
+};
+// `forced` (TRIB_TRANSPORT) empty: per pair, the highest-priority built transport that can connect
+// it. Otherwise that transport for every pair of distinct ranks (a rank always reaches itself
+// through the first choice: its messages to itself never leave the process). Errors name the pair
+// and why: an unknown or unbuilt name, a forced transport that cannot connect a pair, a pair no
+// built transport connects, or one that needs an exchange on a communicator without one.
+Status chooseTransports(const std::vector<RankLocation>& locations, int rank, const std::string& forced,
+                        bool haveExchange, TransportChoice* out);
+
+}  // namespace trib
