@@ -244,12 +244,16 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
 // Empty when the topology has no rank nodes.
 std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged);
 Status localTopologyDump(std::string* out);  // this host's topology, for the exchange at init
+// Who asks chooseAlgorithm: the user's call; the host fallback a switch collective finishes on
+// after the switch failed mid-call (it must run, so TRIB_ALGO_STRICT does not refuse it); the
+// ranks' agreement on whether the switch phase succeeded (host algorithms only: the switch is in
+// doubt; internal, so a forced algorithm it cannot use is not reported).
+enum class ChoiceFor { Call, Failover, SwitchAgreement };
 // The algorithm for `call` (the planner, told its dtype, op and memory kind, under TRIB_ALGO /
-// TRIB_TUNE / config.algo); also sets the slice size and domain size in *args. A forced algorithm that cannot
-// run is warned about once, or with TRIB_ALGO_STRICT refused -- except for `failover`: the host algorithm a
-// switch collective finishes on after the switch failed mid-call, which must run.
+// TRIB_TUNE / config.algo); also sets the slice size and domain size in *args. A forced algorithm
+// that cannot run is warned about once, or with TRIB_ALGO_STRICT refused (see ChoiceFor).
 Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
-                       bool failover = false);
+                       ChoiceFor purpose = ChoiceFor::Call);
 // The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
 CollectiveOffload* offloadFor(const tribComm* comm, Algo algo);
 

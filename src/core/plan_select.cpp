@@ -97,7 +97,7 @@ CollectiveOffload* offloadFor(const tribComm* comm, Algo algo) {
 }
 
 Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
-                       bool failover) {
+                       ChoiceFor purpose) {
   const size_t elemSize = dataTypeSize(call.dtype);
   PlanRequest req;
   req.coll = args->coll;
@@ -109,8 +109,9 @@ Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* arg
   req.inPlace = false;  // in-place-ness may differ between ranks; the choice must not
   // The planner knows the attached switch (attachSwitch told it); this communicator may have
   // given it up since (failover) -- the same on every rank, so the choice stays the same.
-  req.switchDown = !switchUsable(comm);
-  req.sliceStride = sliceUsable(comm) ? comm->sliceStride : 0;
+  const bool hostOnly = purpose == ChoiceFor::SwitchAgreement;
+  req.switchDown = hostOnly || !switchUsable(comm);
+  req.sliceStride = !hostOnly && sliceUsable(comm) ? comm->sliceStride : 0;
   req.oneShotBytes = comm->board ? comm->boardBytes : 0;
   switch (args->coll) {
     case Coll::AllGather:
@@ -151,10 +152,10 @@ Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* arg
     TRIB_INFO("tuning", "planner has no runnable %s for %s; using %s", algoName(plan.scheduleAlgo()),
               collName(args->coll), algoName(algo->algo));
   }
-  if (!plan.overrideUnmet.empty()) {
+  if (!plan.overrideUnmet.empty() && purpose != ChoiceFor::SwitchAgreement) {
     // A forced algorithm that cannot run must not pass unnoticed. Strict: the call fails (on every
     // rank alike: the choice depends only on what all ranks share).
-    if (comm->config.algoStrict && !failover) {
+    if (comm->config.algoStrict && purpose == ChoiceFor::Call) {
       return errorf(tribInvalidUsage, "%s; TRIB_ALGO_STRICT=1 refuses to run %s instead",
                     plan.overrideUnmet.c_str(), algoName(algo->algo));
     }

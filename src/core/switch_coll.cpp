@@ -15,9 +15,9 @@ struct SwitchRun {
   CollCall call;
   CollArgs args;
   uint32_t agreeSeq = 0, fallbackSeq = 0;
-  int32_t flagIn = 1, flagOut = 0;  // agreement: 1 = "my switch phase succeeded"
-  Scratch fallbackScratch;          // from the communicator's pool
-  uint64_t avgDivisor = 0;          // op avg: what the launch set (the fallback finishes the same way)
+  int32_t flagIn = 1, flagOut = 0;        // agreement: 1 = "my switch phase succeeded"
+  Scratch agreeScratch, fallbackScratch;  // from the communicator's pool
+  uint64_t avgDivisor = 0;                // op avg: what the launch set (the fallback finishes the same way)
   Region avgRegion;
   Status switchError;
 };
@@ -297,19 +297,32 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       // success, none does); those kept are dropped once their operations complete.
       std::erase_if(comm->abandonedExecs, [](const auto& e) { return !e->holdsPostedOps(); });
       if (req->exec->holdsPostedOps()) comm->abandonedExecs.push_back(std::move(req->exec));
-      const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
+      // Agreement: a min-all-reduce of one int32 flag on a host algorithm the planner picks (a
+      // tree or recursive doubling at scale, not 2(n-1) ring steps; the board on one host).
+      CollCall flag;
+      flag.coll = Coll::AllReduce;
+      flag.sendbuff = &run.flagIn;
+      flag.recvbuff = &run.flagOut;
+      flag.count = 1;
+      flag.dtype = tribInt32;
+      flag.op = tribMin;
       CollArgs a;
       a.coll = Coll::AllReduce;
       a.nranks = comm->nranks;
       a.count = 1;
-      a.chunkElems = 1;
-      auto steps = std::make_shared<const std::vector<Step>>(materialize(*ring, a, comm->rank));
+      const AlgoInfo* algo = nullptr;
+      TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, flag, &a, &algo, ChoiceFor::SwitchAgreement));
+      auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, a, comm->rank));
+      const uint64_t scratch = algo->scratchCount(a, comm->rank);
+      TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(scratch * sizeof(int32_t), &run.agreeScratch));
       ExecOptions o;
       o.dtype = tribInt32;
       o.op = tribMin;
       o.seq = run.agreeSeq;
       o.rank = comm->rank;
-      ExecBuffers b{&run.flagIn, &run.flagOut, nullptr, 1, 1, 0};
+      o.engine = comm->engine;
+      o.offload = offloadFor(comm, algo->algo);  // the shm board, when it is the choice
+      ExecBuffers b{&run.flagIn, &run.flagOut, run.agreeScratch.data(), 1, 1, scratch};
       return startPhase(req, std::make_unique<Execution>(std::move(steps), b, comm->peers, o), done);
     }
     case SwitchRun::Agree: {
@@ -332,7 +345,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       run.phase = SwitchRun::Fallback;
       const size_t es = dataTypeSize(run.call.dtype);
       const AlgoInfo* algo = nullptr;
-      TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, run.call, &run.args, &algo, /*failover=*/true));
+      TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, run.call, &run.args, &algo, ChoiceFor::Failover));
       auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, run.args, comm->rank));
       TRIB_RETURN_IF_ERROR(
           comm->scratchPool.acquire(algo->scratchCount(run.args, comm->rank) * es, &run.fallbackScratch));
