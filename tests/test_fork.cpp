@@ -27,7 +27,7 @@ void PrintTo(const ForkSetup& s, std::ostream* os) { *os << s.name(); }
 // One rank: join, all-reduce, check, destroy. The exit code says which step failed.
 int rankMain(const ForkSetup& s, int rank, int n, const tribUniqueId& id) {
   tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-  cfg.timeoutMs = 10000;
+  cfg.timeoutMs = 25000;  // under the 30 s a child may live: a busy machine is slow, not broken
   cfg.transport = s.transport;
   tribComm_t comm = nullptr;
   if (tribCommInitRankConfig(&comm, n, id, rank, &cfg) != tribSuccess) {

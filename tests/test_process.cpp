@@ -2,9 +2,11 @@
 // process and a zombie all read as gone, and pids compare only within one pid namespace.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -38,6 +40,29 @@ TEST(Process, PidSpacesCompareByKernelAndNamespace) {
   EXPECT_FALSE(samePidSpace(me, elsewhere));
   ProcessIdentity unknown;
   EXPECT_FALSE(samePidSpace(unknown, unknown));
+}
+
+// Out of file descriptors, /proc cannot be opened: that is no death (a peer must not be failed).
+TEST(Process, UnreadableProcIsNotDeath) {
+  const ProcessIdentity me = selfIdentity();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(60);
+    struct rlimit lim {};
+    getrlimit(RLIMIT_NOFILE, &lim);
+    // Use up every descriptor below a tiny limit, so opening /proc/<pid>/stat fails with EMFILE.
+    lim.rlim_cur = 16;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(2);
+    while (dup(0) >= 0) {
+    }
+    if (errno != EMFILE) _exit(3);
+    _exit(processAlive(me) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: a live process read as dead when /proc could not be opened";
 }
 
 TEST(Process, ChildIsAliveThenZombieThenGone) {

@@ -146,6 +146,7 @@ TRIB_API tribResult_t tribMemFree(void* ptr) {
 TRIB_API tribResult_t tribCommRegister(const tribComm_t comm, void* buff, size_t size, void** handle) {
   return guarded("tribCommRegister", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommRegister", comm));
+    TRIB_RETURN_IF_ERROR(comm->checkProcess());
     return comm->registrations.add(buff, size, handle);
   });
 }
@@ -153,6 +154,7 @@ TRIB_API tribResult_t tribCommRegister(const tribComm_t comm, void* buff, size_t
 TRIB_API tribResult_t tribCommDeregister(const tribComm_t comm, void* handle) {
   return guarded("tribCommDeregister", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommDeregister", comm));
+    TRIB_RETURN_IF_ERROR(comm->checkProcess());
     return comm->registrations.remove(handle);
   });
 }

@@ -1,5 +1,8 @@
 #include "common/process.hpp"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,25 +12,31 @@
 namespace trib {
 namespace {
 
-// State and start time of `pid` from /proc/<pid>/stat; false if there is no such process.
-bool readProcStat(int pid, char* state, uint64_t* startTime) {
+enum class Stat { Ok, NoSuchProcess, Unreadable };
+
+// State and start time of `pid` from /proc/<pid>/stat. NoSuchProcess only when the kernel says so
+// (ENOENT/ESRCH); any other failure (EMFILE near the descriptor limit, say) is Unreadable, which a
+// liveness check must not take for a death.
+Stat readProcStat(int pid, char* state, uint64_t* startTime) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (!f) return false;
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH ? Stat::NoSuchProcess : Stat::Unreadable;
   char buf[1024];
-  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  const int readErr = errno;
+  close(fd);
+  if (n <= 0) return n < 0 && readErr == ESRCH ? Stat::NoSuchProcess : Stat::Unreadable;
   buf[n] = 0;
   const char* p = std::strrchr(buf, ')');  // the command name may contain spaces and parentheses
-  if (!p) return false;
+  if (!p) return Stat::Unreadable;
   unsigned long long start = 0;
   // Fields after the name: state(3) ... starttime(22).
   if (std::sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
                   state, &start) != 2)
-    return false;
+    return Stat::Unreadable;
   *startTime = start;
-  return true;
+  return Stat::Ok;
 }
 
 }  // namespace
@@ -36,7 +45,7 @@ ProcessIdentity selfIdentity() {
   ProcessIdentity id;
   id.pid = static_cast<int32_t>(getpid());
   char state = 0;
-  if (!readProcStat(id.pid, &state, &id.startTime)) return id;
+  if (readProcStat(id.pid, &state, &id.startTime) != Stat::Ok) return id;
   std::string space;
   if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
     char b[64] = {};
@@ -57,9 +66,17 @@ bool samePidSpace(const ProcessIdentity& self, const ProcessIdentity& peer) {
 }
 
 bool processAlive(const ProcessIdentity& id) {
+  if (id.pid <= 0) return false;
   char state = 0;
   uint64_t start = 0;
-  if (id.pid <= 0 || !readProcStat(id.pid, &state, &start)) return false;
+  switch (readProcStat(id.pid, &state, &start)) {
+    case Stat::NoSuchProcess:
+      return false;
+    case Stat::Unreadable:  // cannot tell now: alive until /proc says otherwise
+      return kill(id.pid, 0) == 0 || errno != ESRCH;
+    case Stat::Ok:
+      break;
+  }
   return state != 'Z' && state != 'X' && start == id.startTime;
 }
 

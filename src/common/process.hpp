@@ -19,7 +19,8 @@ ProcessIdentity selfIdentity();
 // Whether `peer`'s pid means the same process here as there (same kernel and pid namespace).
 bool samePidSpace(const ProcessIdentity& self, const ProcessIdentity& peer);
 // True while the process `id` runs: false once it exited, while it is a zombie, or when its pid
-// now belongs to another process. Meaningful only where samePidSpace holds.
+// now belongs to another process; true while /proc cannot be read for another reason (out of file
+// descriptors, say). Meaningful only where samePidSpace holds.
 bool processAlive(const ProcessIdentity& id);
 
 }  // namespace trib

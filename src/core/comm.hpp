@@ -109,7 +109,12 @@ struct tribComm {
   // Executions given up mid-flight (a failed switch phase) whose operations a transport still
   // holds: declared before the transports, so they are destroyed after them. Pruned as their
   // operations complete (core/switch_coll.cpp), so a training loop does not grow it.
-  std::vector<std::unique_ptr<trib::Execution>> abandonedExecs;
+  // Each keeps the scratch its operations may still point into (the pool, declared above, outlives it).
+  struct AbandonedExec {
+    std::unique_ptr<trib::Execution> exec;
+    std::shared_ptr<trib::Scratch> scratch;
+  };
+  std::vector<AbandonedExec> abandonedExecs;
   std::vector<std::unique_ptr<trib::Transport>> ownedTransports;
   std::vector<trib::Transport*> peers;  // peers[p]: how to reach rank p (self included)
   std::string transportSummary;         // the connected transports' names, "a+b": for logs and trib-perf

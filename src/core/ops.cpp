@@ -187,19 +187,21 @@ Status validateCall(const tribComm* comm, const CollCall& call) {
 static CollCall classified(const tribComm* comm, const CollCall& call, const CollArgs& args) {
   CollCall c = call;
   const size_t es = dataTypeSize(call.dtype);
-  c.sendKind = classifyMemory(call.sendbuff, inputCount(args, comm->rank) * es, &comm->registrations);
-  c.recvKind = classifyMemory(call.recvbuff, outputCount(args, comm->rank) * es, &comm->registrations);
+  const uint64_t in = inputCount(args, comm->rank) * es, out = outputCount(args, comm->rank) * es;
+  c.sendKind = classifyMemory(call.sendbuff, in, &comm->registrations);
+  c.recvKind = classifyMemory(call.recvbuff, out, &comm->registrations);
+  // A buffer the rank does not use (the reduce's output off the root, say) does not limit the call.
+  if (in == 0) c.sendKind = c.recvKind;
+  if (out == 0) c.recvKind = c.sendKind;
   return c;
 }
 
 MemoryKind callMemoryKind(const CollCall& call) {
-  // A buffer the rank does not use does not limit the call; otherwise the weaker kind wins.
+  // The weaker kind wins (classified() gave an unused buffer its partner's kind).
   auto rank = [](MemoryKind k) {
     return k == MemoryKind::HostShared ? 2 : k == MemoryKind::Registered ? 1 : 0;
   };
   if (call.sendKind == MemoryKind::Device || call.recvKind == MemoryKind::Device) return MemoryKind::Device;
-  if (!call.sendbuff) return call.recvKind;
-  if (!call.recvbuff) return call.sendKind;
   return rank(call.sendKind) <= rank(call.recvKind) ? call.sendKind : call.recvKind;
 }
 

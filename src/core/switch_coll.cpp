@@ -15,9 +15,10 @@ struct SwitchRun {
   CollCall call;
   CollArgs args;
   uint32_t agreeSeq = 0, fallbackSeq = 0;
-  int32_t flagIn = 1, flagOut = 0;        // agreement: 1 = "my switch phase succeeded"
-  Scratch agreeScratch, fallbackScratch;  // from the communicator's pool
-  uint64_t avgDivisor = 0;                // op avg: what the launch set (the fallback finishes the same way)
+  int32_t flagIn = 1, flagOut = 0;         // agreement: 1 = "my switch phase succeeded"
+  Scratch agreeScratch, fallbackScratch;   // from the communicator's pool
+  std::shared_ptr<Scratch> switchScratch;  // the switch phase's, once it is over (above)
+  uint64_t avgDivisor = 0;                 // op avg: what the launch set (the fallback finishes the same way)
   Region avgRegion;
   Status switchError;
 };
@@ -284,8 +285,11 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       // In place, where the switch writes over the input, the switch schedule first copied it
       // to scratch (its only use of scratch); the fallback needs it. Elsewhere the input is intact.
       const bool inputSaved = run.args.inPlace && !req->scratch.empty() && req->exec->stepDone(0);
+      // The scratch is now shared: the fallback may read the saved input from it, and a kept
+      // execution's posted operations may still point into it.
+      run.switchScratch = std::make_shared<Scratch>(std::move(req->scratch));
       if (inputSaved) {
-        run.call.sendbuff = req->scratch.data();
+        run.call.sendbuff = run.switchScratch->data();
         run.args.inPlace = false;
       }
       run.phase = SwitchRun::Agree;
@@ -295,8 +299,9 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       req->exec->detachPostedSends();
       // Only an execution whose operations a transport still holds must outlive it (after a
       // success, none does); those kept are dropped once their operations complete.
-      std::erase_if(comm->abandonedExecs, [](const auto& e) { return !e->holdsPostedOps(); });
-      if (req->exec->holdsPostedOps()) comm->abandonedExecs.push_back(std::move(req->exec));
+      std::erase_if(comm->abandonedExecs, [](const auto& e) { return !e.exec->holdsPostedOps(); });
+      if (req->exec->holdsPostedOps())
+        comm->abandonedExecs.push_back({std::move(req->exec), run.switchScratch});
       // Agreement: a min-all-reduce of one int32 flag on a host algorithm the planner picks (a
       // tree or recursive doubling at scale, not 2(n-1) ring steps; the board on one host).
       CollCall flag;

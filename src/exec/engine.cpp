@@ -40,8 +40,9 @@ class HostEngine final : public Engine {
 }  // namespace
 
 Engine& hostEngine() {
-  static HostEngine engine;
-  return engine;
+  // Never destroyed: a communicator destroyed during static destruction still frees through it.
+  static HostEngine* engine = new HostEngine;
+  return *engine;
 }
 
 }  // namespace trib

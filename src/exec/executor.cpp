@@ -151,6 +151,7 @@ void Execution::detachPostedSends() {
 }
 
 bool Execution::holdsPostedOps() const {
+  if (finalized_ && !finalOp_.done()) return true;
   for (size_t i = first_; i < slots_.size(); ++i)
     if (slots_[i].state == State::Posted && !slots_[i].op.done()) return true;
   return false;

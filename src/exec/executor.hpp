@@ -77,8 +77,8 @@ class Execution {
   // Lets every posted send copy its data aside and complete (the execution is being given up
   // while peers may still receive from it).
   void detachPostedSends();
-  // Whether a transport or offload may still hold one of its operations (posted, not complete):
-  // then it must outlive them.
+  // Whether a transport, offload or engine may still hold one of its operations (posted, not
+  // complete): then it, and the memory they point into, must outlive them.
   bool holdsPostedOps() const;
 
  private:

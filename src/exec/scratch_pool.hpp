@@ -1,9 +1,12 @@
 // A communicator's scratch memory: buffers of an engine's kind, kept for reuse, so a training loop
 // that repeats its calls stops allocating (each request used to allocate and zero its own).
-// Buffers come in power-of-two size classes; a Scratch lease returns its buffer when destroyed.
+// Sizes are rounded up to a quarter of their power of two (at most 25% more than asked, 64-byte
+// multiples); a Scratch lease returns its buffer when destroyed, and the pool keeps a few idle
+// buffers per size, within a byte budget, freeing the rest.
 // Contents start undefined: schedules write scratch before reading it (the verifier checks).
 #pragma once
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -23,6 +26,7 @@ class Scratch {
   ~Scratch() { release(); }
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
+  size_t capacity() const { return capacity_; }
   bool empty() const { return bytes_ == 0; }
   void release();
 
@@ -30,8 +34,8 @@ class Scratch {
   friend class ScratchPool;
   ScratchPool* pool_ = nullptr;
   void* ptr_ = nullptr;
-  size_t bytes_ = 0;  // what was asked for
-  int sizeClass_ = -1;
+  size_t bytes_ = 0;     // what was asked for
+  size_t capacity_ = 0;  // what was allocated (the pool's size key)
 };
 
 class ScratchPool {
@@ -46,12 +50,14 @@ class ScratchPool {
 
  private:
   friend class Scratch;
-  void giveBack(void* p, int sizeClass);
-  static constexpr int kClasses = 48;         // 64 B .. 2^53 B
-  static constexpr size_t kKeepPerClass = 4;  // idle buffers kept per class; more are freed
+  void giveBack(void* p, size_t capacity);
+  static constexpr size_t kKeepPerSize = 2;           // idle buffers kept per size
+  static constexpr size_t kMaxIdleBytes = 256 << 20;  // all idle buffers together
+  static constexpr size_t kMaxBytes = size_t{1} << 50;
   Engine& engine_;
   mutable std::mutex mu_;
-  std::vector<void*> idle_[kClasses];
+  std::map<size_t, std::vector<void*>> idle_;  // by capacity
+  size_t idleBytes_ = 0;
 };
 
 }  // namespace trib

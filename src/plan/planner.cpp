@@ -386,10 +386,11 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
 }
 
 static std::string cacheKey(const PlanRequest& r) {
-  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%d/%llu", static_cast<int>(r.coll),
+  return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%d/%d/%llu", static_cast<int>(r.coll),
                    static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
-                   static_cast<int>(r.op), r.nranks, r.root, r.inPlace, r.includeModelOnly,
-                   r.switchDown * 1000 + r.sliceStride, static_cast<unsigned long long>(r.oneShotBytes));
+                   static_cast<int>(r.op), static_cast<int>(r.memory), r.nranks, r.root, r.inPlace,
+                   r.includeModelOnly, r.switchDown * 1000 + r.sliceStride,
+                   static_cast<unsigned long long>(r.oneShotBytes));
 }
 
 Plan Planner::choose(const PlanRequest& req) {

@@ -298,6 +298,11 @@ class UcxHub : public LinkHub {
     net::SockAddr addr;
     TRIB_RETURN_IF_ERROR(net::parseHostPort(hostPort, &addr));
     int backoffMs = 1;
+    // An attempt that neither connects nor fails in this long is cut and made again: a handshake
+    // that raced the peer's start (refused at first, then half-accepted) can leave a flush that
+    // never completes, which must not use up the whole deadline. Doubles, so a slow machine's
+    // genuine handshake still fits.
+    int attemptMs = 500;
     std::string last = "timed out";
     do {
       auto st = std::make_shared<UcxEpState>();
@@ -322,8 +327,9 @@ class UcxHub : public LinkHub {
       if (UCS_PTR_IS_ERR(r)) {
         fs = UCS_PTR_STATUS(r);
       } else if (r != nullptr) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS && !st->failed && LinkClock::now() < deadline)
-          waitEvents(std::max(1, std::min(10, net::msLeft(deadline))));
+        const auto attemptEnd = std::min(deadline, LinkClock::now() + std::chrono::milliseconds(attemptMs));
+        while (ucp_request_check_status(r) == UCS_INPROGRESS && !st->failed && LinkClock::now() < attemptEnd)
+          waitEvents(std::max(1, std::min(10, net::msLeft(attemptEnd))));
         fs = ucp_request_check_status(r);
         ucp_request_free(r);
       }
@@ -338,6 +344,7 @@ class UcxHub : public LinkHub {
       std::this_thread::sleep_for(
           std::chrono::milliseconds(std::min(backoffMs, std::max(1, net::msLeft(deadline)))));
       backoffMs = std::min(backoffMs * 2, 100);
+      attemptMs = std::min(attemptMs * 2, 8000);
     } while (LinkClock::now() < deadline);
     return errorf(tribTimeout, "cannot connect to %s over UCX: %s (is it up, and using UCX links?)",
                   addr.str().c_str(), last.c_str());

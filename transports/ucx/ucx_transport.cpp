@@ -221,15 +221,17 @@ Status UcxTransport::init(const OobAllGather& oob) {
   // Only when shared memory may be used, or UCX warns about unused variables.
   const char* envTls = std::getenv("UCX_TLS");
   std::string tls = !opts_.tls.empty() ? opts_.tls : envTls ? envTls : "all";
-  if (tls[0] == '^' || tls.find("all") != std::string::npos || tls.find("sm") != std::string::npos ||
-      tls.find("posix") != std::string::npos || tls.find("sysv") != std::string::npos) {
-    setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-    setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
-  }
   ucs_status_t st = UCS_OK;
   {
     ContextCache& cache = contexts();
+    // setenv under the cache's lock: another rank's thread may be reading the environment for its
+    // context key (contextKey walks environ).
     std::lock_guard<std::mutex> lock(cache.mu);
+    if (tls[0] == '^' || tls.find("all") != std::string::npos || tls.find("sm") != std::string::npos ||
+        tls.find("posix") != std::string::npos || tls.find("sysv") != std::string::npos) {
+      setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+      setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+    }
     const std::string key = contextKey(opts_.tls, opts_.keepaliveSec);
     shared_ = cache.byKey[key].lock();
     if (!shared_) {
