@@ -234,6 +234,25 @@ TEST(Overrides, ForcedAlgorithmThatCannotRunIsReported) {
   EXPECT_EQ(p.choose(allreduce(1ull << 20, 8, false)).overrideUnmet, "");
 }
 
+// A TRIB_TUNE pin that cannot run is reported like a TRIB_ALGO one (core warns once or, strict,
+// refuses); one that runs, or a rule for other sizes, reports nothing.
+TEST(Overrides, TunePinThatCannotRunIsReported) {
+  Planner p(makeDgxH100());  // one domain: hierarchical cannot run
+  ASSERT_TRUE(p.setOverrides("", "allreduce:0-inf:@hierarchical").ok());
+  Plan plan = p.choose(allreduce(1ull << 20, 8, /*modelOnly=*/false));
+  EXPECT_NE(plan.algo, PlanAlgo::Hierarchical);
+  EXPECT_NE(plan.overrideUnmet.find("TRIB_TUNE pins hierarchical for allreduce of 1 MiB on 8 ranks"),
+            std::string::npos)
+      << plan.overrideUnmet;
+  EXPECT_NE(plan.overrideUnmet.find("needs more than one domain"), std::string::npos) << plan.overrideUnmet;
+  ASSERT_TRUE(p.setOverrides("", "allreduce:0-inf:@ring").ok());
+  plan = p.choose(allreduce(1ull << 20, 8, false));
+  EXPECT_EQ(plan.algo, PlanAlgo::Ring);
+  EXPECT_EQ(plan.overrideUnmet, "");
+  ASSERT_TRUE(p.setOverrides("", "allreduce:0-4k:@hierarchical").ok());
+  EXPECT_EQ(p.choose(allreduce(1ull << 20, 8, false)).overrideUnmet, "");
+}
+
 TEST(Overrides, TuneStringWithSizeRanges) {
   std::vector<TuneRule> rules;
   ASSERT_TRUE(

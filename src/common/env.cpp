@@ -21,7 +21,8 @@ const std::vector<EnvVarInfo>& envVars() {
        "Force algorithms: 'ring', 'ring,tree', '^ring' (exclude), or per collective "
        "'allreduce:rhd;broadcast:chain'."},
       {"TRIB_ALGO_STRICT", "0",
-       "1: a call whose TRIB_ALGO (or config.algo) allows no algorithm that can run it fails with "
+       "1: a call whose TRIB_ALGO (or config.algo) allows no algorithm that can run it, or whose "
+       "TRIB_TUNE pin cannot run it, fails with "
        "tribInvalidUsage; 0: it runs the fastest algorithm that can, with one WARN per communicator "
        "and collective."},
       {"TRIB_TIMEOUT", "300",

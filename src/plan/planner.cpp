@@ -301,11 +301,7 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
   const FabricView& f = fabric(req.nranks);
   size_t es = dataTypeSize(req.dtype);
   // A tune rule (the last matching one wins) pins the algorithm when it supports the request.
-  const TuneRule* rule = nullptr;
-  for (const auto& r : tune_)
-    if ((r.collMask >> static_cast<int>(req.coll) & 1) && req.bytes >= r.lo && req.bytes < r.hi &&
-        req.nranks >= r.minRanks && req.nranks <= r.maxRanks)
-      rule = &r;
+  const TuneRule* rule = tuneRuleFor(req);
   for (int i = 0; i < kNumPlanAlgos; ++i) {
     auto a = static_cast<PlanAlgo>(i);
     Prediction p = predict(a, req.coll, req.bytes, req.dtype, req.op, f, k_);
@@ -385,6 +381,15 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
   return out;
 }
 
+const TuneRule* Planner::tuneRuleFor(const PlanRequest& req) const {
+  const TuneRule* rule = nullptr;
+  for (const auto& r : tune_)
+    if ((r.collMask >> static_cast<int>(req.coll) & 1) && req.bytes >= r.lo && req.bytes < r.hi &&
+        req.nranks >= r.minRanks && req.nranks <= r.maxRanks)
+      rule = &r;
+  return rule;
+}
+
 static std::string cacheKey(const PlanRequest& r) {
   return strprintf("%d/%llu/%d/%d/%d/%d/%d/%d/%d/%d/%llu", static_cast<int>(r.coll),
                    static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
@@ -456,6 +461,19 @@ Plan Planner::choose(const PlanRequest& req) {
       plan.executable = findAlgorithm(req.coll, Algo::Ring) != nullptr;
       plan.why = "no modelled algorithm supports this request; ring by default";
     }
+  }
+  // A TRIB_TUNE pin that cannot run was ignored: as unmet as a TRIB_ALGO that cannot (one rank
+  // has nothing to communicate, so nothing to report).
+  const TuneRule* rule = tuneRuleFor(req);
+  if (rule && plan.algo != rule->algo && plan.overrideUnmet.empty() && req.nranks > 1) {
+    auto it = std::find_if(cands.begin(), cands.end(),
+                           [&](const Candidate& c) { return c.plan.algo == rule->algo; });
+    const std::string reason = it == cands.end() ? strprintf("%s has no such algorithm", collName(req.coll))
+                               : it->reason.empty() ? it->plan.why
+                                                    : it->reason;
+    plan.overrideUnmet = strprintf("TRIB_TUNE pins %s for %s of %s on %d ranks, which cannot run here (%s)",
+                                   planAlgoName(rule->algo), collName(req.coll),
+                                   formatBytes(req.bytes).c_str(), req.nranks, reason.c_str());
   }
   TRIB_INFO("tuning", "%s %s on %d ranks -> %s", collName(req.coll), formatBytes(req.bytes).c_str(),
             req.nranks, plan.why.c_str());

@@ -139,6 +139,7 @@ class Planner {
 
  private:
   std::vector<Candidate> explainLocked(const PlanRequest& req);
+  const TuneRule* tuneRuleFor(const PlanRequest& req) const;  // the last matching TRIB_TUNE rule
   bool hostOnly() const;
   Topology topo_;
   std::vector<int> rankToNode_;
