@@ -9,6 +9,7 @@
 
 #include "core/comm.hpp"
 #include "support/launcher.hpp"
+#include "transports/loopback/loopback.hpp"
 #include "transports/registry.hpp"
 #include "tributary/tributary.h"
 #ifdef TRIB_HAVE_UCX
@@ -366,6 +367,30 @@ TEST(TransportRegistry, InitAllRefusesAForcedTransportThatNeedsAnExchange) {
   ASSERT_EQ(rcLoop, tribSuccess);
   EXPECT_STREQ(ok[0]->peers[1]->name(), "loopback");
   for (tribComm_t c : ok) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+}
+
+}  // namespace
+}  // namespace trib
+
+namespace trib {
+namespace {
+
+// An init that failed part-way leaves a half-joined loopback world: once its ranks dropped the
+// fabric, a retry with the same communicator id starts afresh (it found its ranks "joined twice").
+TEST(LoopbackWorld, ARetryAfterAFailedInitStartsAfresh) {
+  const uint64_t id = 0x5eed0123456789ull;
+  std::shared_ptr<LoopbackFabric> first;
+  ASSERT_TRUE(joinLoopbackFabric(id, 2, 2, 0, &first).ok());  // rank 1 never comes: init fails
+  first.reset();                                              // and rank 0's transport goes away
+  std::shared_ptr<LoopbackFabric> a, b;
+  const Status st = joinLoopbackFabric(id, 2, 2, 0, &a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(joinLoopbackFabric(id, 2, 2, 1, &b).ok());
+  EXPECT_EQ(a, b);  // the retry's ranks share one fabric
+  // While a joined rank still holds it, a second join of that rank is refused.
+  std::shared_ptr<LoopbackFabric> c, d;
+  ASSERT_TRUE(joinLoopbackFabric(id + 1, 2, 2, 0, &c).ok());
+  EXPECT_EQ(joinLoopbackFabric(id + 1, 2, 2, 0, &d).code(), tribInvalidUsage);
 }
 
 }  // namespace

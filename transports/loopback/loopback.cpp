@@ -192,11 +192,13 @@ namespace {
 
 // ---- In-process worlds ----------------------------------------------------------------------
 // Ranks of one communicator that live in this process share a loopback fabric, found here by
-// the communicator id. An entry lives until all of this process's ranks have joined.
+// the communicator id. An entry lives until all of this process's ranks have joined, or until
+// every rank that joined has let go of the fabric (an init that failed part-way): a retry with the
+// same id then starts afresh instead of finding its ranks "joined twice".
 struct World {
   int nranks = 0;
   int localCount = 0;
-  std::shared_ptr<LoopbackFabric> fabric;
+  std::weak_ptr<LoopbackFabric> fabric;  // owned by the joined ranks' transports
   std::vector<bool> joined;
   int joinedCount = 0;
 };
@@ -231,11 +233,13 @@ Status joinLoopbackFabric(uint64_t id, int nranks, int localCount, int rank,
   WorldRegistry& reg = worlds();
   std::lock_guard<std::mutex> lock(reg.mu);
   auto& w = reg.worlds[id];
-  if (!w) {
+  std::shared_ptr<LoopbackFabric> fabric = w ? w->fabric.lock() : nullptr;
+  if (!fabric) {
     w = std::make_shared<World>();
     w->nranks = nranks;
     w->localCount = localCount;
-    w->fabric = makeLoopbackFabric(nranks);
+    fabric = makeLoopbackFabric(nranks);
+    w->fabric = fabric;
     w->joined.assign(nranks, false);
   }
   if (w->nranks != nranks) {
@@ -245,7 +249,7 @@ Status joinLoopbackFabric(uint64_t id, int nranks, int localCount, int rank,
   }
   if (w->joined[rank]) return errorf(tribInvalidUsage, "rank %d joined this communicator twice", rank);
   w->joined[rank] = true;
-  *out = w->fabric;
+  *out = std::move(fabric);
   if (++w->joinedCount == w->localCount) reg.worlds.erase(id);  // complete: nobody else will look it up
   return Status::Ok();
 }

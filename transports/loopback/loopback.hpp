@@ -24,7 +24,8 @@ std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks);
 // The transport endpoint of `rank` on `fabric`.
 std::unique_ptr<Transport> makeLoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank);
 // The fabric shared by this process's `localCount` ranks of communicator `id` (the first to join
-// makes it; it is forgotten once the last has joined, so a later id reuse starts afresh).
+// makes it; it is forgotten once the last has joined, or once every rank that joined dropped it,
+// so a later id reuse, or a retry after a failed init, starts afresh).
 Status joinLoopbackFabric(uint64_t id, int nranks, int localCount, int rank,
                           std::shared_ptr<LoopbackFabric>* out);
 
