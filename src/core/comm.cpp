@@ -1,11 +1,14 @@
 // Communicator lifetime: creation (in-process worlds, unique ids, split), abort, destroy.
 #include "core/comm.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -29,7 +32,21 @@ void tribComm::abortTransports(const trib::Status& why) {
   aborted.store(true);
 }
 
-int tribComm::currentPid() { return static_cast<int>(getpid()); }
+// getpid() is a system call (glibc no longer caches it) and checkProcess runs on every call, each
+// tribTest poll included: the pid is cached, and a fork()ed child refreshes it before it runs.
+namespace {
+std::atomic<int> cachedPid{0};
+void refreshPid() { cachedPid.store(static_cast<int>(getpid()), std::memory_order_relaxed); }
+}  // namespace
+
+int tribComm::currentPid() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    refreshPid();
+    pthread_atfork(nullptr, nullptr, refreshPid);
+  });
+  return cachedPid.load(std::memory_order_relaxed);
+}
 
 trib::Status tribComm::checkProcess() const {
   if (currentPid() == creatorPid) return trib::Status::Ok();
