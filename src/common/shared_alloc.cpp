@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -21,6 +22,9 @@ struct Allocation {
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, Allocation> byBase;  // keyed by base address
+  // byBase.size(), readable without the lock: every call classifies its buffers, and a process
+  // with no shared allocation should not take a global lock for it.
+  std::atomic<size_t> live{0};
   uint64_t nextId = 1;
 };
 
@@ -54,6 +58,7 @@ Status sharedAlloc(size_t bytes, void** ptr) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.byBase[reinterpret_cast<uintptr_t>(m)] = Allocation{rounded, fd, r.nextId++};
+  r.live.store(r.byBase.size(), std::memory_order_relaxed);
   *ptr = m;
   return Status::Ok();
 }
@@ -70,6 +75,7 @@ Status sharedFree(void* ptr) {
                     ptr);
     a = it->second;
     r.byBase.erase(it);
+    r.live.store(r.byBase.size(), std::memory_order_relaxed);
   }
   // Peers that mapped it keep their pages until they unmap; the memory goes with the last mapping.
   munmap(ptr, a.bytes);
@@ -81,6 +87,7 @@ bool findSharedRegion(const void* p, size_t bytes, SharedRegion* region) {
   if (!p) return false;
   const auto addr = reinterpret_cast<uintptr_t>(p);
   Registry& r = registry();
+  if (r.live.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.byBase.upper_bound(addr);
   if (it == r.byBase.begin()) return false;

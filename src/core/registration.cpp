@@ -72,6 +72,7 @@ Status Registrations::add(void* buf, size_t bytes, void** handle) {
   if (nextId_ >> kIdBits) return errorf(tribSystemError, "tribCommRegister: out of registration handles");
   const uint64_t id = nextId_++;
   ranges_.emplace(lo, Range{hi, id});
+  count_.store(ranges_.size(), std::memory_order_relaxed);
   *handle = makeHandle(owner_, id);
   return Status::Ok();
 }
@@ -87,6 +88,7 @@ Status Registrations::remove(void* handle) {
   for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
     if (it->second.id != id) continue;
     ranges_.erase(it);
+    count_.store(ranges_.size(), std::memory_order_relaxed);
     return Status::Ok();
   }
   return errorf(tribInvalidArgument,
@@ -94,6 +96,7 @@ Status Registrations::remove(void* handle) {
 }
 
 bool Registrations::covers(const void* p, size_t bytes) const {
+  if (count_.load(std::memory_order_relaxed) == 0) return false;
   const auto lo = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ranges_.upper_bound(lo);

@@ -4,6 +4,7 @@
 // and reuse that for every call on them. Handles are opaque tokens, never dereferenced, so a
 // stale or foreign handle is an error, not a crash.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -40,6 +41,8 @@ class Registrations {
   const uint64_t owner_;
   mutable std::mutex mu_;
   std::map<uintptr_t, Range> ranges_;  // by start address; disjoint
+  // ranges_.size(), readable without the lock: covers() runs on every call, mostly with none.
+  std::atomic<size_t> count_{0};
   uint64_t nextId_ = 1;
 };
 
