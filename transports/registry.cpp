@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <random>
 #include <tuple>
 
+#include "common/process.hpp"
 #include "transports/loopback/loopback.hpp"
 #include "transports/shm/shm_transport.hpp"
 #ifdef TRIB_HAVE_UCX
@@ -48,9 +48,7 @@ RankLocation thisRankLocation() {
   RankLocation loc{};
   char name[40] = {};
   gethostname(name, sizeof name - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  std::snprintf(loc.host, sizeof loc.host, "%s/%.20s", name, boot.c_str());
+  std::snprintf(loc.host, sizeof loc.host, "%s/%.20s", name, bootId().c_str());
   loc.process = processToken();
   loc.pid = static_cast<int32_t>(getpid());
   return loc;

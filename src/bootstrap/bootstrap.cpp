@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "common/process.hpp"
+
 namespace trib {
 
 Bootstrap::Bootstrap(std::shared_ptr<Store> store, int rank, int nranks, std::string prefix, int timeoutMs)
@@ -65,16 +67,9 @@ Status Bootstrap::broadcast(int root, Blob* blob) {
 }
 
 std::string hostIdentity() {
-  char boot[64] = {0};
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    size_t n = std::fread(boot, 1, sizeof boot - 1, f);
-    while (n > 0 && (boot[n - 1] == '\n' || boot[n - 1] == ' ')) --n;
-    boot[n] = '\0';
-    std::fclose(f);
-  }
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  return std::string(host) + "/" + boot;
+  return std::string(host) + "/" + bootId();
 }
 
 Status Bootstrap::sameHostRanks(std::vector<int>* ranks) {

@@ -41,18 +41,26 @@ Stat readProcStat(int pid, char* state, uint64_t* startTime) {
 
 }  // namespace
 
+const std::string& bootId() {
+  static const std::string id = [] {
+    std::string b;
+    if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+      char buf[64] = {};
+      if (std::fgets(buf, sizeof buf, f)) b = buf;
+      std::fclose(f);
+    }
+    while (!b.empty() && (b.back() == '\n' || b.back() == ' ')) b.pop_back();
+    return b;
+  }();
+  return id;
+}
+
 ProcessIdentity selfIdentity() {
   ProcessIdentity id;
   id.pid = static_cast<int32_t>(getpid());
   char state = 0;
   if (readProcStat(id.pid, &state, &id.startTime) != Stat::Ok) return id;
-  std::string space;
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    char b[64] = {};
-    if (std::fgets(b, sizeof b, f)) space = b;
-    std::fclose(f);
-    while (!space.empty() && (space.back() == '\n' || space.back() == ' ')) space.pop_back();
-  }
+  std::string space = bootId();
   char ns[64] = {};
   const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
   if (space.empty() || n <= 0 || id.startTime == 0) return id;

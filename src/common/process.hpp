@@ -4,6 +4,7 @@
 // kernel and pid namespace, which `space` names.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace trib {
 
@@ -14,6 +15,9 @@ struct ProcessIdentity {
   char space[96] = {};     // "boot-id/pid:[inode]": the kernel and pid namespace; empty: unknown
 };
 
+// The running kernel's boot id (/proc/sys/kernel/random/boot_id; "" where unreadable), read once:
+// equal on two processes exactly when they run on the same kernel.
+const std::string& bootId();
 // This process; `space` stays empty where /proc does not say (then nobody watches it by pid).
 ProcessIdentity selfIdentity();
 // Whether `peer`'s pid means the same process here as there (same kernel and pid namespace).
