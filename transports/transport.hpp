@@ -47,14 +47,32 @@ struct ReduceSpec {
 using OobAllGather =
     std::function<Status(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>& all)>;
 
-class CollectiveOffload;
+// Peer memory: every rank's window, mapped into this process, and counted signals between ranks
+// (the provider of a schedule's peer-memory steps, algo/schedule.hpp; shm now, CUDA IPC later).
+// The executor does the loads and stores itself, through its engine; the provider only maps.
+class PeerWindows {
+ public:
+  virtual ~PeerWindows() = default;
+  // Every rank's window has this many bytes (aligned to 64).
+  virtual uint64_t windowBytes() const = 0;
+  // Where communicator rank r's window is mapped here (this rank's own included).
+  virtual uint8_t* windowOf(int rank) const = 0;
+  // Sends the next signal to `peer`, after everything this thread stored before (release).
+  virtual void signal(int peer) = 0;
+  // Signals received from `peer` so far (acquire: what it stored before them is visible), or an
+  // error once the peer is gone (tribRemoteError naming it) or the windows were aborted.
+  virtual Status signalsFrom(int peer, uint64_t* count) = 0;
+  // Signals from `peer` that this rank's executions have consumed: the next Wait(peer) completes
+  // at signal number waitsPosted(peer) + 1. The executor advances it as it starts Wait steps.
+  virtual uint64_t& waitsPosted(int peer) = 0;
+};
 
-// Collectives a transport runs itself over the windows it maps (the shm board's one-shot and
-// two-shot all-reduce, when every rank is on one host). Owned by the transport; null: none.
+// Transitional (goes when the shm board becomes the shm windows): the board's offloads.
+class CollectiveOffload;
 struct TransportOffloads {
-  CollectiveOffload* oneShot = nullptr;  // all-reduce of up to oneShotBytes
+  CollectiveOffload* oneShot = nullptr;
   uint64_t oneShotBytes = 0;
-  CollectiveOffload* twoShot = nullptr;  // all-reduce of any size
+  CollectiveOffload* twoShot = nullptr;
 };
 
 class Transport {
@@ -76,10 +94,13 @@ class Transport {
   virtual Status progress() = 0;
   // Fail every pending operation with `why` (abort, timeout, peer loss). Safe from any thread.
   virtual void abort(const Status& why) = 0;
-  // What it runs besides two-sided messages (see TransportOffloads); its abort() fails those too.
+  // Every rank's window, when this transport maps them all (one host); nullptr: it does not.
+  // Owned by the transport; its abort() makes signalsFrom() fail.
+  virtual PeerWindows* windows() { return nullptr; }
   virtual TransportOffloads offloads() const { return {}; }
 };
 
+class CollectiveOffload;
 enum class Coll : uint8_t;  // algo/schedule.hpp
 
 // One collective handed to an offload. `count` has the schedule's meaning (CollArgs): elements per

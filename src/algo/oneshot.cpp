@@ -1,12 +1,16 @@
-// One-shot all-reduce (the name NVIDIA's symmetric-memory kernels use): every rank posts its input
-// on a shared-memory board and reduces all the inputs itself, in rank order, so every rank gets
-// the same bits. One synchronisation instead of 2(n-1) messages: the small-message path on one
-// host. Two-shot (the large-message path) posts in board-sized chunks; each rank reduces one
-// slice of each chunk, in rank order, and copies the others' reduced slices: two synchronisations
-// per chunk, every byte copied by user-space memcpy (no kernel single-copy). The schedule is one SwitchReduce
-// step run by the communicator's board (ExecOptions:: offload; transports/shm), which copies the input before
-// anyone reads it, so in place needs no scratch. Nothing fails over: a lost peer fails the call as on any
-// transport.
+// One-shot and two-shot all-reduce (the names NVIDIA's symmetric-memory kernels use), as
+// peer-memory schedules: every rank copies its input into its own window, signals its peers, and
+// reads theirs. They need every rank's window mapped (one host: the shm transport's windows;
+// later CUDA IPC or NVLS), and make up for it with few synchronisations.
+//
+// One-shot (small messages): after one signal exchange every rank folds all n inputs, in rank
+// order, straight from the windows into its output, so every rank gets the same bits.
+// Two-shot (any size, in cell-sized chunks): each rank folds slice `rank` of every input in rank
+// order, publishes the result in its own cell and, after a second signal exchange, gets the
+// others' results. Two synchronisations per chunk, (n-1)/n of the data read from peers twice.
+// Chunks alternate between the window's two cells (schedule.hpp), so consecutive chunks and calls
+// need no acknowledgement. In place needs no scratch: the input is in the window before anyone
+// reads it.
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
 
@@ -14,18 +18,113 @@ namespace trib::algo {
 
 namespace {
 
-bool oneShotSupports(const CollArgs& a) { return validArgs(a) && a.coll == Coll::AllReduce; }
+// Slices of a chunk begin on multiples of this many elements (a cache line for 4-byte types),
+// so that no two ranks write one line.
+constexpr uint64_t kSliceGrain = 16;
 
-Generator<Step> oneShotAllReduce(CollArgs a, int) {
-  if (a.count > 0) co_yield Step::switchReduce(inR(0, a.count), outR(0, a.count));
+Region winR(uint64_t off, uint64_t n) { return {Buf::Window, off, n}; }
+
+bool oneShotSupports(const CollArgs& a) {
+  return validArgs(a) && a.coll == Coll::AllReduce && windowCellElems(a) > 0 && a.count <= windowCellElems(a);
+}
+bool twoShotSupports(const CollArgs& a) {
+  return validArgs(a) && a.coll == Coll::AllReduce && windowCellElems(a) > 0;
+}
+
+void signalAll(int n, int rank, std::vector<Step>& out) {
+  for (int p = 1; p < n; ++p) out.push_back(Step::signal(mod(rank + p, n)));
+}
+void waitAll(int n, int rank, std::vector<Step>& out) {
+  for (int p = 1; p < n; ++p) out.push_back(Step::wait(mod(rank - p, n)));
+}
+
+// dst <- window(0)[at] op window(1)[at] op ... op window(n-1)[at], in rank order; this rank's term
+// from its own window (it is in the window already: in place, dst may be the input).
+void foldInRankOrder(int n, int rank, uint64_t at, Region dst, std::vector<Step>& out) {
+  for (int j = 0; j < n; ++j) {
+    const Region src = winR(at, dst.count);
+    if (j == 0)
+      out.push_back(j == rank ? Step::copy(src, dst) : Step::get(j, src, dst));
+    else
+      out.push_back(j == rank ? Step::reduce(src, dst) : Step::getReduce(j, src, dst));
+  }
+}
+
+Generator<Step> oneShotAllReduce(CollArgs a, int rank) {
+  if (a.count == 0) co_return;
+  const int n = a.nranks;
+  const uint64_t cell = windowCellBegin(a, a.windowCell);
+  std::vector<Step> steps;
+  steps.push_back(Step::copy(inR(0, a.count), winR(cell, a.count)));
+  signalAll(n, rank, steps);
+  waitAll(n, rank, steps);
+  foldInRankOrder(n, rank, cell, outR(0, a.count), steps);
+  for (const Step& s : steps) co_yield s;
+}
+
+// Slice j of a chunk of `len` elements: [begin, begin + size), on kSliceGrain boundaries.
+uint64_t sliceAt(uint64_t len, int n, int j) {
+  const uint64_t grains = (len + kSliceGrain - 1) / kSliceGrain;
+  return std::min(len, blockBegin(grains, static_cast<uint64_t>(n), static_cast<uint64_t>(j)) * kSliceGrain);
+}
+
+Generator<Step> twoShotAllReduce(CollArgs a, int rank) {
+  const int n = a.nranks;
+  const uint64_t cellElems = windowCellElems(a);
+  std::vector<Step> steps;
+  for (uint64_t k = 0, at = 0; at < a.count; ++k, at += cellElems) {
+    const uint64_t len = std::min(cellElems, a.count - at);
+    const uint64_t cell = windowCellBegin(a, a.windowCell + k);
+    steps.clear();
+    steps.push_back(Step::copy(inR(at, len), winR(cell, len)));
+    signalAll(n, rank, steps);
+    waitAll(n, rank, steps);
+    // Reduce this rank's slice into the output, then publish it in the cell (over this rank's own
+    // input slice there, which only this rank reads).
+    const uint64_t mine = sliceAt(len, n, rank), mineLen = sliceAt(len, n, rank + 1) - mine;
+    if (mineLen > 0) {
+      foldInRankOrder(n, rank, cell + mine, outR(at + mine, mineLen), steps);
+      steps.push_back(Step::copy(outR(at + mine, mineLen), winR(cell + mine, mineLen)));
+    }
+    signalAll(n, rank, steps);
+    waitAll(n, rank, steps);
+    for (int p = 1; p < n; ++p) {
+      const int j = mod(rank + p, n);
+      const uint64_t b = sliceAt(len, n, j), e = sliceAt(len, n, j + 1);
+      if (e > b) steps.push_back(Step::get(j, winR(cell + b, e - b), outR(at + b, e - b)));
+    }
+    for (const Step& s : steps) co_yield s;
+  }
+}
+
+// A single rank: its window is its own; the schedules degenerate to copies.
+Generator<Step> oneShotOrLocal(CollArgs a, int rank) {
+  if (a.nranks == 1) {
+    TRIB_YIELD_ALL(localCopy(a, rank));
+    co_return;
+  }
+  TRIB_YIELD_ALL(oneShotAllReduce(a, rank));
+}
+Generator<Step> twoShotOrLocal(CollArgs a, int rank) {
+  if (a.nranks == 1) {
+    TRIB_YIELD_ALL(localCopy(a, rank));
+    co_return;
+  }
+  TRIB_YIELD_ALL(twoShotAllReduce(a, rank));
 }
 
 }  // namespace
 
 const AlgoInfo kOneShotAllReduce{Algo::OneShot, Coll::AllReduce, oneShotSupports, noScratch,
-                                 checked<oneShotAllReduce>};
-// Two-shot is the same one step: the board, not the schedule, cuts it into slices and chunks.
-const AlgoInfo kTwoShotAllReduce{Algo::TwoShot, Coll::AllReduce, oneShotSupports, noScratch,
-                                 checked<oneShotAllReduce>};
+                                 checked<oneShotOrLocal>};
+const AlgoInfo kTwoShotAllReduce{Algo::TwoShot, Coll::AllReduce, twoShotSupports, noScratch,
+                                 checked<twoShotOrLocal>};
 
 }  // namespace trib::algo
+
+namespace trib {
+uint64_t windowChunks(Algo algo, const CollArgs& a) {
+  if (!needsWindows(algo) || a.count == 0 || a.nranks == 1 || windowCellElems(a) == 0) return 0;
+  return (a.count - 1) / windowCellElems(a) + 1;
+}
+}  // namespace trib

@@ -55,8 +55,10 @@ const char* collName(Coll c);  // "allreduce", ...
 bool parseColl(const std::string& s, Coll* out);
 
 // Which buffer a region lives in. Input = the user's sendbuff, Output = recvbuff,
-// Scratch = library-owned temporary of scratchCount() elements.
-enum class Buf : uint8_t { Input, Output, Scratch };
+// Scratch = library-owned temporary of scratchCount() elements, Window = a rank's peer-visible
+// window of CollArgs::windowElems elements (see peer-memory steps below).
+enum class Buf : uint8_t { Input, Output, Scratch, Window };
+constexpr int kNumBufs = 4;
 
 struct Region {
   Buf buf = Buf::Input;
@@ -71,14 +73,32 @@ enum class StepKind : uint8_t {
   Copy,          // dst <- src (local)
   Reduce,        // dst <- dst op src (local)
   SwitchReduce,  // the collective over every rank, in-network (see above). peer: -1, or a stride
+  // Peer-memory steps (one-sided: the peer runs nothing for them).
+  Put,        // peer's window at dst <- src (local)
+  Get,        // dst (local) <- peer's window at src
+  GetReduce,  // dst (local) <- dst op peer's window at src
+  Signal,     // tell peer that this rank's earlier window work is done
+  Wait,       // until peer's next Signal to this rank has arrived
 };
 const char* stepKindName(StepKind k);
 
+// Peer-memory semantics. Every rank has one window (Buf::Window regions: in Copy/Reduce the
+// rank's own, in Put/Get/GetReduce the peer's). Window steps are ordered by signals, not by data:
+//  - Signal(p) runs after every earlier step of the rank that touches its own window or p's
+//    (a release: what it wrote there, and what it read from p's window, is done);
+//  - no later step that touches the rank's own window or p's starts before Wait(p) (an acquire);
+//  - the k-th Signal from q to p matches p's k-th Wait(q), counted over the communicator's life
+//    (windows and their signals outlive a call; a call starts with its peers' windows free).
+// A window is reused by the next call: schedules alternate between its two halves, chunk k of a
+// call using cell (windowCell + k) % 2 (CollArgs), so that a rank rewrites a cell only after every
+// peer has signalled a later cell, which it did only after its last read of this one.
+// The verifier reports a read of a peer's window that does not causally follow the write it must
+// see, and a write that does not follow every earlier read of that cell (verify/verify.hpp).
 struct Step {
   StepKind kind = StepKind::Copy;
-  int32_t peer = -1;  // Send/Recv/RecvReduce
-  Region src;         // Send, RecvReduce (local operand), Copy, Reduce
-  Region dst;         // Recv, RecvReduce, Copy, Reduce
+  int32_t peer = -1;  // Send/Recv/RecvReduce, Put/Get/GetReduce (the window's owner), Signal/Wait
+  Region src;         // Send, RecvReduce (local operand), Copy, Reduce, Put, Get/GetReduce (peer window)
+  Region dst;         // Recv, RecvReduce, Copy, Reduce, Put (peer window), Get, GetReduce
 
   static Step send(int peer, Region src) { return {StepKind::Send, peer, src, {}}; }
   static Step recv(int peer, Region dst) { return {StepKind::Recv, peer, {}, dst}; }
@@ -90,13 +110,32 @@ struct Step {
   static Step switchReduce(Region local, Region dst, int stride = -1) {
     return {StepKind::SwitchReduce, stride >= 2 ? stride : -1, local, dst};
   }
+  static Step put(int peer, Region local, Region window) { return {StepKind::Put, peer, local, window}; }
+  static Step get(int peer, Region window, Region local) { return {StepKind::Get, peer, window, local}; }
+  static Step getReduce(int peer, Region window, Region local) {
+    return {StepKind::GetReduce, peer, window, local};
+  }
+  static Step signal(int peer) { return {StepKind::Signal, peer, {}, {}}; }
+  static Step wait(int peer) { return {StepKind::Wait, peer, {}, {}}; }
   bool isComm() const {
     return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce;
   }
-  bool readsSrc() const { return kind != StepKind::Recv; }
-  // Regions this step reads (up to 2) and writes (up to 1). Reduce reads dst too.
-  bool readsDst() const { return kind == StepKind::Reduce; }
-  bool writesDst() const { return kind != StepKind::Send; }
+  // Put/Get/GetReduce: one region is the peer's window (dst for Put, src for the others).
+  bool isPeerMemory() const { return kind == StepKind::Put || kind == StepKind::Get || kind == StepKind::GetReduce; }
+  bool isSync() const { return kind == StepKind::Signal || kind == StepKind::Wait; }
+  bool readsSrc() const { return kind != StepKind::Recv && !isSync(); }
+  // Regions this step reads (up to 2) and writes (up to 1). Reduce and GetReduce read dst too.
+  bool readsDst() const { return kind == StepKind::Reduce || kind == StepKind::GetReduce; }
+  bool writesDst() const { return kind != StepKind::Send && !isSync(); }
+  // Whether region src/dst is in the peer's memory (else it is this rank's).
+  bool srcIsPeers() const { return kind == StepKind::Get || kind == StepKind::GetReduce; }
+  bool dstIsPeers() const { return kind == StepKind::Put; }
+  // Whether the step touches this rank's own window or peer p's (the Signal/Wait ordering rule).
+  bool touchesOwnWindow() const {
+    return (readsSrc() && !srcIsPeers() && src.buf == Buf::Window) ||
+           (writesDst() && !dstIsPeers() && dst.buf == Buf::Window);
+  }
+  bool touchesWindowOf(int p) const { return isPeerMemory() && peer == p; }
 };
 std::string describeStep(const Step& s);  // "recv_reduce(peer 3, in[0+128] -> out[0+128])"
 
@@ -115,7 +154,15 @@ struct CollArgs {
   // Hierarchical: ranks per domain; domains are contiguous rank ranges (the planner sets it from the
   // topology). 0 = flat; every other algorithm ignores it.
   int ranksPerDomain = 0;
+  // Peer-memory schedules (one-shot, two-shot): each rank's window in elements (two cells of
+  // windowElems / 2), and the cell this call's first chunk uses (0 or 1; the communicator
+  // alternates it, see Step). 0: no windows; those algorithms do not support the request.
+  uint64_t windowElems = 0;
+  int windowCell = 0;
 };
+// The cell size of a peer-memory schedule, in elements, and where cell c begins in the window.
+inline uint64_t windowCellElems(const CollArgs& a) { return a.windowElems / 2; }
+inline uint64_t windowCellBegin(const CollArgs& a, uint64_t c) { return (c % 2) * windowCellElems(a); }
 
 // The per-rank element count m of a SwitchReduce step of collective `c` on `rank` (see above).
 uint64_t switchStepCount(Coll c, int root, int rank, const Step& s);
@@ -155,12 +202,14 @@ enum class Algo : uint8_t {
   TwoShot
 };
 constexpr int kNumAlgos = 11;
-// Schedules whose SwitchReduce step runs on a collective offload the communicator must have:
-// Switch and HierSwitch on the aggregation switch, OneShot and TwoShot on the shared-memory board
-// (transports/shm).
-inline bool needsOffload(Algo a) {
-  return a == Algo::Switch || a == Algo::OneShot || a == Algo::HierSwitch || a == Algo::TwoShot;
-}
+// Schedules whose SwitchReduce steps run on a collective offload the communicator must have (the
+// aggregation switch), and schedules of peer-memory steps, which need every rank's window mapped
+// (a transport's PeerWindows: the shm transport's, one host).
+inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::HierSwitch; }
+inline bool needsWindows(Algo a) { return a == Algo::OneShot || a == Algo::TwoShot; }
+// Window cells a peer-memory schedule's call uses, one per chunk (0 for other algorithms): the
+// communicator advances CollArgs::windowCell by this many after the call.
+uint64_t windowChunks(Algo a, const CollArgs& args);
 // The collectives an aggregation switch runs (the others stay on host algorithms).
 inline bool switchCollective(Coll c) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::Broadcast || c == Coll::AllGather ||

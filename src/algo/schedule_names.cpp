@@ -56,7 +56,7 @@ const char* algoNeeds(Algo a) {
       return "an attached aggregation switch and ranks in several equal domains";
     case Algo::OneShot:
     case Algo::TwoShot:
-      return "every rank on one host as a process: the shm transport's board";
+      return "every rank's window mapped (processes on one host: the shm transport's windows)";
     default:
       return nullptr;
   }
@@ -86,12 +86,22 @@ const char* stepKindName(StepKind k) {
       return "reduce";
     case StepKind::SwitchReduce:
       return "switch_reduce";
+    case StepKind::Put:
+      return "put";
+    case StepKind::Get:
+      return "get";
+    case StepKind::GetReduce:
+      return "get_reduce";
+    case StepKind::Signal:
+      return "signal";
+    case StepKind::Wait:
+      return "wait";
   }
   return "invalid";
 }
 
 static std::string regionText(const Region& r) {
-  static const char* const bufs[] = {"in", "out", "scratch"};
+  static const char* const bufs[kNumBufs] = {"in", "out", "scratch", "win"};
   return strprintf("%s[%llu+%llu]", bufs[static_cast<int>(r.buf)], static_cast<unsigned long long>(r.offset),
                    static_cast<unsigned long long>(r.count));
 }
@@ -114,6 +124,16 @@ std::string describeStep(const Step& s) {
         return strprintf("switch_reduce(stride %d, %s -> %s)", s.peer, regionText(s.src).c_str(),
                          regionText(s.dst).c_str());
       return strprintf("switch_reduce(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
+    case StepKind::Put:
+      return strprintf("put(%s -> peer %d %s)", regionText(s.src).c_str(), s.peer, regionText(s.dst).c_str());
+    case StepKind::Get:
+    case StepKind::GetReduce:
+      return strprintf("%s(peer %d %s -> %s)", stepKindName(s.kind), s.peer, regionText(s.src).c_str(),
+                       regionText(s.dst).c_str());
+    case StepKind::Signal:
+      return strprintf("signal(to %d)", s.peer);
+    case StepKind::Wait:
+      return strprintf("wait(for %d)", s.peer);
   }
   return "invalid";
 }

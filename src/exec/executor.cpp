@@ -27,22 +27,44 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
 
 Execution::~Execution() = default;
 
-char* Execution::address(const Region& r) const {
-  const void* base = r.buf == Buf::Input ? buf_.input : r.buf == Buf::Output ? buf_.output : buf_.scratch;
+char* Execution::address(const Region& r, int owner) const {
+  const void* base = nullptr;
+  switch (r.buf) {
+    case Buf::Input:
+      base = buf_.input;
+      break;
+    case Buf::Output:
+      base = buf_.output;
+      break;
+    case Buf::Scratch:
+      base = buf_.scratch;
+      break;
+    case Buf::Window:
+      base = opts_.windows->windowOf(owner < 0 ? opts_.rank : owner);
+      break;
+  }
   return static_cast<char*>(const_cast<void*>(base)) + r.offset * elemSize_;
 }
 
-Execution::Range Execution::range(const Region& r) const {
+Execution::Range Execution::range(const Region& r, int owner) const {
   if (r.count == 0) return {};
-  auto lo = reinterpret_cast<uintptr_t>(address(r));
+  auto lo = reinterpret_cast<uintptr_t>(address(r, owner));
   return {lo, lo + r.count * elemSize_};
+}
+
+Execution::Range Execution::windowRange(int owner) const {
+  auto lo = reinterpret_cast<uintptr_t>(opts_.windows->windowOf(owner));
+  return {lo, lo + opts_.windows->windowBytes()};
 }
 
 bool Execution::conflicts(size_t e, size_t l) const {
   const Slot& a = slots_[e];
   const Slot& b = slots_[l];
-  return a.write.overlaps(b.read1) || a.write.overlaps(b.read2) || a.write.overlaps(b.write) ||
-         b.write.overlaps(a.read1) || b.write.overlaps(a.read2);
+  for (const Range* w : {&a.write, &a.write2})
+    if (w->overlaps(b.read1) || w->overlaps(b.read2) || w->overlaps(b.write) || w->overlaps(b.write2)) return true;
+  for (const Range* w : {&b.write, &b.write2})
+    if (w->overlaps(a.read1) || w->overlaps(a.read2)) return true;
+  return false;
 }
 
 Status Execution::stepError(size_t i, const Status& cause) const {
@@ -54,7 +76,8 @@ Status Execution::stepError(size_t i, const Status& cause) const {
 }
 
 Status Execution::start() {
-  const uint64_t limits[3] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount};
+  const uint64_t windowCount = opts_.windows ? opts_.windows->windowBytes() / elemSize_ : 0;
+  const uint64_t limits[kNumBufs] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount, windowCount};
   // Per-peer message counters give each message its tag; the peer derives the same index.
   std::vector<uint32_t> counters;  // [2p]: sent to p, [2p+1]: received from p
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -67,9 +90,23 @@ Status Execution::start() {
       }
     }
     Slot& slot = slots_[i];
-    if (s.readsSrc()) slot.read1 = range(s.src);
+    const bool windowStep = s.isPeerMemory() || s.isSync() || s.touchesOwnWindow();
+    if (windowStep) {
+      if (!opts_.windows) return stepError(i, errorf(tribInternalError, "no peer windows to run this step"));
+      if ((s.isPeerMemory() || s.isSync()) && (s.peer < 0 || s.peer >= opts_.nranks || s.peer == opts_.rank))
+        return stepError(i, errorf(tribInternalError, "peer %d has no window here", s.peer));
+      if ((s.srcIsPeers() && s.src.buf != Buf::Window) || (s.dstIsPeers() && s.dst.buf != Buf::Window))
+        return stepError(i, errorf(tribInternalError, "a peer's memory is reachable only through its window"));
+    }
+    if (s.readsSrc()) slot.read1 = range(s.src, s.srcIsPeers() ? s.peer : -1);
     if (s.readsDst()) slot.read2 = range(s.dst);
-    if (s.writesDst()) slot.write = range(s.dst);
+    if (s.writesDst()) slot.write = range(s.dst, s.dstIsPeers() ? s.peer : -1);
+    if (s.isSync()) {  // the ordering rule (algo/schedule.hpp), as writes of both windows
+      slot.write = windowRange(opts_.rank);
+      slot.write2 = windowRange(s.peer);
+      // The k-th Wait(p) of the communicator completes at p's k-th signal.
+      if (s.kind == StepKind::Wait) slot.tag = ++opts_.windows->waitsPosted(s.peer);
+    }
     if (s.kind == StepKind::SwitchReduce && !opts_.offload) {
       return stepError(i, errorf(tribInternalError, "no aggregation switch attached to run this step"));
     }
@@ -112,17 +149,30 @@ Status Execution::startStep(size_t i) {
       return peers_[s.peer]->postRecv(s.peer, slot.tag, address(s.dst), bytesOf, reduce, &slot.op);
     }
     case StepKind::Copy:
-    case StepKind::Reduce: {
+    case StepKind::Reduce:
+    case StepKind::Put:
+    case StepKind::Get:
+    case StepKind::GetReduce: {
       slot.state = State::Posted;
-      Status st = s.kind == StepKind::Copy
-                      ? engine_->postCopy(address(s.dst), address(s.src), s.dst.count * elemSize_, &slot.op)
-                      : engine_->postReduce(address(s.dst), address(s.dst), address(s.src), s.dst.count,
-                                            opts_.dtype, opts_.op == tribAvg ? tribSum : opts_.op, &slot.op);
+      char* dst = address(s.dst, s.dstIsPeers() ? s.peer : -1);
+      const char* src = address(s.src, s.srcIsPeers() ? s.peer : -1);
+      const bool reduce = s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce;
+      Status st = !reduce ? engine_->postCopy(dst, src, s.dst.count * elemSize_, &slot.op)
+                          : engine_->postReduce(dst, dst, src, s.dst.count, opts_.dtype,
+                                                opts_.op == tribAvg ? tribSum : opts_.op, &slot.op);
       // Work that finished inline (the host engine's) is done now: the next step may start at once.
       if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone)
         slot.state = State::Done;
       return st;
     }
+    case StepKind::Signal:
+      // Every earlier step it orders is done (the scoreboard saw to it): publish them.
+      opts_.windows->signal(s.peer);
+      slot.state = State::Done;
+      return Status::Ok();
+    case StepKind::Wait:
+      slot.state = State::Posted;
+      return pollWait(i);
     case StepKind::SwitchReduce: {
       slot.state = State::Posted;
       const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
@@ -142,6 +192,18 @@ Status Execution::startStep(size_t i) {
     }
   }
   return errorf(tribInternalError, "unknown step kind");
+}
+
+Status Execution::pollWait(size_t i) {
+  Slot& slot = slots_[i];
+  uint64_t received = 0;
+  Status st = opts_.windows->signalsFrom(steps_[i].peer, &received);
+  if (!st.ok()) {
+    slot.op.fail(st);
+  } else if (received >= slot.tag) {
+    slot.state = State::Done;
+  }
+  return Status::Ok();
 }
 
 void Execution::detachPostedSends() {
@@ -166,6 +228,10 @@ Status Execution::progress(bool* done) {
   size_t end = std::min(steps_.size(), first_ + kWindow);
   for (size_t i = first_; i < end; ++i) {
     Slot& slot = slots_[i];
+    if (slot.state == State::Posted && steps_[i].kind == StepKind::Wait && !slot.op.done()) {
+      (void)pollWait(i);
+      if (slot.state == State::Done) rescan_ = true;
+    }
     if (slot.state != State::Posted || !slot.op.done()) continue;
     if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
       return stepError(i, slot.op.error);

@@ -7,6 +7,9 @@
 // next round starts when slice k of this round has landed. Communication steps are posted to
 // the transport, local copies and reductions (and op avg's division) to the engine
 // (exec/engine.hpp); both complete asynchronously, so every step is posted, then done.
+// Peer-memory steps are loads and stores on the peer's mapped window, posted to the engine like
+// local copies; Signal and Wait order them by the rule in algo/schedule.hpp, which the scoreboard
+// enforces by giving each a write of the whole of both windows it orders.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -49,6 +52,10 @@ struct ExecOptions {
   int nranks = 1;
   // Runs the local steps; nullptr: the host engine.
   Engine* engine = nullptr;
+  // Every rank's window and the signals between them, for peer-memory steps; nullptr: none.
+  // Executions that use windows must not overlap on one communicator (their cells and signal
+  // counts follow each other, algo/schedule.hpp).
+  PeerWindows* windows = nullptr;
 };
 
 class Execution {
@@ -89,13 +96,16 @@ class Execution {
   };
   struct Slot {
     State state = State::NotStarted;
-    Range read1, read2, write;
+    Range read1, read2, write, write2;
     uint64_t tag = 0;
     TransferOp op;
   };
 
-  char* address(const Region& r) const;
-  Range range(const Region& r) const;
+  // `owner`: whose window a Window region is (-1: this rank's).
+  char* address(const Region& r, int owner = -1) const;
+  Range range(const Region& r, int owner = -1) const;
+  Range windowRange(int owner) const;
+  Status pollWait(size_t i);
   bool conflicts(size_t earlier, size_t later) const;
   Status startStep(size_t i);
   Status finishLocal();

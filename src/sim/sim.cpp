@@ -202,7 +202,7 @@ struct RankState {
   bool genDone = false;
   bool queued = false;
   std::vector<Pending> blocked;
-  TimeMap maps[3];
+  TimeMap maps[kNumBufs];
   // Per peer: message counters, the queue of messages from it, the route to it. Few peers per rank
   // for every schedule but all-to-all, so a short list searched from the last hit.
   struct Peer {
@@ -409,6 +409,13 @@ class Engine {
         // In-network reduction is modelled by the aggregation tree (PlanAlgo::Switch), not step by step.
         bad_ = strprintf("rank %d: %s: simulate switch schedules as PlanAlgo::Switch", r,
                          describeStep(s).c_str());
+        return;
+      case StepKind::Put:
+      case StepKind::Get:
+      case StepKind::GetReduce:
+      case StepKind::Signal:
+      case StepKind::Wait:
+        bad_ = strprintf("rank %d: %s: peer-memory steps are not simulated yet", r, describeStep(s).c_str());
         return;
     }
     dstMap.write(s.dst, done);

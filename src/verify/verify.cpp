@@ -595,6 +595,12 @@ class Verifier {
       }
       case StepKind::SwitchReduce:
         return fail(r, s, "internal: switch_reduce is a rendezvous (switchStep), not a local step");
+      case StepKind::Put:
+      case StepKind::Get:
+      case StepKind::GetReduce:
+      case StepKind::Signal:
+      case StepKind::Wait:
+        return fail(r, s, "peer-memory steps are not verified yet");
       case StepKind::Copy:
       case StepKind::Reduce: {
         TRIB_RETURN_IF_ERROR(resolve(r, s, s.src, false, &us));
