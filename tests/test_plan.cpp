@@ -186,7 +186,7 @@ TEST(Overrides, EveryRegisteredHostScheduleCanBeForced) {
   for (int ci = 0; ci < kNumColls; ++ci) {
     const auto coll = static_cast<Coll>(ci);
     for (const AlgoInfo* info : algorithmsFor(coll)) {
-      if (needsOffload(info->algo)) {  // their offloads: tests/test_switch_plan.cpp, test_shm.cpp
+      if (needsOffload(info->algo) || needsWindows(info->algo)) {  // test_switch_plan, test_shm_windows
         EXPECT_NE(algoNeeds(info->algo), nullptr) << algoName(info->algo);
         continue;
       }

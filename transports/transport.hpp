@@ -57,22 +57,18 @@ class PeerWindows {
   virtual uint64_t windowBytes() const = 0;
   // Where communicator rank r's window is mapped here (this rank's own included).
   virtual uint8_t* windowOf(int rank) const = 0;
-  // Sends the next signal to `peer`, after everything this thread stored before (release).
-  virtual void signal(int peer) = 0;
-  // Signals received from `peer` so far (acquire: what it stored before them is visible), or an
-  // error once the peer is gone (tribRemoteError naming it) or the windows were aborted.
-  virtual Status signalsFrom(int peer, uint64_t* count) = 0;
-  // Signals from `peer` that this rank's executions have consumed: the next Wait(peer) completes
-  // at signal number waitsPosted(peer) + 1. The executor advances it as it starts Wait steps.
+  // Sends the next signal to `peer`, after everything this thread stored before (release). It
+  // carries the low bits of `fingerprint` (fingerprintMask), which the executor derives from the
+  // call, so that ranks running different calls find out instead of reading wrong data.
+  virtual void signal(int peer, uint32_t fingerprint) = 0;
+  virtual uint32_t fingerprintMask() const = 0;
+  // Loads how many signals `peer` has sent this rank and the latest one's fingerprint (acquire:
+  // what it stored before them is visible). Below `target`, it also checks the peer: an error
+  // once the peer is gone or broken (tribRemoteError naming it) or the windows were aborted.
+  virtual Status pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) = 0;
+  // Signals from `peer` that this rank's executions have waited for (or will, once posted): the
+  // executor numbers its Wait steps from it, so that it continues across calls.
   virtual uint64_t& waitsPosted(int peer) = 0;
-};
-
-// Transitional (goes when the shm board becomes the shm windows): the board's offloads.
-class CollectiveOffload;
-struct TransportOffloads {
-  CollectiveOffload* oneShot = nullptr;
-  uint64_t oneShotBytes = 0;
-  CollectiveOffload* twoShot = nullptr;
 };
 
 class Transport {
@@ -97,7 +93,6 @@ class Transport {
   // Every rank's window, when this transport maps them all (one host); nullptr: it does not.
   // Owned by the transport; its abort() makes signalsFrom() fail.
   virtual PeerWindows* windows() { return nullptr; }
-  virtual TransportOffloads offloads() const { return {}; }
 };
 
 class CollectiveOffload;

@@ -121,7 +121,9 @@ struct Step {
     return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce;
   }
   // Put/Get/GetReduce: one region is the peer's window (dst for Put, src for the others).
-  bool isPeerMemory() const { return kind == StepKind::Put || kind == StepKind::Get || kind == StepKind::GetReduce; }
+  bool isPeerMemory() const {
+    return kind == StepKind::Put || kind == StepKind::Get || kind == StepKind::GetReduce;
+  }
   bool isSync() const { return kind == StepKind::Signal || kind == StepKind::Wait; }
   bool readsSrc() const { return kind != StepKind::Recv && !isSync(); }
   // Regions this step reads (up to 2) and writes (up to 1). Reduce and GetReduce read dst too.

@@ -51,16 +51,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_NODE_ID", "", "Index of this host (with TRIB_RANK; optional)."},
       {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
-      {"TRIB_SHM_BOARD_BYTES", "1048576",
-       "Shared-memory board cell (bytes), when every rank is on one host: one-shot all-reduce's largest "
-       "size, "
-       "two-shot's chunk; 0 turns the board off."},
-      {"TRIB_SHM_STREAM_CELLS", "auto",
-       "Shared-memory two-shot: write the board's cells with streaming stores (1), plain (0), or choose "
-       "per operation from measured speed (auto)."},
-      {"TRIB_SHM_MAPPED", "1",
-       "Shared-memory board: when every rank's all-reduce buffers come from tribMemAlloc, map peers' "
-       "buffers and reduce in place (0: always stage through the board)."},
+      {"TRIB_SHM_WINDOW_BYTES", "2097152",
+       "Shared-memory window per rank (bytes, two cells), when every rank is on one host: one-shot "
+       "all-reduce takes up to a cell, two-shot runs a cell per chunk; 0: no windows."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_LINK", "tcp",

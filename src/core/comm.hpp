@@ -67,6 +67,7 @@ struct PlanKey {
   trib::DataType dtype;
   trib::RedOp op;
   trib::MemoryKind memory;
+  uint8_t windowCell;  // peer-memory schedules differ by the cell they start in
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
@@ -74,7 +75,7 @@ struct PlanKeyHash {
     size_t h = k.count * 0x9e3779b97f4a7c15ull;
     h ^= (static_cast<size_t>(k.coll) << 1) ^ (static_cast<size_t>(k.root) << 9) ^
          (static_cast<size_t>(k.dtype) << 40) ^ (static_cast<size_t>(k.op) << 48) ^
-         (static_cast<size_t>(k.memory) << 56) ^ k.inPlace;
+         (static_cast<size_t>(k.memory) << 56) ^ (static_cast<size_t>(k.windowCell) << 60) ^ k.inPlace;
     return h;
   }
 };
@@ -142,11 +143,11 @@ struct tribComm {
   // one per domain of sliceStride ranks); null when the domains do not allow one.
   std::unique_ptr<trib::CollectiveOffload> sliceOffload;
   int sliceStride = 0;
-  // A transport's one-shot board (TransportOffloads, owned by the transport; the shm board when
-  // every rank is on this host): runs the OneShot all-reduce for requests of up to boardBytes.
-  trib::CollectiveOffload* board = nullptr;
-  trib::CollectiveOffload* twoShotBoard = nullptr;  // the same board, TwoShot all-reduce of any size
-  uint64_t boardBytes = 0;
+  // Every rank's window, when a transport maps them all (owned by it; the shm transport's when
+  // every rank is on this host): what peer-memory schedules (one-shot, two-shot) run over.
+  // windowCell: the cell the next such call starts in (algo/schedule.hpp), the same on every rank.
+  trib::PeerWindows* windows = nullptr;
+  int windowCell = 0;
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
   // Collectives (a bit each) whose forced algorithm could not run and was warned about.
   mutable std::atomic<uint32_t> forcedAlgoWarned{0};
@@ -178,6 +179,10 @@ struct tribRequest {
   trib::Status result;
   std::chrono::steady_clock::time_point started;
   std::shared_ptr<trib::SwitchRun> switchRun;  // Algo::Switch: agreement and host fallback phases
+  // A peer-memory plan's execution starts only once the communicator's earlier one finished (their
+  // cells and signal counts follow each other); until then it waits here, not started.
+  bool usesWindows = false;
+  bool deferred = false;
 };
 
 namespace trib {
@@ -261,5 +266,12 @@ Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* arg
                        ChoiceFor purpose = ChoiceFor::Call);
 // The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
 CollectiveOffload* offloadFor(const tribComm* comm, Algo algo);
+// The schedule's request for a validated call on this communicator (its window cell included).
+CollArgs argsFor(const tribComm* comm, const CollCall& call);
+// What an execution of `algo` for `call` runs on besides the transports: sets opts' nranks and
+// offload and, for a peer-memory schedule, the windows and the call's fingerprint, and moves the
+// communicator's next window cell past the cells this call uses (every rank alike).
+void attachRunResources(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo,
+                        ExecOptions* opts);
 
 }  // namespace trib

@@ -125,13 +125,8 @@ Status connectTransports(tribComm* comm, const std::vector<RankLocation>& locati
     std::unique_ptr<Transport> t;
     TRIB_RETURN_IF_ERROR(d->connect(args, &t).prefix("communicator init: "));
     for (int p : args.peers) comm->peers[p] = t.get();
-    // Offloads over the transport's windows (one-shot/two-shot all-reduce), for the planner.
-    TransportOffloads off = t->offloads();
-    if (off.oneShot && !comm->board) {
-      comm->board = off.oneShot;
-      comm->boardBytes = off.oneShotBytes;
-    }
-    if (off.twoShot && !comm->twoShotBoard) comm->twoShotBoard = off.twoShot;
+    // Peer-memory schedules need every rank's window: a transport that maps them all has them.
+    if (PeerWindows* w = t->windows(); w && !comm->windows) comm->windows = w;
     comm->ownedTransports.push_back(std::move(t));
     summary += (summary.empty() ? "" : "+") + std::string(d->name);
   }

@@ -42,16 +42,6 @@ bool matchesInPlace(const tribComm* comm, const CollCall& call, size_t es) {
   }
 }
 
-CollArgs argsFor(const tribComm* comm, const CollCall& call) {
-  CollArgs a;
-  a.coll = call.coll;
-  a.nranks = comm->nranks;
-  a.root = call.root;
-  a.count = call.count;
-  a.inPlace = matchesInPlace(comm, call, dataTypeSize(call.dtype));
-  return a;
-}
-
 Status checkBuffer(const char* name, const void* p, uint64_t elems, size_t es, DataType dtype) {
   if (elems == 0) return Status::Ok();
   if (!p) {
@@ -90,6 +80,15 @@ void breakComm(tribComm* comm, const Status& why) {
   comm->abortTransports(why);
 }
 
+// Whether a peer-memory execution issued before `req` on its communicator is still running.
+bool earlierWindowRun(const tribComm* comm, const tribRequest* req) {
+  for (const tribRequest* r : comm->active) {
+    if (r == req) return false;
+    if (r->usesWindows && !r->done) return true;
+  }
+  return false;
+}
+
 Status startRequest(tribRequest* req) {
   Status st = req->exec->start();
   bool done = false;
@@ -124,6 +123,12 @@ void commProgress(tribComm* comm) {
   for (size_t i = 0; i < n; ++i) {
     tribRequest* r = running[i];
     if (r->done) continue;
+    if (r->deferred) {
+      if (earlierWindowRun(comm, r)) continue;
+      r->deferred = false;
+      (void)startRequest(r);  // a failure retires it with its error
+      continue;
+    }
     bool done = false;
     Status st = r->exec->progress(&done);
     if (r->switchRun && (done || !st.ok())) st = advanceSwitchRun(r, st, &done);
@@ -138,6 +143,18 @@ void commProgress(tribComm* comm) {
 }
 
 }  // namespace
+
+CollArgs argsFor(const tribComm* comm, const CollCall& call) {
+  CollArgs a;
+  a.coll = call.coll;
+  a.nranks = comm->nranks;
+  a.root = call.root;
+  a.count = call.count;
+  a.inPlace = matchesInPlace(comm, call, dataTypeSize(call.dtype));
+  if (comm->windows) a.windowElems = comm->windows->windowBytes() / dataTypeSize(call.dtype);
+  a.windowCell = comm->windowCell;
+  return a;
+}
 
 Status validateCall(const tribComm* comm, const CollCall& call) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
@@ -213,7 +230,8 @@ static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const
               args.count,
               call.dtype,
               call.op,
-              callMemoryKind(call)};
+              callMemoryKind(call),
+              static_cast<uint8_t>(args.windowCell)};
   auto it = comm->planCache.find(key);
   if (it == comm->planCache.end()) {
     const AlgoInfo* algo = nullptr;
@@ -257,12 +275,17 @@ static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& a
   }
   // Switch plans also get their agreement/fallback phases; every offloaded plan its offload.
   if (isSwitchAlgo(plan->algo->algo)) prepareSwitchRun(comm, call, args, plan->algo->algo, req, &opts);
-  opts.offload = offloadFor(comm, plan->algo->algo);
+  attachRunResources(comm, call, args, plan->algo->algo, &opts);
+  // A switch collective may fall back to a peer-memory schedule: it takes its turn as one.
+  req->usesWindows = comm->windows && (opts.windows || req->switchRun);
   TRIB_TRACE("coll", "%s", req->what().c_str());
   req->exec = std::make_unique<Execution>(plan->steps, bufs, comm->peers, opts);
-  TRIB_RETURN_IF_ERROR(startRequest(req));
   *out = req;
-  return Status::Ok();
+  if (req->usesWindows && earlierWindowRun(comm, req)) {
+    req->deferred = true;  // started by commProgress once the earlier one is done
+    return Status::Ok();
+  }
+  return startRequest(req);
 }
 
 Status launchCollective(tribComm* comm, const CollCall& userCall, tribRequest** out) {
@@ -311,44 +334,6 @@ std::string timeoutMessage(const std::string& what, std::chrono::milliseconds ti
       what.c_str(), timeout.count() / 1000.0, pending.c_str());
 }
 
-// A blocking all-reduce whose plan is one step on the shm board (one-shot, two-shot), while this
-// rank has nothing else in flight: posted to the board and waited for right here, with no request
-// or execution (those were most of an 8-byte all-reduce's cost). The board sees the same post as
-// through the executor, so ranks may take either path for the same call.
-Status runOnBoard(tribComm* comm, const CollCall& call, const CachedPlan& plan, CollectiveOffload* board) {
-  comm->collSeq++;  // as launchPlan does: the sequence stays the same on every rank
-  const char* algo = algoName(plan.algo->algo);
-  TRIB_TRACE("coll", "%s", describeCall(comm, call, algo).c_str());
-  TransferOp op;
-  (void)board->postAllReduce(call.sendbuff, call.recvbuff, call.count, call.dtype,
-                             call.op == tribAvg ? tribSum : call.op, &op);  // a refusal fails `op`
-  Status polled;
-  auto finished = [&] {
-    if (op.done()) return true;
-    polled = board->progress();
-    return !polled.ok() || op.done();
-  };
-  if (!pollUntil(comm->config.timeout, finished, [&] { return board->progressCount(); })) {
-    Status err(tribTimeout, timeoutMessage(describeCall(comm, call, algo), comm->config.timeout,
-                                           strprintf("the %s step on %s", algo, board->name())));
-    TRIB_WARN("coll", "%s", err.message().c_str());
-    breakComm(comm, err);  // fails `op` too: nothing refers to the caller's buffers after this
-    return err;
-  }
-  if (!polled.ok() || op.state.load() == TransferOp::kFailed) {
-    Status why = polled.ok() ? op.error : polled;
-    const std::string what = describeCall(comm, call, algo);
-    TRIB_WARN("coll", "%s failed: %s", what.c_str(), why.message().c_str());
-    Status err = why.prefix(what + ": ");
-    breakComm(comm, err);  // fails `op` too when it is still posted
-    return err;
-  }
-  // The board runs host memory only: the host division, inline, as the host engine runs it.
-  if (call.op == tribAvg)
-    avgFinalize(call.recvbuff, call.count, call.dtype, static_cast<uint64_t>(comm->nranks));
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status runBlocking(tribComm* comm, const CollCall& userCall) {
@@ -357,10 +342,6 @@ Status runBlocking(tribComm* comm, const CollCall& userCall) {
   const CollCall call = classified(comm, userCall, args);
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
-  const Algo algo = plan->algo->algo;
-  if ((algo == Algo::OneShot || algo == Algo::TwoShot) && call.count > 0 && comm->active.empty() &&
-      !inGroup())
-    if (CollectiveOffload* board = offloadFor(comm, algo)) return runOnBoard(comm, call, *plan, board);
   tribRequest* req = nullptr;
   TRIB_RETURN_IF_ERROR(launchPlan(comm, call, args, plan, &req));
   return finishBlocking(req);

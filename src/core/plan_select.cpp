@@ -87,13 +87,29 @@ CollectiveOffload* offloadFor(const tribComm* comm, Algo algo) {
       return comm->switchOffload.get();
     case Algo::HierSwitch:
       return comm->sliceOffload.get();
-    case Algo::OneShot:
-      return comm->board;
-    case Algo::TwoShot:
-      return comm->twoShotBoard;
     default:
       return nullptr;
   }
+}
+
+// FNV-1a of what every rank of one call shares (not its buffers, nor whether it runs in place).
+static uint32_t callFingerprint(const CollCall& call, Algo algo) {
+  const uint64_t fields[] = {
+      static_cast<uint64_t>(call.coll),  static_cast<uint64_t>(algo),    call.count,
+      static_cast<uint64_t>(call.dtype), static_cast<uint64_t>(call.op), static_cast<uint64_t>(call.root)};
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t f : fields) h = (h ^ f) * 1099511628211ull;
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+void attachRunResources(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo,
+                        ExecOptions* opts) {
+  opts->nranks = comm->nranks;
+  opts->offload = offloadFor(comm, algo);
+  if (!needsWindows(algo)) return;
+  opts->windows = comm->windows;
+  opts->callFingerprint = callFingerprint(call, algo);
+  comm->windowCell = static_cast<int>((comm->windowCell + windowChunks(algo, args)) % 2);
 }
 
 Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
@@ -112,7 +128,8 @@ Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* arg
   const bool hostOnly = purpose == ChoiceFor::SwitchAgreement;
   req.switchDown = hostOnly || !switchUsable(comm);
   req.sliceStride = !hostOnly && sliceUsable(comm) ? comm->sliceStride : 0;
-  req.oneShotBytes = comm->board ? comm->boardBytes : 0;
+  // One-shot takes what fits in one window cell; two-shot any size, a cell at a time.
+  req.oneShotBytes = comm->windows ? comm->windows->windowBytes() / 2 / elemSize * elemSize : 0;
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:
@@ -130,18 +147,18 @@ Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* arg
   args->chunkElems = comm->config.chunkBytes ? std::max<uint64_t>(1, comm->config.chunkBytes / elemSize)
                                              : std::max<uint64_t>(1, plan.chunkElems);
   // Offload plans need their offload: an attached switch (and hier_switch its slice groups for
-  // these domains), the shm board. The planner only offers them then; this guards against drift.
-  const bool offloadMissing =
-      (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
-      (algo && algo->algo == Algo::HierSwitch &&
-       (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride)) ||
-      (algo && algo->algo == Algo::OneShot && (!comm->board || req.bytes > comm->boardBytes)) ||
-      (algo && algo->algo == Algo::TwoShot && !comm->twoShotBoard);
+  // these domains); peer-memory plans every rank's window. The planner only offers them then;
+  // this guards against drift (supports() below checks that the call fits the window).
+  const bool offloadMissing = (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
+                              (algo && algo->algo == Algo::HierSwitch &&
+                               (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride)) ||
+                              (algo && needsWindows(algo->algo) && !comm->windows);
   if (!algo || !algo->supports(*args) || offloadMissing) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {
-      if (!algo && a->supports(*args) && !needsOffload(a->algo)) algo = a;
+      if (!algo && a->supports(*args) && !needsOffload(a->algo) && (!needsWindows(a->algo) || comm->windows))
+        algo = a;
     }
     if (!algo) {
       return errorf(tribInternalError, "no algorithm supports %s on %d ranks", collName(args->coll),

@@ -311,10 +311,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       flag.count = 1;
       flag.dtype = tribInt32;
       flag.op = tribMin;
-      CollArgs a;
-      a.coll = Coll::AllReduce;
-      a.nranks = comm->nranks;
-      a.count = 1;
+      CollArgs a = argsFor(comm, flag);
       const AlgoInfo* algo = nullptr;
       TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, flag, &a, &algo, ChoiceFor::SwitchAgreement));
       auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, a, comm->rank));
@@ -326,7 +323,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       o.seq = run.agreeSeq;
       o.rank = comm->rank;
       o.engine = comm->engine;
-      o.offload = offloadFor(comm, algo->algo);  // the shm board, when it is the choice
+      attachRunResources(comm, flag, a, algo->algo, &o);  // one-shot's windows, when it is the choice
       ExecBuffers b{&run.flagIn, &run.flagOut, run.agreeScratch.data(), 1, 1, scratch};
       return startPhase(req, std::make_unique<Execution>(std::move(steps), b, comm->peers, o), done);
     }
@@ -350,6 +347,8 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       run.phase = SwitchRun::Fallback;
       const size_t es = dataTypeSize(run.call.dtype);
       const AlgoInfo* algo = nullptr;
+      // The agreement may have used a window cell since the call was launched.
+      run.args.windowCell = comm->windowCell;
       TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, run.call, &run.args, &algo, ChoiceFor::Failover));
       auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, run.args, comm->rank));
       TRIB_RETURN_IF_ERROR(
@@ -368,7 +367,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       o.engine = comm->engine;
       o.avgDivisor = run.avgDivisor;  // the same output region as the switch phase's
       o.avgRegion = run.avgRegion;
-      o.offload = offloadFor(comm, algo->algo);  // the host fallback may be the shm one-shot board
+      attachRunResources(comm, run.call, run.args, algo->algo, &o);  // the fallback may use windows
       req->fallback = algoName(algo->algo);
       return startPhase(req, std::make_unique<Execution>(std::move(steps), b, comm->peers, o), done);
     }

@@ -61,7 +61,8 @@ bool Execution::conflicts(size_t e, size_t l) const {
   const Slot& a = slots_[e];
   const Slot& b = slots_[l];
   for (const Range* w : {&a.write, &a.write2})
-    if (w->overlaps(b.read1) || w->overlaps(b.read2) || w->overlaps(b.write) || w->overlaps(b.write2)) return true;
+    if (w->overlaps(b.read1) || w->overlaps(b.read2) || w->overlaps(b.write) || w->overlaps(b.write2))
+      return true;
   for (const Range* w : {&b.write, &b.write2})
     if (w->overlaps(a.read1) || w->overlaps(a.read2)) return true;
   return false;
@@ -96,7 +97,8 @@ Status Execution::start() {
       if ((s.isPeerMemory() || s.isSync()) && (s.peer < 0 || s.peer >= opts_.nranks || s.peer == opts_.rank))
         return stepError(i, errorf(tribInternalError, "peer %d has no window here", s.peer));
       if ((s.srcIsPeers() && s.src.buf != Buf::Window) || (s.dstIsPeers() && s.dst.buf != Buf::Window))
-        return stepError(i, errorf(tribInternalError, "a peer's memory is reachable only through its window"));
+        return stepError(i,
+                         errorf(tribInternalError, "a peer's memory is reachable only through its window"));
     }
     if (s.readsSrc()) slot.read1 = range(s.src, s.srcIsPeers() ? s.peer : -1);
     if (s.readsDst()) slot.read2 = range(s.dst);
@@ -167,7 +169,7 @@ Status Execution::startStep(size_t i) {
     }
     case StepKind::Signal:
       // Every earlier step it orders is done (the scoreboard saw to it): publish them.
-      opts_.windows->signal(s.peer);
+      opts_.windows->signal(s.peer, opts_.callFingerprint);
       slot.state = State::Done;
       return Status::Ok();
     case StepKind::Wait:
@@ -197,12 +199,24 @@ Status Execution::startStep(size_t i) {
 Status Execution::pollWait(size_t i) {
   Slot& slot = slots_[i];
   uint64_t received = 0;
-  Status st = opts_.windows->signalsFrom(steps_[i].peer, &received);
+  uint32_t fingerprint = 0;
+  Status st = opts_.windows->pollSignals(steps_[i].peer, slot.tag, &received, &fingerprint);
   if (!st.ok()) {
     slot.op.fail(st);
-  } else if (received >= slot.tag) {
-    slot.state = State::Done;
+    return Status::Ok();
   }
+  if (received < slot.tag) return Status::Ok();
+  // Only the signal this Wait matches says which call the peer is in (a later one may be the
+  // peer's next call already).
+  const uint32_t mine = opts_.callFingerprint & opts_.windows->fingerprintMask();
+  if (received == slot.tag && fingerprint != mine) {
+    slot.op.fail(errorf(tribInvalidUsage,
+                        "rank %d signalled for another call (fingerprint %05x, this rank's %05x): "
+                        "mismatched collective arguments across ranks?",
+                        steps_[i].peer, fingerprint, mine));
+    return Status::Ok();
+  }
+  slot.state = State::Done;
   return Status::Ok();
 }
 

@@ -56,6 +56,10 @@ struct ExecOptions {
   // Executions that use windows must not overlap on one communicator (their cells and signal
   // counts follow each other, algo/schedule.hpp).
   PeerWindows* windows = nullptr;
+  // What this call is (collective, algorithm, count, dtype, op, root: the communicator hashes
+  // them), carried by its signals: a Wait that receives another call's signal fails the call with
+  // tribInvalidUsage on every rank, as a message of the wrong size does.
+  uint32_t callFingerprint = 0;
 };
 
 class Execution {

@@ -41,8 +41,8 @@ struct PlanRequest {
   // hier_switch needs the communicator's slice groups registered at the switch for its domains:
   // their stride (ranks per domain), 0 = none.
   int sliceStride = 0;
-  // The largest all-reduce (bytes) the communicator's shared-memory board takes (OneShot);
-  // 0: no board (ranks on several hosts, or TRIB_SHM_BOARD_BYTES=0).
+  // A cell of every rank's peer window (bytes): the largest all-reduce OneShot takes, TwoShot's
+  // chunk; 0: no windows (ranks on several hosts, or TRIB_SHM_WINDOW_BYTES=0).
   uint64_t oneShotBytes = 0;
 };
 

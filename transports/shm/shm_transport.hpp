@@ -12,17 +12,10 @@
 // publishes {address, bytes} and the receiver pulls with process_vm_readv (CMA), when the kernel
 // allows it (probed at connect); otherwise, or with TRIB_SHM_CMA=0, the slot path carries them.
 //
-// When every rank of the communicator is local, each segment also holds a board: two cells
-// (consecutive steps alternate) where the rank posts an all-reduce input with a sequence number.
-// One-shot (board()): every rank reduces all the posted inputs in rank order. Two-shot
-// (twoShotBoard(), any size, one cell-sized chunk per step): each rank reduces one slice of every
-// input in rank order, publishes it in its cell, and copies the others' slices. Both are
-// CollectiveOffloads running their schedule's one step. Reuse is safe without any
-// acknowledgement: a rank posts step k+2 into the cell of k only after completing k+1, which
-// needs every rank's k+1 post (two-shot: result), made only after it finished reading step k.
-// Mapped two-shot: when every rank's input and output are shared buffers (tribMemAlloc; peers
-// take their memfds with pidfd_getfd, probed at connect), a two-shot all-reduce is one step that
-// reduces straight from the peers' inputs into their outputs, with no staging copies.
+// When every rank of the communicator is local, each segment also holds the rank's window (two
+// cells for peer-memory schedules: one-shot and two-shot all-reduce, algo/oneshot.cpp) and one
+// signal line per local rank: PeerWindows (transport.hpp), which the executor runs those
+// schedules over. The transport only maps and signals; the algorithm is the schedule's.
 //
 // A peer whose process is gone (kill(pid, 0) fails, or it is a zombie) fails every pending op
 // with that peer with tribRemoteError naming its rank, within livenessIntervalMs of progress().
@@ -45,8 +38,7 @@ struct ShmOptions {
   size_t cmaThreshold = 256 << 10;
   int livenessIntervalMs = 50;  // how often progress() checks that peers are alive
   int detachTimeoutMs = 30000;  // bound on detachSend waiting for a receiver mid-read
-  int64_t boardBytes = -1;      // board cell size; -1: TRIB_SHM_BOARD_BYTES; 0: no board
-  int mapped = -1;              // -1: TRIB_SHM_MAPPED; 0/1 force off/allow mapped two-shot
+  int64_t windowBytes = -1;     // each rank's window (two cells); -1: TRIB_SHM_WINDOW_BYTES; 0: none
 };
 
 class ShmTransport final : public Transport {
@@ -64,21 +56,11 @@ class ShmTransport final : public Transport {
   void detachSend(TransferOp* op) override;
   Status progress() override;
   void abort(const Status& why) override;
-  TransportOffloads offloads() const override { return {board(), boardBytes(), twoShotBoard()}; }
+  // Every rank's window, when every rank is local and windows are enabled; else nullptr.
+  PeerWindows* windows() override;
 
   // Whether large sends to `peer` go single-copy (CMA enabled and the peer can read this process).
   bool usesCma(int peer) const;
-  // The one-shot board, when every rank is local and it is enabled; else nullptr. Owned here;
-  // abort() fails its operations too. boardBytes(): the largest all-reduce it takes.
-  CollectiveOffload* board() const { return board_.get(); }
-  // The same board running two-shot all-reduces (any size, in cell-sized chunks); nullptr as board().
-  CollectiveOffload* twoShotBoard() const { return twoShotBoard_.get(); }
-  uint64_t boardBytes() const;
-  // Whether two-shot reduces straight between shared (tribMemAlloc) buffers when every rank posts
-  // them (TRIB_SHM_MAPPED, and every local rank could take every other's fds at connect), and how
-  // many all-reduces ran that way.
-  bool mapsSharedBuffers() const;
-  uint64_t mappedAllReduces() const;
   // The segment name prefix under /dev/shm (for leak checks).
   static constexpr const char* kSegmentPrefix = "trib-";
 
@@ -87,8 +69,7 @@ class ShmTransport final : public Transport {
  private:
   explicit ShmTransport(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<CollectiveOffload> board_;
-  std::unique_ptr<CollectiveOffload> twoShotBoard_;
+  std::unique_ptr<PeerWindows> windows_;
 };
 
 }  // namespace trib

@@ -1,0 +1,274 @@
+// The shm transport's peer windows, driven as the communicator drives them: one-shot and two-shot
+// all-reduce schedules (algo/oneshot.cpp) run by the executor over ShmTransport::windows() between
+// forked processes. Exact sums, identical bits on every rank, cell reuse across calls, mismatched
+// calls caught on every rank, and dead or aborted peers named promptly.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+
+#include "algo/schedule.hpp"
+#include "exec/executor.hpp"
+#include "shm_util.hpp"
+
+using namespace trib;
+using namespace trib::testing;
+
+namespace {
+
+ShmOptions windowOptions(int64_t windowBytes) {
+  ShmOptions o;
+  o.slotBytes = 16 << 10;
+  o.nslots = 8;
+  o.windowBytes = windowBytes;
+  return o;
+}
+
+void expectAllOk(const std::vector<ChildResult>& res, const std::vector<pid_t>& pids) {
+  ASSERT_FALSE(res.empty()) << "could not start the store server";
+  for (auto& r : res) EXPECT_EQ(r.code, 0) << "child pid " << r.pid << " failed (code " << r.code << ")";
+  for (pid_t p : pids) EXPECT_TRUE(shmLeftovers(p).empty()) << "leaked /dev/shm segment of pid " << p;
+}
+
+// One rank's side of a communicator's sequence of peer-memory all-reduces.
+class WindowRank {
+ public:
+  WindowRank(ShmTransport& t, int rank, int n) : t_(t), rank_(rank), n_(n), peers_(n, nullptr) {}
+
+  // Runs one all-reduce with `algo` to completion (or failure, or timeoutMs); the status is the
+  // execution's. `fingerprint` stands for the call (the communicator hashes its arguments).
+  Status allReduce(Algo algo, const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
+                   uint32_t fingerprint = 0, int timeoutMs = 20000) {
+    CollArgs a;
+    a.coll = Coll::AllReduce;
+    a.nranks = n_;
+    a.count = count;
+    a.inPlace = src == dst;
+    a.windowElems = t_.windows() ? t_.windows()->windowBytes() / dataTypeSize(dtype) : 0;
+    a.windowCell = cell_;
+    const AlgoInfo* info = findAlgorithm(Coll::AllReduce, algo);
+    if (!info || !info->supports(a))
+      return errorf(tribInvalidArgument, "%s does not take this call", algoName(algo));
+    auto steps = std::make_shared<const std::vector<Step>>(materialize(*info, a, rank_));
+    cell_ = static_cast<int>((cell_ + windowChunks(algo, a)) % 2);
+    ExecBuffers bufs{src, dst, nullptr, count, count, 0};
+    ExecOptions opts;
+    opts.dtype = dtype;
+    opts.op = op;
+    opts.rank = rank_;
+    opts.nranks = n_;
+    opts.windows = t_.windows();
+    opts.callFingerprint =
+        fingerprint ? fingerprint : static_cast<uint32_t>(count * 31 + static_cast<int>(algo));
+    Execution exec(steps, bufs, peers_, opts);
+    TRIB_RETURN_IF_ERROR(exec.start());
+    auto deadline = net::deadlineAfter(timeoutMs);
+    for (;;) {
+      bool done = false;
+      TRIB_RETURN_IF_ERROR(exec.progress(&done));
+      if (done) return Status::Ok();
+      if (net::Clock::now() > deadline)
+        return errorf(tribTimeout, "still waiting: %s", exec.describePending().c_str());
+      sched_yield();
+    }
+  }
+
+ private:
+  ShmTransport& t_;
+  int rank_, n_;
+  std::vector<Transport*> peers_;  // no two-sided steps in these schedules
+  int cell_ = 0;
+};
+
+int64_t expectedSum(int n, uint64_t e, int round) {
+  int64_t want = 0;
+  for (int r = 0; r < n; ++r) want += r * 1000 + static_cast<int64_t>(e) * 3 + round;
+  return want;
+}
+
+}  // namespace
+
+// Many back-to-back all-reduces, one-shot (0 .. the whole 4 KiB cell) mixed with two-shot (0 ..
+// three cells and a bit: several chunks, unequal slices, odd and even chunk counts, so the cells
+// alternate both ways), in and out of place: every rank gets exactly the sum, and for floats the
+// same bits on every rank and from either algorithm.
+TEST(ShmWindows, ConsecutiveAllReducesAreExactAndIdenticalOnEveryRank) {
+  for (int n : {2, 3, 4}) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        n, windowOptions(8192), 60,
+        [n](int rank, ShmTransport& t, Bootstrap& bs) {
+          CHILD_CHECK(t.windows() != nullptr && t.windows()->windowBytes() == 8192, 1);
+          WindowRank w(t, rank, n);
+          const uint64_t counts[] = {0, 1, 7, 1000, 1024};            // int32: up to the whole 4 KiB cell
+          const uint64_t twoShotCounts[] = {0, 5, 1024, 2500, 3073};  // up to 3 cells + 1 element
+          for (int round = 0; round < 40; ++round) {
+            for (int i = 0; i < 5; ++i) {
+              const bool twoShot = (i + round) % 3 == 0;
+              const uint64_t count = (twoShot ? twoShotCounts : counts)[(i + round) % 5];
+              std::vector<int32_t> in(count);
+              for (uint64_t e = 0; e < count; ++e) in[e] = static_cast<int32_t>(rank * 1000 + e * 3 + round);
+              const bool inPlace = (i + round) % 2 == 1;
+              std::vector<int32_t> out = inPlace ? in : std::vector<int32_t>(count, -1);
+              CHILD_OK(w.allReduce(twoShot ? Algo::TwoShot : Algo::OneShot, inPlace ? out.data() : in.data(),
+                                   out.data(), count, tribInt32, tribSum),
+                       2);
+              for (uint64_t e = 0; e < count; ++e) CHILD_CHECK(out[e] == expectedSum(n, e, round), 3);
+            }
+          }
+          std::vector<float> x(1000), y(1000), z(1000);
+          for (size_t e = 0; e < x.size(); ++e)
+            x[e] = 1.0f / static_cast<float>(rank + 3 + e % 7) + 1e-7f * e;
+          CHILD_OK(w.allReduce(Algo::OneShot, x.data(), y.data(), x.size(), tribFloat32, tribSum), 4);
+          CHILD_OK(w.allReduce(Algo::TwoShot, x.data(), z.data(), x.size(), tribFloat32, tribSum), 5);
+          CHILD_CHECK(std::memcmp(y.data(), z.data(), y.size() * sizeof(float)) == 0, 6);
+          std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(y.data()),
+                                    reinterpret_cast<uint8_t*>(y.data()) + y.size() * sizeof(float));
+          std::vector<std::vector<uint8_t>> everyone;
+          CHILD_OK(bs.allGather(mine, &everyone), 7);
+          for (auto& other : everyone) CHILD_CHECK(other == mine, 8);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
+
+// Three disagreements, each caught on every rank as tribInvalidUsage (never a silently wrong sum):
+// one-shot sizes, one rank running one-shot and the other two-shot, and two-shot sizes whose
+// first chunks agree.
+TEST(ShmWindows, MismatchedCallsFailOnEveryRank) {
+  for (int variant = 0; variant < 3; ++variant) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        2, windowOptions(8192), 30,
+        [variant](int rank, ShmTransport& t, Bootstrap&) {
+          WindowRank w(t, rank, 2);
+          std::vector<float> a(4096, 1.0f), b(4096);
+          const Algo algo = variant == 0 || (variant == 1 && rank == 0) ? Algo::OneShot : Algo::TwoShot;
+          const uint64_t counts[3][2] = {{64, 32}, {512, 512}, {4096, 2048}};  // 1024 floats a cell
+          const uint64_t count = counts[variant][rank];
+          // As the communicator does: the fingerprint hashes what the ranks must agree on.
+          const uint32_t fp = static_cast<uint32_t>(count * 2654435761u) ^ static_cast<uint32_t>(algo);
+          Status st = w.allReduce(algo, a.data(), b.data(), count, tribFloat32, tribSum, fp, 10000);
+          CHILD_CHECK(st.code() == tribInvalidUsage, 1);
+          CHILD_CHECK(st.message().find("mismatched") != std::string::npos, 2);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
+
+// Large enough for ~130 chunks of 64 KiB cells, into a destination that is not 8-byte aligned.
+TEST(ShmWindows, TwoShotLargeUnalignedOutOfPlace) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, windowOptions(128 << 10), 60,
+      [](int rank, ShmTransport& t, Bootstrap&) {
+        WindowRank w(t, rank, 2);
+        const size_t count = (8u << 20) / 8 + 3;  // int64: 8 MiB + 24 bytes
+        std::vector<int64_t> in(count);
+        std::vector<int64_t> outStore(count + 1, -1);
+        auto* out = reinterpret_cast<int64_t*>(reinterpret_cast<uint8_t*>(outStore.data()) + 4);
+        for (size_t e = 0; e < count; ++e) in[e] = static_cast<int64_t>(e) * (rank + 1);
+        CHILD_OK(w.allReduce(Algo::TwoShot, in.data(), out, count, tribInt64, tribSum), 1);
+        for (size_t e = 0; e < count; ++e) {
+          int64_t v;
+          std::memcpy(&v, out + e, sizeof v);
+          CHILD_CHECK(v == static_cast<int64_t>(e) * 3, 2);
+        }
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
+
+// One-shot takes one cell; no windows when they are turned off.
+TEST(ShmWindows, WhatTheyTakeAndWhenThereAreNone) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, windowOptions(1024), 30,
+      [](int rank, ShmTransport& t, Bootstrap&) {
+        WindowRank w(t, rank, 2);
+        std::vector<double> a(256), b(256);
+        CHILD_CHECK(w.allReduce(Algo::OneShot, a.data(), b.data(), 65, tribFloat64, tribSum).code() ==
+                        tribInvalidArgument,
+                    1);  // 512-byte cells hold 64 doubles
+        CHILD_OK(w.allReduce(Algo::OneShot, a.data(), b.data(), 64, tribFloat64, tribSum), 2);
+        CHILD_OK(w.allReduce(Algo::TwoShot, a.data(), b.data(), 256, tribFloat64, tribSum), 3);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+  auto off = runShmRanks(2, windowOptions(0), 30,
+                         [](int, ShmTransport& t, Bootstrap&) { return t.windows() == nullptr ? 0 : 1; });
+  for (auto& r : off) EXPECT_EQ(r.code, 0);
+}
+
+// A peer killed before its next call: the others' waits fail with tribRemoteError naming it, within
+// the liveness interval, not at the timeout.
+TEST(ShmWindows, PeerKilledBeforeSignallingFailsTheOthersNamingIt) {
+  for (bool twoShot : {false, true}) {
+    const int n = 3, victim = 1;
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        n, windowOptions(8192), 30,
+        [twoShot](int rank, ShmTransport& t, Bootstrap& bs) {
+          WindowRank w(t, rank, n);
+          const Algo algo = twoShot ? Algo::TwoShot : Algo::OneShot;
+          std::vector<int32_t> a(5000, rank), b(5000);
+          const uint64_t count = twoShot ? 5000 : 16;
+          CHILD_OK(w.allReduce(algo, a.data(), b.data(), count, tribInt32, tribSum), 1);
+          CHILD_CHECK(b[0] == 0 + 1 + 2, 2);
+          CHILD_OK(bs.barrier(), 3);
+          if (rank == victim) kill(getpid(), SIGKILL);
+          auto t0 = net::Clock::now();
+          Status st = w.allReduce(algo, a.data(), b.data(), count, tribInt32, tribSum, 0, 10000);
+          double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+          CHILD_CHECK(ms < 3000, 4);
+          CHILD_CHECK(st.code() == tribRemoteError, 5);
+          CHILD_CHECK(st.message().find("rank 1") != std::string::npos, 6);
+          return 0;
+        },
+        &pids);
+    ASSERT_EQ(res.size(), 3u);
+    EXPECT_EQ(res[0].code, 0);
+    EXPECT_EQ(res[1].code, 128 + SIGKILL);
+    EXPECT_EQ(res[2].code, 0);
+    for (pid_t p : pids) EXPECT_TRUE(shmLeftovers(p).empty()) << "leaked segment of pid " << p;
+  }
+}
+
+// A rank whose transport is aborted (alive, but it will not signal again) says so in its segment
+// header: the others fail at once with an error naming it, instead of at a timeout.
+TEST(ShmWindows, AbortedPeerFailsTheOthersPromptly) {
+  for (bool twoShot : {false, true}) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        3, windowOptions(8192), 30,
+        [twoShot](int rank, ShmTransport& t, Bootstrap& bs) {
+          WindowRank w(t, rank, 3);
+          const Algo algo = twoShot ? Algo::TwoShot : Algo::OneShot;
+          std::vector<int32_t> a(3000, rank), b(3000);
+          const uint64_t count = twoShot ? 3000 : 16;
+          CHILD_OK(w.allReduce(algo, a.data(), b.data(), count, tribInt32, tribSum), 1);
+          CHILD_OK(bs.barrier(), 2);
+          if (rank == 1) {
+            t.abort(errorf(tribAborted, "test abort"));
+            CHILD_OK(bs.barrier(), 9);  // alive while the others wait: not a dead peer
+            return 0;
+          }
+          auto t0 = net::Clock::now();
+          Status st = w.allReduce(algo, a.data(), b.data(), count, tribInt32, tribSum, 0, 10000);
+          double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+          CHILD_CHECK(ms < 2000, 3);
+          CHILD_CHECK(st.code() == tribRemoteError, 4);
+          CHILD_CHECK(st.message().find("rank 1") != std::string::npos, 5);
+          CHILD_OK(bs.barrier(), 9);
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
