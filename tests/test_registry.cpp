@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "bootstrap/store.hpp"
 #include "core/comm.hpp"
 #include "support/launcher.hpp"
 #include "transports/loopback/loopback.hpp"
@@ -353,6 +354,41 @@ TEST(TransportRegistry, SplitSharesTheUcxContext) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r], 2.0f);
   for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
 #endif
+}
+
+// A split through the store takes its members' locations from its parent: it publishes no size
+// and no location of its own (the parent's join keys are there; the split's are not), and works.
+TEST(CommCreation, AStoreSplitRepeatsNoJoinExchange) {
+  std::vector<tribComm_t> comms;
+  std::vector<std::string> errors;
+  initThreads(3, nullptr, &comms, &errors);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  std::vector<tribComm_t> subs(3, nullptr);
+  std::vector<float> out(3, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      // Ranks 0 and 2 in reverse order; rank 1 alone.
+      ASSERT_EQ(tribCommSplit(comms[r], r % 2, -r, &subs[r], nullptr), tribSuccess)
+          << tribGetLastError(nullptr);
+      float in = static_cast<float>(r + 1);
+      EXPECT_EQ(tribAllReduce(&in, &out[r], 1, tribFloat32, tribSum, subs[r], nullptr), tribSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(out, (std::vector<float>{4, 2, 4}));
+  ASSERT_TRUE(subs[0] && subs[2]);
+  EXPECT_EQ(subs[2]->rank, 0);
+  Store& store = *comms[0]->origin.store;
+  Blob value;
+  EXPECT_TRUE(store.get(comms[0]->origin.prefix + "/join/0", &value, 0).ok()) << "the parent's join key";
+  const std::string split = subs[0]->origin.prefix;
+  EXPECT_NE(split, comms[0]->origin.prefix);
+  EXPECT_EQ(store.get(split + "/nranks", &value, 0).code(), tribTimeout);
+  EXPECT_EQ(store.get(split + "/join/0", &value, 0).code(), tribTimeout);
+  EXPECT_EQ(subs[0]->origin.locations.size(), 2u);
+  for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
 }
 
 TEST(TransportRegistry, InitAllRefusesAForcedTransportThatNeedsAnExchange) {

@@ -18,6 +18,7 @@
 #include "core/switch_coll.hpp"
 #include "support/launcher.hpp"
 #include "switch_util.hpp"
+#include "transports/registry.hpp"
 
 using namespace trib;
 using namespace trib::sw;
@@ -235,6 +236,44 @@ TEST_F(SwitchComm, FinishedExecutionsAreNotKept) {
              std::to_string(iterations) + " switch all-reduces";
     return "";
   }));
+}
+
+// Core reaches the switch only through the offload registry; the switch's own settings (address,
+// key, slots) are read by its descriptor. One member attached through it runs an all-reduce at the node.
+TEST(SwitchOffloadRegistry, AttachesThroughTheDescriptorWithTheSwitchsSettings) {
+  const OffloadDescriptor* d = aggregationOffload();
+  ASSERT_NE(d, nullptr);
+  EXPECT_STREQ(d->name, "switch");
+  ScopedEnv env;
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 4, 4096);
+  ASSERT_TRUE(node);
+  env.set("TRIB_SWITCH_SLOTS", "2");
+  EXPECT_EQ(d->configuredAddress(), node->address());
+  OffloadAttachArgs args;
+  args.address = d->configuredAddress();
+  args.group = 0x77;
+  args.path = {{1, 0}};
+  args.timeout = std::chrono::milliseconds(2000);
+  std::unique_ptr<CollectiveOffload> off;
+  std::string granted;
+  Status st = d->attach(args, &off, &granted);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(off);
+  EXPECT_EQ(granted, "2 slots of 4096 bytes");
+  const int32_t in[3] = {5, -7, 11};
+  int32_t out[3] = {0, 0, 0};
+  TransferOp done;
+  ASSERT_TRUE(off->postAllReduce(in, out, 3, tribInt32, tribSum, &done).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done.done() && std::chrono::steady_clock::now() < deadline) ASSERT_TRUE(off->progress().ok());
+  ASSERT_EQ(done.state.load(), TransferOp::kDone) << done.error.message();
+  EXPECT_EQ(std::vector<int32_t>(out, out + 3), std::vector<int32_t>(in, in + 3));  // one member: its own
+  // The key comes from TRIB_SWITCH_KEY: a wrong one is refused, and nothing is attached.
+  env.set("TRIB_SWITCH_KEY", "not-the-job");
+  std::unique_ptr<CollectiveOffload> refused;
+  args.group = 0x78;
+  EXPECT_FALSE(d->attach(args, &refused, &granted).ok());
+  EXPECT_FALSE(refused);
 }
 
 TEST(SwitchFailover, MissingSwitchFallsBackToHost) {

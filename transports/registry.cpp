@@ -10,6 +10,7 @@
 #include "common/process.hpp"
 #include "transports/loopback/loopback.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "transports/switch/switch_client.hpp"
 #ifdef TRIB_HAVE_UCX
 #include "transports/ucx/ucx_transport.hpp"
 #endif
@@ -224,6 +225,18 @@ Status chooseTransports(const std::vector<RankLocation>& locations, int rank, co
   }
   *out = std::move(choice);
   return Status::Ok();
+}
+
+const std::vector<OffloadDescriptor>& offloadRegistry() {
+  static const std::vector<OffloadDescriptor> table = {switchOffloadDescriptor()};
+  return table;
+}
+
+const OffloadDescriptor* aggregationOffload() {
+  for (const OffloadDescriptor& d : offloadRegistry()) {
+    if (!d.notBuilt) return &d;
+  }
+  return nullptr;
 }
 
 }  // namespace trib

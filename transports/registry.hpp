@@ -1,7 +1,8 @@
 // The transport registry: every way of moving bytes between two ranks that this build has, each
 // with what it can do, which pairs of ranks it can connect, and how to connect it. Core chooses
 // a transport for every pair of ranks from this table (by priority, among those that can connect
-// the pair; TRIB_TRANSPORT forces one) and never names a transport itself.
+// the pair; TRIB_TRANSPORT forces one) and never names a transport itself. The collective
+// offloads (the aggregation switch) are listed here too, below.
 //
 // The table is built on first use from the descriptors each transport folder provides (no
 // self-registering globals, so no static-initialisation order to get wrong), in priority order.
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/memory_kind.hpp"
@@ -93,5 +95,35 @@ struct TransportChoice {
 // built transport connects, or one that needs an exchange on a communicator without one.
 Status chooseTransports(const std::vector<RankLocation>& locations, int rank, const std::string& forced,
                         bool haveExchange, TransportChoice* out);
+
+// ---- collective offloads -------------------------------------------------------------------
+// Services a communicator's ranks attach to as a group, beside their transports: an aggregation
+// switch's in-network reduction. Core attaches through these descriptors and names none of them.
+
+// What attaching one member of a group is given.
+struct OffloadAttachArgs {
+  std::string address;  // the node this member attaches at (its leaf)
+  uint64_t group = 0;   // the same on every member; distinct per group
+  // Per level, leaf first: (members below that node, this member's index among them).
+  std::vector<std::pair<uint32_t, uint32_t>> path;
+  std::chrono::milliseconds timeout{1000};  // connect and register
+};
+
+struct OffloadDescriptor {
+  const char* name;      // for messages and trib-info
+  const char* notBuilt;  // nullptr: built; else why this build lacks it
+  // Where this process's ranks attach when its environment says so (TRIB_SWITCH); "": wherever
+  // the topology's addr= puts them.
+  std::string (*configuredAddress)();
+  // Attaches one member. Refusal or an unreachable node is an error the caller plans around; on
+  // success *detail says what the group was granted, for the log ("16 slots of 65536 bytes").
+  Status (*attach)(const OffloadAttachArgs& args, std::unique_ptr<CollectiveOffload>* out,
+                   std::string* detail);
+};
+
+// Every collective offload, built or not.
+const std::vector<OffloadDescriptor>& offloadRegistry();
+// The in-network reduction service communicators attach to: the first built one (nullptr: none).
+const OffloadDescriptor* aggregationOffload();
 
 }  // namespace trib

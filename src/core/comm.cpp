@@ -114,21 +114,6 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
 
 namespace {
 
-// A communicator whose ranks are all in this process, created together without a store
-// (tribCommInitAll, and splits of such): the registry connects them with no exchange.
-Status newComm(int rank, int nranks, uint64_t id, const CommConfig& config, std::shared_ptr<Planner> planner,
-               tribComm** out) {
-  auto comm = std::make_unique<tribComm>(rank, nranks, id, config);
-  comm->planner = std::move(planner);
-  TRIB_RETURN_IF_ERROR(
-      connectTransports(comm.get(), std::vector<RankLocation>(nranks, thisRankLocation()), {}));
-  attachSwitch(comm.get());
-  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transport %s)", static_cast<unsigned long long>(id), rank,
-            nranks, comm->transportSummary.c_str());
-  *out = comm.release();
-  return Status::Ok();
-}
-
 uint64_t randomId() {
   std::random_device rd;
   return (uint64_t{rd()} << 32) ^ rd() ^
@@ -145,13 +130,15 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser: derives child ids determini
 }  // namespace
 
 Status commCreateLocal(int nranks, tribComm** comms) {
-  CommConfig config;
-  TRIB_RETURN_IF_ERROR(resolveConfig(nullptr, &config));
-  uint64_t id = randomId();
-  std::shared_ptr<Planner> planner;
-  TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(nranks), {}, config, &planner));
+  CommSpec spec;
+  TRIB_RETURN_IF_ERROR(resolveConfig(nullptr, &spec.config));
+  spec.nranks = nranks;
+  spec.commId = randomId();
+  spec.locations.assign(nranks, thisRankLocation());
+  TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(nranks), {}, spec.config, &spec.planner));
   for (int r = 0; r < nranks; ++r) {
-    Status st = newComm(r, nranks, id, config, planner, &comms[r]);
+    spec.rank = r;
+    Status st = createComm(spec, &comms[r]);
     if (!st.ok()) {
       while (r > 0) delete comms[--r];
       return st;
@@ -184,20 +171,32 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
   for (size_t i = 0; i < members.size(); ++i) {
     if (members[i].oldRank == parent->rank) newRank = static_cast<int>(i);
   }
-  CommConfig config = parent->config;
-  if (cfg) TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
-  uint64_t id =
+  CommSpec spec;
+  spec.rank = newRank;
+  spec.nranks = static_cast<int>(members.size());
+  spec.commId =
       mix(parent->commId ^ mix(splitSeq) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(color)) << 1));
-  const int n = static_cast<int>(members.size());
-  if (parent->store) {
-    // Ranks may live in other processes: connect through the parent's store.
-    std::string prefix = parent->bootstrapPrefix + strprintf("/split%u/%d", splitSeq, color);
-    return commConnect(newRank, n, id, parent->store, prefix, parent->storeServer, config, out);
+  spec.config = parent->config;
+  if (cfg) TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &spec.config));
+  const tribComm::Origin& from = parent->origin;
+  // Ranks in other processes connect through the parent's store.
+  spec.store = from.store;
+  spec.server = from.storeServer;
+  if (spec.store) spec.prefix = from.prefix + strprintf("/split%u/%d", splitSeq, color);
+  // The members' locations and their hosts' topologies are the parent's: nothing to exchange.
+  std::vector<int> hostIndex(from.hostDumps.size(), -1);  // the parent's host -> the split's
+  for (const Member& m : members) {
+    spec.locations.push_back(from.locations[m.oldRank]);
+    if (from.hostDumps.empty()) continue;
+    int& h = hostIndex[from.hostOfRank[m.oldRank]];
+    if (h < 0) {
+      h = static_cast<int>(spec.hostDumps.size());
+      spec.hostDumps.push_back(from.hostDumps[from.hostOfRank[m.oldRank]]);
+    }
   }
-  std::shared_ptr<Planner> planner = parent->planner;
-  if (n != parent->nranks || cfg)
-    TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(n), {}, config, &planner));
-  return newComm(newRank, n, id, config, planner, out);
+  // Ranks created together share one planner, as the parent's do, while the shape is the same.
+  if (!spec.store && spec.nranks == parent->nranks && !cfg) spec.planner = parent->planner;
+  return createComm(spec, out);
 }
 
 Status commAbort(tribComm* comm) {

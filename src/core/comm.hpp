@@ -17,6 +17,7 @@
 #include "core/registration.hpp"
 #include "exec/executor.hpp"
 #include "exec/scratch_pool.hpp"
+#include "transports/registry.hpp"
 #include "transports/transport.hpp"
 
 namespace trib {
@@ -24,7 +25,6 @@ namespace trib {
 class Store;
 class TcpStoreServer;
 class Planner;
-struct RankLocation;  // transports/registry.hpp
 class Topology;
 struct SwitchRun;  // core/switch_coll.cpp
 
@@ -99,9 +99,16 @@ struct tribComm {
   int nranks = 1;
   uint64_t commId = 0;  // identifies this communicator's world (splits derive theirs from it)
   trib::CommConfig config;
-  std::shared_ptr<trib::Store> store;                 // rendezvous store (null for tribCommInitAll)
-  std::shared_ptr<trib::TcpStoreServer> storeServer;  // held where this process serves the store
-  std::string bootstrapPrefix;                        // this communicator's keys in the store
+  // How it was created and where its ranks live: what its splits derive theirs from, so a split
+  // repeats no exchange its parent already made (core/comm.cpp and core/connect.cpp only).
+  struct Origin {
+    std::shared_ptr<trib::Store> store;                 // rendezvous store (null for tribCommInitAll)
+    std::shared_ptr<trib::TcpStoreServer> storeServer;  // held where this process serves the store
+    std::string prefix;                                 // this communicator's keys in the store
+    std::vector<trib::RankLocation> locations;          // every rank's, in rank order
+    std::vector<int> hostOfRank;                        // index into hostDumps
+    std::vector<std::string> hostDumps;                 // every host's topology when several; else empty
+  } origin;
   std::shared_ptr<trib::Planner> planner;
   trib::Registrations registrations;  // tribCommRegister's buffers
   // Runs the local steps of host-memory calls, and gives their scratch (reused across calls).
@@ -187,15 +194,30 @@ struct tribRequest {
 
 namespace trib {
 
-// Creation.
+// Creation. Every communicator (tribCommInitAll, InitRank, InitFromEnv, Split) is made by
+// createComm from a CommSpec; the entry points differ only in how they fill it.
+struct CommSpec {
+  int rank = 0, nranks = 1;
+  uint64_t commId = 0;  // the same on every rank
+  CommConfig config;
+  // The rendezvous: ranks in any processes meet under `prefix` in `store`. Without a store the
+  // ranks are in this process, created together, and connect with no exchange.
+  std::shared_ptr<Store> store;
+  std::string prefix;
+  std::shared_ptr<TcpStoreServer> server;  // where this process serves the store
+  // Where every rank lives and, with several hosts, every host's topology (in order of the hosts'
+  // first ranks), when already known (ranks created together; a split, from its parent): then
+  // nothing is exchanged for them.
+  std::vector<RankLocation> locations;
+  std::vector<std::string> hostDumps;
+  std::shared_ptr<Planner> planner;  // one to share (a split of the same shape); null: made here
+};
+// Collective over spec.nranks ranks (through the store, when there is one): learns what the spec
+// does not say, makes the planner, connects the transports, attaches the switch (connect.cpp).
+Status createComm(const CommSpec& spec, tribComm** out);
 Status commCreateLocal(int nranks, tribComm** comms);  // N ranks in this process, no store
 Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out);
 Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
-// Collective over the `nranks` ranks that share `prefix` in `store`: learns where every rank
-// lives and connects the transports (connect.cpp).
-Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store,
-                   const std::string& prefix, std::shared_ptr<TcpStoreServer> server,
-                   const CommConfig& config, tribComm** out);
 // Gives every peer of `comm` the transport the registry (transports/registry.hpp) chooses for the
 // pair, under config.transport, and connects those transports: collective over the comm's ranks
 // through `oob`; without one (ranks created together in this process), only transports that need

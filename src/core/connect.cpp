@@ -148,75 +148,112 @@ Status makeUniqueId(tribUniqueId* id) {
   return Status::Ok();
 }
 
-// Collective over the `nranks` ranks that share `prefix` in `store`.
-Status commConnect(int rank, int nranks, uint64_t commId, std::shared_ptr<Store> store,
-                   const std::string& prefix, StoreServerHandle server, const CommConfig& config,
-                   tribComm** out) {
-  auto boot =
-      std::make_shared<Bootstrap>(store, rank, nranks, prefix, static_cast<int>(config.timeout.count()));
-  // 1. Where does every rank live? (This exchange is also the join: its failure names who is missing.)
-  TRIB_RETURN_IF_ERROR(checkSameSize(*store, prefix, rank, nranks, static_cast<int>(config.timeout.count())));
+namespace {
+
+// Every rank's location, through the store (this exchange is also the join: its failure names
+// who is missing).
+Status exchangeLocations(Store& store, const CommSpec& spec, std::vector<RankLocation>* out) {
+  const int nranks = spec.nranks;
+  TRIB_RETURN_IF_ERROR(
+      checkSameSize(store, spec.prefix, spec.rank, nranks, static_cast<int>(spec.config.timeout.count())));
   RankLocation me = thisRankLocation();
   Blob mine(sizeof me);
   std::memcpy(mine.data(), &me, sizeof me);
   std::vector<Blob> all;
-  TRIB_RETURN_IF_ERROR(joinExchange(*store, prefix, rank, nranks, mine, config, &all));
-  std::vector<RankLocation> ids(nranks);
+  TRIB_RETURN_IF_ERROR(joinExchange(store, spec.prefix, spec.rank, nranks, mine, spec.config, &all));
+  out->assign(nranks, RankLocation{});
   for (int r = 0; r < nranks; ++r) {
     if (all[r].size() != sizeof(RankLocation)) {
       return errorf(tribRemoteError, "communicator init: rank %d sent a malformed location (%zu bytes)", r,
                     all[r].size());
     }
-    std::memcpy(&ids[r], all[r].data(), sizeof(RankLocation));
+    std::memcpy(&(*out)[r], all[r].data(), sizeof(RankLocation));
   }
-  bool anyCrossHost = false;
-  int localInProcess = 0;
-  for (int r = 0; r < nranks; ++r) {
-    anyCrossHost |= !sameHost(ids[r], me);
-    localInProcess += sameProcess(ids[r], me);
-  }
+  return Status::Ok();
+}
 
-  // Where each rank lives, for the planner; and with several hosts, every host's topology.
+// Where each rank lives, for the planner: its host (in order of the hosts' first ranks) and its
+// rank among that host's ranks.
+RankPlacement placementOf(const std::vector<RankLocation>& ids, int* hosts) {
   RankPlacement placement;
-  std::vector<std::string> hostNames;
-  for (int r = 0; r < nranks; ++r) {
+  std::vector<const RankLocation*> first;  // each host's first rank
+  std::vector<int> ranksOn;                // so far, per host
+  for (const RankLocation& loc : ids) {
     int host = 0;
-    while (host < static_cast<int>(hostNames.size()) && hostNames[host] != ids[r].host) ++host;
-    if (host == static_cast<int>(hostNames.size())) hostNames.push_back(ids[r].host);
-    int local = 0;
-    for (int q = 0; q < r; ++q) local += placement.hostOfRank[q] == host;
+    while (host < static_cast<int>(first.size()) && !sameHost(*first[host], loc)) ++host;
+    if (host == static_cast<int>(first.size())) first.push_back(&loc), ranksOn.push_back(0);
     placement.hostOfRank.push_back(host);
-    placement.localRankOf.push_back(local);
+    placement.localRankOf.push_back(ranksOn[host]++);
   }
-  std::vector<std::string> hostDumps;
-  if (anyCrossHost) {
-    std::string dump;
-    TRIB_RETURN_IF_ERROR(localTopologyDump(&dump));
-    std::vector<Blob> dumps;
-    TRIB_RETURN_IF_ERROR(
-        boot->allGather(Blob(dump.begin(), dump.end()), &dumps).prefix("exchanging topologies: "));
-    hostDumps.resize(hostNames.size());
-    for (int r = nranks - 1; r >= 0; --r) {
-      hostDumps[placement.hostOfRank[r]].assign(dumps[r].begin(), dumps[r].end());
-    }
-  }
+  *hosts = static_cast<int>(first.size());
+  return placement;
+}
 
-  auto* comm = new tribComm(rank, nranks, commId, config);
-  std::unique_ptr<tribComm> guard(comm);
-  TRIB_RETURN_IF_ERROR(makePlanner(placement, hostDumps, config, &comm->planner));
-  comm->store = store;
-  comm->storeServer = server;
-  comm->bootstrapPrefix = prefix;
-  if (server) noteServerTaken(commId, localInProcess);
+}  // namespace
+
+Status createComm(const CommSpec& spec, tribComm** out) {
+  *out = nullptr;
+  const int rank = spec.rank, nranks = spec.nranks;
+  const CommConfig& config = spec.config;
+  std::shared_ptr<Bootstrap> boot;
+  OobAllGather oob;
+  if (spec.store) {
+    boot = std::make_shared<Bootstrap>(spec.store, rank, nranks, spec.prefix,
+                                       static_cast<int>(config.timeout.count()));
+    oob = boot->oobAllGather();
+  }
+  // 1. Where does every rank live, and with several hosts, what is every host's topology?
+  std::vector<RankLocation> ids = spec.locations;
+  std::vector<std::string> hostDumps = spec.hostDumps;
+  int hosts = 0;
+  RankPlacement placement;
+  if (ids.empty()) {
+    if (!spec.store)
+      return errorf(tribInternalError, "communicator init: neither the ranks' locations nor a store");
+    TRIB_RETURN_IF_ERROR(exchangeLocations(*spec.store, spec, &ids));
+    placement = placementOf(ids, &hosts);
+    if (hosts > 1) {
+      std::string dump;
+      TRIB_RETURN_IF_ERROR(localTopologyDump(&dump));
+      std::vector<Blob> dumps;
+      TRIB_RETURN_IF_ERROR(
+          boot->allGather(Blob(dump.begin(), dump.end()), &dumps).prefix("exchanging topologies: "));
+      hostDumps.resize(hosts);
+      for (int r = nranks - 1; r >= 0; --r)
+        hostDumps[placement.hostOfRank[r]].assign(dumps[r].begin(), dumps[r].end());
+    }
+  } else {
+    placement = placementOf(ids, &hosts);
+    if (hosts > 1 && hostDumps.size() != static_cast<size_t>(hosts))
+      return errorf(tribInternalError, "communicator init: %d hosts but %zu topologies", hosts,
+                    hostDumps.size());
+  }
+  if (static_cast<int>(ids.size()) != nranks)
+    return errorf(tribInternalError, "communicator init: %zu locations for %d ranks", ids.size(), nranks);
+
+  auto comm = std::make_unique<tribComm>(rank, nranks, spec.commId, config);
+  comm->planner = spec.planner;
+  if (!comm->planner) TRIB_RETURN_IF_ERROR(makePlanner(placement, hostDumps, config, &comm->planner));
+  if (spec.server) {
+    int here = 0;
+    for (const RankLocation& loc : ids) here += sameProcess(loc, ids[rank]);
+    noteServerTaken(spec.commId, here);
+  }
   // 2. Which transports? The registry decides every pair of ranks from the shared locations, so
   // every rank creates the same (collective) transports.
-  TRIB_RETURN_IF_ERROR(connectTransports(comm, ids, boot->oobAllGather()));
-  attachSwitch(comm, boot->oobAllGather());  // before finalize: it agrees over the bootstrap
+  TRIB_RETURN_IF_ERROR(connectTransports(comm.get(), ids, oob));
+  attachSwitch(comm.get(), oob);  // before finalize: it agrees over the bootstrap
   // 3. The store's host keeps serving until every rank is done with it.
-  TRIB_RETURN_IF_ERROR(boot->finalize(server != nullptr).prefix("communicator init: "));
-  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transports %s)", static_cast<unsigned long long>(commId),
-            rank, nranks, comm->transportSummary.c_str());
-  *out = guard.release();
+  if (boot) TRIB_RETURN_IF_ERROR(boot->finalize(spec.server != nullptr).prefix("communicator init: "));
+  comm->origin.store = spec.store;
+  comm->origin.storeServer = spec.server;
+  comm->origin.prefix = spec.prefix;
+  comm->origin.locations = std::move(ids);
+  comm->origin.hostOfRank = std::move(placement.hostOfRank);
+  if (hosts > 1) comm->origin.hostDumps = std::move(hostDumps);
+  TRIB_INFO("init", "comm %016llx rank %d/%d ready (transports %s)",
+            static_cast<unsigned long long>(spec.commId), rank, nranks, comm->transportSummary.c_str());
+  *out = comm.release();
   return Status::Ok();
 }
 
@@ -230,9 +267,15 @@ Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribCon
   TRIB_RETURN_IF_ERROR(
       TcpStore::connect(info.storeAddr, info.jobKey, static_cast<int>(config.timeout.count()), &tcp)
           .prefix("communicator init: cannot reach the unique id's store: "));
-  Status st = commConnect(rank, nranks, info.commId, std::shared_ptr<Store>(std::move(tcp)),
-                          hex64(info.commId), server, config, out);
-  return st;
+  CommSpec spec;
+  spec.rank = rank;
+  spec.nranks = nranks;
+  spec.commId = info.commId;
+  spec.config = std::move(config);
+  spec.store = std::shared_ptr<Store>(std::move(tcp));
+  spec.prefix = hex64(info.commId);
+  spec.server = std::move(server);
+  return createComm(spec, out);
 }
 
 Status commInitFromEnv(const tribConfig_t* cfg, tribComm** out) {
@@ -246,7 +289,15 @@ Status commInitFromEnv(const tribConfig_t* cfg, tribComm** out) {
   uint64_t id = 0xcbf29ce484222325ull;  // FNV-1a of the job id: every rank derives the same comm id
   for (char ch : launch.jobId) id = (id ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
   TRIB_INFO("init", "launcher %s: rank %d of %d", launch.launcher.c_str(), launch.rank, launch.nranks);
-  return commConnect(launch.rank, launch.nranks, id, store, "env/" + launch.jobId, server, config, out);
+  CommSpec spec;
+  spec.rank = launch.rank;
+  spec.nranks = launch.nranks;
+  spec.commId = id;
+  spec.config = std::move(config);
+  spec.store = std::move(store);
+  spec.prefix = "env/" + launch.jobId;
+  spec.server = std::move(server);
+  return createComm(spec, out);
 }
 
 }  // namespace trib

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 
-#include "common/env.hpp"
 #include "common/log.hpp"
 #include "plan/planner.hpp"
 #include "topo/route.hpp"
-#include "transports/switch/switch_client.hpp"
+#include "transports/registry.hpp"
 
 namespace trib {
 
@@ -25,10 +24,10 @@ struct SwitchRun {
 
 namespace {
 
-// Where rank `r` attaches: TRIB_SWITCH (this process's), else the address (addr=) of the first
-// switch above the rank's node in the planner's topology. "" = no switch.
-std::string leafAddress(const tribComm* comm, int r) {
-  std::string addr = envString("TRIB_SWITCH");
+// Where rank `r` attaches: where this process's environment says (TRIB_SWITCH), else the address
+// (addr=) of the first switch above the rank's node in the planner's topology. "" = no switch.
+std::string leafAddress(const tribComm* comm, const OffloadDescriptor& offload, int r) {
+  std::string addr = offload.configuredAddress();
   if (!addr.empty() || !comm->planner) return addr;
   const Topology& t = comm->planner->topology();
   const std::vector<int>& nodes = comm->planner->rankNodes();
@@ -37,37 +36,34 @@ std::string leafAddress(const tribComm* comm, int r) {
   return leaf >= 0 ? t.node(leaf).addr : std::string();
 }
 
-// Connects to `leaves[index]` and registers `group` with the path of member `index` among the
-// members whose leaves are `leaves`. Null (and a WARN naming `what`) when the switch refuses.
-std::unique_ptr<sw::SwitchClient> connectGroup(const tribComm* comm, uint64_t group,
-                                               const std::vector<std::string>& leaves, int index,
-                                               const char* what) {
-  const std::string& addr = leaves[index];
+// Attaches to `leaves[index]` (through the registry's aggregation offload) and registers `group`
+// with the path of member `index` among the members whose leaves are `leaves`. Null (and a WARN
+// naming `what`) when the switch refuses.
+std::unique_ptr<CollectiveOffload> connectGroup(const tribComm* comm, uint64_t group,
+                                                const std::vector<std::string>& leaves, int index,
+                                                const char* what) {
+  const OffloadDescriptor* offload = aggregationOffload();
+  if (!offload) return nullptr;
   SwitchTree tree = switchTreeOf(leaves, index);
-  sw::SwitchClientConfig cfg;
-  cfg.address = addr;
-  // The switch is a standing service with its own key; by default the job's key.
-  cfg.key = envString("TRIB_SWITCH_KEY");
-  if (cfg.key.empty()) cfg.key = envString("TRIB_AUTH_KEY");
-  cfg.group = group;
-  for (auto [children, i] : tree.path) cfg.path.push_back({children, i});
-  cfg.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TRIB_SWITCH_SLOTS"), 1, 1 << 20));
+  OffloadAttachArgs args;
+  args.address = leaves[index];
+  args.group = group;
+  args.path = tree.path;
   // A switch is a standing service: if it does not answer within a second, plan without it
   // rather than delay every communicator's creation.
-  cfg.timeoutMs = static_cast<int>(std::min<int64_t>(comm->config.timeout.count(), 1000));
-  std::unique_ptr<sw::SwitchClient> client;
-  Status s = sw::parseLinkKind(envString("TRIB_SWITCH_LINK"), &cfg.link).prefix("TRIB_SWITCH_LINK: ");
-  if (s.ok()) s = sw::SwitchClient::connect(cfg, &client);
+  args.timeout = std::min(comm->config.timeout, std::chrono::milliseconds(1000));
+  std::unique_ptr<CollectiveOffload> client;
+  std::string granted;
+  Status s = offload->attach(args, &client, &granted);
   if (!s.ok()) {
-    TRIB_SWITCH_WARN(
-        "rank %d: not using the aggregation switch %s for %s: %s; those collectives run on host "
-        "algorithms",
-        comm->rank, addr.c_str(), what, s.message().c_str());
+    TRIB_WARN("switch",
+              "rank %d: not using the aggregation switch %s for %s: %s; those collectives run on host "
+              "algorithms",
+              comm->rank, args.address.c_str(), what, s.message().c_str());
     return nullptr;
   }
-  TRIB_SWITCH_INFO("rank %d: aggregation switch %s for %s (%s), %u slots of %llu bytes", comm->rank,
-                   addr.c_str(), what, tree.describe().c_str(), client->quota(),
-                   static_cast<unsigned long long>(client->slotBytes()));
+  TRIB_INFO("switch", "rank %d: aggregation switch %s for %s (%s), %s", comm->rank, args.address.c_str(),
+            what, tree.describe().c_str(), granted.c_str());
   return client;
 }
 
@@ -112,20 +108,20 @@ void tellPlanner(tribComm* comm, const std::vector<std::string>& leaves) {
   AttachedSwitch sw;
   Status s = attachedSwitchFromEnv(&sw);
   if (!s.ok())
-    TRIB_SWITCH_WARN("rank %d: %s; the planner uses the defaults", comm->rank, s.message().c_str());
+    TRIB_WARN("switch", "rank %d: %s; the planner uses the defaults", comm->rank, s.message().c_str());
   SwitchTree tree = switchTreeOf(leaves, comm->rank);
   sw.tiers = static_cast<int>(tree.path.size());
   sw.fanIn = tree.fanIn;
   sw.where = leaves[comm->rank];
-  sw.fromTopology = envString("TRIB_SWITCH").empty();
+  sw.fromTopology = aggregationOffload()->configuredAddress().empty();
   comm->planner->setAttachedSwitch(sw);
 }
 
 // A rank that attached drops the switch because another did not (one WARN, then host algorithms).
 void giveUp(tribComm* comm, const std::string& why) {
   if (comm->switchOffload) {
-    TRIB_SWITCH_WARN("rank %d: not using the aggregation switch: %s; collectives run on host algorithms",
-                     comm->rank, why.c_str());
+    TRIB_WARN("switch", "rank %d: not using the aggregation switch: %s; collectives run on host algorithms",
+              comm->rank, why.c_str());
     comm->switchOffload->abort(errorf(tribAborted, "the ranks did not all attach to the switch"));
     comm->switchOffload.reset();
   }
@@ -164,7 +160,9 @@ std::string SwitchTree::describe() const {
 }
 
 void attachSwitch(tribComm* comm, const OobAllGather& agree) {
-  const std::string mine = leafAddress(comm, comm->rank);
+  const OffloadDescriptor* offload = aggregationOffload();
+  if (!offload) return;
+  const std::string mine = leafAddress(comm, *offload, comm->rank);
   if (mine.empty()) return;  // every rank of a job sets TRIB_SWITCH (or the topology names it), or none
   std::vector<std::string> leaves(comm->nranks, mine);
   if (agree) {
@@ -179,7 +177,7 @@ void attachSwitch(tribComm* comm, const OobAllGather& agree) {
     for (size_t r = 0; r < all.size(); ++r) leaves[r].assign(all[r].begin(), all[r].end());
   } else {
     // In one process: TRIB_SWITCH is the same for all, or each rank's comes from the topology.
-    for (int r = 0; r < comm->nranks; ++r) leaves[r] = leafAddress(comm, r);
+    for (int r = 0; r < comm->nranks; ++r) leaves[r] = leafAddress(comm, *offload, r);
   }
   int without = -1;
   for (int r = 0; r < comm->nranks && without < 0; ++r)
@@ -335,10 +333,10 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       if (!comm->switchDisabled) {
         std::string why = run.switchError.ok() ? std::string("another rank's switch operation failed")
                                                : run.switchError.message();
-        TRIB_SWITCH_WARN(
-            "rank %d: the aggregation switch failed during %s (%s); this communicator stops "
-            "using it and finishes on a host algorithm",
-            comm->rank, req->what().c_str(), why.c_str());
+        TRIB_WARN("switch",
+                  "rank %d: the aggregation switch failed during %s (%s); this communicator stops "
+                  "using it and finishes on a host algorithm",
+                  comm->rank, req->what().c_str(), why.c_str());
         comm->switchDisabled = true;
         comm->planCache.clear();  // cached switch plans must not be reused
         if (comm->switchOffload) comm->switchOffload->abort(errorf(tribAborted, "the switch was given up"));

@@ -137,3 +137,9 @@ class SwitchClient : public CollectiveOffload {
 };
 
 }  // namespace trib::sw
+
+namespace trib {
+struct OffloadDescriptor;  // transports/registry.hpp
+// The aggregation switch as a collective offload (registered in transports/registry.cpp).
+OffloadDescriptor switchOffloadDescriptor();
+}  // namespace trib
