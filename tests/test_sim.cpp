@@ -1,5 +1,6 @@
 // Simulator: the real ring schedule on a uniform topology matches the closed form; calibration on
-// DGX H100; in-network reduction; clear errors for schedules that cannot complete.
+// DGX H100; switch and window (one-shot, two-shot) schedules replayed against the cost model;
+// signal/wait ordering; clear errors for schedules that cannot complete.
 #include <gtest/gtest.h>
 
 #include "plan/planner.hpp"
@@ -7,6 +8,9 @@
 #include "verify/verify.hpp"
 
 using namespace trib;
+
+static bool always(const CollArgs&) { return true; }
+static uint64_t none(const CollArgs&, int) { return 0; }
 
 static CollArgs allreduceArgs(int n, uint64_t count, uint64_t chunk) {
   CollArgs a;
@@ -86,11 +90,14 @@ TEST(Simulator, InNetworkReductionHalvesTrafficOnUniformTopology) {
   Topology t = makeUniform(16, 50, 1, /*switchReduces=*/true);
   const uint64_t count = 16u << 20;  // 64 MiB
   SimResult sw, ring;
-  ASSERT_TRUE(
-      simulateInNetwork(t, PlanAlgo::Switch, allreduceArgs(16, count, 1u << 18), tribFloat32, &sw).ok());
+  // The switch schedule, replayed step by step: one SwitchReduce per rank, a rendezvous of all 16.
+  ASSERT_TRUE(simulate(t, *findAlgorithm(Coll::AllReduce, Algo::Switch), allreduceArgs(16, count, 1u << 18),
+                       tribFloat32, &sw)
+                  .ok());
   ASSERT_TRUE(simulate(t, *findAlgorithm(Coll::AllReduce, Algo::Ring), allreduceArgs(16, count, count),
                        tribFloat32, &ring)
                   .ok());
+  EXPECT_EQ(sw.steps, 16u);
   // Switch: S up + S down per rank at the link rate; ring: 2(n-1)/n S each way plus 2(n-1) latencies.
   EXPECT_GT(ring.timeUs / sw.timeUs, 1.6);
   EXPECT_LT(ring.timeUs / sw.timeUs, 2.3);
@@ -114,16 +121,140 @@ TEST(Simulator, NvlsAndNvlsSwitchRun) {
   EXPECT_NE(s.message().find("span 2 NVLink domains"), std::string::npos) << s.message();
   Topology noSharp;
   ASSERT_TRUE(generateTopology("uniform:4", {"sharp=0"}, &noSharp).ok());
-  s = simulateInNetwork(noSharp, PlanAlgo::Switch, allreduceArgs(4, 1024, 256), tribFloat32, &r);
+  s = simulate(noSharp, *findAlgorithm(Coll::AllReduce, Algo::Switch), allreduceArgs(4, 1024, 256),
+               tribFloat32, &r);
   EXPECT_NE(s.message().find("no reduce-capable switch"), std::string::npos) << s.message();
+  // Switch schedules are replayed, not modelled on the side.
+  s = simulateInNetwork(c, PlanAlgo::Switch, allreduceArgs(144, 1024, 256), tribFloat32, &r);
+  EXPECT_NE(s.message().find("simulate() replays"), std::string::npos) << s.message();
+}
+
+// The planner's prediction for `a` (with the chunk and domains it would run with).
+static Plan modelPlan(Planner& p, PlanAlgo a, uint64_t bytes, int n) {
+  PlanRequest req;
+  req.bytes = bytes;
+  req.nranks = n;
+  req.includeModelOnly = true;
+  for (const auto& c : p.explain(req))
+    if (c.plan.algo == a) return c.plan;
+  return {};
+}
+
+TEST(Simulator, OneShotAndTwoShotReplaysAgreeWithTheModelOnAHost) {
+  // Processes of one host (the planner maps them all to the CPU node): the window schedules as
+  // the communicator runs them, windows of two cells of the board's default size.
+  Topology host;
+  ASSERT_TRUE(parseTopology("node cpu0 cpu\n", &host).ok());
+  Planner p(host);
+  const uint64_t cell = CostConstants::defaults().boardChunkBytes;
+  for (int n : {2, 4, 8}) {
+    for (PlanAlgo a : {PlanAlgo::OneShot, PlanAlgo::TwoShot}) {
+      for (uint64_t bytes : {64ull << 10, 1ull << 20, 8ull << 20}) {
+        if (a == PlanAlgo::OneShot && bytes > cell) continue;  // one cell at most
+        Plan plan = modelPlan(p, a, bytes, n);
+        ASSERT_GT(plan.predictedUs, 0) << planAlgoName(a) << " " << n;
+        CollArgs args = allreduceArgs(n, bytes / 4, plan.chunkElems);
+        args.windowElems = 2 * cell / 4;
+        SimResult r;
+        Status s = simulate(host, *findAlgorithm(Coll::AllReduce, toScheduleAlgo(a)), args, tribFloat32, &r,
+                            std::vector<int>(n, 0));
+        ASSERT_TRUE(s.ok()) << s.message();
+        // Signals are the only messages: 2 exchanges per chunk (one for one-shot) of n(n-1).
+        const uint64_t exchanges = a == PlanAlgo::OneShot ? 1 : 2 * ((bytes - 1) / cell + 1);
+        EXPECT_EQ(r.messages, exchanges * n * (n - 1)) << planAlgoName(a);
+        EXPECT_NEAR(r.timeUs, plan.predictedUs, plan.predictedUs * 0.05)
+            << planAlgoName(a) << " " << n << " ranks " << bytes << " B";
+      }
+    }
+  }
+}
+
+TEST(Simulator, WindowStepsOfGpusCrossNvLink) {
+  // One-shot on a DGX H100: every GPU reads the 7 others' windows through the NVSwitch, in rank
+  // order (all at once from the same window: that window's link is the bottleneck).
+  Topology t = makeDgxH100();
+  CollArgs a = allreduceArgs(8, 256u << 10, 1u << 16);  // 1 MiB
+  a.windowElems = 2 * a.count;
+  SimResult r;
+  ASSERT_TRUE(simulate(t, *findAlgorithm(Coll::AllReduce, Algo::OneShot), a, tribFloat32, &r).ok());
+  ASSERT_FALSE(r.busiest.empty());
+  EXPECT_NE(r.busiest[0].name.find("(nvlink)"), std::string::npos) << r.busiest[0].name;
+  // Each window's link carries 7 reads of S.
+  const double B = 450 * CostConstants::defaults().eff[static_cast<int>(LinkType::NvLink)] * 1e3;
+  EXPECT_NEAR(r.busiest[0].bytes, 7 * 1048576.0, 1.0);
+  EXPECT_GT(r.timeUs, 7 * 1048576.0 / B);
+}
+
+// Rank 0 fills its window and signals rank 1, which waits and reads it; `extraWait` makes rank 1
+// wait for a second signal that never comes.
+static bool extraWait = false;
+static Generator<Step> signalGen(CollArgs a, int rank) {
+  const Region win{Buf::Window, 0, a.count};
+  if (rank == 0) {
+    co_yield Step::copy(Region{Buf::Input, 0, a.count}, win);
+    co_yield Step::signal(1);
+  } else {
+    co_yield Step::wait(0);
+    co_yield Step::get(0, win, Region{Buf::Output, 0, a.count});
+    if (extraWait) co_yield Step::wait(0);
+  }
+}
+
+TEST(Simulator, WaitEndsWhenTheMatchingSignalArrives) {
+  AlgoInfo algo{Algo::OneShot, Coll::AllReduce, always, none, signalGen};
+  Topology t = makeUniform(2, 10, 3);  // two GPUs, 3 us per link
+  const CostConstants& k = CostConstants::defaults();
+  CollArgs a = allreduceArgs(2, 1u << 20, 1u << 20);
+  a.windowElems = 2 * a.count;
+  SimResult r;
+  extraWait = false;
+  ASSERT_TRUE(simulate(t, algo, a, tribFloat32, &r).ok());
+  // Copy on rank 0, the signal's latency (2 links + the network step), then the read over both links.
+  const double S = 4.0 * a.count, B = 10 * k.eff[static_cast<int>(LinkType::Net)] * 1e3;
+  const double expect =
+      S / (k.gpuReduceGBps * 1e3) + (6 + k.stepOverheadUs + k.netStepOverheadUs) + (6 + S / B);
+  EXPECT_NEAR(r.timeUs - k.launchUs, expect, expect * 0.01);
+  extraWait = true;
+  Status s = simulate(t, algo, a, tribFloat32, &r);
+  EXPECT_EQ(s.code(), tribInternalError);
+  EXPECT_NE(s.message().find("rank 1 waits at wait"), std::string::npos) << s.message();
+}
+
+TEST(Simulator, SwitchSchedulesReplaysAgreeWithTheModel) {
+  // Switch: every rank's SwitchReduce is one rendezvous; hier_switch: rings in each domain around
+  // one rendezvous per slice group (one member per domain).
+  struct Case {
+    Topology t;
+    PlanAlgo a;
+    double tol;
+  };
+  Topology uni = makeUniform(16, 50, 1, true), racks = makeNvl72Cluster(2), dgx = makeDgxH100(2);
+  // hier_switch: as the Hierarchical test, the model does not credit the rings' overlap of slices.
+  const std::vector<Case> cases = {{uni, PlanAlgo::Switch, 0.15},
+                                   {racks, PlanAlgo::Switch, 0.15},
+                                   {racks, PlanAlgo::HierSwitch, 0.30},
+                                   {dgx, PlanAlgo::HierSwitch, 0.30}};
+  for (const Case& c : cases) {
+    Planner p(c.t);
+    const int n = static_cast<int>(c.t.rankNodes().size());
+    for (uint64_t bytes : {1ull << 20, 16ull << 20}) {
+      Plan plan = modelPlan(p, c.a, bytes, n);
+      ASSERT_GT(plan.predictedUs, 0) << c.t.name << " " << planAlgoName(c.a);
+      CollArgs args = allreduceArgs(n, bytes / 4, plan.chunkElems);
+      args.ranksPerDomain = plan.ranksPerDomain;
+      SimResult r;
+      Status s = simulate(c.t, *findAlgorithm(Coll::AllReduce, toScheduleAlgo(c.a)), args, tribFloat32, &r);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_NEAR(r.timeUs, plan.predictedUs, plan.predictedUs * c.tol)
+          << c.t.name << " " << planAlgoName(c.a) << " " << bytes << " B";
+    }
+  }
 }
 
 // A broken schedule: rank 0 waits for a message rank 1 never sends.
 static Generator<Step> brokenGen(CollArgs a, int rank) {
   if (rank == 0) co_yield Step::recv(1, Region{Buf::Output, 0, a.count});
 }
-static bool always(const CollArgs&) { return true; }
-static uint64_t none(const CollArgs&, int) { return 0; }
 
 TEST(Simulator, ScheduleThatCannotFinishIsAnErrorNotAHang) {
   AlgoInfo broken{Algo::Ring, Coll::AllReduce, always, none, brokenGen};

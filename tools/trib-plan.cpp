@@ -212,18 +212,30 @@ int main(int argc, char** argv) {
     args.count = req.bytes / es;
     if (req.coll == Coll::AllGather || req.coll == Coll::ReduceScatter || req.coll == Coll::AlltoAll)
       args.count /= req.nranks;
-    // The plan's chunk for that algorithm.
+    // The plan's chunk for that algorithm, and its prediction to compare with (when the model
+    // covers it; else the schedule's defaults).
+    double predictedUs = 0;
     for (const auto& c : planner.explain(req))
-      if (c.plan.algo == a) args.chunkElems = c.plan.chunkElems, args.ranksPerDomain = c.plan.ranksPerDomain;
+      if (c.plan.algo == a && c.plan.predictedUs > 0) {
+        args.chunkElems = c.plan.chunkElems, args.ranksPerDomain = c.plan.ranksPerDomain;
+        predictedUs = c.plan.predictedUs;
+      }
+    // Peer-memory schedules: the communicator's default window, two cells of the shm board's
+    // default cell (TRIB_SHM_BOARD_BYTES, CostConstants::boardChunkBytes).
+    if (needsWindows(toScheduleAlgo(a))) args.windowElems = 2 * planner.constants().boardChunkBytes / es;
+    // Ranks as the communicator places them (on a CPU-only host, many processes per CPU node).
+    std::vector<int> rankToNode;
+    if (!t.rankNodes().empty() && t.node(t.rankNodes()[0]).type != NodeType::Gpu)
+      rankToNode = placeRanks(t, RankPlacement::singleHost(req.nranks), false);
     SimResult res;
-    if (a == PlanAlgo::Switch || a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch) {
-      s = simulateInNetwork(t, a, args, req.dtype, &res);
+    if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch) {  // no schedule yet: modelled directly
+      s = simulateInNetwork(t, a, args, req.dtype, &res, rankToNode);
     } else {
       const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(a));
       if (!info)
         return fail(errorf(tribNotSupported, "no schedule generator for %s %s in this build", planAlgoName(a),
                            collName(req.coll)));
-      s = simulate(t, *info, args, req.dtype, &res);
+      s = simulate(t, *info, args, req.dtype, &res, rankToNode);
     }
     if (!s.ok()) return fail(s);
     std::printf(
@@ -231,6 +243,9 @@ int main(int argc, char** argv) {
         "simulation took %.2f s)\n",
         planAlgoName(a), res.timeUs, res.algbwGBps, res.busbwGBps, (unsigned long long)res.steps,
         (unsigned long long)res.messages, res.wallSeconds);
+    if (predictedUs > 0)
+      std::printf("model %s: time %.1f us (simulated / model = %.3f)\n", planAlgoName(a), predictedUs,
+                  res.timeUs / predictedUs);
     for (const auto& l : res.busiest)
       std::printf("  busiest: %-40s %10.3f GB moved, busy %5.1f%%\n", l.name.c_str(), l.bytes / 1e9,
                   100 * l.utilization);

@@ -82,6 +82,8 @@ const CostConstants& CostConstants::defaults() {
     // rate. Fitted to trib-perf -A oneshot|twoshot on this machine (host rate 4 GB/s), measured /
     // predicted us: 4 ranks 1 MiB two-shot 205 / 211, one-shot 386-577 / 459, 256 KiB two-shot
     // 49 / 63, 64 KiB one-shot 34-44 / 39; 2 ranks 1 MiB one-shot 132-135 / 131, two-shot 68-69 / 91.
+    // (Those runs were the board's fast path; the two-shot window schedule moves 4S/n more, see
+    // docs/PLANNER.md, and is not re-measured yet.) The simulator uses it for window work on a host.
     c.boardCacheSpeedup = 7.6;
     c.boardChunkBytes = 1 << 20;
     c.minChunkBytes = 64 << 10;
@@ -525,24 +527,26 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::OneShot:
           if (c.multi) return unsupported("one-shot needs every rank on one host's shared-memory board");
           if (!f.hostRanks) return unsupported("one-shot is the host shm board's (GPU ranks: not modelled)");
-          // One flag exchange; per rank, copy S onto the board (2S of traffic: read, write) and n-1
-          // reductions of S (3S each) against cache-resident cells: 3n-1. Measured, one-shot costs
-          // 2S more than that count (the n cells and the output, n+1 times S, outgrow the core's
-          // L2): 3n+1 fits 2 ranks (132 us at 1 MiB, twice two-shot's 68) and 4 (386-577 us).
+          // The window schedule (algo/oneshot.cpp), per rank: one signal exchange; copy S into its
+          // window (2S of traffic: read, write); fold the n windows into the output, a copy of the
+          // first (2S) and n-1 reductions (3S each: two reads, a write), against cache-resident
+          // cells: (3n+1)S, one step after another on the rank's core.
           t = c.aIn + (3.0 * n + 1) * S / (c.R * k.boardCacheSpeedup);
           chunk = clampChunk(S, k);
-          p.reason = "one exchange; every rank reduces the n inputs off the shared board";
+          p.reason = "one exchange; every rank reduces the n inputs off the windows";
           break;
         case PlanAlgo::TwoShot: {
           if (c.multi) return unsupported("two-shot needs every rank on one host's shared-memory board");
           if (!f.hostRanks) return unsupported("two-shot is the host shm board's (GPU ranks: not modelled)");
-          // Two flag exchanges per board chunk; per rank, copy (n-1)/n S onto the board and as much
-          // off it (2 x 2(n-1)/n S of traffic), n-1 reductions of S/n (3(n-1)/n S) and a copy of the
-          // reduced slice to the output (2/n S), against cache-resident cells.
+          // The window schedule (algo/oneshot.cpp), per cell-sized chunk: two signal exchanges; per
+          // rank, copy the chunk into its window (2S over all chunks), fold its slice of the n
+          // windows (a copy, 2S/n, and n-1 reductions, 3(n-1)/n S), publish it in its window
+          // (2S/n) and get the n-1 other slices (2(n-1)/n S): (7n-1)/n S against cache-resident
+          // cells. Chunks run one after another (a chunk's copy waits for the previous exchange).
           double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
-          t = 2 * chunks * c.aIn + (7.0 * (n - 1) + 2) / n * S / (c.R * k.boardCacheSpeedup);
+          t = 2 * chunks * c.aIn + (7.0 * n - 1) / n * S / (c.R * k.boardCacheSpeedup);
           chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
-          p.reason = "per board chunk: each rank reduces its slice, then copies the others' slices";
+          p.reason = "per window cell: each rank reduces its slice, then gets the others' slices";
           break;
         }
         default:

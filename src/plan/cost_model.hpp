@@ -28,9 +28,9 @@ enum class PlanAlgo : uint8_t {
   Switch,        // in-network reduction in the network switches (SHARP): each rank sends S up, gets S down
   Nvls,          // NVLink-switch reduction inside one NVLink domain
   NvlsSwitch,    // NVLS inside each domain + switch reduction across domains (NCCL's NVLS-Tree/CollNet)
-  OneShot,  // one host: every rank reduces all inputs off a shared-memory board (PlanRequest::oneShotBytes)
-  HierSwitch,  // ring reduce-scatter in each domain -> switch all-reduce of S/d per rank -> ring all-gather
-  TwoShot,     // one host: each rank reduces a slice of each board chunk, then copies the others' slices
+  OneShot,       // one host: every rank reduces all inputs off the peers' windows (PlanRequest::oneShotBytes)
+  HierSwitch,    // ring reduce-scatter in each domain -> switch all-reduce of S/d per rank -> ring all-gather
+  TwoShot,       // one host: each rank reduces a slice of each window cell, then gets the others' slices
 };
 constexpr int kNumPlanAlgos = 13;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
@@ -47,7 +47,7 @@ struct CostConstants {
   double switchOpUs;         // per in-network reduction tier (switch ALU + buffer)
   double gpuReduceGBps;      // local reduction throughput when the topology does not say
   double cpuReduceGBps;
-  double boardCacheSpeedup;  // one-shot: its reductions read board cells still in the shared cache
+  double boardCacheSpeedup;  // one-/two-shot: their window cells are still in the shared cache
   uint64_t boardChunkBytes;  // two-shot: bytes per board step (TRIB_SHM_BOARD_BYTES' default)
   uint64_t minChunkBytes, maxChunkBytes;
   static const CostConstants& defaults();

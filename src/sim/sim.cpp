@@ -3,10 +3,12 @@
 #include "sim/sim.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <map>
 #include <queue>
 #include <unordered_map>
 
@@ -79,19 +81,42 @@ class TimeMap {
   }
 };
 
-bool overlaps(const Region& x, const Region& y) {
-  return x.count && y.count && x.buf == y.buf && x.offset < y.offset + y.count &&
-         y.offset < x.offset + x.count;
+// What a step touches, for conflicts: a space (a local buffer, or peer p's window) and a range.
+// Signal/Wait count as writes of the rank's own window and the peer's, whole (as the executor
+// runs them): that is the ordering rule of schedule.hpp, a little stronger.
+struct Access {
+  int space;
+  uint64_t begin, end;
+  bool write;
+};
+constexpr uint64_t kWhole = std::numeric_limits<uint64_t>::max();
+int peerSpace(int peer) { return kNumBufs + peer; }
+
+int accesses(const Step& s, Access out[2]) {
+  if (s.isSync()) {
+    out[0] = {static_cast<int>(Buf::Window), 0, kWhole, true};
+    out[1] = {peerSpace(s.peer), 0, kWhole, true};
+    return 2;
+  }
+  int n = 0;
+  auto add = [&](const Region& r, bool peers, bool write) {
+    if (r.count)
+      out[n++] = {peers ? peerSpace(s.peer) : static_cast<int>(r.buf), r.offset, r.offset + r.count, write};
+  };
+  if (s.readsSrc()) add(s.src, s.srcIsPeers(), false);
+  if (s.writesDst()) add(s.dst, s.dstIsPeers(), true);  // a read of dst (Reduce) is covered by the write
+  return n;
 }
 
 // Two steps conflict when one writes what the other touches.
 bool conflicts(const Step& s, const Step& b) {
-  bool sw = s.writesDst(), bw = b.writesDst();
-  bool sr = s.readsSrc(), br = b.readsSrc();
-  if (sw && bw && overlaps(s.dst, b.dst)) return true;
-  if (sw && br && overlaps(s.dst, b.src)) return true;
-  if (bw && sr && overlaps(b.dst, s.src)) return true;
-  if (sw && b.readsDst() && overlaps(s.dst, b.dst)) return true;
+  Access x[2], y[2];
+  const int nx = accesses(s, x), ny = accesses(b, y);
+  for (int i = 0; i < nx; ++i)
+    for (int j = 0; j < ny; ++j)
+      if ((x[i].write || y[j].write) && x[i].space == y[j].space && x[i].begin < y[j].end &&
+          y[j].begin < x[i].end)
+        return true;
   return false;
 }
 
@@ -171,6 +196,93 @@ double reduceBpu(const Node& n, const CostConstants& k) {
          kB;
 }
 
+// In-network reduction over one aggregation tree for a group of endpoints: each member streams
+// `bytes` up its path to its leaf switch, each switch reduces once all its children arrived and
+// forwards up, the root's result travels back down (one copy per link: multicast).
+class AggGroup {
+ public:
+  Status init(const Topology& t, const std::vector<int>& members, int treeIndex) {
+    members_ = members;
+    group_ = treeIndex;
+    up_.resize(members.size());
+    std::vector<int> leaves;
+    for (size_t i = 0; i < members.size(); ++i) {
+      int leaf = firstSwitchAbove(t, members[i], &up_[i]);
+      if (leaf < 0 || !t.node(leaf).reduce.can())
+        return errorf(tribInvalidArgument, "'%s' has no reduce-capable switch above it",
+                      t.node(members[i]).name.c_str());
+      leafOf_.push_back(leaf);
+      if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+    }
+    int depth = 0;
+    tree_ = findAggTree(t, leaves, &depth, treeIndex);
+    if (!tree_)
+      return errorf(tribInvalidArgument, "no aggregation tree spans the leaf switches of the group");
+    for (auto [c, p] : tree_->edges) parent_[c] = p;
+    // Switches in the tree below-first order: leaves, then parents.
+    std::vector<int> order = leaves;
+    for (size_t i = 0; i < order.size(); ++i) {
+      auto it = parent_.find(order[i]);
+      if (it != parent_.end() && std::find(order.begin(), order.end(), it->second) == order.end())
+        order.push_back(it->second);
+    }
+    order_ = order;
+    return Status::Ok();
+  }
+  // Returns per member the arrival of the result; departs[i] = when member i's data is ready.
+  std::vector<double> run(const Topology& t, Links& links, const CostConstants& k, double bytes,
+                          const std::vector<double>& departs) {
+    return run(t, links, k, std::vector<double>(members_.size(), bytes),
+               std::vector<double>(members_.size(), bytes), departs);
+  }
+  // Member i sends up[i] bytes and receives down[i]; the tree's links carry the largest of each
+  // (a reduction up, a multicast down).
+  std::vector<double> run(const Topology& t, Links& links, const CostConstants& k,
+                          const std::vector<double>& up, const std::vector<double>& down,
+                          const std::vector<double>& departs) {
+    const double upTree = *std::max_element(up.begin(), up.end());
+    const double downTree = *std::max_element(down.begin(), down.end());
+    std::unordered_map<int, double> ready;  // switch -> all inputs arrived
+    for (size_t i = 0; i < members_.size(); ++i) {
+      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), up[i], nullptr);
+      ready[leafOf_[i]] = std::max(ready[leafOf_[i]], at);
+    }
+    for (int sw : order_) {
+      double done = links.reduce(sw, group_, ready[sw] + k.switchOpUs, upTree, t.node(sw).reduce.reduceGBps);
+      ready[sw] = done;
+      auto it = parent_.find(sw);
+      if (it != parent_.end()) {
+        double at = links.send({dirLinkBetween(t, sw, it->second)}, done, upTree, nullptr);
+        ready[it->second] = std::max(ready[it->second], at);
+      }
+    }
+    std::unordered_map<int, double> result;  // switch -> result arrived
+    result[tree_->root] = ready[tree_->root];
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      int sw = *it;
+      auto p = parent_.find(sw);
+      if (p != parent_.end())
+        result[sw] = links.send({dirLinkBetween(t, p->second, sw)}, result[p->second], downTree, nullptr);
+    }
+    std::vector<double> out(members_.size());
+    for (size_t i = 0; i < members_.size(); ++i) {
+      std::vector<DirLink> back;
+      for (auto d = up_[i].rbegin(); d != up_[i].rend(); ++d) back.push_back(*d ^ 1);
+      // The result reaches the rank as a message of its own: its completion costs a network step.
+      out[i] = links.send(back, result[leafOf_[i]] + links.overhead(back), down[i], nullptr);
+    }
+    return out;
+  }
+  size_t size() const { return members_.size(); }
+
+ private:
+  std::vector<int> members_, leafOf_, order_;
+  std::vector<std::vector<DirLink>> up_;
+  std::unordered_map<int, int> parent_;
+  const AggTree* tree_ = nullptr;
+  int group_ = 0;
+};
+
 struct Arrival {
   double at = 0, first = 0;
   bool done = false, consumed = false;
@@ -187,14 +299,29 @@ struct PairQ {
   }
 };
 
+// One SwitchReduce of a group (every rank, or a slice group): it completes once every member
+// has arrived, each member's result then arriving down the aggregation tree.
+struct Rendezvous {
+  std::vector<double> ready, up, down, result;  // per member: data ready, bytes up / down, result
+  size_t arrived = 0;
+  bool complete = false;
+};
+
 struct Pending {
   Step s;
   uint64_t seq;
-  PairQ* q;                // receives: the queue of messages from the peer (unordered_map nodes are stable)
-  uint64_t id = 0;         // position in the rank's program
-  uint64_t waitOn = 0;     // id+1 of the earlier blocked step it conflicted with at the last check (0: none)
-  Arrival* arr = nullptr;  // receives: its message's slot (deque elements do not move)
-  bool done = false;       // executed; removed from the blocked list at the end of the pass
+  PairQ* q;             // receives, waits: the queue of messages (signals) from the peer (stable nodes)
+  uint64_t id = 0;      // position in the rank's program
+  uint64_t waitOn = 0;  // id+1 of the earlier blocked step it conflicted with at the last check (0: none)
+  // Receives, waits: its message's slot; an issued Put/Get/GetReduce: its transfer's (deque
+  // elements do not move).
+  Arrival* arr = nullptr;
+  Rendezvous* rv = nullptr;  // SwitchReduce: its group's instance (map nodes are stable)
+  size_t member = 0;         // SwitchReduce: this rank's index in the group
+  // Started, not finished: a SwitchReduce waiting for its group, a transfer to or from a peer's
+  // window on its way.
+  bool issued = false;
+  bool done = false;  // executed; removed from the blocked list at the end of the pass
 };
 
 struct RankState {
@@ -206,10 +333,13 @@ struct RankState {
   // Per peer: message counters, the queue of messages from it, the route to it. Few peers per rank
   // for every schedule but all-to-all, so a short list searched from the last hit.
   struct Peer {
-    int peer;
-    uint64_t sent = 0, received = 0;
+    int peer = -1;
+    uint64_t sent = 0, received = 0, signalled = 0, waited = 0;
     PairQ* in = nullptr;
-    const std::vector<DirLink>* route = nullptr;
+    PairQ* signals = nullptr;                       // signals from the peer
+    const std::vector<DirLink>* route = nullptr;    // to the peer
+    const std::vector<DirLink>* routeIn = nullptr;  // from the peer
+    TimeMap window;                                 // this rank's accesses to the peer's window
   };
   std::vector<Peer> peers;
   size_t lastPeer = 0;
@@ -217,6 +347,11 @@ struct RankState {
   uint64_t pulled = 0;
   double reduceBpu = 0, copyBpu = 0;
   int node = -1;
+  bool host = false;    // a CPU process: its window work runs on its own core, one step at a time
+  double coreFree = 0;  // host: when that core is next free
+  PairQ transfers;      // its Put/Get/GetReduce transfers over links, in the order issued
+  uint64_t issuedTransfers = 0;
+  std::unordered_map<int, uint64_t> switchSteps;  // SwitchReduce steps pulled, per stride
 };
 
 struct Msg {
@@ -224,6 +359,9 @@ struct Msg {
   uint64_t order;  // tie-break: deterministic
   int src, dst;
   uint64_t seq, bytes;
+  // A Put/Get/GetReduce's transfer (src: the rank that runs it): its slot and its route.
+  Arrival* transfer = nullptr;
+  const std::vector<DirLink>* path = nullptr;
   bool operator>(const Msg& o) const { return depart != o.depart ? depart > o.depart : order > o.order; }
 };
 
@@ -240,22 +378,25 @@ class Engine {
       RankState& rs = ranks_[r];
       rs.node = nodes[r];
       rs.reduceBpu = rs.copyBpu = reduceBpu(t.node(nodes[r]), o.k);
+      rs.host = t.node(nodes[r]).type != NodeType::Gpu;
     }
+    nodes_ = nodes;
   }
 
   Status run(const AlgoInfo& algo, SimResult* out) {
     for (int r = 0; r < args_.nranks; ++r) ranks_[r].gen = algo.generate(args_, r);
     for (int r = 0; r < args_.nranks; ++r) progress(r);
-    while (!heap_.empty()) {
-      Msg m = heap_.top();
-      heap_.pop();
-      transmit(m);
+    for (;;) {  // ranks woken (by a message, a signal, a completed rendezvous), then the next message
       while (!work_.empty()) {
         int r = work_.back();
         work_.pop_back();
         ranks_[r].queued = false;
         progress(r);
       }
+      if (heap_.empty()) break;
+      Msg m = heap_.top();
+      heap_.pop();
+      transmit(m);
     }
     if (!bad_.empty()) return errorf(tribInvalidArgument, "simulation: %s", bad_.c_str());
     for (int r = 0; r < args_.nranks; ++r) {
@@ -265,7 +406,7 @@ class Engine {
         return errorf(
             tribInternalError,
             "simulation stuck: rank %d waits at %s with no message coming (the schedule's sends and "
-            "receives do not match)",
+            "receives, signals and waits, or switch steps do not match)",
             r, describeStep(s).c_str());
       }
     }
@@ -301,8 +442,8 @@ class Engine {
       if (p.waitOn && std::find(ran_.begin(), ran_.end(), p.waitOn - 1) != ran_.end())
         p.waitOn = 0;  // it ran
       if (!ready(p) || p.waitOn) continue;
-      if (conflictsBefore(p, rs.blocked, i)) continue;
-      execute(r, p);
+      if (!p.issued && conflictsBefore(p, rs.blocked, i)) continue;
+      if (!execute(r, p)) continue;  // a SwitchReduce waiting for its group
       p.done = true;
       ran_.push_back(p.id);
     }
@@ -318,27 +459,33 @@ class Engine {
       Pending p{rs.gen.value(), 0, nullptr};
       p.id = rs.pulled++;
       ++steps_;
-      if (p.s.isComm()) {
-        if (p.s.peer < 0 || p.s.peer >= args_.nranks) {
-          bad_ = strprintf("rank %d: %s names a peer outside [0, %d)", r, describeStep(p.s).c_str(),
-                           args_.nranks);
+      if (p.s.isComm() || p.s.isPeerMemory() || p.s.isSync()) {
+        if (p.s.peer < 0 || p.s.peer >= args_.nranks || (p.s.peer == r && !p.s.isComm())) {
+          bad_ = strprintf("rank %d: %s names a peer outside [0, %d)%s", r, describeStep(p.s).c_str(),
+                           args_.nranks,
+                           p.s.peer == r ? " or itself (its own window is reached by copy/reduce)" : "");
           rs.genDone = true;
           return;
         }
         RankState::Peer& pe = peer(r, p.s.peer);
         if (p.s.kind == StepKind::Send) {
           p.seq = pe.sent++;
-        } else {
+        } else if (p.s.kind == StepKind::Signal) {
+          p.seq = pe.signalled++;
+        } else if (p.s.kind == StepKind::Wait) {
+          p.seq = pe.waited++;  // the k-th wait for the peer matches its k-th signal to this rank
+          p.q = pe.signals;
+          p.arr = &p.q->get(p.seq);
+        } else if (p.s.isComm()) {
           p.seq = pe.received++;
           p.q = pe.in;
           p.arr = &p.q->get(p.seq);
         }
+      } else if (p.s.kind == StepKind::SwitchReduce) {
+        joinRendezvous(r, p);
       }
       bool free = ready(p) && !conflictsBefore(p, rs.blocked, rs.blocked.size());
-      if (free)
-        execute(r, p);
-      else
-        rs.blocked.push_back(p);
+      if (!free || !execute(r, p)) rs.blocked.push_back(p);
     }
   }
 
@@ -346,7 +493,76 @@ class Engine {
     return static_cast<uint64_t>(src) << 32 | static_cast<uint32_t>(dst);
   }
 
-  static bool ready(const Pending& p) { return !p.arr || p.arr->done; }
+  static bool ready(const Pending& p) {
+    if (p.rv) return !p.issued || p.rv->complete;
+    return !p.arr || p.arr->done;  // a Put/Get/GetReduce has a slot once it is issued
+  }
+
+  // The SwitchReduce's group instance: the k-th step of its stride among the group's members
+  // (schedule.hpp: every member runs them in the same order). Stride d >= 2: the ranks congruent
+  // to this one modulo d, member index rank / d; else every rank (d = 1).
+  static int strideOf(const Step& s) { return s.peer >= 2 ? s.peer : 1; }
+  void joinRendezvous(int r, Pending& p) {
+    const int n = args_.nranks, d = strideOf(p.s);
+    const int group = r % d;
+    const uint64_t k = ranks_[r].switchSteps[d]++;
+    Rendezvous& rv = rendezvous_[{static_cast<uint64_t>(d), static_cast<uint64_t>(group), k}];
+    if (rv.ready.empty()) {
+      const size_t members = static_cast<size_t>((n - 1 - group) / d + 1);
+      rv.ready.assign(members, 0);
+      rv.up.assign(members, 0);
+      rv.down.assign(members, 0);
+    }
+    p.rv = &rv;
+    p.member = static_cast<size_t>(r / d);
+  }
+
+  // The aggregation tree of a group (built on first use): slice group g on the topology's tree g,
+  // as the communicator spreads its slice groups (different GPUs, different SHARP trees).
+  AggGroup* aggGroup(int d, int group) {
+    auto key = static_cast<uint64_t>(d) << 32 | static_cast<uint32_t>(group);
+    auto it = groups_.find(key);
+    if (it != groups_.end()) return &it->second;
+    std::vector<int> members;
+    for (int j = group; j < args_.nranks; j += d) members.push_back(nodes_[j]);
+    AggGroup g;
+    Status st = g.init(t_, members, group);
+    if (!st.ok()) {
+      bad_ = "switch reduction: " + st.message();
+      return nullptr;
+    }
+    return &groups_.emplace(key, std::move(g)).first->second;
+  }
+
+  // Every member has arrived: stream each member's data up the tree and the result down, in chunks
+  // of the plan's slice (the switch client pipelines them), and wake the members.
+  void completeRendezvous(Rendezvous& rv, int r, const Step& s) {
+    const int d = strideOf(s), group = r % d;
+    AggGroup* g = aggGroup(d, group);
+    if (!g) return;
+    const double most = std::max(*std::max_element(rv.up.begin(), rv.up.end()),
+                                 *std::max_element(rv.down.begin(), rv.down.end()));
+    const double chunk = static_cast<double>(std::max<uint64_t>(1, args_.chunkElems) * esize_);
+    const double chunks = std::max(1.0, std::ceil(most / chunk));
+    std::vector<double> up(rv.up.size()), down(rv.down.size());
+    for (size_t i = 0; i < up.size(); ++i) up[i] = rv.up[i] / chunks, down[i] = rv.down[i] / chunks;
+    rv.result.assign(rv.ready.size(), 0);
+    for (double j = 0; j < chunks; ++j) {
+      std::vector<double> at = g->run(t_, links_, opt_.k, up, down, rv.ready);
+      for (size_t i = 0; i < at.size(); ++i) rv.result[i] = std::max(rv.result[i], at[i]);
+      messages_ += 2 * up.size();
+    }
+    rv.complete = true;
+    for (int j = group; j < args_.nranks; j += d) wake(j);
+  }
+
+  void wake(int r) {
+    RankState& rs = ranks_[r];
+    if (!rs.queued) {
+      rs.queued = true;
+      work_.push_back(r);
+    }
+  }
 
   RankState::Peer& peer(int r, int peer) {
     RankState& rs = ranks_[r];
@@ -357,18 +573,83 @@ class Engine {
     } else if (auto it = rs.peerIndex.find(peer); it != rs.peerIndex.end()) {
       return rs.peers[rs.lastPeer = it->second];
     }
-    RankState::Peer pe{peer};
+    RankState::Peer pe;
+    pe.peer = peer;
     pe.in = &pairs_[key(peer, r)];
+    pe.signals = &signalPairs_[key(peer, r)];
     rs.peerIndex[peer] = rs.peers.size();
     rs.peers.push_back(pe);
     return rs.peers[rs.lastPeer = rs.peers.size() - 1];
   }
 
-  void execute(int r, const Pending& p) {
+  // Window work done in the rank's memory: copies (2 bytes of traffic per byte: read, write) and
+  // reductions (3: two reads, a write). A host rank's run on its one core, one after another, at the
+  // cost model's cache-resident rate (window cells were just written: CostConstants::boardCacheSpeedup);
+  // a GPU's at its copy/reduce rate, as other local steps.
+  double localWindowWork(RankState& rs, double start, double bytes, bool reduce) {
+    if (!rs.host) return start + bytes / (reduce ? rs.reduceBpu : rs.copyBpu);
+    const double begin = std::max(start, rs.coreFree);
+    rs.coreFree = begin + (reduce ? 3 : 2) * bytes / (rs.reduceBpu * opt_.k.boardCacheSpeedup);
+    return rs.coreFree;
+  }
+
+  // A Put (to the peer's window) or Get/GetReduce (from it): a transfer over the route between the
+  // two ranks' nodes, one-sided (no software step: the rank's own loads and stores), in departure
+  // order with the messages; the reduction fused with it as for a RecvReduce. Between processes of
+  // one host: window work in memory. Returns whether it finished (*done), else it is on its way.
+  bool peerMemory(int r, Pending& p, RankState::Peer& pe, double start, double* done) {
     RankState& rs = ranks_[r];
     const Step& s = p.s;
-    auto& srcMap = rs.maps[static_cast<int>(s.src.buf)];
-    auto& dstMap = rs.maps[static_cast<int>(s.dst.buf)];
+    const double bytes = static_cast<double>(s.dst.count * esize_);
+    const bool reduce = s.kind == StepKind::GetReduce;
+    if (p.issued) {  // its transfer has arrived
+      *done = p.arr->at;
+      if (reduce) *done = std::max(*done, p.arr->first + bytes / rs.reduceBpu);
+      p.arr->consumed = true;
+      rs.transfers.pop();
+      return true;
+    }
+    const int other = ranks_[pe.peer].node;
+    if (other == rs.node) {
+      *done = localWindowWork(rs, start, bytes, reduce);
+      return true;
+    }
+    const std::vector<DirLink>*& path = s.kind == StepKind::Put ? pe.route : pe.routeIn;
+    if (!path)
+      path = s.kind == StepKind::Put ? &router_.route(rs.node, other) : &router_.route(other, rs.node);
+    if (path->empty()) {
+      bad_ = strprintf("no route between %s and %s for %s", t_.node(rs.node).name.c_str(),
+                       t_.node(other).name.c_str(), describeStep(s).c_str());
+      *done = start;
+      return true;
+    }
+    p.arr = &rs.transfers.get(rs.issuedTransfers++);
+    p.issued = true;
+    Msg m{start, order_++, r, pe.peer, 0, s.dst.count * esize_};
+    m.transfer = p.arr;
+    m.path = path;
+    heap_.push(m);
+    return false;
+  }
+
+  // Signal: a small message, its arrival delayed by the route's latency and a software step.
+  double signalArrival(const RankState& rs, RankState::Peer& pe, double start) {
+    const int other = ranks_[pe.peer].node;
+    if (other == rs.node) return start + opt_.k.stepOverheadUs;
+    if (!pe.route) pe.route = &router_.route(rs.node, other);
+    double at = start + links_.overhead(*pe.route);
+    for (DirLink d : *pe.route) at += t_.link(dirLinkId(d)).latencyUs;
+    return at;
+  }
+
+  // Runs p (its regions are ready); false when it has not finished (a SwitchReduce whose group has
+  // not all arrived: it stays blocked).
+  bool execute(int r, Pending& p) {
+    RankState& rs = ranks_[r];
+    const Step& s = p.s;
+    RankState::Peer* pe = s.isPeerMemory() || s.isSync() ? &peer(r, s.peer) : nullptr;
+    TimeMap& srcMap = s.srcIsPeers() ? pe->window : rs.maps[static_cast<int>(s.src.buf)];
+    TimeMap& dstMap = s.dstIsPeers() ? pe->window : rs.maps[static_cast<int>(s.dst.buf)];
     double done = 0;
     switch (s.kind) {
       case StepKind::Send: {
@@ -377,10 +658,10 @@ class Engine {
         if (s.peer < 0 || s.peer >= args_.nranks) {
           bad_ =
               strprintf("rank %d: %s names a peer outside [0, %d)", r, describeStep(s).c_str(), args_.nranks);
-          return;
+          return true;
         }
         heap_.push({start, order_++, r, s.peer, p.seq, s.src.count * esize_});
-        return;
+        return true;
       }
       case StepKind::Recv:
       case StepKind::RecvReduce: {
@@ -402,28 +683,76 @@ class Engine {
       case StepKind::Reduce: {
         double start = std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
         srcMap.read(s.src, start);
-        done = start + s.dst.count * esize_ / (s.kind == StepKind::Copy ? rs.copyBpu : rs.reduceBpu);
+        const double bytes = static_cast<double>(s.dst.count * esize_);
+        if (s.touchesOwnWindow()) {
+          done = localWindowWork(rs, start, bytes, s.kind == StepKind::Reduce);
+          srcMap.read(s.src, done);  // a window is read until the step ends (a Signal releases it)
+        } else {
+          done = start + bytes / (s.kind == StepKind::Copy ? rs.copyBpu : rs.reduceBpu);
+        }
         break;
       }
-      case StepKind::SwitchReduce:
-        // In-network reduction is modelled by the aggregation tree (PlanAlgo::Switch), not step by step.
-        bad_ = strprintf("rank %d: %s: simulate switch schedules as PlanAlgo::Switch", r,
-                         describeStep(s).c_str());
-        return;
       case StepKind::Put:
       case StepKind::Get:
-      case StepKind::GetReduce:
+      case StepKind::GetReduce: {
+        const double start = p.issued ? 0 : std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
+        if (!peerMemory(r, p, *pe, start, &done)) return false;
+        srcMap.read(s.src, done);
+        break;
+      }
       case StepKind::Signal:
-      case StepKind::Wait:
-        bad_ = strprintf("rank %d: %s: peer-memory steps are not simulated yet", r, describeStep(s).c_str());
-        return;
+      case StepKind::Wait: {
+        // Both windows as written (see accesses): after every earlier access to them, before any
+        // later one; a Wait ends when the matching signal has arrived.
+        const Region whole{Buf::Window, 0, kWhole};
+        done = std::max(rs.maps[static_cast<int>(Buf::Window)].maxA(whole), pe->window.maxA(whole));
+        if (s.kind == StepKind::Signal) {
+          Arrival& a = peer(s.peer, r).signals->get(p.seq);
+          a.at = a.first = signalArrival(rs, *pe, done);
+          a.done = true;
+          ++messages_;
+          wake(s.peer);
+        } else {
+          done = std::max(done, p.arr->at);
+          p.arr->consumed = true;
+          p.q->pop();
+        }
+        rs.maps[static_cast<int>(Buf::Window)].write(whole, done);
+        pe->window.write(whole, done);
+        end_ = std::max(end_, done);
+        return true;
+      }
+      case StepKind::SwitchReduce: {
+        Rendezvous& rv = *p.rv;
+        if (!p.issued) {
+          const double start = std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
+          srcMap.read(s.src, start);
+          rv.ready[p.member] = start;
+          rv.up[p.member] = static_cast<double>(s.src.count * esize_);
+          rv.down[p.member] = static_cast<double>(s.dst.count * esize_);
+          p.issued = true;
+          if (++rv.arrived == rv.ready.size()) completeRendezvous(rv, r, s);
+          if (!rv.complete) return false;
+        }
+        done = rv.result[p.member];
+        srcMap.read(s.src, done);  // the switch reads the source until the result is back
+        break;
+      }
     }
     dstMap.write(s.dst, done);
     end_ = std::max(end_, done);
+    return true;
   }
 
   void transmit(const Msg& m) {
     ++messages_;
+    if (m.transfer) {  // a Put/Get/GetReduce of rank m.src
+      m.transfer->at = links_.send(*m.path, m.depart, static_cast<double>(m.bytes), &m.transfer->first);
+      m.transfer->done = true;
+      end_ = std::max(end_, m.transfer->at);
+      wake(m.src);
+      return;
+    }
     const RankState& src = ranks_[m.src];
     RankState::Peer& pe = peer(m.src, m.dst);
     if (!pe.route) pe.route = &router_.route(src.node, ranks_[m.dst].node);
@@ -441,11 +770,7 @@ class Engine {
     a.first = first;
     a.done = true;
     end_ = std::max(end_, at);
-    RankState& d = ranks_[m.dst];
-    if (!d.queued) {
-      d.queued = true;
-      work_.push_back(m.dst);
-    }
+    wake(m.dst);
   }
 
   const Topology& t_;
@@ -454,7 +779,10 @@ class Engine {
   uint64_t esize_;
   SimOptions opt_;
   std::vector<RankState> ranks_;
-  std::unordered_map<uint64_t, PairQ> pairs_;
+  std::unordered_map<uint64_t, PairQ> pairs_, signalPairs_;
+  std::vector<int> nodes_;
+  std::map<std::array<uint64_t, 3>, Rendezvous> rendezvous_;  // (stride, group, k)
+  std::unordered_map<uint64_t, AggGroup> groups_;
   std::priority_queue<Msg, std::vector<Msg>, std::greater<>> heap_;
   std::vector<int> work_;
   Links links_;
@@ -528,81 +856,6 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
 
 namespace {
 
-// In-network reduction over one aggregation tree for a group of endpoints: each member streams
-// `bytes` up its path to its leaf switch, each switch reduces once all its children arrived and
-// forwards up, the root's result travels back down (one copy per link: multicast).
-class AggGroup {
- public:
-  Status init(const Topology& t, const std::vector<int>& members, int treeIndex) {
-    members_ = members;
-    group_ = treeIndex;
-    up_.resize(members.size());
-    std::vector<int> leaves;
-    for (size_t i = 0; i < members.size(); ++i) {
-      int leaf = firstSwitchAbove(t, members[i], &up_[i]);
-      if (leaf < 0 || !t.node(leaf).reduce.can())
-        return errorf(tribInvalidArgument, "'%s' has no reduce-capable switch above it",
-                      t.node(members[i]).name.c_str());
-      leafOf_.push_back(leaf);
-      if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
-    }
-    int depth = 0;
-    tree_ = findAggTree(t, leaves, &depth, treeIndex);
-    if (!tree_)
-      return errorf(tribInvalidArgument, "no aggregation tree spans the leaf switches of the group");
-    for (auto [c, p] : tree_->edges) parent_[c] = p;
-    // Switches in the tree below-first order: leaves, then parents.
-    std::vector<int> order = leaves;
-    for (size_t i = 0; i < order.size(); ++i) {
-      auto it = parent_.find(order[i]);
-      if (it != parent_.end() && std::find(order.begin(), order.end(), it->second) == order.end())
-        order.push_back(it->second);
-    }
-    order_ = order;
-    return Status::Ok();
-  }
-  // Returns per member the arrival of the reduced result; departs[i] = when member i's data is ready.
-  std::vector<double> run(const Topology& t, Links& links, const CostConstants& k, double bytes,
-                          const std::vector<double>& departs) {
-    std::unordered_map<int, double> ready;  // switch -> all inputs arrived
-    for (size_t i = 0; i < members_.size(); ++i) {
-      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), bytes, nullptr);
-      ready[leafOf_[i]] = std::max(ready[leafOf_[i]], at);
-    }
-    for (int sw : order_) {
-      double done = links.reduce(sw, group_, ready[sw] + k.switchOpUs, bytes, t.node(sw).reduce.reduceGBps);
-      ready[sw] = done;
-      auto it = parent_.find(sw);
-      if (it != parent_.end()) {
-        double at = links.send({dirLinkBetween(t, sw, it->second)}, done, bytes, nullptr);
-        ready[it->second] = std::max(ready[it->second], at);
-      }
-    }
-    std::unordered_map<int, double> down;  // switch -> result arrived
-    down[tree_->root] = ready[tree_->root];
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-      int sw = *it;
-      auto p = parent_.find(sw);
-      if (p != parent_.end())
-        down[sw] = links.send({dirLinkBetween(t, p->second, sw)}, down[p->second], bytes, nullptr);
-    }
-    std::vector<double> out(members_.size());
-    for (size_t i = 0; i < members_.size(); ++i) {
-      std::vector<DirLink> back;
-      for (auto d = up_[i].rbegin(); d != up_[i].rend(); ++d) back.push_back(*d ^ 1);
-      out[i] = links.send(back, down[leafOf_[i]], bytes, nullptr);
-    }
-    return out;
-  }
-
- private:
-  std::vector<int> members_, leafOf_, order_;
-  std::vector<std::vector<DirLink>> up_;
-  std::unordered_map<int, int> parent_;
-  const AggTree* tree_ = nullptr;
-  int group_ = 0;
-};
-
 int nvSwitchOf(const Topology& t, int node) {
   for (auto [lid, nb] : t.adjacent(node))
     if (t.node(nb).type == NodeType::NvSwitch && t.node(nb).reduce.can()) return nb;
@@ -632,15 +885,10 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
   double end = 0;
   auto chunkBytes = [&](uint64_t j) { return std::min(chunk, S - static_cast<double>(j) * chunk); };
 
-  if (algo == PlanAlgo::Switch) {
-    AggGroup g;
-    TRIB_RETURN_IF_ERROR(g.init(t, nodes, 0).prefix("switch reduction: "));
-    std::vector<double> departs(n, 0.0);
-    for (uint64_t j = 0; j < nChunks; ++j) {
-      auto res = g.run(t, links, k, chunkBytes(j), departs);
-      for (double x : res) end = std::max(end, x);
-      out->messages += 2 * static_cast<uint64_t>(n);
-    }
+  if (algo == PlanAlgo::Switch || algo == PlanAlgo::HierSwitch) {
+    return errorf(tribInvalidArgument,
+                  "simulateInNetwork: %s has a schedule; simulate() replays its switch steps",
+                  planAlgoName(algo));
   } else if (algo == PlanAlgo::Nvls || algo == PlanAlgo::NvlsSwitch) {
     // Domains: ranks grouped by their NVSwitch, all the same size, in rank order.
     std::vector<int> sw(n);

@@ -7,9 +7,13 @@
 // touches are ready (as the executor overlaps steps whose regions do not conflict), looking up to a
 // window of blocked steps ahead. Sends depart after a per-step software overhead; receives that reduce
 // are fused with the transfer (cost only where the reducer is slower than the link).
-// In-network reduction (switch, nvls) has no executable step yet (a later issue): simulateInNetwork
-// models it directly -- every rank streams chunks up an aggregation tree that reduces, and the
-// root's result streams back down.
+// Peer-memory steps: Put/Get/GetReduce move data over the route between the rank and the window's
+// owner (one-sided: no software step); between processes of one host they are work in memory on the
+// rank's own core at the cache-resident rate. Signal is a small message (latency only); Wait ends
+// when the matching signal arrives; both order window steps as schedule.hpp's rule says.
+// SwitchReduce is a rendezvous of its group (every rank, or a slice group): once all have arrived,
+// every member's data streams up the aggregation tree, which reduces it, and the result back down.
+// Nvls/NvlsSwitch have no schedule yet: simulateInNetwork models them directly.
 #pragma once
 #include <string>
 #include <vector>
@@ -45,8 +49,8 @@ struct SimResult {
 // dtype sets the byte size of elements.
 Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, DataType dtype, SimResult* out,
                 const std::vector<int>& rankToNode = {}, const SimOptions& opt = {});
-// Switch (SHARP over the aggregation tree), Nvls (the domain's NVSwitch) and NvlsSwitch (NVLS in each
-// domain + switch reduction across) all-reduce, modelled without a schedule.
+// Nvls (the domain's NVSwitch) and NvlsSwitch (NVLS in each domain + switch reduction across)
+// all-reduce, modelled without a schedule. Switch and HierSwitch have schedules: use simulate().
 Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args, DataType dtype,
                          SimResult* out, const std::vector<int>& rankToNode = {}, const SimOptions& opt = {});
 
