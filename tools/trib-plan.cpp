@@ -220,8 +220,8 @@ int main(int argc, char** argv) {
         args.chunkElems = c.plan.chunkElems, args.ranksPerDomain = c.plan.ranksPerDomain;
         predictedUs = c.plan.predictedUs;
       }
-    // Peer-memory schedules: the communicator's default window, two cells of the shm board's
-    // default cell (TRIB_SHM_BOARD_BYTES, CostConstants::boardChunkBytes).
+    // Peer-memory schedules: the communicator's default window, two cells of
+    // CostConstants::boardChunkBytes (the default TRIB_SHM_WINDOW_BYTES is two 1 MiB cells).
     if (needsWindows(toScheduleAlgo(a))) args.windowElems = 2 * planner.constants().boardChunkBytes / es;
     // Ranks as the communicator places them (on a CPU-only host, many processes per CPU node).
     std::vector<int> rankToNode;
