@@ -201,13 +201,13 @@ std::string check(const Case& c, int rank, const RankBuffers& b) {
   return errors;
 }
 
-// Every registered algorithm but those needing a collective offload or peer windows:
-// test_switch_comm runs this suite's cases through an aggregation switch,
-// test_conformance_multiprocess over the shm transport's windows.
+// Every registered algorithm but those needing a collective offload (test_switch_comm runs this
+// suite's cases through an aggregation switch). Peer-memory ones run over the loopback windows here
+// and over the shm transport's in test_conformance_multiprocess.
 static std::vector<const AlgoInfo*> algos(Coll c) {
   std::vector<const AlgoInfo*> out;
   for (const AlgoInfo* a : algorithmsFor(c))
-    if (!needsOffload(a->algo) && !needsWindows(a->algo)) out.push_back(a);
+    if (!needsOffload(a->algo)) out.push_back(a);
   return out;
 }
 

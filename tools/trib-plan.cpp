@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
         predictedUs = c.plan.predictedUs;
       }
     // Peer-memory schedules: the communicator's default window, two cells of
-    // CostConstants::boardChunkBytes (the default TRIB_SHM_WINDOW_BYTES is two 1 MiB cells).
+    // CostConstants::boardChunkBytes (the default TRIB_WINDOW_BYTES is two 1 MiB cells).
     if (needsWindows(toScheduleAlgo(a))) args.windowElems = 2 * planner.constants().boardChunkBytes / es;
     // Ranks as the communicator places them (on a CPU-only host, many processes per CPU node).
     std::vector<int> rankToNode;

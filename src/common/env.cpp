@@ -51,9 +51,10 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_NODE_ID", "", "Index of this host (with TRIB_RANK; optional)."},
       {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
-      {"TRIB_SHM_WINDOW_BYTES", "2097152",
-       "Shared-memory window per rank (bytes, two cells), when every rank is on one host: one-shot "
-       "all-reduce takes up to a cell, two-shot runs a cell per chunk; 0: no windows."},
+      {"TRIB_WINDOW_BYTES", "2097152",
+       "Peer window per rank (bytes, two cells), when a transport maps every rank's (shm: all on one "
+       "host; loopback: all in one process): one-shot all-reduce takes up to a cell, two-shot runs a "
+       "cell per chunk; 0: no windows."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_LINK", "tcp",

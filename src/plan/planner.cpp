@@ -338,12 +338,12 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       c.reason = p.reason;
     } else if (a == PlanAlgo::TwoShot && !req.oneShotBytes && !req.includeModelOnly) {
       c.eligible = false;
-      c.reason = "no peer windows (ranks on several hosts, or TRIB_SHM_WINDOW_BYTES=0)";
+      c.reason = "no peer windows (ranks on several hosts, or TRIB_WINDOW_BYTES=0)";
     } else if (a == PlanAlgo::OneShot && req.bytes > req.oneShotBytes && !req.includeModelOnly) {
       c.eligible = false;
       c.reason = req.oneShotBytes
                      ? strprintf("larger than a window cell (%s)", formatBytes(req.oneShotBytes).c_str())
-                     : "no peer windows (ranks on several hosts, or TRIB_SHM_WINDOW_BYTES=0)";
+                     : "no peer windows (ranks on several hosts, or TRIB_WINDOW_BYTES=0)";
     } else if (!c.plan.executable && !req.includeModelOnly) {
       c.eligible = false;
       c.reason = switchPlan && !attached_       ? "no switch attached (model only; set TRIB_SWITCH)"

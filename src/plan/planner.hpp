@@ -42,7 +42,7 @@ struct PlanRequest {
   // their stride (ranks per domain), 0 = none.
   int sliceStride = 0;
   // A cell of every rank's peer window (bytes): the largest all-reduce OneShot takes, TwoShot's
-  // chunk; 0: no windows (ranks on several hosts, or TRIB_SHM_WINDOW_BYTES=0).
+  // chunk; 0: no windows (ranks on several hosts, or TRIB_WINDOW_BYTES=0).
   uint64_t oneShotBytes = 0;
 };
 

@@ -5,6 +5,9 @@
 #include <mutex>
 #include <utility>
 
+#include <sys/mman.h>
+
+#include "common/env.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/registry.hpp"
 
@@ -61,30 +64,95 @@ void deliver(const void* data, size_t sendBytes, TransferOp* sendOp, const Pendi
 
 }  // namespace
 
+// One signal counter per ordered pair of ranks, each on its own cache line.
+struct alignas(64) SignalWord {
+  std::atomic<uint64_t> word{0};  // count << 32 | the latest signal's fingerprint
+};
+
 class LoopbackFabric {
  public:
-  explicit LoopbackFabric(int nranks) : boxes_(nranks), dead_(nranks) {}
+  // windowBytes > 0: every rank's window (the fabric holds every rank of the communicator).
+  LoopbackFabric(int nranks, uint64_t windowBytes)
+      : boxes_(nranks), dead_(nranks), windowBytes_(windowBytes) {
+    if (!windowBytes_) return;
+    // Untouched pages cost nothing: a window is only as big as the calls that use it.
+    void* m = mmap(nullptr, windowBytes_ * nranks, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+      windowBytes_ = 0;  // no windows: peer-memory plans are not offered
+      return;
+    }
+    windows_ = static_cast<uint8_t*>(m);
+    signals_ = std::vector<SignalWord>(static_cast<size_t>(nranks) * nranks);
+  }
+  ~LoopbackFabric() {
+    if (windows_) munmap(windows_, windowBytes_ * boxes_.size());
+  }
   int size() const { return static_cast<int>(boxes_.size()); }
   Mailbox& box(int rank) { return boxes_[rank]; }
   bool dead(int rank) const { return dead_[rank].load(std::memory_order_acquire); }
   void markDead(int rank) { dead_[rank].store(true, std::memory_order_release); }
+  uint64_t windowBytes() const { return windowBytes_; }
+  uint8_t* window(int rank) const { return windows_ + windowBytes_ * rank; }
+  // Signals from `from` to `to`.
+  SignalWord& signals(int from, int to) { return signals_[static_cast<size_t>(to) * boxes_.size() + from]; }
 
  private:
   std::vector<Mailbox> boxes_;
   std::vector<std::atomic<bool>> dead_;
+  uint64_t windowBytes_;
+  uint8_t* windows_ = nullptr;
+  std::vector<SignalWord> signals_;
 };
 
-std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks) {
-  return std::make_shared<LoopbackFabric>(nranks);
+std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks, bool windows) {
+  const int64_t bytes = windows ? envInt("TRIB_WINDOW_BYTES") : 0;
+  return std::make_shared<LoopbackFabric>(nranks,
+                                          bytes > 0 ? (static_cast<uint64_t>(bytes) + 127) / 128 * 128 : 0);
 }
 
 namespace {
 
+// One rank's view of the fabric's windows (transport.hpp: PeerWindows).
+class LoopbackWindows final : public PeerWindows {
+ public:
+  LoopbackWindows(LoopbackFabric* fabric, int rank)
+      : fabric_(fabric), rank_(rank), sent_(fabric->size()), waited_(fabric->size()) {}
+  uint64_t windowBytes() const override { return fabric_->windowBytes(); }
+  uint8_t* windowOf(int rank) const override { return fabric_->window(rank); }
+  void signal(int peer, uint32_t fingerprint) override {
+    fabric_->signals(rank_, peer).word.store((++sent_[peer] << 32) | fingerprint, std::memory_order_release);
+  }
+  uint32_t fingerprintMask() const override { return 0xffffffffu; }
+  Status pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) override {
+    uint64_t word = fabric_->signals(peer, rank_).word.load(std::memory_order_acquire);
+    if ((word >> 32) < target) {
+      if (fabric_->dead(rank_)) return errorf(tribAborted, "rank %d was aborted", rank_);
+      // A peer that signalled and then failed is read first (it found mismatched arguments).
+      if (fabric_->dead(peer) &&
+          ((word = fabric_->signals(peer, rank_).word.load(std::memory_order_acquire)) >> 32) < target)
+        return errorf(tribRemoteError, "rank %d aborted or failed; its signal will never arrive", peer);
+    }
+    *count = word >> 32;
+    *fingerprint = static_cast<uint32_t>(word);
+    return Status::Ok();
+  }
+  uint64_t& waitsPosted(int peer) override { return waited_[peer]; }
+
+ private:
+  LoopbackFabric* fabric_;
+  int rank_;
+  std::vector<uint64_t> sent_, waited_;
+};
+
 class LoopbackTransport final : public Transport {
  public:
   LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank)
-      : fabric_(std::move(fabric)), rank_(rank) {}
+      : fabric_(std::move(fabric)), rank_(rank) {
+    if (fabric_->windowBytes()) windows_ = std::make_unique<LoopbackWindows>(fabric_.get(), rank_);
+  }
   const char* name() const override { return "loopback"; }
+  PeerWindows* windows() override { return windows_.get(); }
 
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) override {
     TRIB_RETURN_IF_ERROR(checkPeer(peer));
@@ -180,6 +248,7 @@ class LoopbackTransport final : public Transport {
 
   std::shared_ptr<LoopbackFabric> fabric_;
   int rank_;
+  std::unique_ptr<LoopbackWindows> windows_;
 };
 
 }  // namespace
@@ -238,7 +307,7 @@ Status joinLoopbackFabric(uint64_t id, int nranks, int localCount, int rank,
     w = std::make_shared<World>();
     w->nranks = nranks;
     w->localCount = localCount;
-    fabric = makeLoopbackFabric(nranks);
+    fabric = makeLoopbackFabric(nranks, localCount == nranks);  // windows only with every rank here
     w->fabric = fabric;
     w->joined.assign(nranks, false);
   }
@@ -260,6 +329,7 @@ TransportDescriptor loopbackTransportDescriptor() {
   d.reaches = "ranks in the same process";
   d.caps.reads = d.caps.writes = kHostMemoryKinds;
   d.caps.twoSided = true;
+  d.caps.windows = true;   // every rank's, when all are in this process
   d.caps.zeroCopy = true;  // the second of a matched pair copies straight from the sender's buffer
   d.priority = 300;
   d.needsExchange = false;

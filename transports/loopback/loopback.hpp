@@ -3,7 +3,8 @@
 // Each receiving rank has a mailbox of posted receives and of sends that arrived first. Whoever
 // comes second performs the transfer straight from the sender's buffer into the receiver's
 // (one copy; for a reducing receive, one fused read-read-write pass). A send waits in the
-// mailbox by reference until matched, or until detachSend() copies it out.
+// mailbox by reference until matched, or until detachSend() copies it out. When every rank of
+// the communicator is in this process, the fabric also holds their peer windows (PeerWindows).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,8 +20,9 @@ struct TransportDescriptor;
 // The registry's entry (transports/registry.hpp): ranks in the same process.
 TransportDescriptor loopbackTransportDescriptor();
 
-// The shared state of one communicator's ranks in this process.
-std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks);
+// The shared state of one communicator's ranks in this process; with `windows`, also every rank's
+// peer window (TRIB_WINDOW_BYTES) and the signals between them (only when all ranks are here).
+std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks, bool windows);
 // The transport endpoint of `rank` on `fabric`.
 std::unique_ptr<Transport> makeLoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank);
 // The fabric shared by this process's `localCount` ranks of communicator `id` (the first to join

@@ -317,9 +317,9 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localR
   if (im->opt.cma < 0) {
     im->opt.cma = envBool("TRIB_SHM_CMA") ? 1 : 0;
   }
-  int64_t window = im->opt.windowBytes < 0 ? envInt("TRIB_SHM_WINDOW_BYTES") : im->opt.windowBytes;
+  int64_t window = im->opt.windowBytes < 0 ? envInt("TRIB_WINDOW_BYTES") : im->opt.windowBytes;
   if (window < 0 || window > (int64_t{2} << 30))
-    return errorf(tribInvalidArgument, "shm: TRIB_SHM_WINDOW_BYTES %lld must be in [0, 2 GiB]",
+    return errorf(tribInvalidArgument, "shm: TRIB_WINDOW_BYTES %lld must be in [0, 2 GiB]",
                   static_cast<long long>(window));
   // Only when every rank is here: peer-memory schedules need every rank's window.
   if (im->localRanks.size() == static_cast<size_t>(nranks))
@@ -482,7 +482,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
           ph->windowBytes != windowBytes) {
         st = errorf(tribInvalidUsage,
                     "rank %d's shm segment has a different layout (slot size or count, or "
-                    "TRIB_SHM_WINDOW_BYTES, differ?)",
+                    "TRIB_WINDOW_BYTES, differ?)",
                     p.rank);
         break;
       }

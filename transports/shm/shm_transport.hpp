@@ -38,7 +38,7 @@ struct ShmOptions {
   size_t cmaThreshold = 256 << 10;
   int livenessIntervalMs = 50;  // how often progress() checks that peers are alive
   int detachTimeoutMs = 30000;  // bound on detachSend waiting for a receiver mid-read
-  int64_t windowBytes = -1;     // each rank's window (two cells); -1: TRIB_SHM_WINDOW_BYTES; 0: none
+  int64_t windowBytes = -1;     // each rank's window (two cells); -1: TRIB_WINDOW_BYTES; 0: none
 };
 
 class ShmTransport final : public Transport {
