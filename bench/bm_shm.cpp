@@ -1,8 +1,8 @@
 // One-way bandwidth and 8-byte latency of the shm transport between two forked processes,
 // slot path vs single-copy (CMA). Prints a table; run: build/bench/bm_shm [--iters N] [--spins N]
 // [--slot-bytes B] [--nslots N] [--quick]. --copy-rates instead compares the two ways a byte can
-// cross processes here: process_vm_readv from a child's buffer vs memcpy (what the two-shot board
-// uses), 16 MiB in 256 KiB pieces.
+// cross processes here: process_vm_readv from a child's buffer vs memcpy (what two-shot's window
+// steps use), 16 MiB in 256 KiB pieces.
 #include <signal.h>
 #include <sys/uio.h>
 #include <sys/wait.h>

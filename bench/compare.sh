@@ -6,7 +6,7 @@
 # take turns for --rounds rounds; each size's time is the median over rounds, and the ratio column
 # also gives the range of the per-round ratios (this machine's speed drifts by 3x over minutes).
 # Tributary runs twice: with heap buffers, and with -R 1 (buffers from tribMemAlloc, which the
-# shm board maps across the processes: the trib-R1 column, against Open MPI's shared memory).
+# processes could map: the trib-R1 column, against Open MPI's shared memory).
 #
 #   bench/compare.sh [--build DIR] [--out DIR] [--ranks "2 4"] [--maxbytes 256M] [--rounds 3] [--quick]
 #   bench/compare.sh --report DIR [--ranks "2 4"] [--rounds 3]   (the table again from DIR's files)
@@ -66,7 +66,7 @@ LOG=$OUT/log.txt
 if "$TRIB" --help 2>&1 | grep -q -- '--ranks' && "$TRIB" --help 2>&1 | grep -q -- '--transport'; then
   TRIB_MODE=procs
   TRIB_LABEL="trib(shm,procs)"
-  # And with buffers from tribMemAlloc (-R 1), which the shm board maps across the processes.
+  # And with buffers from tribMemAlloc (-R 1), shareable across the processes.
   "$TRIB" --help 2>&1 | grep -q -- '--registered' && HAVE_REG=1
 else
   TRIB_MODE=threads

@@ -3,7 +3,7 @@
 # phases (docs/BENCHMARKS.md, "Two machine phases"): each round prints the core-to-core round trip
 # trib-perf measured at its start, then out-of-place/in-place busbw (GB/s) of Tributary and of
 # Open MPI's shared-memory path, for 2 and 4 processes; Tributary with heap buffers ("trib") and
-# with tribMemAlloc buffers ("trib-R1", mapped by the shm board) when trib-perf has -R. Twelve
+# with tribMemAlloc buffers ("trib-R1") when trib-perf has -R. Twelve
 # warm-up calls: two-shot settles its cell mode over its first ten operations of a size.
 #
 #   bench/phases.sh [--build DIR] [--rounds 30] [--size 16M] [--algo twoshot]

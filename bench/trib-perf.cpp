@@ -59,7 +59,7 @@ struct Options {
 constexpr const char* kRttEnv = "TRIBPERF_CORE_RTT_NS";
 
 // A benchmark buffer, zero-filled: heap memory, or with -R 1 tribMemAlloc's shareable memory (what
-// nccl-tests' -R registers), which lets the shm board reduce straight between the ranks' buffers.
+// nccl-tests' -R registers): buffers other processes of the host can map.
 class Buffer {
  public:
   Buffer(size_t bytes, bool shared) {

@@ -31,10 +31,9 @@ std::vector<Case> casesFor(const TransportSetup& s) {
     for (const Case& c : cases)
       if (c.algo != "hierarchical") all.push_back(c);
   }
-  // With every rank on shm, the board: one-shot (every dtype and op, in and out of place, up to
-  // the default 1 MiB board: 4093 doubles = 32 KiB) and two-shot (also 300,007 elements: several
-  // 1 MiB chunks, and for 8-byte types on 4 ranks large enough to stream the output), two-shot
-  // also with tribMemAlloc buffers (mapped: straight between the ranks' buffers).
+  // With every rank on shm, the peer windows: one-shot (every dtype and op, in and out of place, up
+  // to a cell of the default window: 4093 doubles = 32 KiB) and two-shot (also 300,007 elements:
+  // several 1 MiB chunks), two-shot also with tribMemAlloc buffers.
   if (std::string(s.transport) == "shm") {
     for (Case c : arithmeticCases({n}, {0, 1, 7, 4093, 300007})) {
       if (c.coll != Coll::AllReduce || c.algo != "ring") continue;

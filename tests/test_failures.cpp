@@ -139,7 +139,7 @@ TEST_P(Failures, KilledRankIsNamedWithinTheTimeout) {
   expectVictimNamed(results, victim);
 }
 
-// A small all-reduce (on shm: the one-shot board) whose peer dies before posting its part.
+// A small all-reduce (on shm: one-shot over the peer windows) whose peer dies before signalling.
 TEST_P(Failures, KilledRankBeforeASmallAllReduceIsNamed) {
   const char* transport = GetParam().transport;
   if (!available(transport)) GTEST_SKIP() << "needs the UCX transport (libucx-dev)";
@@ -202,8 +202,8 @@ TEST_P(Failures, AbortFromAnotherThreadUnblocksACollective) {
 
 // A peer that is alive but never calls: the waiting rank's call fails with tribTimeout within its
 // timeout, the message names what it waited for, and the communicator is broken afterwards. Over
-// shm a small blocking all-reduce runs on the board without a request (ops.cpp runBlocking): its
-// own wait loop must time out too; a large one (two-shot, chunked) as well. (Over UCX a peer whose
+// shm a small all-reduce runs one-shot over the peer windows (a wait for a signal that never comes)
+// and a large one two-shot, chunked: both must time out. (Over UCX a peer whose
 // worker never progresses fails the endpoint first, as tribRemoteError: the killed-rank tests.)
 TEST(FailuresShm, SilentPeerTimesOutNamingTheStep) {
   const char* transport = "shm";

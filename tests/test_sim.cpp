@@ -142,7 +142,7 @@ static Plan modelPlan(Planner& p, PlanAlgo a, uint64_t bytes, int n) {
 
 TEST(Simulator, OneShotAndTwoShotReplaysAgreeWithTheModelOnAHost) {
   // Processes of one host (the planner maps them all to the CPU node): the window schedules as
-  // the communicator runs them, windows of two cells of the board's default size.
+  // the communicator runs them, windows of two cells of the default window's size.
   Topology host;
   ASSERT_TRUE(parseTopology("node cpu0 cpu\n", &host).ok());
   Planner p(host);

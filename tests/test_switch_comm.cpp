@@ -498,7 +498,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         cfg.transport = "shm";
         // The planner would pick shm host algorithms on this machine: pin the switch while it
         // lasts (TRIB_TUNE); after the failover the pin no longer applies and TRIB_ALGO leaves
-        // the shm one-shot board, whose offload the fallback must get.
+        // one-shot, whose windows the fallback must get.
         setenv("TRIB_TUNE", "allreduce:0-inf:@switch", 1);
         cfg.algo = "switch,oneshot";
         tribComm_t comm = nullptr;
@@ -544,7 +544,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
           return 1;
         }
         // One more all-reduce on the host path; the plans made since the failover (the plan cache
-        // was cleared then) must be the one-shot board's.
+        // was cleared then) must be one-shot's.
         for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i) * (rank + 1);
         if (tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr) !=
                 tribSuccess ||
@@ -555,7 +555,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         bool oneShotAfter = false;
         for (const auto& [key, plan] : comm->planCache) oneShotAfter |= plan.algo->algo == Algo::OneShot;
         if (!oneShotAfter) {
-          report = "after the failover the all-reduce did not run on the one-shot board";
+          report = "after the failover the all-reduce did not run one-shot";
           return 1;
         }
         tribCommDestroy(comm);

@@ -143,7 +143,7 @@ TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
 TEST(Registry, MessagesAreSlices) {
   for (int c = 0; c < kNumColls; ++c) {
     for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {
-      // One SwitchReduce step: the offload (switch client, shm board), not the schedule, chunks it.
+      // One SwitchReduce step: the offload (the switch client), not the schedule, chunks it.
       if (needsOffload(info->algo) || needsWindows(info->algo)) continue;
       for (int n : {5, 8}) {
         CollArgs a;

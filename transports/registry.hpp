@@ -50,7 +50,7 @@ struct TransportCaps {
   MemoryKindSet reads = 0;   // buffers it can send from
   MemoryKindSet writes = 0;  // buffers it can receive (and reduce) into
   bool twoSided = false;     // matched send/receive (Transport::postSend/postRecv)
-  bool windows = false;      // peers' memory mapped for direct reads and writes (the shm board)
+  bool windows = false;      // every rank's window mapped for peer-memory steps (PeerWindows)
   bool zeroCopy = false;     // a send reaches the receiver with no staging copy of its own
 };
 

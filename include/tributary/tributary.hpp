@@ -49,8 +49,7 @@ constexpr tribDataType_t dtypeOf = DataTypeOf<std::remove_const_t<T>>::value;
 
 enum class Op { Sum = tribSum, Prod = tribProd, Min = tribMin, Max = tribMax, Avg = tribAvg };
 
-// `n` elements of shareable memory (tribMemAlloc): an all-reduce whose buffers on every local
-// rank are SharedBuffers skips the shared-memory board's staging copies. Move-only.
+// `n` elements of shareable memory (tribMemAlloc): other processes of the host can map it. Move-only.
 template <typename T>
 class SharedBuffer {
  public:

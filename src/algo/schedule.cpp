@@ -100,7 +100,7 @@ const AlgoInfo* const kRegistry[] = {
     // Chosen only when the communicator has a usable aggregation switch (plan_select.cpp).
     &kSwitchAllReduce, &kSwitchReduce, &kSwitchBroadcast, &kSwitchAllGather, &kSwitchReduceScatter,
     &kSwitchBarrier,
-    // Chosen only when every rank shares one memory board (shm, one host).
+    // Chosen only when every rank's window is mapped (needsWindows: one host, or one process).
     &kOneShotAllReduce, &kTwoShotAllReduce,
     &kHierSwitchAllReduce,
 };

@@ -301,7 +301,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
       if (req->exec->holdsPostedOps())
         comm->abandonedExecs.push_back({std::move(req->exec), run.switchScratch});
       // Agreement: a min-all-reduce of one int32 flag on a host algorithm the planner picks (a
-      // tree or recursive doubling at scale, not 2(n-1) ring steps; the board on one host).
+      // tree or recursive doubling at scale, not 2(n-1) ring steps; one-shot on one host).
       CollCall flag;
       flag.coll = Coll::AllReduce;
       flag.sendbuff = &run.flagIn;

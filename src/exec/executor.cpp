@@ -69,7 +69,7 @@ bool Execution::conflicts(size_t e, size_t l) const {
 }
 
 Status Execution::stepError(size_t i, const Status& cause) const {
-  // A switch_reduce runs on the offload (an aggregation switch, or the shm board): name it.
+  // A switch_reduce runs on the offload (the aggregation switch client): name it.
   const bool offloaded = steps_[i].kind == StepKind::SwitchReduce && opts_.offload;
   return Status(cause.code(), strprintf("rank %d, step %zu of %zu %s%s%s: %s", opts_.rank, i, steps_.size(),
                                         describeStep(steps_[i]).c_str(), offloaded ? " on " : "",
@@ -178,7 +178,7 @@ Status Execution::startStep(size_t i) {
     case StepKind::SwitchReduce: {
       slot.state = State::Posted;
       const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
-      if (opts_.coll == Coll::AllReduce)  // every offload runs all-reduce (the shm board only that)
+      if (opts_.coll == Coll::AllReduce)  // every offload runs all-reduce
         return opts_.offload->postAllReduce(address(s.src), address(s.dst), s.dst.count, opts_.dtype, op,
                                             &slot.op);
       OffloadCall call{opts_.coll};

@@ -525,8 +525,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           break;
         }
         case PlanAlgo::OneShot:
-          if (c.multi) return unsupported("one-shot needs every rank on one host's shared-memory board");
-          if (!f.hostRanks) return unsupported("one-shot is the host shm board's (GPU ranks: not modelled)");
+          if (c.multi) return unsupported("one-shot needs every rank's window mapped (one host)");
+          if (!f.hostRanks) return unsupported("one-shot over GPU windows is not modelled yet");
           // The window schedule (algo/oneshot.cpp), per rank: one signal exchange; copy S into its
           // window (2S of traffic: read, write); fold the n windows into the output, a copy of the
           // first (2S) and n-1 reductions (3S each: two reads, a write), against cache-resident
@@ -536,8 +536,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           p.reason = "one exchange; every rank reduces the n inputs off the windows";
           break;
         case PlanAlgo::TwoShot: {
-          if (c.multi) return unsupported("two-shot needs every rank on one host's shared-memory board");
-          if (!f.hostRanks) return unsupported("two-shot is the host shm board's (GPU ranks: not modelled)");
+          if (c.multi) return unsupported("two-shot needs every rank's window mapped (one host)");
+          if (!f.hostRanks) return unsupported("two-shot over GPU windows is not modelled yet");
           // The window schedule (algo/oneshot.cpp), per cell-sized chunk: two signal exchanges; per
           // rank, copy the chunk into its window (2S over all chunks), fold its slice of the n
           // windows (a copy, 2S/n, and n-1 reductions, 3(n-1)/n S), publish it in its window

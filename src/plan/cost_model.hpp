@@ -65,7 +65,7 @@ struct FabricView {
   double bwInterLoaded = 0;  // GB/s per rank when every rank of a domain talks across at once
   double latInterUs = 0;
   double reduceGBps = 0;   // a rank's local reduction throughput
-  bool hostRanks = false;  // every rank is a CPU process (host memory: the shm one-shot board applies)
+  bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
   // In-network reduction: 0 when absent.
   double nvlsGBps = 0;  // the domain's NVSwitch reduce rate per port
   ReduceCapability nvlsCap;
