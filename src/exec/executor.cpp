@@ -125,8 +125,26 @@ Status Execution::start() {
         distinctTransports_.push_back(t);
     }
   }
+  fuseCopyReduce();
   bool done = false;
   return progress(&done);
+}
+
+// dst = a; dst = dst op b  ->  dst = a op b: the same elements combined in the same order, so the
+// same bits, with one pass over dst. The pair must be adjacent and name the same local region.
+void Execution::fuseCopyReduce() {
+  for (size_t i = 0; i + 1 < steps_.size(); ++i) {
+    const Step& a = steps_[i];
+    const Step& b = steps_[i + 1];
+    const bool copies = a.kind == StepKind::Copy || a.kind == StepKind::Get;
+    const bool reduces = b.kind == StepKind::Reduce || b.kind == StepKind::GetReduce;
+    if (!copies || !reduces || slots_[i].fusedAway || a.dst.buf != b.dst.buf ||
+        a.dst.offset != b.dst.offset || a.dst.count != b.dst.count || a.dst.count == 0)
+      continue;
+    slots_[i].fusedSrc = address(b.src, b.srcIsPeers() ? b.peer : -1);
+    slots_[i].read2 = slots_[i + 1].read1;  // so it waits for what the reduce would have
+    slots_[i + 1].fusedAway = true;
+  }
 }
 
 Status Execution::startStep(size_t i) {
@@ -159,9 +177,15 @@ Status Execution::startStep(size_t i) {
       char* dst = address(s.dst, s.dstIsPeers() ? s.peer : -1);
       const char* src = address(s.src, s.srcIsPeers() ? s.peer : -1);
       const bool reduce = s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce;
-      Status st = !reduce ? engine_->postCopy(dst, src, s.dst.count * elemSize_, &slot.op)
-                          : engine_->postReduce(dst, dst, src, s.dst.count, opts_.dtype,
-                                                opts_.op == tribAvg ? tribSum : opts_.op, &slot.op);
+      const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
+      if (slot.fusedAway) {  // its work was done by the copy before it (fuseCopyReduce)
+        slot.state = State::Done;
+        return Status::Ok();
+      }
+      Status st = slot.fusedSrc
+                      ? engine_->postReduce(dst, src, slot.fusedSrc, s.dst.count, opts_.dtype, op, &slot.op)
+                  : !reduce ? engine_->postCopy(dst, src, s.dst.count * elemSize_, &slot.op)
+                            : engine_->postReduce(dst, dst, src, s.dst.count, opts_.dtype, op, &slot.op);
       // Work that finished inline (the host engine's) is done now: the next step may start at once.
       if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone)
         slot.state = State::Done;

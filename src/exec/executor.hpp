@@ -102,6 +102,10 @@ class Execution {
     State state = State::NotStarted;
     Range read1, read2, write, write2;
     uint64_t tag = 0;
+    // A copy followed by a reduce into the same region run as one reduce of both sources (one
+    // pass instead of two): the copy's slot carries the reduce's source, the reduce's is done with it.
+    const char* fusedSrc = nullptr;
+    bool fusedAway = false;
     TransferOp op;
   };
 
@@ -110,6 +114,7 @@ class Execution {
   Range range(const Region& r, int owner = -1) const;
   Range windowRange(int owner) const;
   Status pollWait(size_t i);
+  void fuseCopyReduce();
   bool conflicts(size_t earlier, size_t later) const;
   Status startStep(size_t i);
   Status finishLocal();
