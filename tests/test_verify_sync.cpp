@@ -15,6 +15,7 @@ namespace trib {
 namespace {
 
 using verify::CausalMemory;
+using verify::Know;
 using verify::RankSet;
 
 constexpr int kMaxRanks = 1024;
@@ -112,25 +113,30 @@ TEST(VerifySync, DataLessSignalsFromEveryRankSuffice) {
 TEST(CausalMemory, InheritsFromConflictingStepsOnly) {
   CausalMemory m;
   m.init(16);
-  m.record(0, 4, true, RankSet::single(1));   // cells 0..3 written knowing {1}
-  m.record(2, 4, false, RankSet::single(2));  // cells 2..5 read knowing {2}
-  RankSet k;
+  m.record(0, 4, true, Know{RankSet::single(1), 3});   // cells 0..3 written knowing {1}, sync 3
+  m.record(2, 4, false, Know{RankSet::single(2), 5});  // cells 2..5 read knowing {2}, sync 5
+  Know k;
   m.inherit(8, 4, true, &k);
-  EXPECT_TRUE(k.empty()) << k.toString();
+  EXPECT_TRUE(k.entries.empty()) << k.entries.toString();
   m.inherit(4, 1, false, &k);  // read of a cell nobody wrote
-  EXPECT_TRUE(k.empty()) << k.toString();
+  EXPECT_TRUE(k.entries.empty()) << k.entries.toString();
+  EXPECT_EQ(k.sync, 0u);
   m.inherit(3, 1, false, &k);  // read-after-write
-  EXPECT_EQ(k, RankSet::single(1));
-  k = RankSet();
+  EXPECT_EQ(k.entries, RankSet::single(1));
+  EXPECT_EQ(k.sync, 3u);
+  k = Know();
   m.inherit(5, 1, true, &k);  // write-after-read
-  EXPECT_EQ(k, RankSet::single(2));
-  k = RankSet();
+  EXPECT_EQ(k.entries, RankSet::single(2));
+  EXPECT_EQ(k.sync, 5u);
+  k = Know();
   m.inherit(0, 16, true, &k);
-  EXPECT_EQ(k, RankSet::range(1, 3));
-  m.record(0, 16, true, RankSet::single(7));  // a write supersedes what was there
-  k = RankSet();
+  EXPECT_EQ(k.entries, RankSet::range(1, 3));
+  EXPECT_EQ(k.sync, 5u);
+  m.record(0, 16, true, Know{RankSet::single(7), 1});  // a write supersedes what was there
+  k = Know();
   m.inherit(3, 2, true, &k);
-  EXPECT_EQ(k, RankSet::single(7));
+  EXPECT_EQ(k.entries, RankSet::single(7));
+  EXPECT_EQ(k.sync, 1u);
 }
 
 }  // namespace

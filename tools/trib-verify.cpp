@@ -1,6 +1,8 @@
 // trib-verify: runs the symbolic verifier on one schedule (or the default set) and reports.
 //   trib-verify [--ranks N] [--coll C] [--algo A] [--count N] [--chunk N] [--in-place] [--root R]
+//               [--ranks-per-domain D] [--window-elems N] [--window-cell C] [--calls N]
 // Without --coll/--algo it checks all-reduce ring, tree and rhd at 4,608 ranks, count 4,608.
+// --calls N verifies N consecutive calls on one communicator (windows and their signals carry over).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,9 +18,16 @@ static void usage() {
   std::fprintf(
       stderr,
       "usage: trib-verify [--ranks N] [--coll C] [--algo A] [--count N] [--chunk N] [--root R] [--in-place]\n"
+      "                   [--ranks-per-domain D] [--window-elems N] [--window-cell C] [--calls N]\n"
       "  C: allreduce reduce broadcast allgather reducescatter alltoall gather scatter barrier\n"
-      "  A: ring tree rhd direct binomial chain (default: every algorithm of C; with no --coll,\n"
-      "     allreduce ring, tree and rhd at 4608 ranks, count 4608)\n");
+      "  A: ring tree rhd direct binomial chain hierarchical switch oneshot hier_switch twoshot\n"
+      "     (default: every algorithm of C; with no --coll, allreduce ring, tree and rhd at 4608\n"
+      "     ranks, count 4608)\n"
+      "  --ranks-per-domain D  hierarchical, hier_switch: ranks per domain (default 0: flat)\n"
+      "  --window-elems N      oneshot, twoshot: each rank's window, two cells (default 524288:\n"
+      "                        two cells of 1 MiB of 4-byte elements)\n"
+      "  --window-cell C       the cell (0 or 1) the first call starts in\n"
+      "  --calls N             N consecutive calls of the request on one communicator (default 1)\n");
 }
 
 static bool parseU64(const char* s, unsigned long long* out) {
@@ -31,6 +40,8 @@ int main(int argc, char** argv) {
   CollArgs args;
   args.nranks = 4608;
   args.count = 4608;
+  args.windowElems = 2 * ((1u << 20) / 4);
+  unsigned long long calls = 1;
   bool haveColl = false, haveAlgo = false;
   Algo algo = Algo::Ring;
   for (int i = 1; i < argc; ++i) {
@@ -43,14 +54,24 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     unsigned long long v = 0;
-    if (opt == "--ranks" || opt == "--count" || opt == "--chunk" || opt == "--root") {
+    if (opt == "--ranks" || opt == "--count" || opt == "--chunk" || opt == "--root" ||
+        opt == "--ranks-per-domain" || opt == "--window-elems" || opt == "--window-cell" ||
+        opt == "--calls") {
       const char* s = value(opt.c_str());
       if (!parseU64(s, &v) || (opt == "--ranks" && (v < 1 || v > 1u << 24)) || (opt == "--chunk" && v < 1) ||
-          (opt == "--root" && v > 1u << 24)) {
-        std::fprintf(stderr, "trib-verify: bad value '%s' for %s (ranks 1..16M, chunk >= 1)\n", s,
-                     opt.c_str());
+          ((opt == "--root" || opt == "--ranks-per-domain") && v > 1u << 24) ||
+          (opt == "--window-cell" && v > 1) || (opt == "--calls" && (v < 1 || v > 1000))) {
+        std::fprintf(
+            stderr,
+            "trib-verify: bad value '%s' for %s (ranks 1..16M, chunk >= 1, window cell 0 or 1, calls "
+            "1..1000)\n",
+            s, opt.c_str());
         return 2;
       }
+      if (opt == "--ranks-per-domain") args.ranksPerDomain = static_cast<int>(v);
+      if (opt == "--window-elems") args.windowElems = v;
+      if (opt == "--window-cell") args.windowCell = static_cast<int>(v);
+      if (opt == "--calls") calls = v;
       if (opt == "--ranks") args.nranks = static_cast<int>(v);
       if (opt == "--count") args.count = v;
       if (opt == "--chunk") args.chunkElems = v;
@@ -108,11 +129,21 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (const AlgoInfo* info : todo) {
     VerifyStats stats;
-    Status st = verifySchedule(*info, args, &stats);
-    std::printf("%-13s %-8s ranks %d count %llu chunk %llu root %d%s: %s\n", collName(args.coll),
+    // The window only matters to the algorithms that use one; the others keep their usual request.
+    CollArgs a = args;
+    if (!needsWindows(info->algo)) a.windowElems = 0;
+    const std::vector<VerifyCall> seq(calls, VerifyCall{info, a});
+    Status st = verifySequence(seq, &stats);
+    std::string extra;
+    if (needsWindows(info->algo))
+      extra +=
+          strprintf(" window %llu cell %d", static_cast<unsigned long long>(a.windowElems), a.windowCell);
+    if (a.ranksPerDomain) extra += strprintf(" ranks/domain %d", a.ranksPerDomain);
+    if (calls > 1) extra += strprintf(" x%llu calls", calls);
+    std::printf("%-13s %-8s ranks %d count %llu chunk %llu root %d%s%s: %s\n", collName(args.coll),
                 algoName(info->algo), args.nranks, static_cast<unsigned long long>(args.count),
                 static_cast<unsigned long long>(args.chunkElems), args.root, args.inPlace ? " in-place" : "",
-                st.ok() ? "OK" : "FAILED");
+                extra.c_str(), st.ok() ? "OK" : "FAILED");
     if (!st.ok()) {
       std::printf("  %s\n", st.message().c_str());
       ++failures;
@@ -120,11 +151,12 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "  %llu steps (busiest rank %llu), %llu messages, %llu elements sent (max per rank: sent %llu, "
-        "received %llu), peak %llu runs, %.2f s\n",
+        "received %llu), %llu window steps, %llu signals, peak %llu runs, %.2f s\n",
         static_cast<unsigned long long>(stats.steps), static_cast<unsigned long long>(stats.maxRankSteps),
         static_cast<unsigned long long>(stats.messages), static_cast<unsigned long long>(stats.elementsSent),
         static_cast<unsigned long long>(stats.maxRankSent),
         static_cast<unsigned long long>(stats.maxRankRecv),
+        static_cast<unsigned long long>(stats.windowSteps), static_cast<unsigned long long>(stats.signals),
         static_cast<unsigned long long>(stats.peakSegments), stats.seconds);
   }
   return failures ? 1 : 0;

@@ -1,7 +1,5 @@
 #include "verify/causal.hpp"
 
-#include <iterator>
-
 namespace trib::verify {
 
 void CausalMemory::init(uint64_t total) {
@@ -9,29 +7,18 @@ void CausalMemory::init(uint64_t total) {
   if (total > 0) runs_.emplace(0, Run{total, {}, {}});
 }
 
-void CausalMemory::inherit(uint64_t u, uint64_t len, bool write, RankSet* known) const {
+void CausalMemory::inherit(uint64_t u, uint64_t len, bool write, Know* known) const {
   if (len == 0 || runs_.empty()) return;
   auto it = runs_.upper_bound(u);
   if (it != runs_.begin()) --it;
   for (; it != runs_.end() && it->first < u + len; ++it) {
     if (it->second.end <= u) continue;
-    if (!it->second.written.empty()) *known = RankSet::unite(*known, it->second.written);
-    if (write && !it->second.read.empty()) *known = RankSet::unite(*known, it->second.read);
+    known->add(it->second.written);
+    if (write) known->add(it->second.read);
   }
 }
 
-std::map<uint64_t, CausalMemory::Run>::iterator CausalMemory::splitAt(uint64_t at) {
-  auto it = runs_.upper_bound(at);
-  if (it == runs_.begin()) return it;
-  --it;
-  if (it->first == at) return it;
-  if (it->second.end <= at) return std::next(it);
-  Run tail{it->second.end, it->second.written, it->second.read};
-  it->second.end = at;
-  return runs_.emplace_hint(std::next(it), at, std::move(tail));
-}
-
-void CausalMemory::record(uint64_t u, uint64_t len, bool write, const RankSet& known) {
+void CausalMemory::record(uint64_t u, uint64_t len, bool write, const Know& known) {
   if (len == 0) return;
   splitAt(u + len);
   auto first = splitAt(u);
@@ -44,8 +31,7 @@ void CausalMemory::record(uint64_t u, uint64_t len, bool write, const RankSet& k
     runs_.emplace(u, Run{u + len, known, {}});
     return;
   }
-  for (auto it = first; it != runs_.end() && it->first < u + len; ++it)
-    it->second.read = RankSet::unite(it->second.read, known);
+  for (auto it = first; it != runs_.end() && it->first < u + len; ++it) it->second.read.add(known);
 }
 
 }  // namespace trib::verify

@@ -1,0 +1,276 @@
+// The verifier on peer-memory schedules: one-shot and two-shot are correct and race-free, alone
+// and over consecutive calls that reuse the windows; hand-written schedules with a race, a
+// missing signal or a leftover one fail with a message naming ranks, step and cells.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "verify/verify.hpp"
+#include "verify_util.hpp"
+
+namespace trib {
+namespace {
+
+Region in(uint64_t off, uint64_t n) { return {Buf::Input, off, n}; }
+Region out(uint64_t off, uint64_t n) { return {Buf::Output, off, n}; }
+Region win(uint64_t off, uint64_t n) { return {Buf::Window, off, n}; }
+bool always(const CollArgs&) { return true; }
+uint64_t none(const CollArgs&, int) { return 0; }
+
+using testing::windowArgs;
+const AlgoInfo& windowAlgo(Algo algo) { return testing::allReduceAlgo(algo); }
+
+// ---- One-shot and two-shot, one call ---------------------------------------------------------
+
+// ---- Consecutive calls reusing the windows ---------------------------------------------------
+
+TEST(VerifyWindows, ConsecutiveCallsAreRaceFree) {
+  const AlgoInfo& one = windowAlgo(Algo::OneShot);
+  const AlgoInfo& two = windowAlgo(Algo::TwoShot);
+  const uint64_t w = 128;  // cells of 64
+  struct Case {
+    const char* name;
+    std::vector<VerifyCall> calls;
+  };
+  for (int n : {2, 3, 5, 8, 16}) {
+    const Case cases[] = {
+        {"oneshot x3",
+         {{&one, windowArgs(n, 64, w)}, {&one, windowArgs(n, 7, w)}, {&one, windowArgs(n, 33, w, 0, true)}}},
+        // 3 chunks (odd: the next call starts in the other cell), then 2, then 1.
+        {"twoshot x3",
+         {{&two, windowArgs(n, 150, w)},
+          {&two, windowArgs(n, 100, w, 0, true)},
+          {&two, windowArgs(n, 17, w)}}},
+        // What a planner does: one-shot for small calls, two-shot for large, on one communicator.
+        {"mixed",
+         {{&one, windowArgs(n, 50, w)},
+          {&two, windowArgs(n, 200, w, 0, true)},
+          {&one, windowArgs(n, 64, w)},
+          {&two, windowArgs(n, 65, w)}}},
+    };
+    for (const Case& c : cases) {
+      for (int cell : {0, 1}) {
+        std::vector<VerifyCall> calls = c.calls;
+        calls[0].args.windowCell = cell;
+        VerifyStats st;
+        const Status s = verifySequence(calls, &st);
+        EXPECT_TRUE(s.ok()) << c.name << " n " << n << " first cell " << cell << ": " << s.message();
+        EXPECT_GT(st.signals, 0u);
+      }
+    }
+  }
+}
+
+TEST(VerifyWindows, SequencesRejectMismatchedCommunicators) {
+  const AlgoInfo& one = windowAlgo(Algo::OneShot);
+  Status s = verifySequence({{&one, windowArgs(4, 8, 64)}, {&one, windowArgs(4, 8, 128)}});
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("one communicator's calls share both"), std::string::npos) << s.message();
+  s = verifySequence({});
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+}
+
+// ---- Hand-written schedules that must fail --------------------------------------------------
+
+// One-shot over 2 ranks with the wait moved after the get: it reads before the writer signalled.
+Generator<Step> getBeforeWait(CollArgs a, int rank) {
+  const int p = 1 - rank;
+  co_yield Step::copy(in(0, a.count), win(0, a.count));
+  co_yield Step::signal(p);
+  co_yield Step::get(p, win(0, a.count), out(0, a.count));
+  co_yield Step::reduce(win(0, a.count), out(0, a.count));
+  co_yield Step::wait(p);
+}
+
+// As above, but rank 0 first receives a message rank 1 sends after signalling, so rank 1's window
+// holds its data when rank 0 reads it: still a race, since the message (from the input, which the
+// window copy only reads) orders nothing about the window.
+Generator<Step> getAfterUnrelatedMessage(CollArgs a, int rank) {
+  const int p = 1 - rank;
+  if (rank == 1) {
+    co_yield Step::copy(in(0, a.count), win(0, a.count));
+    co_yield Step::signal(p);
+    co_yield Step::send(p, in(0, 1));
+    co_yield Step::wait(p);
+    co_yield Step::get(p, win(0, a.count), out(0, a.count));
+    co_yield Step::reduce(win(0, a.count), out(0, a.count));
+  } else {
+    co_yield Step::recv(p, out(0, 1));
+    co_yield Step::copy(in(0, a.count), win(0, a.count));
+    co_yield Step::signal(p);
+    co_yield Step::get(p, win(0, a.count), out(0, a.count));
+    co_yield Step::reduce(win(0, a.count), out(0, a.count));
+    co_yield Step::wait(p);
+  }
+}
+
+// A correct one-shot on cell 0 whatever the call's windowCell: the next call rewrites the cell
+// its peers may still be reading.
+Generator<Step> oneShotSingleCell(CollArgs a, int rank) {
+  const int n = a.nranks;
+  co_yield Step::copy(in(0, a.count), win(0, a.count));
+  for (int p = 0; p < n; ++p)
+    if (p != rank) co_yield Step::signal(p);
+  for (int p = 0; p < n; ++p)
+    if (p != rank) co_yield Step::wait(p);
+  for (int j = 0; j < n; ++j) {
+    if (j == 0)
+      co_yield j == rank ? Step::copy(win(0, a.count), out(0, a.count))
+                         : Step::get(j, win(0, a.count), out(0, a.count));
+    else
+      co_yield j == rank ? Step::reduce(win(0, a.count), out(0, a.count))
+                         : Step::getReduce(j, win(0, a.count), out(0, a.count));
+  }
+}
+
+// One-shot where rank 1 never signals rank 0.
+Generator<Step> missingSignal(CollArgs a, int rank) {
+  const int p = 1 - rank;
+  co_yield Step::copy(in(0, a.count), win(0, a.count));
+  if (rank == 0) co_yield Step::signal(p);
+  co_yield Step::wait(p);
+  co_yield Step::get(p, win(0, a.count), out(0, a.count));
+  co_yield Step::reduce(win(0, a.count), out(0, a.count));
+}
+
+// A correct two-rank exchange plus one signal nobody waits for.
+Generator<Step> extraSignal(CollArgs a, int rank) {
+  const int p = 1 - rank;
+  co_yield Step::copy(in(0, a.count), win(0, a.count));
+  co_yield Step::signal(p);
+  co_yield Step::wait(p);
+  if (rank == 0) {
+    co_yield Step::copy(win(0, a.count), out(0, a.count));
+    co_yield Step::getReduce(p, win(0, a.count), out(0, a.count));
+  } else {
+    co_yield Step::get(p, win(0, a.count), out(0, a.count));
+    co_yield Step::reduce(win(0, a.count), out(0, a.count));
+  }
+  if (rank == 0) co_yield Step::signal(p);
+}
+
+// Rank 0 puts into rank 1's window while rank 1 still reads it (rank 1 signalled before reading).
+Generator<Step> putRacingRead(CollArgs a, int rank) {
+  if (rank == 1) {
+    co_yield Step::copy(in(0, a.count), win(0, a.count));
+    co_yield Step::signal(0);
+    co_yield Step::copy(win(0, a.count), out(0, a.count));
+  } else {
+    co_yield Step::wait(1);
+    co_yield Step::put(1, in(0, a.count), win(0, a.count));
+  }
+}
+
+// Rank 1 reads what rank 0 puts into its window without waiting for rank 0's signal.
+Generator<Step> readRacingPut(CollArgs a, int rank) {
+  if (rank == 0) {
+    co_yield Step::signal(1);  // signalled before the put: releases nothing
+    co_yield Step::put(1, in(0, a.count), win(0, a.count));
+    co_yield Step::wait(1);
+  } else {
+    co_yield Step::wait(0);
+    co_yield Step::copy(win(0, a.count), out(0, a.count));
+    co_yield Step::signal(0);
+  }
+}
+
+// Ranks 0 and 1 both put into the same cells of rank 2's window, unordered.
+Generator<Step> twoPutsRacing(CollArgs a, int rank) {
+  if (rank < 2) {
+    co_yield Step::wait(2);
+    co_yield Step::put(2, in(0, a.count), win(0, a.count));
+    co_yield Step::signal(2);
+  } else {
+    co_yield Step::signal(0);
+    co_yield Step::signal(1);
+    co_yield Step::wait(0);
+    co_yield Step::wait(1);
+  }
+}
+
+struct Broken {
+  const char* name;
+  Generator<Step> (*gen)(CollArgs, int);
+  int nranks;
+  int calls;
+  const char* expect;  // substring of the error message
+};
+
+TEST(VerifyWindows, RejectsRacesDeadlocksAndLeftoverSignals) {
+  const Broken cases[] = {
+      {"get before wait", getBeforeWait, 2, 1,
+       "rank 0, step 2 get(peer 1 win[0+8] -> out[0+8]): data race: reads rank 1's window[0] (cell 0), which "
+       "nobody has written yet"},
+      {"get after an unrelated message", getAfterUnrelatedMessage, 2, 1,
+       "rank 0, step 3 get(peer 1 win[0+8] -> out[0+8]): data race: reads rank 1's window[0] (cell 0), which "
+       "rank 1's step 0 (copy) wrote, and no chain of signals leads from its release"},
+      {"single cell reused by the next call", oneShotSingleCell, 3, 2,
+       "call 0: rank 0, step 7 get_reduce(peer 2 win[0+8] -> out[0+8]): data race: reads rank 2's window[0] "
+       "(cell 0), which rank 2's step 0 (copy, call 1) wrote"},
+      {"missing signal", missingSignal, 2, 1,
+       "rank 0 at step 2 wait(for 1) waits for a signal from rank 1, which has finished its schedule"},
+      {"extra signal", extraSignal, 2, 1,
+       "rank 0 signalled rank 1 1 time(s) more than it waited, the first at its step 5 signal(to 1)"},
+      {"put racing a read", putRacingRead, 2, 1,
+       "rank 0, step 1 put(in[0+8] -> peer 1 win[0+8]): data race: writes rank 1's window[0] (cell 0) while "
+       "rank 1's step 2 (copy) may still be reading it"},
+      {"read racing a put", readRacingPut, 2, 1,
+       "rank 1, step 1 copy(win[0+8] -> out[0+8]): data race: reads window[0] (cell 0), which rank 0's step "
+       "1 "
+       "(put) wrote, and no chain of signals"},
+      {"two puts racing", twoPutsRacing, 3, 1,
+       "rank 1, step 1 put(in[0+8] -> peer 2 win[0+8]): data race: writes rank 2's window[0] (cell 0), which "
+       "rank 0's step 1 (put) wrote, and no chain of signals"},
+  };
+  for (const Broken& b : cases) {
+    const AlgoInfo fake = {Algo::OneShot, Coll::AllReduce, always, none, b.gen};
+    std::vector<VerifyCall> calls(b.calls, VerifyCall{&fake, windowArgs(b.nranks, 8, 16)});
+    const Status st = verifySequence(calls);
+    ASSERT_FALSE(st.ok()) << b.name << " was accepted";
+    EXPECT_NE(st.message().find(b.expect), std::string::npos)
+        << b.name << ": message was\n  " << st.message() << "\nexpected to contain\n  " << b.expect;
+  }
+}
+
+// The single-cell one-shot is fine for one call: only reuse makes it racy.
+TEST(VerifyWindows, SingleCellOneShotPassesAlone) {
+  const AlgoInfo fake = {Algo::OneShot, Coll::AllReduce, always, none, oneShotSingleCell};
+  for (int n : {2, 3, 7}) {
+    const Status st = verifySchedule(fake, windowArgs(n, 8, 16));
+    EXPECT_TRUE(st.ok()) << n << ": " << st.message();
+  }
+}
+
+// An all-reduce by puts: each rank writes its input into slot `rank` of every peer's current cell,
+// signals it, and folds its own window once every peer has signalled. Correct over consecutive
+// calls because each call uses the other cell (a put is released by the signal to its target).
+Generator<Step> putAllReduce(CollArgs a, int rank) {
+  const int n = a.nranks;
+  const uint64_t cell = windowCellBegin(a, a.windowCell), c = a.count;
+  co_yield Step::copy(in(0, c), win(cell + rank * c, c));
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    co_yield Step::put(p, in(0, c), win(cell + rank * c, c));
+    co_yield Step::signal(p);
+  }
+  for (int p = 0; p < n; ++p)
+    if (p != rank) co_yield Step::wait(p);
+  co_yield Step::copy(win(cell, c), out(0, c));
+  for (int j = 1; j < n; ++j) co_yield Step::reduce(win(cell + j * c, c), out(0, c));
+}
+
+TEST(VerifyWindows, PutSchedulesVerifyOverConsecutiveCalls) {
+  const AlgoInfo puts = {Algo::OneShot, Coll::AllReduce, always, none, putAllReduce};
+  for (int n : {2, 3, 6}) {
+    const CollArgs a = windowArgs(n, 5, 2 * 5 * static_cast<uint64_t>(n));
+    VerifyStats st;
+    const Status s = verifySequence({{&puts, a}, {&puts, a}, {&puts, a}}, &st);
+    EXPECT_TRUE(s.ok()) << n << ": " << s.message();
+    EXPECT_EQ(st.windowSteps, 3u * n * (n - 1));
+  }
+}
+
+}  // namespace
+}  // namespace trib
