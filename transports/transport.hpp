@@ -80,15 +80,25 @@ class Transport {
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
 
-  // Send `bytes` from `buf` to `peer`. `buf` must stay valid until op->done().
+  // Send `bytes` from `buf` to `peer`, from the caller's buffer itself: the transport may read
+  // `buf` at any time until op->done() (eagerly into its own buffers, or by rendezvous, RDMA or
+  // CMA once the receiver matched), and the caller keeps it valid and unchanged until then. The
+  // executor guarantees that (src/exec/executor.hpp: a step that would overwrite a send's source
+  // waits for the send, or lands in the executor's staging), so no transport copies a send aside.
+  // A send may complete before or only after its receive is posted (eager or rendezvous).
   virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) = 0;
   // Receive exactly `bytes` from `peer` into `buf` (a different length fails the op with a
-  // message naming both sizes). With `reduce`, combine instead of overwrite.
+  // message naming both sizes). With `reduce`, combine instead of overwrite. `buf` (and
+  // reduce->local) must stay valid until op->done().
   virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                           TransferOp* op) = 0;
-  // Let a posted, unmatched send stop referencing the caller's buffer (copy it out), so the
-  // buffer can be overwritten. Needed for schedules that exchange in place. Default: sends
-  // already complete once their data has left.
+  // Whether detachSend works here. Only for giving up an execution whose peers may still receive
+  // from it (Execution::detachPostedSends); never while an execution runs.
+  virtual bool detachesSends() const { return false; }
+  // A posted send stops referencing the caller's buffer: what is left of it is copied aside (a
+  // receiver reading it at that moment is waited for, bounded) and the op completes; the message
+  // is still delivered. Called only where detachesSends(); elsewhere the executor sends a copy it
+  // owns from executions it may give up (ExecOptions::mayAbandon).
   virtual void detachSend(TransferOp* /*op*/) {}
   // Drive pending operations. Returns an error only for a transport-wide failure.
   virtual Status progress() = 0;

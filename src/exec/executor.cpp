@@ -61,7 +61,8 @@ bool Execution::conflicts(size_t e, size_t l) const {
   const Slot& a = slots_[e];
   const Slot& b = slots_[l];
   for (const Range* w : {&a.write, &a.write2})
-    if (w->overlaps(b.read1) || w->overlaps(b.read2) || w->overlaps(b.write) || w->overlaps(b.write2)) return true;
+    if (w->overlaps(b.read1) || w->overlaps(b.read2) || w->overlaps(b.write) || w->overlaps(b.write2))
+      return true;
   for (const Range* w : {&b.write, &b.write2})
     if (w->overlaps(a.read1) || w->overlaps(a.read2)) return true;
   return false;
@@ -96,7 +97,8 @@ Status Execution::start() {
       if ((s.isPeerMemory() || s.isSync()) && (s.peer < 0 || s.peer >= opts_.nranks || s.peer == opts_.rank))
         return stepError(i, errorf(tribInternalError, "peer %d has no window here", s.peer));
       if ((s.srcIsPeers() && s.src.buf != Buf::Window) || (s.dstIsPeers() && s.dst.buf != Buf::Window))
-        return stepError(i, errorf(tribInternalError, "a peer's memory is reachable only through its window"));
+        return stepError(i,
+                         errorf(tribInternalError, "a peer's memory is reachable only through its window"));
     }
     if (s.readsSrc()) slot.read1 = range(s.src, s.srcIsPeers() ? s.peer : -1);
     if (s.readsDst()) slot.read2 = range(s.dst);
@@ -127,14 +129,48 @@ Status Execution::start() {
   return progress(&done);
 }
 
-Status Execution::startStep(size_t i) {
+char* Execution::stage(Slot& slot, size_t bytes) {
+  // A step starts once, so a slot stages at most once.
+  slot.staging.engine = engine_;
+  slot.staging.data = static_cast<char*>(engine_->allocScratch(bytes));
+  slot.staging.bytes = bytes;
+  if (slot.staging.data) stagedBytes_ += bytes;
+  return slot.staging.data;
+}
+
+Status Execution::postSendFrom(size_t i, const void* from) {
+  const Step& s = steps_[i];
+  Slot& slot = slots_[i];
+  slot.state = State::Posted;
+  slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
+  return peers_[s.peer]->postSend(s.peer, slot.tag, from, s.src.count * elemSize_, &slot.op);
+}
+
+Status Execution::startStep(size_t i, bool land) {
   const Step& s = steps_[i];
   Slot& slot = slots_[i];
   const size_t bytesOf = s.kind == StepKind::Send ? s.src.count * elemSize_ : s.dst.count * elemSize_;
+  char* into = nullptr;  // where the step writes: its destination, or staging when it lands
+  if (land) {
+    into = stage(slot, bytesOf);
+    if (!into) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
+    slot.phase = Phase::Landing;
+  } else if (s.writesDst()) {
+    into = address(s.dst, s.dstIsPeers() ? s.peer : -1);
+  }
   switch (s.kind) {
     case StepKind::Send:
-      slot.state = State::Posted;
-      return peers_[s.peer]->postSend(s.peer, slot.tag, address(s.src), bytesOf, &slot.op);
+      if (opts_.mayAbandon && bytesOf > 0 && !peers_[s.peer]->detachesSends()) {
+        // Given up mid-flight, this send could not let go of the caller's buffer: send a copy.
+        char* copy = stage(slot, bytesOf);
+        if (!copy) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
+        slot.phase = Phase::SendStaging;
+        slot.state = State::Posted;
+        TRIB_RETURN_IF_ERROR(engine_->postCopy(copy, address(s.src), bytesOf, &slot.op));
+        return slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone ? opFinished(i)
+                                                                                  : Status::Ok();
+      }
+      return postSendFrom(i, address(s.src));
     case StepKind::Recv:
     case StepKind::RecvReduce: {
       slot.state = State::Posted;
@@ -146,7 +182,7 @@ Status Execution::startStep(size_t i) {
         spec.op = opts_.op == tribAvg ? tribSum : opts_.op;
         reduce = &spec;
       }
-      return peers_[s.peer]->postRecv(s.peer, slot.tag, address(s.dst), bytesOf, reduce, &slot.op);
+      return peers_[s.peer]->postRecv(s.peer, slot.tag, into, bytesOf, reduce, &slot.op);
     }
     case StepKind::Copy:
     case StepKind::Reduce:
@@ -157,13 +193,12 @@ Status Execution::startStep(size_t i) {
       char* dst = address(s.dst, s.dstIsPeers() ? s.peer : -1);
       const char* src = address(s.src, s.srcIsPeers() ? s.peer : -1);
       const bool reduce = s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce;
-      Status st = !reduce ? engine_->postCopy(dst, src, s.dst.count * elemSize_, &slot.op)
-                          : engine_->postReduce(dst, dst, src, s.dst.count, opts_.dtype,
-                                                opts_.op == tribAvg ? tribSum : opts_.op, &slot.op);
+      TRIB_RETURN_IF_ERROR(!reduce ? engine_->postCopy(into, src, s.dst.count * elemSize_, &slot.op)
+                                   : engine_->postReduce(into, dst, src, s.dst.count, opts_.dtype,
+                                                         opts_.op == tribAvg ? tribSum : opts_.op, &slot.op));
       // Work that finished inline (the host engine's) is done now: the next step may start at once.
-      if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone)
-        slot.state = State::Done;
-      return st;
+      return slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone ? opFinished(i)
+                                                                                : Status::Ok();
     }
     case StepKind::Signal:
       // Every earlier step it orders is done (the scoreboard saw to it): publish them.
@@ -206,10 +241,45 @@ Status Execution::pollWait(size_t i) {
   return Status::Ok();
 }
 
+Status Execution::opFinished(size_t i) {
+  Slot& slot = slots_[i];
+  if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed) return slot.op.error;
+  switch (slot.phase) {
+    case Phase::SendStaging:
+      // The copy is the send's source now: later writers of the caller's memory need not wait.
+      slot.phase = Phase::Direct;
+      slot.read1 = {};
+      rescan_ = true;
+      return postSendFrom(i, slot.staging.data);
+    case Phase::Landing:
+      slot.phase = Phase::Landed;  // committed by the scan once nothing earlier reads the destination
+      rescan_ = true;
+      return Status::Ok();
+    case Phase::Landed:
+      return Status::Ok();
+    case Phase::Commit:
+    case Phase::Direct:
+      break;
+  }
+  slot.state = State::Done;
+  slot.staging.release();
+  rescan_ = true;
+  return Status::Ok();
+}
+
+bool Execution::blockedByEarlier(const std::vector<size_t>& active, size_t a) const {
+  for (size_t b = 0; b < a; ++b)
+    if (slots_[active[b]].state != State::Done && conflicts(active[b], active[a])) return true;
+  return false;
+}
+
 void Execution::detachPostedSends() {
-  for (size_t i = first_; i < slots_.size(); ++i)
-    if (slots_[i].state == State::Posted && steps_[i].kind == StepKind::Send)
-      peers_[steps_[i].peer]->detachSend(&slots_[i].op);
+  for (size_t i = first_; i < slots_.size(); ++i) {
+    if (slots_[i].state != State::Posted || steps_[i].kind != StepKind::Send) continue;
+    Transport* t = peers_[steps_[i].peer];
+    // A send to a transport that cannot detach reads this execution's staging (mayAbandon).
+    if (t->detachesSends()) t->detachSend(&slots_[i].op);
+  }
 }
 
 bool Execution::holdsPostedOps() const {
@@ -232,11 +302,8 @@ Status Execution::progress(bool* done) {
       (void)pollWait(i);
       if (slot.state == State::Done) rescan_ = true;
     }
-    if (slot.state != State::Posted || !slot.op.done()) continue;
-    if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
-      return stepError(i, slot.op.error);
-    slot.state = State::Done;
-    rescan_ = true;
+    if (slot.state != State::Posted || slot.phase == Phase::Landed || !slot.op.done()) continue;
+    if (Status st = opFinished(i); !st.ok()) return stepError(i, st);
   }
   while (first_ < steps_.size() && slots_[first_].state == State::Done) ++first_;
   // Start every step in the window whose earlier unfinished steps do not conflict with it.
@@ -252,41 +319,50 @@ Status Execution::progress(bool* done) {
     bool switchWaiting = false;  // SwitchReduce steps are posted in schedule order on every rank
     for (size_t a = 0; a < active.size(); ++a) {
       size_t i = active[a];
-      if (slots_[i].state != State::NotStarted) continue;
-      const bool isSwitch = steps_[i].kind == StepKind::SwitchReduce;
+      Slot& slot = slots_[i];
+      if (slot.phase == Phase::Landed) {
+        // Staged data goes into place once nothing earlier still reads (or writes) it.
+        if (blockedByEarlier(active, a)) continue;
+        slot.phase = Phase::Commit;
+        slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
+        Status st = engine_->postCopy(address(steps_[i].dst), slot.staging.data,
+                                      steps_[i].dst.count * elemSize_, &slot.op);
+        if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone) st = opFinished(i);
+        if (!st.ok()) return stepError(i, st);
+        continue;
+      }
+      if (slot.state != State::NotStarted) continue;
+      const StepKind kind = steps_[i].kind;
+      const bool isSwitch = kind == StepKind::SwitchReduce;
       if (isSwitch && switchWaiting) continue;
       bool blocked = false;
       bool onlyPostedSends = true;
       for (size_t b = 0; b < a; ++b) {
         size_t j = active[b];
         if (slots_[j].state == State::Done || !conflicts(j, i)) continue;
+        // One that finished since it was posted (a send matched inline, or by another thread)
+        // stands in nobody's way: collect it now rather than stage around it.
+        if (slots_[j].state == State::Posted && slots_[j].phase != Phase::Landed && slots_[j].op.done()) {
+          if (Status st = opFinished(j); !st.ok()) return stepError(j, st);
+          if (slots_[j].state == State::Done) continue;
+        }
         blocked = true;
         if (slots_[j].state != State::Posted || steps_[j].kind != StepKind::Send) onlyPostedSends = false;
       }
       if (blocked) switchWaiting |= isSwitch;
-      if (blocked && onlyPostedSends) {
-        // Only in-flight sends of this memory stand in the way: let them copy their data out
-        // so an in-place exchange cannot deadlock waiting for the peer.
-        for (size_t b = 0; b < a; ++b) {
-          size_t j = active[b];
-          if (slots_[j].state == State::Posted && steps_[j].kind == StepKind::Send && conflicts(j, i))
-            peers_[steps_[j].peer]->detachSend(&slots_[j].op);
-        }
-        continue;
-      }
-      if (blocked) continue;
-      Status st = startStep(i);
+      // Only in-flight sends of this memory stand in the way: waiting for them could deadlock an
+      // in-place exchange (the header), so land the step in staging now, if it is one that can.
+      const bool canLand = kind == StepKind::Recv || kind == StepKind::RecvReduce || kind == StepKind::Copy ||
+                           kind == StepKind::Reduce;
+      if (blocked && !(onlyPostedSends && canLand)) continue;
+      Status st = startStep(i, blocked);
       if (!st.ok()) return stepError(i, st);
-      if (slots_[i].state == State::Done) rescan_ = true;
+      if (slot.state == State::Done) rescan_ = true;
     }
     for (size_t i : active) {
       Slot& slot = slots_[i];
-      if (slot.state == State::Posted && slot.op.done()) {
-        if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
-          return stepError(i, slot.op.error);
-        slot.state = State::Done;
-        rescan_ = true;
-      }
+      if (slot.state != State::Posted || slot.phase == Phase::Landed || !slot.op.done()) continue;
+      if (Status st = opFinished(i); !st.ok()) return stepError(i, st);
     }
     while (first_ < steps_.size() && slots_[first_].state == State::Done) ++first_;
   }
