@@ -82,41 +82,43 @@ bool within(const char* p, const void* base, uint64_t bytes) {
   return base && p >= static_cast<const char*>(base) && p < static_cast<const char*>(base) + bytes;
 }
 
-TEST(ZeroCopy, InPlaceExchangeLandsTheReceiveInStaging) {
+TEST(ZeroCopy, InPlaceExchangeNeverWaitsForItsOwnSend) {
   // Both ranks send X and receive the other's X into X. Rank 0 starts first: its send waits for a
-  // receive (loopback sends are rendezvous), so its receive, blocked only by that send, lands in
-  // staging and is copied into X once the send is done. Waiting instead would deadlock: rank 1's
-  // receive then waits for its own send, which waits for rank 0's receive.
+  // receive (loopback sends are rendezvous), so its receive is blocked only by that send. Waiting
+  // would deadlock (rank 1's receive then waits for its own send, which waits for rank 0's
+  // receive). Over a transport that cannot detach sends (UCX) the receive lands in staging and is
+  // copied into X once the send is done; one that can (loopback) copies the send's rest aside.
   const uint64_t n = 100003;
-  for (bool inPlace : {true, false}) {
-    SCOPED_TRACE(inPlace ? "in place" : "out of place");
-    World w(2, true);
-    std::vector<std::vector<uint8_t>> in(2), out(2);
-    std::vector<std::unique_ptr<Execution>> ex;
-    for (int r = 0; r < 2; ++r) {
-      in[r].assign(n, static_cast<uint8_t>(r + 1));
-      out[r].assign(n, 0);
-      const Buf dst = inPlace ? Buf::Input : Buf::Output;
-      auto steps = std::make_shared<const std::vector<Step>>(
-          std::vector<Step>{Step::send(1 - r, {Buf::Input, 0, n}), Step::recv(1 - r, {dst, 0, n})});
-      ExecOptions o;
-      o.dtype = tribUint8;
-      o.rank = r;
-      o.seq = 1;
-      ex.push_back(std::make_unique<Execution>(
-          steps, ExecBuffers{in[r].data(), out[r].data(), nullptr, n, n, 0}, w.peers[r], o));
+  for (bool inPlace : {true, false})
+    for (bool detaches : {false, true}) {
+      SCOPED_TRACE(std::string(inPlace ? "in place" : "out of place") + (detaches ? ", detaching" : ""));
+      World w(2, detaches);
+      std::vector<std::vector<uint8_t>> in(2), out(2);
+      std::vector<std::unique_ptr<Execution>> ex;
+      for (int r = 0; r < 2; ++r) {
+        in[r].assign(n, static_cast<uint8_t>(r + 1));
+        out[r].assign(n, 0);
+        const Buf dst = inPlace ? Buf::Input : Buf::Output;
+        auto steps = std::make_shared<const std::vector<Step>>(
+            std::vector<Step>{Step::send(1 - r, {Buf::Input, 0, n}), Step::recv(1 - r, {dst, 0, n})});
+        ExecOptions o;
+        o.dtype = tribUint8;
+        o.rank = r;
+        o.seq = 1;
+        ex.push_back(std::make_unique<Execution>(
+            steps, ExecBuffers{in[r].data(), out[r].data(), nullptr, n, n, 0}, w.peers[r], o));
+      }
+      ASSERT_EQ(runAll(ex), "");
+      for (int r = 0; r < 2; ++r) {
+        const auto& got = inPlace ? in[r] : out[r];
+        EXPECT_EQ(got, std::vector<uint8_t>(n, static_cast<uint8_t>(2 - r))) << "rank " << r;
+        ASSERT_EQ(w.transports[r]->sendsFrom.size(), 1u);
+        EXPECT_EQ(w.transports[r]->sendsFrom[0], reinterpret_cast<const char*>(in[r].data()));
+      }
+      // Only rank 0's receive met its own send in flight; rank 1's send had a receive waiting.
+      EXPECT_EQ(ex[0]->stagedBytes(), inPlace && !detaches ? n : 0);
+      EXPECT_EQ(ex[1]->stagedBytes(), 0u);
     }
-    ASSERT_EQ(runAll(ex), "");
-    for (int r = 0; r < 2; ++r) {
-      const auto& got = inPlace ? in[r] : out[r];
-      EXPECT_EQ(got, std::vector<uint8_t>(n, static_cast<uint8_t>(2 - r))) << "rank " << r;
-      ASSERT_EQ(w.transports[r]->sendsFrom.size(), 1u);
-      EXPECT_EQ(w.transports[r]->sendsFrom[0], reinterpret_cast<const char*>(in[r].data()));
-    }
-    // Only rank 0's receive met its own send in flight; rank 1's send had a receive waiting.
-    EXPECT_EQ(ex[0]->stagedBytes(), inPlace ? n : 0);
-    EXPECT_EQ(ex[1]->stagedBytes(), 0u);
-  }
 }
 
 TEST(ZeroCopy, AllReduceSendsFromTheCallersBuffers) {

@@ -25,7 +25,9 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
       elemSize_(dataTypeSize(opts.dtype)),
       engine_(opts.engine ? opts.engine : &hostEngine()) {}
 
-Execution::~Execution() = default;
+Execution::~Execution() {
+  for (auto& [bytes, data] : spareStaging_) engine_->freeScratch(data, bytes);
+}
 
 char* Execution::address(const Region& r, int owner) const {
   const void* base = nullptr;
@@ -132,8 +134,16 @@ Status Execution::start() {
 char* Execution::stage(Slot& slot, size_t bytes) {
   // A step starts once, so a slot stages at most once.
   slot.staging.engine = engine_;
-  slot.staging.data = static_cast<char*>(engine_->allocScratch(bytes));
-  slot.staging.bytes = bytes;
+  auto spare =
+      std::find_if(spareStaging_.begin(), spareStaging_.end(), [&](auto& e) { return e.first >= bytes; });
+  if (spare != spareStaging_.end()) {
+    slot.staging.bytes = spare->first;
+    slot.staging.data = spare->second;
+    spareStaging_.erase(spare);
+  } else {
+    slot.staging.data = static_cast<char*>(engine_->allocScratch(bytes));
+    slot.staging.bytes = bytes;
+  }
   if (slot.staging.data) stagedBytes_ += bytes;
   return slot.staging.data;
 }
@@ -262,15 +272,40 @@ Status Execution::opFinished(size_t i) {
       break;
   }
   slot.state = State::Done;
-  slot.staging.release();
+  releaseStaging(slot);
   rescan_ = true;
   return Status::Ok();
+}
+
+void Execution::releaseStaging(Slot& slot) {
+  if (!slot.staging.data) return;
+  if (spareStaging_.size() < 4) {
+    spareStaging_.emplace_back(slot.staging.bytes, slot.staging.data);
+    slot.staging.data = nullptr;
+  }
+  slot.staging.release();
 }
 
 bool Execution::blockedByEarlier(const std::vector<size_t>& active, size_t a) const {
   for (size_t b = 0; b < a; ++b)
     if (slots_[active[b]].state != State::Done && conflicts(active[b], active[a])) return true;
   return false;
+}
+
+bool Execution::detachBlockingSends(const std::vector<size_t>& active, size_t a) {
+  const size_t i = active[a];
+  for (size_t b = 0; b < a; ++b) {
+    const size_t j = active[b];
+    if (slots_[j].state != State::Done && conflicts(j, i) && !peers_[steps_[j].peer]->detachesSends())
+      return false;
+  }
+  for (size_t b = 0; b < a; ++b) {
+    const size_t j = active[b];
+    if (slots_[j].state != State::Done && conflicts(j, i)) peers_[steps_[j].peer]->detachSend(&slots_[j].op);
+  }
+  // No rescan of its own: the step starts once those ops complete (at once on loopback; a shm
+  // slot-path send once the rest is in the ring, which needs no receive), like any other.
+  return true;
 }
 
 void Execution::detachPostedSends() {
@@ -355,6 +390,7 @@ Status Execution::progress(bool* done) {
       const bool canLand = kind == StepKind::Recv || kind == StepKind::RecvReduce || kind == StepKind::Copy ||
                            kind == StepKind::Reduce;
       if (blocked && !(onlyPostedSends && canLand)) continue;
+      if (blocked && detachBlockingSends(active, a)) continue;
       Status st = startStep(i, blocked);
       if (!st.ok()) return stepError(i, st);
       if (slot.state == State::Done) rescan_ = true;

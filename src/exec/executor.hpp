@@ -15,9 +15,13 @@
 // send's source stays untouched until the send completes: a later step that writes it waits.
 // With rendezvous sends (complete only once the receiver has the data) that wait could deadlock
 // an in-place exchange (both ranks send X, then receive into X), so a writing step whose only
-// obstacles are posted sends of its memory is started at once into executor-owned staging, and
-// its result is copied into place once those sends complete (staging only where a schedule
-// actually overwrites data still in flight; never out of place, where sources are not rewritten).
+// obstacles are posted sends of its memory does not wait: where their transports can detach them
+// (loopback, shm: Transport::detachesSends) they copy the rest aside at once; elsewhere (UCX) the
+// step starts into executor-owned staging and its result is copied into place once those sends
+// complete. Either copies only what is overwritten while still in flight (out of place, sources
+// are rarely rewritten). Detaching is preferred where possible: its copy happens at once, while a
+// landing's copy into place comes after the exchange, on the critical path (2-rank in-place ring
+// over loopback, 16 MiB: ~9.8 GB/s detaching vs ~5-6 landing).
 // This is sound when a send's matching receive never waits, through memory, for the sender's
 // later writes of the sent region, which holds for every schedule in the registry (a message's
 // receive depends only on earlier rounds; tests/conformance.cpp runs them all over loopback,
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algo/schedule.hpp"
@@ -156,6 +161,10 @@ class Execution {
   // A posted step's op finished: the step is done, or moves on to its next phase.
   Status opFinished(size_t i);
   bool blockedByEarlier(const std::vector<size_t>& active, size_t a) const;
+  // Step active[a] is blocked only by posted sends: when their transports hold those sends in
+  // memory they own until matched (detachesSends), they copy the rest aside and complete, which
+  // costs one copy at once instead of a landing's copy into place after the exchange.
+  bool detachBlockingSends(const std::vector<size_t>& active, size_t a);
   Status finishLocal();
   Status stepError(size_t i, const Status& cause) const;
 
@@ -174,6 +183,9 @@ class Execution {
   TransferOp finalOp_;  // op avg's division, posted once every step is done
   std::vector<size_t> activeScratch_;
   uint64_t stagedBytes_ = 0;
+  // Staging of finished steps, for the next to land (pipelined slices have equal sizes).
+  std::vector<std::pair<size_t, char*>> spareStaging_;
+  void releaseStaging(Slot& slot);
 };
 
 }  // namespace trib

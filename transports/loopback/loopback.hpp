@@ -4,7 +4,8 @@
 // receives and of sends that arrived first. Whoever comes second performs the transfer straight
 // from the sender's buffer into the receiver's (one copy; for a reducing receive, one fused
 // read-read-write pass). A send waits in the mailbox by reference until matched (a rendezvous:
-// it completes only then), or until detachSend() copies it out (an abandoned execution's).
+// it completes only then), or until detachSend() copies it out (a step in place must overwrite
+// its buffer, or its execution is given up).
 #pragma once
 #include <cstdint>
 #include <memory>
