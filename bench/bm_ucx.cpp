@@ -1,8 +1,8 @@
 // UCX transport micro-benchmarks between two processes: one-way bandwidth (a window of sends,
 // one acknowledgement) and 8-byte ping-pong latency, per UCX transport list.
-//   build/bench/bm_ucx                      # tcp and sm, packed and zero-copy sends
-//   BM_UCX_TLS=tcp,sm,all:zcopy build/bench/bm_ucx --benchmark_filter=Bandwidth
-// Each entry is a UCX_TLS value ("all": UCX's default); ":zcopy" sets UcxOptions::zeroCopySends.
+//   build/bench/bm_ucx                      # tcp and sm
+//   BM_UCX_TLS=tcp,sm,all build/bench/bm_ucx --benchmark_filter=Bandwidth
+// Each entry is a UCX_TLS value ("all": UCX's default). Sends go from the caller's buffer.
 // This process is rank 0; for each transport list a forked child is rank 1 and follows the
 // commands rank 0 sends before each benchmark (iteration counts are fixed, so both sides know them).
 #include <benchmark/benchmark.h>
@@ -113,7 +113,6 @@ UcxOptions optionsFor(const std::string& entry) {
   UcxOptions o;
   std::string tls = entry.substr(0, entry.find(':'));
   o.tls = tls == "all" ? "" : tls;
-  o.zeroCopySends = entry.find(":zcopy") != std::string::npos;
   return o;
 }
 
@@ -186,7 +185,7 @@ void BM_PingPong(benchmark::State& state, Pair* p) {
 int main(int argc, char** argv) {
   const char* env = std::getenv("BM_UCX_TLS");
   std::vector<std::unique_ptr<Pair>> pairs;
-  std::stringstream list(env ? env : "tcp,sm,tcp:zcopy,sm:zcopy");
+  std::stringstream list(env ? env : "tcp,sm");
   // Every follower is forked before this process initialises UCX: UCX is not fork-safe.
   std::vector<std::string> entries;
   std::vector<int> fds;

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <functional>
@@ -16,19 +17,6 @@
 
 namespace trib::testing {
 
-// A loopback address with a port that was free a moment ago.
-inline std::string freeLocalAddress() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
-}
-
 struct StoreRun {
   std::vector<ChildResult> results;  // empty if the server could not start
   std::vector<pid_t> pids;
@@ -38,24 +26,37 @@ struct StoreRun {
 };
 
 // Fork n children running body(rank, storeAddress); serve the store (options.listen is
-// replaced) until they all finish or timeoutSec passes.
+// replaced) until they all finish or timeoutSec passes. The children are forked before the
+// server's thread starts (a child of a threaded process may inherit a held lock), and the server
+// listens on a port the kernel picks, which the children then read from a pipe: a port chosen
+// earlier and bound later could be taken meanwhile by another test running in parallel.
 inline StoreRun runWithStore(int n, int timeoutSec, StoreServerOptions options,
                              const std::function<int(int, const std::string&)>& body) {
   StoreRun run;
-  std::string addr = freeLocalAddress();
+  constexpr size_t kAddrRecord = 64;  // one fixed-size record per child: the address, NUL-padded
   int go[2];
+  if (static_cast<size_t>(n) * kAddrRecord > PIPE_BUF) {  // one atomic write, so no record is split
+    run.error = "runWithStore: too many children for one pipe write";
+    return run;
+  }
   if (pipe(go) != 0) {
     run.error = "pipe failed";
     return run;
   }
   run.pids = forkChildren(n, timeoutSec, [&](int rank) {
     close(go[1]);
-    char c;
-    if (read(go[0], &c, 1) != 1) return 95;  // the server did not start
-    return body(rank, addr);
+    char rec[kAddrRecord];
+    size_t got = 0;
+    while (got < kAddrRecord) {
+      ssize_t r = read(go[0], rec + got, kAddrRecord - got);
+      if (r <= 0) return 95;  // the server did not start
+      got += static_cast<size_t>(r);
+    }
+    rec[kAddrRecord - 1] = '\0';
+    return body(rank, std::string(rec));
   });
   close(go[0]);
-  options.listen = addr;
+  options.listen = "127.0.0.1:0";
   std::unique_ptr<TcpStoreServer> server;
   Status st = TcpStoreServer::start(options, &server);
   if (!st.ok()) {
@@ -65,8 +66,13 @@ inline StoreRun runWithStore(int n, int timeoutSec, StoreServerOptions options,
     return run;
   }
   auto t0 = std::chrono::steady_clock::now();
-  std::string bytes(n, 'g');
-  if (write(go[1], bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
+  std::string records;
+  for (int i = 0; i < n; ++i) {
+    std::string rec = server->address();
+    rec.resize(kAddrRecord, '\0');
+    records += rec;
+  }
+  if (write(go[1], records.data(), records.size()) != static_cast<ssize_t>(records.size()))
     run.error = "pipe write";
   close(go[1]);
   run.results = waitChildren(run.pids, timeoutSec);

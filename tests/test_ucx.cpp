@@ -164,11 +164,10 @@ class UcxTls : public ::testing::TestWithParam<std::string> {
  protected:
   void run(int nranks, const Body& body,
            const std::function<void(const std::vector<pid_t>&, const fs::path&)>& onStarted = {},
-           const std::vector<int>& expectKilled = {}, bool zeroCopySends = false) {
+           const std::vector<int>& expectKilled = {}) {
     bool skip = false;
     UcxOptions o;
     o.tls = GetParam();
-    o.zeroCopySends = zeroCopySends;
     std::string f = runRanks(nranks, o, body, &skip, onStarted, expectKilled);
     if (skip) GTEST_SKIP() << "UCX cannot use transports '" << GetParam() << "' here: " << f;
     EXPECT_EQ(f, "");
@@ -176,72 +175,96 @@ class UcxTls : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(UcxTls, SendRecvSizes) {
-  // Every rank sends to every rank (itself included), all sizes at once, distinct tags; with
-  // detachable (packed) and zero-copy sends.
+  // Every rank sends to every rank (itself included), all sizes at once (eager and rendezvous),
+  // distinct tags.
   const std::vector<size_t> sizes = {0, 1, 7, 4097, 65537, (3u << 20) + 5, 9u << 20};
-  for (bool zeroCopy : {false, true}) {
-    SCOPED_TRACE(zeroCopy ? "zero-copy sends" : "packed sends");
-    run(
-        4,
-        [&](int rank, int n, Transport& t, FileOob&) -> std::string {
-          std::vector<std::vector<uint8_t> > out, in;
-          std::vector<std::unique_ptr<TransferOp> > ops;
-          std::vector<std::tuple<int, uint64_t, size_t> > recvs;
-          for (int peer = 0; peer < n; ++peer) {
-            for (size_t k = 0; k < sizes.size(); ++k) {
-              uint64_t tag = k;
-              out.push_back(makeData(rank, peer, tag, sizes[k]));
-              ops.push_back(std::make_unique<TransferOp>());
-              Status s = t.postSend(peer, tag, out.back().data(), sizes[k], ops.back().get());
-              if (!s.ok()) return s.message();
-              in.emplace_back(sizes[k], 0xee);
-              ops.push_back(std::make_unique<TransferOp>());
-              s = t.postRecv(peer, tag, in.back().data(), sizes[k], nullptr, ops.back().get());
-              if (!s.ok()) return s.message();
-              recvs.emplace_back(peer, tag, in.size() - 1);
-            }
-          }
-          std::vector<TransferOp*> raw;
-          for (auto& o : ops) raw.push_back(o.get());
-          Status s = waitAll(t, raw);
-          if (!s.ok()) return s.message();
-          for (auto [peer, tag, idx] : recvs)
-            if (in[idx] != makeData(peer, rank, tag, in[idx].size()))
-              return strprintf("data from rank %d tag %llu (%zu bytes) differs", peer,
-                               (unsigned long long)tag, in[idx].size());
-          return "";
-        },
-        {}, {}, zeroCopy);
-  }
+  run(4, [&](int rank, int n, Transport& t, FileOob&) -> std::string {
+    std::vector<std::vector<uint8_t> > out, in;
+    std::vector<std::unique_ptr<TransferOp> > ops;
+    std::vector<std::tuple<int, uint64_t, size_t> > recvs;
+    for (int peer = 0; peer < n; ++peer) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        uint64_t tag = k;
+        out.push_back(makeData(rank, peer, tag, sizes[k]));
+        ops.push_back(std::make_unique<TransferOp>());
+        Status s = t.postSend(peer, tag, out.back().data(), sizes[k], ops.back().get());
+        if (!s.ok()) return s.message();
+        in.emplace_back(sizes[k], 0xee);
+        ops.push_back(std::make_unique<TransferOp>());
+        s = t.postRecv(peer, tag, in.back().data(), sizes[k], nullptr, ops.back().get());
+        if (!s.ok()) return s.message();
+        recvs.emplace_back(peer, tag, in.size() - 1);
+      }
+    }
+    std::vector<TransferOp*> raw;
+    for (auto& o : ops) raw.push_back(o.get());
+    Status s = waitAll(t, raw);
+    if (!s.ok()) return s.message();
+    for (auto [peer, tag, idx] : recvs)
+      if (in[idx] != makeData(peer, rank, tag, in[idx].size()))
+        return strprintf("data from rank %d tag %llu (%zu bytes) differs", peer, (unsigned long long)tag,
+                         in[idx].size());
+    return "";
+  });
 }
 
-TEST_P(UcxTls, DetachedSendKeepsOriginalData) {
-  // In-place exchange: each rank sends its buffer, detaches the send, then receives into the same
-  // buffer; the peer posts its receive only after that. Each must get the other's original data.
-  run(2, [&](int rank, int, Transport& t, FileOob& oob) -> std::string {
-    const size_t n = (2u << 20) + 3;
-    int other = 1 - rank;
-    std::vector<uint8_t> buf = makeData(rank, other, 5, n);
-    TransferOp send, recv;
-    if (Status s = t.postSend(other, 5, buf.data(), n, &send); !s.ok()) return s.message();
-    t.detachSend(&send);
-    if (send.state.load() == TransferOp::kFailed) return "detach failed the send: " + send.error.message();
-    std::fill(buf.begin(), buf.end(), 0xab);           // the caller reuses its buffer at once
-    if (!oob.barrier().ok()) return "barrier failed";  // the peer's receive comes only now
-    if (Status s = t.postRecv(other, 5, buf.data(), n, nullptr, &recv); !s.ok()) return s.message();
-    if (Status s = waitAll(t, {&send, &recv}); !s.ok()) return s.message();
-    return buf == makeData(other, rank, 5, n) ? "" : "received data is not the sender's original";
+// Runs `steps` to completion over `t`, bounded; the error names what it waited for.
+Status runSchedule(Transport& t, int rank, int nranks, std::vector<Step> steps, const ExecBuffers& bufs,
+                   uint32_t seq, DataType dtype, uint64_t* staged = nullptr) {
+  std::vector<Transport*> peers(nranks, &t);
+  peers[rank] = nullptr;
+  ExecOptions eo;
+  eo.seq = seq;
+  eo.rank = rank;
+  eo.dtype = dtype;
+  Execution ex(std::make_shared<const std::vector<Step> >(std::move(steps)), bufs, peers, eo);
+  Status s = ex.start();
+  bool done = false;
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (s.ok() && !done) {
+    s = ex.progress(&done);
+    if (s.ok() && !done && Clock::now() > deadline) {
+      s = errorf(tribTimeout, "waiting for %s", ex.describePending().c_str());
+      t.abort(s);
+    }
+    if (!done) std::this_thread::yield();
+  }
+  if (staged) *staged = ex.stagedBytes();
+  return s;
+}
+
+TEST_P(UcxTls, InPlaceExchangeStagesTheOverwrite) {
+  // Both ranks send buffer X (rendezvous-sized) and receive the other's into X. UCX sends from X
+  // itself, so the receive must not wait for the send (deadlock) nor overwrite X under it: the
+  // executor lands it in staging and copies it in once the send is done. Out of place, nothing
+  // is staged.
+  run(2, [&](int rank, int, Transport& t, FileOob&) -> std::string {
+    const uint64_t n = (4u << 20) + 3;
+    const int other = 1 - rank;
+    for (bool inPlace : {true, false}) {
+      std::vector<uint8_t> in = makeData(rank, other, 5, n), out(n, 0xee);
+      std::vector<uint8_t>& dst = inPlace ? in : out;
+      const Buf rb = inPlace ? Buf::Input : Buf::Output;
+      ExecBuffers bufs{in.data(), dst.data(), nullptr, n, n, 0};
+      uint64_t staged = 0;
+      Status s =
+          runSchedule(t, rank, 2, {Step::send(other, {Buf::Input, 0, n}), Step::recv(other, {rb, 0, n})},
+                      bufs, inPlace ? 1 : 2, tribUint8, &staged);
+      if (!s.ok()) return s.message();
+      if (dst != makeData(other, rank, 5, n)) return strprintf("inPlace=%d: received data differs", inPlace);
+      if (staged != (inPlace ? n : 0))
+        return strprintf("inPlace=%d: %llu bytes staged", inPlace, static_cast<unsigned long long>(staged));
+    }
+    return "";
   });
 }
 
 TEST_P(UcxTls, ExecutorAllReduceOverUcx) {
   // The real executor over UCX: every all-reduce algorithm, in and out of place, with small
-  // pipeline slices (many 64-bit tags, in-place detaches, reduce-on-receive), 2 and 3 ranks.
+  // pipeline slices (many 64-bit tags, in-place overwrites staged, reduce-on-receive), 2 and 3 ranks.
   for (int n : {2, 3}) {
     run(n, [&](int rank, int nranks, Transport& t, FileOob&) -> std::string {
       const uint64_t count = 262147;
-      std::vector<Transport*> peers(nranks, &t);
-      peers[rank] = nullptr;
       uint32_t seq = 0;
       for (const AlgoInfo* algo : algorithmsFor(Coll::AllReduce)) {
         if (needsOffload(algo->algo) || needsWindows(algo->algo)) continue;  // a switch, or peer windows
@@ -259,22 +282,7 @@ TEST_P(UcxTls, ExecutorAllReduceOverUcx) {
           std::vector<float> scratch(algo->scratchCount(args, rank));
           ExecBuffers bufs{
               inPlace ? out.data() : in.data(), out.data(), scratch.data(), count, count, scratch.size()};
-          ExecOptions eo;
-          eo.seq = seq++;
-          eo.rank = rank;
-          Execution ex(std::make_shared<const std::vector<Step> >(materialize(*algo, args, rank)), bufs,
-                       peers, eo);
-          Status s = ex.start();
-          bool done = false;
-          auto deadline = Clock::now() + std::chrono::seconds(30);
-          while (s.ok() && !done) {
-            s = ex.progress(&done);
-            if (s.ok() && !done && Clock::now() > deadline) {
-              s = errorf(tribTimeout, "waiting for %s", ex.describePending().c_str());
-              t.abort(s);
-            }
-            if (!done) std::this_thread::yield();
-          }
+          Status s = runSchedule(t, rank, nranks, materialize(*algo, args, rank), bufs, seq++, tribFloat32);
           if (!s.ok())
             return strprintf("%s inPlace=%d: %s", algoName(algo->algo), inPlace, s.message().c_str());
           for (uint64_t i = 0; i < count; ++i) {

@@ -76,15 +76,28 @@ class Transport {
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
 
-  // Send `bytes` from `buf` to `peer`. `buf` must stay valid until op->done().
+  // Send `bytes` from `buf` to `peer`, from the caller's buffer itself: the transport may read
+  // `buf` at any time until op->done() (eagerly into its own buffers, or by rendezvous, RDMA or
+  // CMA once the receiver matched), and the caller keeps it valid and unchanged until then (or
+  // until detachSend). The executor guarantees that (src/exec/executor.hpp: a step that would
+  // overwrite a send's source waits for it, lands in the executor's staging, or detaches it).
+  // A send may complete before or only after its receive is posted (eager or rendezvous).
   virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) = 0;
   // Receive exactly `bytes` from `peer` into `buf` (a different length fails the op with a
-  // message naming both sizes). With `reduce`, combine instead of overwrite.
+  // message naming both sizes). With `reduce`, combine instead of overwrite. `buf` (and
+  // reduce->local) must stay valid until op->done().
   virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                           TransferOp* op) = 0;
-  // Let a posted, unmatched send stop referencing the caller's buffer (copy it out), so the
-  // buffer can be overwritten. Needed for schedules that exchange in place. Default: sends
-  // already complete once their data has left.
+  // Whether detachSend works here: the transport holds an unmatched send's data by reference in
+  // memory it manages (loopback's mailbox, shm's rings and CMA descriptors), so it can copy the
+  // rest aside; not one whose posted send the network reads directly (UCX: a rendezvous or RDMA).
+  virtual bool detachesSends() const { return false; }
+  // A posted send stops referencing the caller's buffer: what is left of it is copied aside (a
+  // receiver reading it at that moment is waited for, bounded) and the op completes; the message
+  // is still delivered. The executor calls it only where detachesSends(), in two cases: a later
+  // step of an in-place schedule must overwrite the buffer and waits only for this send (one copy
+  // now, cheaper than landing that step in staging and copying it into place after the exchange),
+  // and an execution given up mid-flight (Execution::detachPostedSends).
   virtual void detachSend(TransferOp* /*op*/) {}
   // Drive pending operations. Returns an error only for a transport-wide failure.
   virtual Status progress() = 0;

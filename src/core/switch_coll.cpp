@@ -250,6 +250,7 @@ void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args
   opts->coll = args.coll;
   opts->root = args.root;
   opts->nranks = args.nranks;
+  opts->mayAbandon = true;  // a failed switch phase is given up with its host sends in flight
 }
 
 namespace {

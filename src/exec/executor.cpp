@@ -25,7 +25,9 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
       elemSize_(dataTypeSize(opts.dtype)),
       engine_(opts.engine ? opts.engine : &hostEngine()) {}
 
-Execution::~Execution() = default;
+Execution::~Execution() {
+  for (auto& [bytes, data] : spareStaging_) engine_->freeScratch(data, bytes);
+}
 
 char* Execution::address(const Region& r, int owner) const {
   const void* base = nullptr;
@@ -147,14 +149,56 @@ void Execution::fuseCopyReduce() {
   }
 }
 
-Status Execution::startStep(size_t i) {
+char* Execution::stage(Slot& slot, size_t bytes) {
+  // A step starts once, so a slot stages at most once.
+  slot.staging.engine = engine_;
+  auto spare =
+      std::find_if(spareStaging_.begin(), spareStaging_.end(), [&](auto& e) { return e.first >= bytes; });
+  if (spare != spareStaging_.end()) {
+    slot.staging.bytes = spare->first;
+    slot.staging.data = spare->second;
+    spareStaging_.erase(spare);
+  } else {
+    slot.staging.data = static_cast<char*>(engine_->allocScratch(bytes));
+    slot.staging.bytes = bytes;
+  }
+  if (slot.staging.data) stagedBytes_ += bytes;
+  return slot.staging.data;
+}
+
+Status Execution::postSendFrom(size_t i, const void* from) {
+  const Step& s = steps_[i];
+  Slot& slot = slots_[i];
+  slot.state = State::Posted;
+  slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
+  return peers_[s.peer]->postSend(s.peer, slot.tag, from, s.src.count * elemSize_, &slot.op);
+}
+
+Status Execution::startStep(size_t i, bool land) {
   const Step& s = steps_[i];
   Slot& slot = slots_[i];
   const size_t bytesOf = s.kind == StepKind::Send ? s.src.count * elemSize_ : s.dst.count * elemSize_;
+  char* into = nullptr;  // where the step writes: its destination, or staging when it lands
+  if (land) {
+    into = stage(slot, bytesOf);
+    if (!into) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
+    slot.phase = Phase::Landing;
+  } else if (s.writesDst()) {
+    into = address(s.dst, s.dstIsPeers() ? s.peer : -1);
+  }
   switch (s.kind) {
     case StepKind::Send:
-      slot.state = State::Posted;
-      return peers_[s.peer]->postSend(s.peer, slot.tag, address(s.src), bytesOf, &slot.op);
+      if (opts_.mayAbandon && bytesOf > 0 && !peers_[s.peer]->detachesSends()) {
+        // Given up mid-flight, this send could not let go of the caller's buffer: send a copy.
+        char* copy = stage(slot, bytesOf);
+        if (!copy) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
+        slot.phase = Phase::SendStaging;
+        slot.state = State::Posted;
+        TRIB_RETURN_IF_ERROR(engine_->postCopy(copy, address(s.src), bytesOf, &slot.op));
+        return slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone ? opFinished(i)
+                                                                                  : Status::Ok();
+      }
+      return postSendFrom(i, address(s.src));
     case StepKind::Recv:
     case StepKind::RecvReduce: {
       slot.state = State::Posted;
@@ -166,7 +210,7 @@ Status Execution::startStep(size_t i) {
         spec.op = opts_.op == tribAvg ? tribSum : opts_.op;
         reduce = &spec;
       }
-      return peers_[s.peer]->postRecv(s.peer, slot.tag, address(s.dst), bytesOf, reduce, &slot.op);
+      return peers_[s.peer]->postRecv(s.peer, slot.tag, into, bytesOf, reduce, &slot.op);
     }
     case StepKind::Copy:
     case StepKind::Reduce:
@@ -182,14 +226,14 @@ Status Execution::startStep(size_t i) {
         slot.state = State::Done;
         return Status::Ok();
       }
-      Status st = slot.fusedSrc
-                      ? engine_->postReduce(dst, src, slot.fusedSrc, s.dst.count, opts_.dtype, op, &slot.op)
-                  : !reduce ? engine_->postCopy(dst, src, s.dst.count * elemSize_, &slot.op)
-                            : engine_->postReduce(dst, dst, src, s.dst.count, opts_.dtype, op, &slot.op);
+      TRIB_RETURN_IF_ERROR(
+          slot.fusedSrc
+              ? engine_->postReduce(into, src, slot.fusedSrc, s.dst.count, opts_.dtype, op, &slot.op)
+          : !reduce ? engine_->postCopy(into, src, s.dst.count * elemSize_, &slot.op)
+                    : engine_->postReduce(into, dst, src, s.dst.count, opts_.dtype, op, &slot.op));
       // Work that finished inline (the host engine's) is done now: the next step may start at once.
-      if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone)
-        slot.state = State::Done;
-      return st;
+      return slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone ? opFinished(i)
+                                                                                : Status::Ok();
     }
     case StepKind::Signal:
       // Every earlier step it orders is done (the scoreboard saw to it): publish them.
@@ -244,10 +288,70 @@ Status Execution::pollWait(size_t i) {
   return Status::Ok();
 }
 
+Status Execution::opFinished(size_t i) {
+  Slot& slot = slots_[i];
+  if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed) return slot.op.error;
+  switch (slot.phase) {
+    case Phase::SendStaging:
+      // The copy is the send's source now: later writers of the caller's memory need not wait.
+      slot.phase = Phase::Direct;
+      slot.read1 = {};
+      rescan_ = true;
+      return postSendFrom(i, slot.staging.data);
+    case Phase::Landing:
+      slot.phase = Phase::Landed;  // committed by the scan once nothing earlier reads the destination
+      rescan_ = true;
+      return Status::Ok();
+    case Phase::Landed:
+      return Status::Ok();
+    case Phase::Commit:
+    case Phase::Direct:
+      break;
+  }
+  slot.state = State::Done;
+  releaseStaging(slot);
+  rescan_ = true;
+  return Status::Ok();
+}
+
+void Execution::releaseStaging(Slot& slot) {
+  if (!slot.staging.data) return;
+  if (spareStaging_.size() < 4) {
+    spareStaging_.emplace_back(slot.staging.bytes, slot.staging.data);
+    slot.staging.data = nullptr;
+  }
+  slot.staging.release();
+}
+
+bool Execution::blockedByEarlier(const std::vector<size_t>& active, size_t a) const {
+  for (size_t b = 0; b < a; ++b)
+    if (slots_[active[b]].state != State::Done && conflicts(active[b], active[a])) return true;
+  return false;
+}
+
+bool Execution::detachBlockingSends(const std::vector<size_t>& active, size_t a) {
+  const size_t i = active[a];
+  for (size_t b = 0; b < a; ++b) {
+    const size_t j = active[b];
+    if (slots_[j].state != State::Done && conflicts(j, i) && !peers_[steps_[j].peer]->detachesSends())
+      return false;
+  }
+  for (size_t b = 0; b < a; ++b) {
+    const size_t j = active[b];
+    if (slots_[j].state != State::Done && conflicts(j, i)) peers_[steps_[j].peer]->detachSend(&slots_[j].op);
+  }
+  // No rescan of its own: the step starts once those ops complete (at once on loopback; a shm
+  // slot-path send once the rest is in the ring, which needs no receive), like any other.
+  return true;
+}
+
 void Execution::detachPostedSends() {
-  for (size_t i = first_; i < slots_.size(); ++i)
-    if (slots_[i].state == State::Posted && steps_[i].kind == StepKind::Send)
-      peers_[steps_[i].peer]->detachSend(&slots_[i].op);
+  for (size_t i = first_; i < slots_.size(); ++i) {
+    if (slots_[i].state != State::Posted || steps_[i].kind != StepKind::Send) continue;
+    Transport* t = peers_[steps_[i].peer];
+    // A send to a transport that cannot detach reads this execution's staging (mayAbandon).
+    if (t->detachesSends()) t->detachSend(&slots_[i].op);
+  }
 }
 
 bool Execution::holdsPostedOps() const {
@@ -270,11 +374,8 @@ Status Execution::progress(bool* done) {
       (void)pollWait(i);
       if (slot.state == State::Done) rescan_ = true;
     }
-    if (slot.state != State::Posted || !slot.op.done()) continue;
-    if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
-      return stepError(i, slot.op.error);
-    slot.state = State::Done;
-    rescan_ = true;
+    if (slot.state != State::Posted || slot.phase == Phase::Landed || !slot.op.done()) continue;
+    if (Status st = opFinished(i); !st.ok()) return stepError(i, st);
   }
   while (first_ < steps_.size() && slots_[first_].state == State::Done) ++first_;
   // Start every step in the window whose earlier unfinished steps do not conflict with it.
@@ -290,41 +391,51 @@ Status Execution::progress(bool* done) {
     bool switchWaiting = false;  // SwitchReduce steps are posted in schedule order on every rank
     for (size_t a = 0; a < active.size(); ++a) {
       size_t i = active[a];
-      if (slots_[i].state != State::NotStarted) continue;
-      const bool isSwitch = steps_[i].kind == StepKind::SwitchReduce;
+      Slot& slot = slots_[i];
+      if (slot.phase == Phase::Landed) {
+        // Staged data goes into place once nothing earlier still reads (or writes) it.
+        if (blockedByEarlier(active, a)) continue;
+        slot.phase = Phase::Commit;
+        slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
+        Status st = engine_->postCopy(address(steps_[i].dst), slot.staging.data,
+                                      steps_[i].dst.count * elemSize_, &slot.op);
+        if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone) st = opFinished(i);
+        if (!st.ok()) return stepError(i, st);
+        continue;
+      }
+      if (slot.state != State::NotStarted) continue;
+      const StepKind kind = steps_[i].kind;
+      const bool isSwitch = kind == StepKind::SwitchReduce;
       if (isSwitch && switchWaiting) continue;
       bool blocked = false;
       bool onlyPostedSends = true;
       for (size_t b = 0; b < a; ++b) {
         size_t j = active[b];
         if (slots_[j].state == State::Done || !conflicts(j, i)) continue;
+        // One that finished since it was posted (a send matched inline, or by another thread)
+        // stands in nobody's way: collect it now rather than stage around it.
+        if (slots_[j].state == State::Posted && slots_[j].phase != Phase::Landed && slots_[j].op.done()) {
+          if (Status st = opFinished(j); !st.ok()) return stepError(j, st);
+          if (slots_[j].state == State::Done) continue;
+        }
         blocked = true;
         if (slots_[j].state != State::Posted || steps_[j].kind != StepKind::Send) onlyPostedSends = false;
       }
       if (blocked) switchWaiting |= isSwitch;
-      if (blocked && onlyPostedSends) {
-        // Only in-flight sends of this memory stand in the way: let them copy their data out
-        // so an in-place exchange cannot deadlock waiting for the peer.
-        for (size_t b = 0; b < a; ++b) {
-          size_t j = active[b];
-          if (slots_[j].state == State::Posted && steps_[j].kind == StepKind::Send && conflicts(j, i))
-            peers_[steps_[j].peer]->detachSend(&slots_[j].op);
-        }
-        continue;
-      }
-      if (blocked) continue;
-      Status st = startStep(i);
+      // Only in-flight sends of this memory stand in the way: waiting for them could deadlock an
+      // in-place exchange (the header), so land the step in staging now, if it is one that can.
+      const bool canLand = kind == StepKind::Recv || kind == StepKind::RecvReduce || kind == StepKind::Copy ||
+                           kind == StepKind::Reduce;
+      if (blocked && !(onlyPostedSends && canLand)) continue;
+      if (blocked && detachBlockingSends(active, a)) continue;
+      Status st = startStep(i, blocked);
       if (!st.ok()) return stepError(i, st);
-      if (slots_[i].state == State::Done) rescan_ = true;
+      if (slot.state == State::Done) rescan_ = true;
     }
     for (size_t i : active) {
       Slot& slot = slots_[i];
-      if (slot.state == State::Posted && slot.op.done()) {
-        if (slot.op.state.load(std::memory_order_acquire) == TransferOp::kFailed)
-          return stepError(i, slot.op.error);
-        slot.state = State::Done;
-        rescan_ = true;
-      }
+      if (slot.state != State::Posted || slot.phase == Phase::Landed || !slot.op.done()) continue;
+      if (Status st = opFinished(i); !st.ok()) return stepError(i, st);
     }
     while (first_ < steps_.size() && slots_[first_].state == State::Done) ++first_;
   }

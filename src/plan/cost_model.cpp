@@ -528,10 +528,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (c.multi) return unsupported("one-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) return unsupported("one-shot over GPU windows is not modelled yet");
           // The window schedule (algo/oneshot.cpp), per rank: one signal exchange; copy S into its
-          // window (2S of traffic: read, write); fold the n windows into the output, a copy of the
-          // first (2S) and n-1 reductions (3S each: two reads, a write), against cache-resident
-          // cells: (3n+1)S, one step after another on the rank's core.
-          t = c.aIn + (3.0 * n + 1) * S / (c.R * k.boardCacheSpeedup);
+          // window (2S of traffic: read, write); fold the n windows into the output in rank order,
+          // the first two in one reduce (the executor fuses a copy and the reduce after it: 3S:
+          // two reads, a write) and n-2 more reductions (3S each), against cache-resident cells:
+          // (3n-1)S, one step after another on the rank's core.
+          t = c.aIn + (3.0 * n - 1) * S / (c.R * k.boardCacheSpeedup);
           chunk = clampChunk(S, k);
           p.reason = "one exchange; every rank reduces the n inputs off the windows";
           break;
@@ -540,11 +541,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (!f.hostRanks) return unsupported("two-shot over GPU windows is not modelled yet");
           // The window schedule (algo/oneshot.cpp), per cell-sized chunk: two signal exchanges; per
           // rank, copy the chunk into its window (2S over all chunks), fold its slice of the n
-          // windows (a copy, 2S/n, and n-1 reductions, 3(n-1)/n S), publish it in its window
-          // (2S/n) and get the n-1 other slices (2(n-1)/n S): (7n-1)/n S against cache-resident
-          // cells. Chunks run one after another (a chunk's copy waits for the previous exchange).
+          // windows (the first two in one reduce, fused as in one-shot, then n-2 more: 3(n-1)/n S),
+          // publish it in its window (2S/n) and get the n-1 other slices (2(n-1)/n S): (7n-3)/n S
+          // against cache-resident cells. Chunks run one after another (a chunk's copy waits for
+          // the previous exchange).
           double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
-          t = 2 * chunks * c.aIn + (7.0 * n - 1) / n * S / (c.R * k.boardCacheSpeedup);
+          t = 2 * chunks * c.aIn + (7.0 * n - 3) / n * S / (c.R * k.boardCacheSpeedup);
           chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
           p.reason = "per window cell: each rank reduces its slice, then gets the others' slices";
           break;

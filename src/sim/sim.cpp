@@ -317,7 +317,10 @@ struct Pending {
   // elements do not move).
   Arrival* arr = nullptr;
   Rendezvous* rv = nullptr;  // SwitchReduce: its group's instance (map nodes are stable)
-  size_t member = 0;         // SwitchReduce: this rank's index in the group
+  // A reduce right after a copy into the same region: the executor runs the pair as one reduce of
+  // both sources (Execution::fuseCopyReduce), so this one costs only what that adds to the copy.
+  bool fused = false;
+  size_t member = 0;  // SwitchReduce: this rank's index in the group
   // Started, not finished: a SwitchReduce waiting for its group, a transfer to or from a peer's
   // window on its way.
   bool issued = false;
@@ -330,6 +333,8 @@ struct RankState {
   bool queued = false;
   std::vector<Pending> blocked;
   TimeMap maps[kNumBufs];
+  bool prevCopies = false;  // the step pulled last is a copy or get into prevDst (fusion, Pending::fused)
+  Region prevDst;
   // Per peer: message counters, the queue of messages from it, the route to it. Few peers per rank
   // for every schedule but all-to-all, so a short list searched from the last hit.
   struct Peer {
@@ -458,6 +463,11 @@ class Engine {
       }
       Pending p{rs.gen.value(), 0, nullptr};
       p.id = rs.pulled++;
+      const bool reduces = p.s.kind == StepKind::Reduce || p.s.kind == StepKind::GetReduce;
+      p.fused = reduces && rs.prevCopies && rs.prevDst.buf == p.s.dst.buf &&
+                rs.prevDst.offset == p.s.dst.offset && rs.prevDst.count == p.s.dst.count && p.s.dst.count > 0;
+      rs.prevCopies = !p.fused && (p.s.kind == StepKind::Copy || p.s.kind == StepKind::Get);
+      rs.prevDst = p.s.dst;
       ++steps_;
       if (p.s.isComm() || p.s.isPeerMemory() || p.s.isSync()) {
         if (p.s.peer < 0 || p.s.peer >= args_.nranks || (p.s.peer == r && !p.s.isComm())) {
@@ -586,10 +596,11 @@ class Engine {
   // reductions (3: two reads, a write). A host rank's run on its one core, one after another, at the
   // cost model's cache-resident rate (window cells were just written: CostConstants::boardCacheSpeedup);
   // a GPU's at its copy/reduce rate, as other local steps.
-  double localWindowWork(RankState& rs, double start, double bytes, bool reduce) {
-    if (!rs.host) return start + bytes / (reduce ? rs.reduceBpu : rs.copyBpu);
+  // A fused reduce (Pending::fused) adds one byte of traffic per byte to its copy's two.
+  double localWindowWork(RankState& rs, double start, double bytes, bool reduce, bool fused) {
+    if (!rs.host) return start + (fused ? 0.5 : 1.0) * bytes / (reduce ? rs.reduceBpu : rs.copyBpu);
     const double begin = std::max(start, rs.coreFree);
-    rs.coreFree = begin + (reduce ? 3 : 2) * bytes / (rs.reduceBpu * opt_.k.boardCacheSpeedup);
+    rs.coreFree = begin + (fused ? 1 : reduce ? 3 : 2) * bytes / (rs.reduceBpu * opt_.k.boardCacheSpeedup);
     return rs.coreFree;
   }
 
@@ -611,7 +622,7 @@ class Engine {
     }
     const int other = ranks_[pe.peer].node;
     if (other == rs.node) {
-      *done = localWindowWork(rs, start, bytes, reduce);
+      *done = localWindowWork(rs, start, bytes, reduce, p.fused);
       return true;
     }
     const std::vector<DirLink>*& path = s.kind == StepKind::Put ? pe.route : pe.routeIn;
@@ -685,10 +696,11 @@ class Engine {
         srcMap.read(s.src, start);
         const double bytes = static_cast<double>(s.dst.count * esize_);
         if (s.touchesOwnWindow()) {
-          done = localWindowWork(rs, start, bytes, s.kind == StepKind::Reduce);
+          done = localWindowWork(rs, start, bytes, s.kind == StepKind::Reduce, p.fused);
           srcMap.read(s.src, done);  // a window is read until the step ends (a Signal releases it)
         } else {
-          done = start + bytes / (s.kind == StepKind::Copy ? rs.copyBpu : rs.reduceBpu);
+          done =
+              start + (p.fused ? 0.5 : 1.0) * bytes / (s.kind == StepKind::Copy ? rs.copyBpu : rs.reduceBpu);
         }
         break;
       }

@@ -9,6 +9,7 @@
 
 #include "common/env.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
 
 namespace trib {
@@ -16,27 +17,24 @@ namespace trib {
 namespace {
 
 struct PendingSend {
-  const void* data;  // the sender's buffer, or detached.data()
-  size_t bytes;
-  TransferOp* op;              // null once detached (the send already completed)
-  std::vector<char> detached;  // owned copy after detachSend
-  int src;
+  const void* data = nullptr;  // the sender's buffer, or detached.data()
+  size_t bytes = 0;
+  TransferOp* op = nullptr;    // null once detached (the send already completed)
+  std::vector<char> detached;  // owned copy after detachSend (an abandoned execution's send)
 };
 
 struct PendingRecv {
-  void* dst;
-  size_t bytes;
-  bool reduce;
+  void* dst = nullptr;
+  size_t bytes = 0;
+  bool reduce = false;
   ReduceSpec spec;
-  TransferOp* op;
+  TransferOp* op = nullptr;
 };
 
-using Key = std::pair<int, uint64_t>;  // (source rank, tag)
-
+// One per receiving rank: keyed by (source rank, tag).
 struct Mailbox {
   std::mutex mu;
-  std::multimap<Key, PendingSend> sends;  // arrived before the receive was posted
-  std::map<Key, PendingRecv> recvs;       // posted before the send arrived
+  MatchQueue<PendingRecv, PendingSend> queue;
 };
 
 // Moves the bytes of a matched pair and completes both. Runs outside any lock.
@@ -158,15 +156,14 @@ class LoopbackTransport final : public Transport {
     TRIB_RETURN_IF_ERROR(checkPeer(peer));
     Mailbox& box = fabric_->box(peer);
     std::unique_lock<std::mutex> lock(box.mu);
-    auto it = box.recvs.find({rank_, tag});
-    if (it != box.recvs.end()) {
-      PendingRecv r = it->second;
-      box.recvs.erase(it);
+    PendingRecv r;
+    if (box.queue.takeRecv(rank_, tag, &r)) {
       lock.unlock();
       deliver(buf, bytes, op, r, rank_, peer);
       return Status::Ok();
     }
-    box.sends.emplace(Key{rank_, tag}, PendingSend{buf, bytes, op, {}, rank_});
+    // Waits by reference: the caller keeps `buf` unchanged until the op completes.
+    box.queue.addMessage(rank_, tag, PendingSend{buf, bytes, op, {}});
     return Status::Ok();
   }
 
@@ -176,33 +173,33 @@ class LoopbackTransport final : public Transport {
     PendingRecv r{buf, bytes, reduce != nullptr, reduce ? *reduce : ReduceSpec{}, op};
     Mailbox& box = fabric_->box(rank_);
     std::unique_lock<std::mutex> lock(box.mu);
-    auto it = box.sends.find({peer, tag});
-    if (it != box.sends.end()) {
-      PendingSend s = std::move(it->second);
-      box.sends.erase(it);
+    PendingSend s;
+    if (box.queue.takeMessage(peer, tag, &s)) {
       lock.unlock();
-      deliver(s.op ? s.data : s.detached.data(), s.bytes, s.op, r, peer, rank_);
+      deliver(s.data, s.bytes, s.op, r, peer, rank_);
       return Status::Ok();
     }
     if (fabric_->dead(peer)) {
       op->fail(peerLost(peer));
       return Status::Ok();
     }
-    box.recvs.emplace(Key{peer, tag}, r);
+    box.queue.addRecv(peer, tag, r);
     return Status::Ok();
   }
 
+  bool detachesSends() const override { return true; }
   void detachSend(TransferOp* op) override {
     for (int peer = 0; peer < fabric_->size(); ++peer) {
       Mailbox& box = fabric_->box(peer);
       std::lock_guard<std::mutex> lock(box.mu);
-      for (auto& [key, s] : box.sends) {
-        if (s.op != op) continue;
-        s.detached.assign(static_cast<const char*>(s.data), static_cast<const char*>(s.data) + s.bytes);
-        s.op = nullptr;
-        op->complete();
-        return;
-      }
+      PendingSend* s = box.queue.findMessageIf(
+          [&](int src, uint64_t, const PendingSend& m) { return src == rank_ && m.op == op; });
+      if (!s) continue;
+      s->detached.assign(static_cast<const char*>(s->data), static_cast<const char*>(s->data) + s->bytes);
+      s->data = s->detached.data();
+      s->op = nullptr;
+      op->complete();
+      return;
     }
   }
 
@@ -214,25 +211,20 @@ class LoopbackTransport final : public Transport {
     for (int peer = 0; peer < fabric_->size(); ++peer) {
       Mailbox& box = fabric_->box(peer);
       std::lock_guard<std::mutex> lock(box.mu);
-      for (auto it = box.sends.begin(); it != box.sends.end();) {
-        if (it->first.first != rank_) {
-          ++it;
-          continue;
-        }
-        if (it->second.op) it->second.op->fail(why);
-        it = box.sends.erase(it);
-      }
-      for (auto it = box.recvs.begin(); it != box.recvs.end();) {
-        if (peer == rank_) {
-          it->second.op->fail(why);
-        } else if (it->first.first == rank_) {
-          it->second.op->fail(peerLost(rank_));
-        } else {
-          ++it;
-          continue;
-        }
-        it = box.recvs.erase(it);
-      }
+      box.queue.eraseMessagesIf([&](int src, uint64_t, PendingSend& s) {
+        if (src != rank_) return false;
+        if (s.op) s.op->fail(why);
+        return true;
+      });
+      box.queue.eraseRecvsIf([&](int src, uint64_t, PendingRecv& r) {
+        if (peer == rank_)
+          r.op->fail(why);
+        else if (src == rank_)
+          r.op->fail(peerLost(rank_));
+        else
+          return false;
+        return true;
+      });
     }
   }
 

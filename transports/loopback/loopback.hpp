@@ -1,10 +1,13 @@
 // Loopback transport: ranks that are threads of one process.
 //
-// Each receiving rank has a mailbox of posted receives and of sends that arrived first. Whoever
-// comes second performs the transfer straight from the sender's buffer into the receiver's
-// (one copy; for a reducing receive, one fused read-read-write pass). A send waits in the
-// mailbox by reference until matched, or until detachSend() copies it out. When every rank of
-// the communicator is in this process, the fabric also holds their peer windows (PeerWindows).
+// Each receiving rank has a mailbox (a MatchQueue, transports/match_queue.hpp) of posted
+// receives and of sends that arrived first. Whoever comes second performs the transfer straight
+// from the sender's buffer into the receiver's (one copy; for a reducing receive, one fused
+// read-read-write pass). A send waits in the mailbox by reference until matched (a rendezvous:
+// it completes only then), or until detachSend() copies it out (a step in place must overwrite
+// its buffer, or its execution is given up).
+// When every rank of the communicator is in this process, the fabric also holds their peer
+// windows (PeerWindows).
 #pragma once
 #include <cstdint>
 #include <memory>

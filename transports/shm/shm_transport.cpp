@@ -33,6 +33,7 @@
 #include "common/process.hpp"
 #include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
 
 namespace trib {
@@ -126,21 +127,22 @@ struct ShmTransport::Impl {
     ReduceSpec red;
     TransferOp* op;
   };
+  // A message that arrived before its receive: its bytes (slot path, maybe still arriving: then
+  // it is the peer's InMsg), or its single-copy descriptor.
   struct Unexpected {
     uint64_t tag, total;
     std::vector<uint8_t> data;
     bool complete = false;
-    bool dropped = false;  // its receive failed on a size mismatch: discard once complete
     bool cma = false;
     uint32_t cmaIndex = 0;
     uint64_t cmaGen = 0;
-    std::unique_ptr<RecvReq> claimed;  // a receive posted while the message was still arriving
   };
   struct InMsg {  // the message currently arriving from a peer (slots of one message are contiguous)
     bool active = false;
     uint64_t tag = 0, total = 0;
+    uint64_t arrived = 0;  // bytes of it so far
     std::unique_ptr<RecvReq> recv;
-    Unexpected* unexp = nullptr;
+    Unexpected* unexp = nullptr;  // owned by `match` until a receive takes it
     bool discard = false;
   };
   struct CmaRead {
@@ -165,8 +167,6 @@ struct ShmTransport::Impl {
     uint64_t cachedTail = 0;
     std::deque<std::unique_ptr<SendReq>> sendQ;
     std::list<std::unique_ptr<SendReq>> cmaWait;
-    std::list<std::unique_ptr<RecvReq>> posted;
-    std::list<std::unique_ptr<Unexpected>> unexpected;
     std::list<CmaRead> cmaReads;
     InMsg cur;
     Status dead;
@@ -185,6 +185,8 @@ struct ShmTransport::Impl {
   CmaDesc* myCma = nullptr;
   uint64_t cmaGenNext = 1;
   std::vector<uint8_t> bounce;
+  // Posted receives and unexpected messages, by (source rank, tag).
+  MatchQueue<std::unique_ptr<RecvReq>, std::unique_ptr<Unexpected>> match;
 
   uint64_t windowBytes = 0;  // every rank's window; 0: none (not every rank is local, or turned off)
   uint8_t* windowOf(int idx) const { return (idx == myIdx ? mine : peers[idx].seg) + hdr->windowOffset; }
@@ -215,7 +217,6 @@ struct ShmTransport::Impl {
   void checkCmaSends(Peer& p);
   void deliver(RecvReq& r, size_t off, const uint8_t* src, size_t len);
   bool matchSize(Peer& p, RecvReq& r, uint64_t tag, uint64_t total);
-  void finishUnexpected(Peer& p, Unexpected* u);
   // Fail every pending op with `p`; peerGone: its process is dead (vs. an abort).
   void failPeer(Peer& p, const Status& why, bool peerGone);
   void completeSend(Peer& p, SendReq* s);
@@ -616,27 +617,24 @@ Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
     r->red = *reduce;
   }
   // An unexpected message with this tag (the oldest first) takes it.
-  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
-    Impl::Unexpected* u = it->get();
-    if (u->tag != tag || u->claimed || u->dropped) continue;
+  std::unique_ptr<Impl::Unexpected> u;
+  if (im.match.takeMessage(peer, tag, &u)) {
+    // Slot-path messages arrive one at a time: one still arriving is the peer's current message.
+    const bool arriving = !u->cma && !u->complete;
+    if (arriving) p.cur.unexp = nullptr;
     if (!im.matchSize(p, *r, tag, u->total)) {
       if (u->cma) p.peerCma[u->cmaIndex].state.store(kCmaDone, std::memory_order_release);
-      if (u->complete || u->cma)
-        p.unexpected.erase(it);
-      else
-        u->dropped = true;  // still arriving: discarded once complete
-      return Status::Ok();
-    }
-    if (u->cma) {
+      if (arriving) p.cur.discard = true;  // the rest of it is dropped as it comes
+    } else if (u->cma) {
       p.cmaReads.push_back({std::move(r), u->cmaIndex, u->cmaGen, u->total});
-      p.unexpected.erase(it);
       im.runCmaReads(p);
     } else if (u->complete) {
       im.deliver(*r, 0, u->data.data(), u->total);
       op->complete();
-      p.unexpected.erase(it);
     } else {
-      u->claimed = std::move(r);
+      // What arrived so far now, the rest straight from the slots.
+      im.deliver(*r, 0, u->data.data(), p.cur.arrived);
+      p.cur.recv = std::move(r);
     }
     return Status::Ok();
   }
@@ -646,7 +644,7 @@ Status ShmTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
     op->fail(p.dead);
     return p.dead;
   }
-  p.posted.push_back(std::move(r));
+  im.match.addRecv(peer, tag, std::move(r));
   im.drainIncoming(p);
   return Status::Ok();
 }
@@ -762,14 +760,10 @@ void ShmTransport::Impl::drainIncoming(Peer& p) {
 }
 
 void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t* data) {
-  auto findPosted = [&](uint64_t tag) -> std::unique_ptr<RecvReq> {
-    for (auto it = p.posted.begin(); it != p.posted.end(); ++it)
-      if ((*it)->tag == tag) {
-        std::unique_ptr<RecvReq> r = std::move(*it);
-        p.posted.erase(it);
-        return r;
-      }
-    return nullptr;
+  auto findPosted = [&](uint64_t tag) {
+    std::unique_ptr<RecvReq> r;
+    match.takeRecv(p.rank, tag, &r);
+    return r;
   };
   if (sh.kind == kCmaRts) {
     std::unique_ptr<RecvReq> r = findPosted(sh.tag);
@@ -780,7 +774,7 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
       u->cma = true;
       u->cmaIndex = sh.cmaIndex;
       u->cmaGen = sh.cmaGen;
-      p.unexpected.push_back(std::move(u));
+      match.addMessage(p.rank, sh.tag, std::move(u));
     } else if (!matchSize(p, *r, sh.tag, sh.total)) {
       p.peerCma[sh.cmaIndex].state.store(kCmaDone, std::memory_order_release);
     } else {
@@ -804,7 +798,7 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
       u->total = sh.total;
       u->data.resize(sh.total);
       m.unexp = u.get();
-      p.unexpected.push_back(std::move(u));
+      match.addMessage(p.rank, sh.tag, std::move(u));
     }
   }
   if (!m.active || m.tag != sh.tag || sh.offset + sh.len > m.total) {
@@ -819,25 +813,14 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
     deliver(*m.recv, sh.offset, data, sh.len);
   else if (m.unexp && sh.len > 0)
     std::memcpy(m.unexp->data.data() + sh.offset, data, sh.len);
-  if (sh.offset + sh.len == m.total) {
+  m.arrived = sh.offset + sh.len;
+  if (m.arrived == m.total) {
     if (m.recv)
       m.recv->op->complete();
     else if (m.unexp)
-      finishUnexpected(p, m.unexp);
+      m.unexp->complete = true;  // waits in `match` for its receive
     m = InMsg{};
   }
-}
-
-void ShmTransport::Impl::finishUnexpected(Peer& p, Unexpected* u) {
-  u->complete = true;
-  if (u->dropped) {
-    p.unexpected.remove_if([u](const std::unique_ptr<Unexpected>& x) { return x.get() == u; });
-    return;
-  }
-  if (!u->claimed) return;
-  deliver(*u->claimed, 0, u->data.data(), u->total);
-  u->claimed->op->complete();
-  p.unexpected.remove_if([u](const std::unique_ptr<Unexpected>& x) { return x.get() == u; });
 }
 
 bool ShmTransport::Impl::cmaRead(Peer& p, RecvReq& r, uint32_t index, uint64_t gen, uint64_t total,
@@ -910,20 +893,21 @@ void ShmTransport::Impl::failPeer(Peer& p, const Status& why, bool peerGone) {
     liveSends.erase(s->op);
     s->op->fail(why);
   }
-  for (auto& r : p.posted) r->op->fail(why);
+  match.eraseRecvsIf([&](int src, uint64_t, std::unique_ptr<RecvReq>& r) {
+    if (src != p.rank) return false;
+    r->op->fail(why);
+    return true;
+  });
   for (auto& c : p.cmaReads) c.recv->op->fail(why);
-  for (auto& u : p.unexpected)
-    if (u->claimed) u->claimed->op->fail(why);
   if (p.cur.recv) p.cur.recv->op->fail(why);
   p.sendQ.clear();
   p.cmaWait.clear();
-  p.posted.clear();
   p.cmaReads.clear();
   // Complete slot-path messages stay deliverable: a sender may finish and exit before its peer
   // posts the matching receive. Partial ones and single-copy ones (the data lived in the sender)
   // are gone.
-  p.unexpected.remove_if([&](const std::unique_ptr<Unexpected>& u) {
-    return !peerGone || !u->complete || u->cma || u->dropped || u->claimed;
+  match.eraseMessagesIf([&](int src, uint64_t, std::unique_ptr<Unexpected>& u) {
+    return src == p.rank && (!peerGone || !u->complete || u->cma);
   });
   p.cur = InMsg{};
   if (p.dead.ok()) p.dead = why;
@@ -946,8 +930,8 @@ void ShmTransport::Impl::checkLiveness() {
     if (!processAlive(p.proc)) {
       Status why = errorf(tribRemoteError, "shm: rank %d (pid %d) died; its pending operations are failed",
                           p.rank, static_cast<int>(p.proc.pid));
-      bool pending = !p.sendQ.empty() || !p.cmaWait.empty() || !p.posted.empty() || !p.cmaReads.empty() ||
-                     p.cur.recv != nullptr;
+      bool pending = !p.sendQ.empty() || !p.cmaWait.empty() || match.hasRecvsFrom(p.rank) ||
+                     !p.cmaReads.empty() || p.cur.recv != nullptr;
       // A peer that exits after finishing its work is normal; one that leaves work behind is news.
       if (pending)
         TRIB_WARN("transport", "rank %d: %s", rank, why.message().c_str());

@@ -37,7 +37,7 @@ struct ShmOptions {
   int cma = -1;                 // -1: TRIB_SHM_CMA (0/1; default 1 = use when the kernel allows), 0/1 force
   size_t cmaThreshold = 256 << 10;
   int livenessIntervalMs = 50;  // how often progress() checks that peers are alive
-  int detachTimeoutMs = 30000;  // bound on detachSend waiting for a receiver mid-read
+  int detachTimeoutMs = 30000;  // bound on detachSend (giving up an execution) waiting for a reader
   int64_t windowBytes = -1;     // each rank's window (two cells); -1: TRIB_WINDOW_BYTES; 0: none
 };
 
@@ -53,6 +53,7 @@ class ShmTransport final : public Transport {
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) override;
   Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                   TransferOp* op) override;
+  bool detachesSends() const override { return true; }
   void detachSend(TransferOp* op) override;
   Status progress() override;
   void abort(const Status& why) override;

@@ -104,10 +104,7 @@ struct Pending {
   ReduceSpec spec;
   std::unique_ptr<uint8_t[]> bounce;
   size_t bounceCap = 0;
-  Status override;               // reported instead of UCX's status (peer lost, transport closed)
-  const uint8_t* src = nullptr;  // send data: the caller's buffer, or `copy` once detached
-  bool packed = false;           // sent as packDt_ (detachable)
-  std::unique_ptr<uint8_t[]> copy;
+  Status override;  // reported instead of UCX's status (peer lost, transport closed)
   // UCX may run the callback inside ucp_tag_*_nbx (with NO_IMM_CMPL) before the request
   // pointer is known; the completion is then recorded here and finished after the call returns.
   bool posting = false;
@@ -138,7 +135,6 @@ class UcxTransport final : public Transport {
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) override;
   Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                   TransferOp* op) override;
-  void detachSend(TransferOp* op) override;
   Status progress() override;
   void abort(const Status& why) override;
 
@@ -167,8 +163,6 @@ class UcxTransport final : public Transport {
   std::shared_ptr<SharedContext> shared_;  // this process's context for these options
   ucp_context_h ctx_ = nullptr;            // shared_->ctx
   ucp_worker_h worker_ = nullptr;
-  ucp_datatype_t packDt_ = 0;
-  bool haveDt_ = false;
   std::vector<Peer> peers_;  // sized once in init(); error callbacks hold pointers into it
   std::mutex mu_;            // serialises every UCX call: abort() may come from another thread
   std::unordered_set<Pending*> pending_;
@@ -189,21 +183,6 @@ void recvCallback(void* /*request*/, ucs_status_t st, const ucp_tag_recv_info_t*
   auto* p = static_cast<Pending*>(user);
   p->self->finish(p, st, info ? info->length : 0);
 }
-
-// Generic datatype for detachable sends: the "buffer" handed to UCX is the Pending itself.
-void* packStart(void* /*context*/, const void* buffer, size_t /*count*/) { return const_cast<void*>(buffer); }
-void* unpackStart(void* /*context*/, void* /*buffer*/, size_t /*count*/) { return nullptr; }
-size_t packedSize(void* state) { return static_cast<Pending*>(state)->bytes; }
-size_t packCallback(void* state, size_t offset, void* dest, size_t maxLength) {
-  auto* p = static_cast<Pending*>(state);
-  size_t n = std::min(maxLength, p->bytes - offset);
-  std::memcpy(dest, p->src + offset, n);
-  return n;
-}
-ucs_status_t unpackCallback(void* /*state*/, size_t /*offset*/, const void* /*src*/, size_t /*length*/) {
-  return UCS_ERR_UNSUPPORTED;  // receives are contiguous
-}
-void packFinish(void* /*state*/) {}
 
 void errorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t st) {
   auto* peer = static_cast<Peer*>(arg);
@@ -287,20 +266,6 @@ Status UcxTransport::init(const OobAllGather& oob) {
       local = errorf(tribSystemError, "UCX: ucp_worker_create failed: %s", ucs_status_string(st));
       worker_ = nullptr;
     }
-  }
-  if (local.ok()) {
-    ucp_generic_dt_ops_t ops{};
-    ops.start_pack = packStart;
-    ops.start_unpack = unpackStart;
-    ops.packed_size = packedSize;
-    ops.pack = packCallback;
-    ops.unpack = unpackCallback;
-    ops.finish = packFinish;
-    st = ucp_dt_create_generic(&ops, this, &packDt_);
-    if (st != UCS_OK)
-      local = errorf(tribSystemError, "UCX: ucp_dt_create_generic failed: %s", ucs_status_string(st));
-    else
-      haveDt_ = true;
   }
   std::vector<uint8_t> mine;
   if (local.ok()) {
@@ -394,21 +359,14 @@ Status UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
   p->peer = peer;
   p->tag = tag;
   p->bytes = bytes;
-  p->src = static_cast<const uint8_t*>(buf);
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = sendCallback;
   prm.user_data = p;
-  ucs_status_ptr_t r;
-  if (!opts_.zeroCopySends && bytes > opts_.detachableAbove) {
-    // Packed by packCallback from p->src, which detachSend may point at a copy.
-    p->packed = true;
-    prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-    prm.datatype = packDt_;
-    r = ucp_tag_send_nbx(peers_[peer].ep, p, 1, ucpTag, &prm);
-  } else {
-    r = ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, ucpTag, &prm);
-  }
+  // Contiguous, from the caller's buffer (which stays unchanged until completion: transport.hpp):
+  // UCX picks eager copy for small messages and rendezvous zero-copy (RDMA, CMA) past its
+  // thresholds (UCX_RNDV_THRESH, UCX_ZCOPY_THRESH), with nothing here forcing a copy.
+  ucs_status_ptr_t r = ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, ucpTag, &prm);
   if (UCS_PTR_IS_PTR(r)) {
     p->req = r;
     pending_.insert(p);
@@ -614,39 +572,6 @@ Status UcxTransport::progress() {
   return Status::Ok();
 }
 
-void UcxTransport::detachSend(TransferOp* op) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (op->done()) return;
-    for (Pending* p : pending_) {
-      if (p->op != op || p->isRecv) continue;
-      if (!p->packed) break;
-      // UCX packs the rest of this send from a private copy; what it packed so far is the same.
-      if (!p->copy) {
-        p->copy.reset(new uint8_t[p->bytes]);
-        std::memcpy(p->copy.get(), p->src, p->bytes);
-        p->src = p->copy.get();
-      }
-      return;
-    }
-  }
-  // A contiguous send cannot be retargeted: small ones finish locally without the receiver;
-  // with zeroCopySends, wait, and abort rather than let the caller overwrite data UCX may read.
-  auto deadline = deadlineAfter(opts_.detachTimeoutSec);
-  while (!op->done()) {
-    if (!progress().ok()) return;
-    if (op->done()) return;
-    if (Clock::now() > deadline) {
-      abort(errorf(tribTimeout,
-                   "rank %d: UCX zero-copy send could not finish within %.1f s while its buffer was to be "
-                   "reused (detachSend); is the receiving rank posting its receive?",
-                   rank_, opts_.detachTimeoutSec));
-      return;
-    }
-    std::this_thread::yield();
-  }
-}
-
 void UcxTransport::drainPending(double timeoutSec) {
   auto deadline = deadlineAfter(timeoutSec);
   while (!pending_.empty() && Clock::now() < deadline) {
@@ -718,8 +643,6 @@ void UcxTransport::shutdown() {
     for (Pending* p : pending_) delete p;
     pending_.clear();
   }
-  if (haveDt_) ucp_dt_destroy(packDt_);
-  haveDt_ = false;
   ctx_ = nullptr;
   shared_.reset();  // the last communicator's transport cleans the context up
 }
@@ -818,7 +741,7 @@ TransportDescriptor ucxTransportDescriptor() {
   d.reaches = "ranks on other hosts";
   d.caps.reads = d.caps.writes = kHostMemoryKinds;
   d.caps.twoSided = true;
-  d.caps.zeroCopy = false;  // sends over detachableAbove are packed through a copy (UcxOptions)
+  d.caps.zeroCopy = true;  // sends go from the caller's buffer (rendezvous zero-copy past UCX's thresholds)
   d.priority = 100;
   d.needsExchange = true;
   d.canConnect = ucxCanConnect;

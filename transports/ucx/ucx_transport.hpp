@@ -5,6 +5,10 @@
 // one worker per transport instance. Worker addresses are exchanged through the bootstrap's
 // OobAllGather at creation and an endpoint is created to every rank. UCX picks the
 // wire (TCP, shared memory, CMA, InfiniBand, RoCE) from what the host has and UCX_TLS / tls.
+// Sends are contiguous from the caller's buffer (transport.hpp): UCX sends small ones eagerly and
+// large ones by rendezvous zero-copy (RDMA reads on InfiniBand and RoCE, CMA on one host), by its
+// own thresholds. It cannot detach a posted send (detachesSends() is false), so the executor sends
+// copies from executions it may give up.
 //
 // Tag layout. UCP matches receives by tag only (not by sender), so the 64-bit UCP tag must
 // carry the sender's rank as well as the executor's tag, which is itself 64 bits:
@@ -51,16 +55,6 @@ struct UcxOptions {
   double keepaliveSec = 0.5;
   // Clean shutdown flushes and closes every endpoint, waiting at most this long, then forces.
   double closeTimeoutSec = 5.0;
-  // Sends of more than this many bytes are posted as a UCX generic datatype packed from the
-  // caller's buffer, so detachSend can switch an unmatched send to a private copy (UCP cannot
-  // retarget a posted contiguous send). That costs a copy on the sending side; set
-  // zeroCopySends when the caller never detaches, to let UCX read the buffer directly
-  // (rendezvous, CMA, RDMA). Sends up to detachableAbove stay contiguous: UCX sends those
-  // eagerly, so they complete without the receiver and detaching one just waits for that.
-  size_t detachableAbove = 256;
-  bool zeroCopySends = false;
-  // With zeroCopySends, detachSend waits this long for the send to finish, then aborts.
-  double detachTimeoutSec = 30.0;
 };
 
 // The UCP tag for a message from `src` carrying executor tag `tag` under layout `o` (see above);
