@@ -26,7 +26,7 @@ TEST(HostEngine, RunsInlineAndExactly) {
   ASSERT_TRUE(e.postDivide(c, 8, tribFloat32, 3, &op2).ok());
   EXPECT_TRUE(op2.done());
   EXPECT_EQ(c[0], 3.0f);
-  ASSERT_TRUE(e.postCopy(a + 1, a, 7 * sizeof(float), &op3).ok());  // overlapping: memmove
+  ASSERT_TRUE(e.postCopy(a + 1, a, 7 * sizeof(float), &op3, true).ok());  // overlapping: memmove
   EXPECT_TRUE(op3.done());
   EXPECT_EQ(a[1], 1.0f);
   EXPECT_EQ(a[7], 7.0f);
@@ -42,7 +42,7 @@ class DeferredEngine final : public Engine {
  public:
   const char* name() const override { return "deferred"; }
   MemoryKind memory() const override { return MemoryKind::Host; }
-  Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op) override {
+  Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool) override {
     queue_.push_back([=] {
       std::memmove(dst, src, bytes);
       op->complete();

@@ -5,9 +5,9 @@
 //
 // One-shot (small messages): after one signal exchange every rank folds all n inputs, in rank
 // order, straight from the windows into its output, so every rank gets the same bits.
-// Two-shot (any size, in cell-sized chunks): each rank stages the chunk in its cell, folds slice
-// `rank` of every input in rank order, publishes the result in its own cell and, after a second
-// signal exchange, gets the others' results. Two synchronisations per chunk.
+// Two-shot (any size, in cell-sized chunks): each rank stages the slices its peers reduce in its
+// cell, folds slice `rank` of every input in rank order, publishes the result in its own cell and,
+// after a second signal exchange, gets the others' results. Two synchronisations per chunk.
 // Chunks alternate between the window's two cells (schedule.hpp), so consecutive chunks and calls
 // need no acknowledgement. In place needs no scratch: the input is in the window before anyone
 // reads it.
@@ -38,17 +38,17 @@ void waitAll(int n, int rank, std::vector<Step>& out) {
   for (int p = 1; p < n; ++p) out.push_back(Step::wait(mod(rank - p, n)));
 }
 
-// dst <- window(0)[at] op window(1)[at] op ... op window(n-1)[at], in rank order; this rank's term
-// from its own window (it is in the window already: in place, dst may be the input). The executor
-// (and the simulator) run the first two steps as one: a copy followed by a reduce into the same
-// region is one reduce of both sources.
-void foldInRankOrder(int n, int rank, uint64_t at, Region dst, std::vector<Step>& out) {
+// dst <- window(0)[at] op window(1)[at] op ... op window(n-1)[at], in rank order, this rank's own
+// term from `own` (its window, or its input where that still holds it). The executor (and the
+// simulator) run the first two steps as one: a copy followed by a reduce into the same region is
+// one reduce of both sources.
+void foldInRankOrder(int n, int rank, uint64_t at, Region own, Region dst, std::vector<Step>& out) {
   for (int j = 0; j < n; ++j) {
     const Region src = winR(at, dst.count);
     if (j == 0)
-      out.push_back(j == rank ? Step::copy(src, dst) : Step::get(j, src, dst));
+      out.push_back(j == rank ? Step::copy(own, dst) : Step::get(j, src, dst));
     else
-      out.push_back(j == rank ? Step::reduce(src, dst) : Step::getReduce(j, src, dst));
+      out.push_back(j == rank ? Step::reduce(own, dst) : Step::getReduce(j, src, dst));
   }
 }
 
@@ -60,7 +60,7 @@ Generator<Step> oneShotAllReduce(CollArgs a, int rank) {
   steps.push_back(Step::copy(inR(0, a.count), winR(cell, a.count)));
   signalAll(n, rank, steps);
   waitAll(n, rank, steps);
-  foldInRankOrder(n, rank, cell, outR(0, a.count), steps);
+  foldInRankOrder(n, rank, cell, winR(cell, a.count), outR(0, a.count), steps);
   for (const Step& s : steps) co_yield s;
 }
 
@@ -78,17 +78,24 @@ Generator<Step> twoShotAllReduce(CollArgs a, int rank) {
     const uint64_t len = std::min(cellElems, a.count - at);
     const uint64_t cell = windowCellBegin(a, a.windowCell + k);
     steps.clear();
-    // Stage the chunk: the peers read their slices of it, this rank its own (in place, the fold's
-    // output overwrites the input's copy; out of place, reading it from the window keeps every step
-    // of the fold on cache-resident cells).
+    // Stage what the peers read: their slices of this chunk. This rank's own slice is read only by
+    // itself, straight from its input, unless in place (the fold's output overwrites it first).
     const uint64_t mine = sliceAt(len, n, rank), mineLen = sliceAt(len, n, rank + 1) - mine;
-    steps.push_back(Step::copy(inR(at, len), winR(cell, len)));
+    if (a.inPlace) {
+      steps.push_back(Step::copy(inR(at, len), winR(cell, len)));
+    } else {
+      if (mine > 0) steps.push_back(Step::copy(inR(at, mine), winR(cell, mine)));
+      if (mine + mineLen < len)
+        steps.push_back(Step::copy(inR(at + mine + mineLen, len - mine - mineLen),
+                                   winR(cell + mine + mineLen, len - mine - mineLen)));
+    }
     signalAll(n, rank, steps);
     waitAll(n, rank, steps);
     // Reduce this rank's slice into the output, then publish it in the cell (over this rank's own
     // slice there, which only this rank reads).
     if (mineLen > 0) {
-      foldInRankOrder(n, rank, cell + mine, outR(at + mine, mineLen), steps);
+      const Region own = a.inPlace ? winR(cell + mine, mineLen) : inR(at + mine, mineLen);
+      foldInRankOrder(n, rank, cell + mine, own, outR(at + mine, mineLen), steps);
       steps.push_back(Step::copy(outR(at + mine, mineLen), winR(cell + mine, mineLen)));
     }
     signalAll(n, rank, steps);

@@ -20,8 +20,10 @@ class Engine {
   virtual const char* name() const = 0;
   // The memory it works on, and the kind of the scratch it allocates.
   virtual MemoryKind memory() const = 0;
-  // dst <- src (may overlap: memmove semantics).
-  virtual Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op) = 0;
+  // dst <- src (may overlap: memmove semantics). `aroundCache`: nothing reads dst soon, so an
+  // engine that can may write it with non-temporal stores (no read-for-ownership of lines that
+  // are only written, and the cache keeps what will be read).
+  virtual Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool aroundCache) = 0;
   // dst <- a op b, elementwise over `count` elements (dst may alias a or b).
   virtual Status postReduce(void* dst, const void* a, const void* b, uint64_t count, DataType dtype, RedOp op,
                             TransferOp* done) = 0;
@@ -36,5 +38,7 @@ class Engine {
 
 // The host engine (process memory, the CPU's vectorised reducer); one per process.
 Engine& hostEngine();
+// The last-level cache one core sees (sysfs: one instance, not sysconf's sum over instances).
+uint64_t lastLevelCacheBytes();
 
 }  // namespace trib

@@ -189,7 +189,9 @@ class Execution {
   bool rescan_ = true;  // something completed since the last scan
   bool finalized_ = false;
   Engine* engine_;
-  TransferOp finalOp_;  // op avg's division, posted once every step is done
+  TransferOp finalOp_;
+  bool streamOut_ = false;  // copies into the output write around the cache (start())  // op avg's division,
+                            // posted once every step is done
   std::vector<size_t> activeScratch_;
   uint64_t stagedBytes_ = 0;
   // Staging of finished steps, for the next to land (pipelined slices have equal sizes).

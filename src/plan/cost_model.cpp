@@ -539,14 +539,16 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::TwoShot: {
           if (c.multi) return unsupported("two-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) return unsupported("two-shot over GPU windows is not modelled yet");
-          // The window schedule (algo/oneshot.cpp), per cell-sized chunk: two signal exchanges; per
-          // rank, copy the chunk into its window (2S over all chunks), fold its slice of the n
-          // windows (the first two in one reduce, fused as in one-shot, then n-2 more: 3(n-1)/n S),
-          // publish it in its window (2S/n) and get the n-1 other slices (2(n-1)/n S): (7n-3)/n S
-          // against cache-resident cells. Chunks run one after another (a chunk's copy waits for
-          // the previous exchange).
+          // The window schedule (algo/oneshot.cpp), out of place (the planner plans every rank
+          // alike, and in-place-ness may differ), per cell-sized chunk: two signal exchanges; per
+          // rank, copy the peers' slices into its window (2(n-1)/n S over all chunks), fold its
+          // slice of the n inputs, its own from its input (the first two in one reduce, fused as in
+          // one-shot, then n-2 more: 3(n-1)/n S), publish it in its window (2S/n) and get the n-1
+          // other slices (2(n-1)/n S): (7n-5)/n S against cache-resident cells. In place a rank
+          // also stages its own slice (2S/n more). Chunks run one after another (a chunk's copy
+          // waits for the previous exchange).
           double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
-          t = 2 * chunks * c.aIn + (7.0 * n - 3) / n * S / (c.R * k.boardCacheSpeedup);
+          t = 2 * chunks * c.aIn + (7.0 * n - 5) / n * S / (c.R * k.boardCacheSpeedup);
           chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
           p.reason = "per window cell: each rank reduces its slice, then gets the others' slices";
           break;

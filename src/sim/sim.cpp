@@ -333,6 +333,7 @@ struct RankState {
   bool queued = false;
   std::vector<Pending> blocked;
   TimeMap maps[kNumBufs];
+  bool windowWork = false;  // its schedule has touched its window (a peer-memory schedule)
   bool prevCopies = false;  // the step pulled last is a copy or get into prevDst (fusion, Pending::fused)
   Region prevDst;
   // Per peer: message counters, the queue of messages from it, the route to it. Few peers per rank
@@ -695,7 +696,10 @@ class Engine {
         double start = std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
         srcMap.read(s.src, start);
         const double bytes = static_cast<double>(s.dst.count * esize_);
-        if (s.touchesOwnWindow()) {
+        // A host rank's local work in a peer-memory schedule (its own term of a fold read from its
+        // input, say) runs among the window work on its core, as the cost model counts it.
+        rs.windowWork |= s.touchesOwnWindow();
+        if (rs.windowWork) {
           done = localWindowWork(rs, start, bytes, s.kind == StepKind::Reduce, p.fused);
           srcMap.read(s.src, done);  // a window is read until the step ends (a Signal releases it)
         } else {
