@@ -83,6 +83,9 @@ struct CachedPlan {
   const trib::AlgoInfo* algo;
   std::shared_ptr<const std::vector<trib::Step>> steps;
   uint64_t scratchCount;
+  // The last finished inline execution of these steps (ops.cpp runInline), rearmed for the next
+  // call instead of building a new one.
+  mutable std::shared_ptr<trib::Execution> idle;
 };
 
 struct tribComm {

@@ -239,15 +239,32 @@ static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const
     constexpr size_t kMaxPlans = 256;  // a training loop uses a handful; bound memory anyway
     if (comm->planCache.size() >= kMaxPlans) comm->planCache.clear();
     auto steps = std::make_shared<const std::vector<Step>>(materialize(*algo, args, comm->rank));
-    it =
-        comm->planCache.emplace(key, CachedPlan{algo, std::move(steps), algo->scratchCount(args, comm->rank)})
-            .first;
+    it = comm->planCache
+             .emplace(key, CachedPlan{algo, std::move(steps), algo->scratchCount(args, comm->rank), nullptr})
+             .first;
   }
   *out = &it->second;
   return Status::Ok();
 }
 
 // Starts `plan` for `call` as a request (validated, planned).
+// The buffers and options of one execution of `plan` for `call` (its sequence number taken).
+static void executionSetup(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan,
+                           void* scratch, ExecBuffers* bufs, ExecOptions* opts) {
+  *bufs = ExecBuffers{
+      call.sendbuff,     call.recvbuff, scratch, inputCount(args, comm->rank), outputCount(args, comm->rank),
+      plan->scratchCount};
+  opts->dtype = call.dtype;
+  opts->op = call.op;
+  opts->seq = comm->collSeq++ & ~kP2pSeqBit;
+  opts->rank = comm->rank;
+  opts->engine = comm->engine;
+  if (call.op == tribAvg && usesOp(call.coll) && (call.coll != Coll::Reduce || comm->rank == call.root)) {
+    opts->avgDivisor = static_cast<uint64_t>(comm->nranks);
+    opts->avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
+  }
+}
+
 static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan,
                          tribRequest** out) {
   const size_t es = dataTypeSize(call.dtype);
@@ -257,22 +274,9 @@ static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& a
   req->call = call;
   req->algo = algoName(plan->algo->algo);
   req->scratch = std::move(scratch);
-  ExecBuffers bufs{call.sendbuff,
-                   call.recvbuff,
-                   req->scratch.data(),
-                   inputCount(args, comm->rank),
-                   outputCount(args, comm->rank),
-                   plan->scratchCount};
+  ExecBuffers bufs;
   ExecOptions opts;
-  opts.dtype = call.dtype;
-  opts.op = call.op;
-  opts.seq = comm->collSeq++ & ~kP2pSeqBit;
-  opts.rank = comm->rank;
-  opts.engine = comm->engine;
-  if (call.op == tribAvg && usesOp(call.coll) && (call.coll != Coll::Reduce || comm->rank == call.root)) {
-    opts.avgDivisor = static_cast<uint64_t>(comm->nranks);
-    opts.avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};
-  }
+  executionSetup(comm, call, args, plan, req->scratch.data(), &bufs, &opts);
   // Switch plans also get their agreement/fallback phases; every offloaded plan its offload.
   if (isSwitchAlgo(plan->algo->algo)) prepareSwitchRun(comm, call, args, plan->algo->algo, req, &opts);
   attachRunResources(comm, call, args, plan->algo->algo, &opts);
@@ -336,12 +340,66 @@ std::string timeoutMessage(const std::string& what, std::chrono::milliseconds ti
 
 }  // namespace
 
+namespace {
+
+// A blocking call while nothing else of the communicator is in flight, outside a group, on a host
+// plan (no switch phases): its execution runs right here, with no request (the request, its
+// bookkeeping and the communicator-wide progress were most of an 8-byte all-reduce's cost).
+// Failure, timeout and abort end it as they end a request: the communicator breaks (its
+// transports are aborted first, so nothing refers to the caller's buffers afterwards).
+Status runInline(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan) {
+  const size_t es = dataTypeSize(call.dtype);
+  Scratch scratch;
+  TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
+  ExecBuffers bufs;
+  ExecOptions opts;
+  executionSetup(comm, call, args, plan, scratch.data(), &bufs, &opts);
+  attachRunResources(comm, call, args, plan->algo->algo, &opts);
+  const char* algo = algoName(plan->algo->algo);
+  TRIB_TRACE("coll", "%s", describeCall(comm, call, algo).c_str());
+  std::shared_ptr<Execution> reuse = std::move(plan->idle);
+  if (!reuse || !reuse->rearm(bufs, opts))
+    reuse = std::make_shared<Execution>(plan->steps, bufs, comm->peers, opts);
+  Execution& exec = *reuse;
+  bool done = false;
+  Status st = exec.start();
+  auto finished = [&] {
+    if (!st.ok()) return true;
+    if (comm->aborted.load(std::memory_order_relaxed)) {
+      st = errorf(tribAborted, "the communicator was aborted");
+      return true;
+    }
+    st = exec.progress(&done);
+    return done || !st.ok();
+  };
+  if (st.ok() && !pollUntil(comm->config.timeout, finished, [&] { return exec.progressMark(); })) {
+    Status err(tribTimeout,
+               timeoutMessage(describeCall(comm, call, algo), comm->config.timeout, exec.describePending()));
+    TRIB_WARN("coll", "%s", err.message().c_str());
+    breakComm(comm, err);
+    return err;
+  }
+  if (st.ok()) {
+    plan->idle = std::move(reuse);
+    return st;
+  }
+  const std::string what = describeCall(comm, call, algo);
+  if (st.code() != tribAborted) TRIB_WARN("coll", "%s failed: %s", what.c_str(), st.message().c_str());
+  Status err = st.prefix(what + ": ");
+  breakComm(comm, err);
+  return err;
+}
+
+}  // namespace
+
 Status runBlocking(tribComm* comm, const CollCall& userCall) {
   TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
   CollArgs args = argsFor(comm, userCall);
   const CollCall call = classified(comm, userCall, args);
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
+  if (comm->active.empty() && !inGroup() && !isSwitchAlgo(plan->algo->algo))
+    return runInline(comm, call, args, plan);
   tribRequest* req = nullptr;
   TRIB_RETURN_IF_ERROR(launchPlan(comm, call, args, plan, &req));
   return finishBlocking(req);

@@ -27,6 +27,41 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
       elemSize_(dataTypeSize(opts.dtype)),
       engine_(opts.engine ? opts.engine : &hostEngine()) {}
 
+bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
+  if (holdsPostedOps() || opts.dtype != opts_.dtype || (opts.engine ? opts.engine : &hostEngine()) != engine_)
+    return false;
+  // What start() derived holds for the same buffers, windows and rank (the steps are the same).
+  prepared_ = prepared_ && buffers.input == buf_.input && buffers.output == buf_.output &&
+              buffers.scratch == buf_.scratch && buffers.inputCount == buf_.inputCount &&
+              buffers.outputCount == buf_.outputCount && buffers.scratchCount == buf_.scratchCount &&
+              opts.windows == opts_.windows && opts.offload == opts_.offload && opts.rank == opts_.rank &&
+              opts.nranks == opts_.nranks;
+  for (Slot& slot : slots_) {
+    slot.state = State::NotStarted;
+    if (!prepared_) {
+      slot.read1 = slot.read2 = slot.write = slot.write2 = Range{};
+      slot.fusedSrc = nullptr;
+      slot.fusedAway = false;
+    }
+    slot.tag = 0;
+    slot.phase = Phase::Direct;
+    slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
+    slot.op.error = Status::Ok();
+    slot.staging.release();
+  }
+  buf_ = buffers;
+  opts_ = opts;
+  if (!prepared_) distinctTransports_.clear();
+  first_ = 0;
+  rescan_ = true;
+  finalized_ = false;
+  finalOp_.state.store(TransferOp::kPending, std::memory_order_relaxed);
+  finalOp_.error = Status::Ok();
+  stagedBytes_ = 0;
+  if (!prepared_) streamOut_ = false;
+  return true;
+}
+
 Execution::~Execution() {
   for (auto& [bytes, data] : spareStaging_) engine_->freeScratch(data, bytes);
 }
@@ -81,6 +116,15 @@ Status Execution::stepError(size_t i, const Status& cause) const {
 }
 
 Status Execution::start() {
+  if (prepared_) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const Step& s = steps_[i];
+      if (s.isComm()) slots_[i].tag = makeTag(opts_.seq, slots_[i].msgIndex);
+      if (s.kind == StepKind::Wait) slots_[i].tag = ++opts_.windows->waitsPosted(s.peer);
+    }
+    bool done = false;
+    return progress(&done);
+  }
   const uint64_t windowCount = opts_.windows ? opts_.windows->windowBytes() / elemSize_ : 0;
   const uint64_t limits[kNumBufs] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount, windowCount};
   // Per-peer message counters give each message its tag; the peer derives the same index.
@@ -121,8 +165,8 @@ Status Execution::start() {
         return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
       }
       if (counters.empty()) counters.assign(2 * peers_.size(), 0);
-      uint32_t index = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
-      slot.tag = makeTag(opts_.seq, index);
+      slot.msgIndex = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
+      slot.tag = makeTag(opts_.seq, slot.msgIndex);
       // Progress only the transports this schedule uses (a one-shot or switch plan uses none).
       Transport* t = peers_[s.peer];
       if (std::find(distinctTransports_.begin(), distinctTransports_.end(), t) == distinctTransports_.end())
@@ -139,6 +183,7 @@ Status Execution::start() {
   streamOut_ = buf_.input != buf_.output &&
                2 * static_cast<uint64_t>(opts_.nranks) * buf_.outputCount * elemSize_ * perCore >=
                    lastLevelCacheBytes();
+  prepared_ = true;
   bool done = false;
   return progress(&done);
 }
@@ -431,7 +476,10 @@ Status Execution::progress(bool* done) {
           if (slots_[j].state == State::Done) continue;
         }
         blocked = true;
-        if (slots_[j].state != State::Posted || steps_[j].kind != StepKind::Send) onlyPostedSends = false;
+        if (slots_[j].state != State::Posted || steps_[j].kind != StepKind::Send) {
+          onlyPostedSends = false;
+          break;  // it waits, whatever else stands in its way: keep the scan short
+        }
       }
       if (blocked) switchWaiting |= isSwitch;
       // Only in-flight sends of this memory stand in the way: waiting for them could deadlock an

@@ -96,6 +96,10 @@ class Execution {
 
   // Validates regions against buffer sizes and posts what can start.
   Status start();
+  // Makes a finished execution (nothing of it posted: !holdsPostedOps()) ready to run the same
+  // steps again over other buffers and options (same dtype and engine), without reallocating;
+  // start() follows. false: it cannot be reused.
+  bool rearm(const ExecBuffers& buffers, const ExecOptions& opts);
   // Advances; *done = true when every step finished. Returns the first error (naming the
   // step) once a step failed.
   Status progress(bool* done);
@@ -147,6 +151,7 @@ class Execution {
     State state = State::NotStarted;
     Range read1, read2, write, write2;
     uint64_t tag = 0;
+    uint32_t msgIndex = 0;  // a message's index within its ordered pair of ranks (its tag's low half)
     // A copy followed by a reduce into the same region run as one reduce of both sources (one
     // pass instead of two): the copy's slot carries the reduce's source, the reduce's is done with it.
     const char* fusedSrc = nullptr;
@@ -190,8 +195,11 @@ class Execution {
   bool finalized_ = false;
   Engine* engine_;
   TransferOp finalOp_;
-  bool streamOut_ = false;  // copies into the output write around the cache (start())  // op avg's division,
-                            // posted once every step is done
+  bool streamOut_ = false;  // copies into the output write around the cache (start())
+  // start() has checked the steps and derived their ranges, fusion and message indices for these
+  // buffers; a rearm over the same ones keeps them (only tags and wait targets are per call).
+  bool prepared_ = false;  // op avg's division,
+                           // posted once every step is done
   std::vector<size_t> activeScratch_;
   uint64_t stagedBytes_ = 0;
   // Staging of finished steps, for the next to land (pipelined slices have equal sizes).

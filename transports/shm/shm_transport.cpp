@@ -250,12 +250,21 @@ class ShmWindows final : public PeerWindows {
   Status pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) override {
     ShmTransport::Impl::Peer& p = im_->peers[im_->idxOfRank[peer]];
     uint64_t word = p.signalsFromPeer->word.load(std::memory_order_acquire);
-    if ((word >> kFingerprintBits) < target || !im_->aborted.ok() || !p.dead.ok()) {
+    // Lock-free while all is well: this rank's broken flag (abort sets it) and the peer's are
+    // atomics; the locked look at the peer's liveness runs every 64th poll that finds no signal.
+    const bool arrived = (word >> kFingerprintBits) >= target;
+    const bool selfBroken = std::atomic_ref<uint32_t>(im_->hdr->broken).load(std::memory_order_acquire) != 0;
+    if (!selfBroken && (arrived || (!im_->peerBroken(p) && ++polls_ % 64 != 0))) {
+      *count = word >> kFingerprintBits;
+      *fingerprint = static_cast<uint32_t>(word & ((1u << kFingerprintBits) - 1));
+      return Status::Ok();
+    }
+    {
       // Not there yet (or failed). A peer that died or broke before signalling never will; one
       // that signalled and then broke (it found mismatched arguments) is read first.
       std::lock_guard<std::mutex> lock(im_->mu);
       if (!im_->aborted.ok()) return im_->aborted;
-      if (++polls_ % 64 == 0) im_->checkLiveness();
+      im_->checkLiveness();  // itself rate-limited to the liveness interval
       if (!p.dead.ok() || im_->peerBroken(p)) {
         word = p.signalsFromPeer->word.load(std::memory_order_acquire);
         if ((word >> kFingerprintBits) < target) return p.dead.ok() ? im_->brokenPeerError(p) : p.dead;
