@@ -148,5 +148,69 @@ TEST(ScratchPool, ReusesBuffersAndBoundsWhatItKeeps) {
   EXPECT_EQ(pool.acquire(SIZE_MAX, &none).code(), tribInvalidArgument);
 }
 
+
+// The memory kind travels into the executor: a step the engine or the transport cannot reach is
+// refused when the execution starts, with the kinds named, before anything is touched.
+TEST(Executor, RefusesMemoryItsEngineOrTransportCannotReach) {
+  float in[4] = {1, 2, 3, 4}, out[4] = {};
+  auto copy = std::make_shared<const std::vector<Step>>(
+      std::vector<Step>{Step::copy({Buf::Input, 0, 4}, {Buf::Output, 0, 4})});
+  std::vector<Transport*> none(1, nullptr);
+  ExecOptions o;
+  o.outputKind = MemoryKind::Device;
+  Execution onHost(copy, ExecBuffers{in, out, nullptr, 4, 4, 0}, none, o);
+  Status st = onHost.start();
+  EXPECT_EQ(st.code(), tribInvalidUsage);
+  EXPECT_NE(st.message().find("device"), std::string::npos) << st.message();
+  EXPECT_EQ(out[0], 0.0f);  // nothing ran
+  // A send from device memory over a transport that reaches host memory only.
+  class HostOnly final : public Transport {
+   public:
+    const char* name() const override { return "host-only"; }
+    Status postSend(int, uint64_t, const void*, size_t, TransferOp* op) override {
+      op->complete();
+      return Status::Ok();
+    }
+    Status postRecv(int, uint64_t, void*, size_t, const ReduceSpec*, TransferOp* op) override {
+      op->complete();
+      return Status::Ok();
+    }
+    Status progress() override { return Status::Ok(); }
+    void abort(const Status&) override {}
+  } hostOnly;
+  std::vector<Transport*> peers = {nullptr, &hostOnly};
+  auto send = std::make_shared<const std::vector<Step>>(std::vector<Step>{Step::send(1, {Buf::Input, 0, 4})});
+  ExecOptions d;
+  d.rank = 0;
+  d.nranks = 2;
+  d.inputKind = MemoryKind::Registered;
+  Execution fine(send, ExecBuffers{in, out, nullptr, 4, 4, 0}, peers, d);
+  EXPECT_TRUE(fine.start().ok());  // registered host memory: reachable
+  // An engine of device memory passes the engine's check; the transport's then refuses the send.
+  class DeviceEngine final : public Engine {
+   public:
+    const char* name() const override { return "pretend-device"; }
+    MemoryKind memory() const override { return MemoryKind::Device; }
+    Status postCopy(void*, const void*, size_t, TransferOp*, bool) override { return unused(); }
+    Status postReduce(void*, const void*, const void*, uint64_t, DataType, RedOp, TransferOp*) override {
+      return unused();
+    }
+    Status postDivide(void*, uint64_t, DataType, uint64_t, TransferOp*) override { return unused(); }
+    Status progress() override { return Status::Ok(); }
+    void* allocScratch(size_t) override { return nullptr; }
+    void freeScratch(void*, size_t) override {}
+
+   private:
+    static Status unused() { return errorf(tribInternalError, "not used by this test"); }
+  } device;
+  d.engine = &device;
+  d.inputKind = MemoryKind::Device;
+  Execution refused(send, ExecBuffers{in, out, nullptr, 4, 4, 0}, peers, d);
+  st = refused.start();
+  EXPECT_EQ(st.code(), tribInvalidUsage);
+  EXPECT_NE(st.message().find("host-only transport cannot reach device memory"), std::string::npos)
+      << st.message();
+}
+
 }  // namespace
 }  // namespace trib

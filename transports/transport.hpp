@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "common/memory_kind.hpp"
 #include "common/status.hpp"
 
 namespace trib {
@@ -103,6 +104,9 @@ class Transport {
   virtual Status progress() = 0;
   // Fail every pending operation with `why` (abort, timeout, peer loss). Safe from any thread.
   virtual void abort(const Status& why) = 0;
+  // Whether it can send from and receive into memory of kind `k` (the registry's caps say the same
+  // for the descriptor). Default: host memory of every kind, no device memory.
+  virtual bool reaches(MemoryKind k) const { return k != MemoryKind::Device; }
   // Every rank's window, when this transport maps them all (one host); nullptr: it does not.
   // Owned by the transport; its abort() makes signalsFrom() fail.
   virtual PeerWindows* windows() { return nullptr; }
@@ -123,7 +127,8 @@ struct OffloadCall {
   void* dst = nullptr;
   uint64_t count = 0;
   DataType dtype = tribFloat32;
-  RedOp op = tribSum;  // sum/prod/min/max (avg is posted as sum and divided by the caller)
+  RedOp op = tribSum;                    // sum/prod/min/max (avg is posted as sum and divided by the caller)
+  MemoryKind memory = MemoryKind::Host;  // the weaker of src's and dst's kinds
 };
 
 // An in-network reduction service (the aggregation-switch client): every member of its group

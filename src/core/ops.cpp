@@ -259,6 +259,8 @@ static void executionSetup(tribComm* comm, const CollCall& call, const CollArgs&
   opts->seq = comm->collSeq++ & ~kP2pSeqBit;
   opts->rank = comm->rank;
   opts->engine = comm->engine;
+  opts->inputKind = call.sendKind;
+  opts->outputKind = call.recvKind;
   if (call.op == tribAvg && usesOp(call.coll) && (call.coll != Coll::Reduce || comm->rank == call.root)) {
     opts->avgDivisor = static_cast<uint64_t>(comm->nranks);
     opts->avgRegion = Region{Buf::Output, 0, outputCount(args, comm->rank)};

@@ -125,6 +125,12 @@ Status Execution::start() {
     bool done = false;
     return progress(&done);
   }
+  // Memory the engine cannot touch (device memory on the host engine) is refused up front.
+  const bool deviceEngine = engine_->memory() == MemoryKind::Device;
+  if (!deviceEngine && (opts_.inputKind == MemoryKind::Device || opts_.outputKind == MemoryKind::Device))
+    return errorf(tribInvalidUsage, "rank %d: the %s engine cannot touch device memory (input %s, output %s)",
+                  opts_.rank, engine_->name(), memoryKindName(opts_.inputKind),
+                  memoryKindName(opts_.outputKind));
   const uint64_t windowCount = opts_.windows ? opts_.windows->windowBytes() / elemSize_ : 0;
   const uint64_t limits[kNumBufs] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount, windowCount};
   // Per-peer message counters give each message its tag; the peer derives the same index.
@@ -164,6 +170,13 @@ Status Execution::start() {
       if (s.peer < 0 || s.peer >= static_cast<int>(peers_.size()) || !peers_[s.peer]) {
         return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
       }
+      const Region& mine = s.kind == StepKind::Send ? s.src : s.dst;
+      const MemoryKind kind = mine.buf == Buf::Input    ? opts_.inputKind
+                              : mine.buf == Buf::Output ? opts_.outputKind
+                                                        : engine_->memory();
+      if (mine.count > 0 && !peers_[s.peer]->reaches(kind))
+        return stepError(i, errorf(tribInvalidUsage, "the %s transport cannot reach %s memory",
+                                   peers_[s.peer]->name(), memoryKindName(kind)));
       if (counters.empty()) counters.assign(2 * peers_.size(), 0);
       slot.msgIndex = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
       slot.tag = makeTag(opts_.seq, slot.msgIndex);
@@ -315,6 +328,9 @@ Status Execution::startStep(size_t i, bool land) {
       call.count = switchStepCount(opts_.coll, opts_.root, opts_.rank, s);
       call.dtype = opts_.dtype;
       call.op = op;
+      call.memory = opts_.inputKind == MemoryKind::Device || opts_.outputKind == MemoryKind::Device
+                        ? MemoryKind::Device
+                        : MemoryKind::Host;
       return opts_.offload->postCollective(call, &slot.op);
     }
   }

@@ -77,6 +77,9 @@ struct ExecOptions {
   // them), carried by its signals: a Wait that receives another call's signal fails the call with
   // tribInvalidUsage on every rank, as a message of the wrong size does.
   uint32_t callFingerprint = 0;
+  // What memory the input and output are (classified at the API): start() refuses a step whose
+  // engine, transport or offload cannot reach it, instead of letting it fault.
+  MemoryKind inputKind = MemoryKind::Host, outputKind = MemoryKind::Host;
   // The execution may be given up while its sends are in flight (detachPostedSends): sends to a
   // transport that cannot detach them (Transport::detachesSends) then go from a copy the
   // execution owns, so nothing reads the caller's buffers once the call has returned.
