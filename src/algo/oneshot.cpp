@@ -110,27 +110,21 @@ Generator<Step> twoShotAllReduce(CollArgs a, int rank) {
 }
 
 // A single rank: its window is its own; the schedules degenerate to copies.
-Generator<Step> oneShotOrLocal(CollArgs a, int rank) {
+template <Generator<Step> (*G)(CollArgs, int)>
+Generator<Step> orLocalCopy(CollArgs a, int rank) {
   if (a.nranks == 1) {
     TRIB_YIELD_ALL(localCopy(a, rank));
     co_return;
   }
-  TRIB_YIELD_ALL(oneShotAllReduce(a, rank));
-}
-Generator<Step> twoShotOrLocal(CollArgs a, int rank) {
-  if (a.nranks == 1) {
-    TRIB_YIELD_ALL(localCopy(a, rank));
-    co_return;
-  }
-  TRIB_YIELD_ALL(twoShotAllReduce(a, rank));
+  TRIB_YIELD_ALL(G(a, rank));
 }
 
 }  // namespace
 
 const AlgoInfo kOneShotAllReduce{Algo::OneShot, Coll::AllReduce, oneShotSupports, noScratch,
-                                 checked<oneShotOrLocal>};
+                                 checked<orLocalCopy<oneShotAllReduce>>};
 const AlgoInfo kTwoShotAllReduce{Algo::TwoShot, Coll::AllReduce, twoShotSupports, noScratch,
-                                 checked<twoShotOrLocal>};
+                                 checked<orLocalCopy<twoShotAllReduce>>};
 
 }  // namespace trib::algo
 
