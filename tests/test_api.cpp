@@ -207,6 +207,11 @@ TEST(Api, InitErrors) {
   std::memset(&bad, 0, sizeof bad);
   EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &bad), tribInvalidArgument);
   EXPECT_NE(lastError().find("TRIB_CONFIG_INITIALIZER"), std::string::npos);
+  setenv("TRIB_WINDOW_STREAMING", "sometimes", 1);
+  EXPECT_EQ(tribCommInitRank(&c, 1, id, 0), tribInvalidArgument);
+  EXPECT_NE(lastError().find("TRIB_WINDOW_STREAMING='sometimes' must be auto, 0 or 1"), std::string::npos)
+      << lastError();
+  unsetenv("TRIB_WINDOW_STREAMING");
   // A rank that never arrives is reported as such, within the timeout.
   tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
   cfg.timeoutMs = 200;
@@ -255,58 +260,62 @@ TEST(Api, GroupLetsOneThreadDriveAllRanks) {
 // the check that a signal publishes the window writes before it.
 TEST(Api, PeerWindowAllReducesOnThreads) {
   setenv("TRIB_ALGO_STRICT", "1", 1);  // a forced algorithm that cannot run fails the call
-  for (const char* algo : {"oneshot", "twoshot"}) {
-    const int n = 3;
-    tribUniqueId id;
-    ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
-    std::vector<std::thread> ranks;
-    std::atomic<int> failures{0};
-    for (int r = 0; r < n; ++r) {
-      ranks.emplace_back([&, r] {
-        tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-        cfg.algo = algo;
-        cfg.timeoutMs = 60000;
-        tribComm_t comm = nullptr;
-        if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
-          ++failures;
-          return;
-        }
-        const uint64_t counts[] = {1, 4096, 262144 + 5, 7, 3 * 262144 + 1};  // int32; 1 MiB cells
-        auto expect = [&](const std::vector<int32_t>& v, int round) {
-          for (uint64_t e = 0; e < v.size(); ++e)
-            if (v[e] != static_cast<int32_t>(300 + 3 * (e % 1000 + round))) return false;
-          return true;
-        };
-        for (int round = 0; round < 12 && failures == 0; round += 2) {
-          // Two calls in flight at once (non-blocking: the second starts once the first is done),
-          // or two blocking ones; the first in place on odd rounds.
-          std::vector<int32_t> a[2], b[2];
-          tribRequest_t req[2] = {nullptr, nullptr};
-          for (int k = 0; k < 2; ++k) {
-            uint64_t count = counts[(round + k) % 5];
-            if (std::string(algo) == "oneshot") count %= 200000;  // one cell
-            a[k].resize(count);
-            for (uint64_t e = 0; e < count; ++e)
-              a[k][e] = static_cast<int32_t>(r * 100 + e % 1000 + round + k);
-            const bool inPlace = (round / 2 + k) % 2 == 1;
-            if (!inPlace) b[k].assign(count, -1);
-            int32_t* dst = inPlace ? a[k].data() : b[k].data();
-            tribResult_t res =
-                round % 4 == 0 ? tribAllReduce(a[k].data(), dst, count, tribInt32, tribSum, comm, nullptr)
-                               : tribIallReduce(a[k].data(), dst, count, tribInt32, tribSum, comm, &req[k]);
-            if (res != tribSuccess) ++failures;
+  // Window writes measured (auto) or always streaming: the same bytes either way.
+  for (const char* streaming : {"auto", "1"})
+    for (const char* algo : {"oneshot", "twoshot"}) {
+      setenv("TRIB_WINDOW_STREAMING", streaming, 1);
+      const int n = 3;
+      tribUniqueId id;
+      ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+      std::vector<std::thread> ranks;
+      std::atomic<int> failures{0};
+      for (int r = 0; r < n; ++r) {
+        ranks.emplace_back([&, r] {
+          tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+          cfg.algo = algo;
+          cfg.timeoutMs = 60000;
+          tribComm_t comm = nullptr;
+          if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
+            ++failures;
+            return;
           }
-          for (int k = 0; k < 2; ++k) {
-            if (req[k] && tribWait(&req[k], -1) != tribSuccess) ++failures;
-            if (!expect(b[k].empty() ? a[k] : b[k], round + k)) ++failures;
+          const uint64_t counts[] = {1, 4096, 262144 + 5, 7, 3 * 262144 + 1};  // int32; 1 MiB cells
+          auto expect = [&](const std::vector<int32_t>& v, int round) {
+            for (uint64_t e = 0; e < v.size(); ++e)
+              if (v[e] != static_cast<int32_t>(300 + 3 * (e % 1000 + round))) return false;
+            return true;
+          };
+          for (int round = 0; round < 12 && failures == 0; round += 2) {
+            // Two calls in flight at once (non-blocking: the second starts once the first is done),
+            // or two blocking ones; the first in place on odd rounds.
+            std::vector<int32_t> a[2], b[2];
+            tribRequest_t req[2] = {nullptr, nullptr};
+            for (int k = 0; k < 2; ++k) {
+              uint64_t count = counts[(round + k) % 5];
+              if (std::string(algo) == "oneshot") count %= 200000;  // one cell
+              a[k].resize(count);
+              for (uint64_t e = 0; e < count; ++e)
+                a[k][e] = static_cast<int32_t>(r * 100 + e % 1000 + round + k);
+              const bool inPlace = (round / 2 + k) % 2 == 1;
+              if (!inPlace) b[k].assign(count, -1);
+              int32_t* dst = inPlace ? a[k].data() : b[k].data();
+              tribResult_t res =
+                  round % 4 == 0 ? tribAllReduce(a[k].data(), dst, count, tribInt32, tribSum, comm, nullptr)
+                                 : tribIallReduce(a[k].data(), dst, count, tribInt32, tribSum, comm, &req[k]);
+              if (res != tribSuccess) ++failures;
+            }
+            for (int k = 0; k < 2; ++k) {
+              if (req[k] && tribWait(&req[k], -1) != tribSuccess) ++failures;
+              if (!expect(b[k].empty() ? a[k] : b[k], round + k)) ++failures;
+            }
           }
-        }
-        tribCommDestroy(comm);
-      });
+          tribCommDestroy(comm);
+        });
+      }
+      for (auto& t : ranks) t.join();
+      EXPECT_EQ(failures.load(), 0) << algo << ", streaming " << streaming << ": " << lastError();
     }
-    for (auto& t : ranks) t.join();
-    EXPECT_EQ(failures.load(), 0) << algo << ": " << lastError();
-  }
+  unsetenv("TRIB_WINDOW_STREAMING");
   unsetenv("TRIB_ALGO_STRICT");
 }
 
@@ -494,7 +503,8 @@ TEST(Api, TimeoutNamesWhatTheRankWaitsFor) {
   EXPECT_LT(elapsed, std::chrono::seconds(10));
   EXPECT_NE(lastError().find("timed out"), std::string::npos) << lastError();
   // What it waits for names rank 1: a receive "from 1", or one-shot's "wait(for 1)".
-  EXPECT_TRUE(lastError().find("from 1") != std::string::npos || lastError().find("for 1)") != std::string::npos)
+  EXPECT_TRUE(lastError().find("from 1") != std::string::npos ||
+              lastError().find("for 1)") != std::string::npos)
       << lastError();
   // The communicator is now broken and says why.
   EXPECT_NE(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),

@@ -12,9 +12,59 @@
 #include "exec/engine.hpp"
 #include "exec/executor.hpp"
 #include "exec/scratch_pool.hpp"
+#include "exec/window_write_modes.hpp"
 
 namespace trib {
 namespace {
+
+// Per size class: two untimed plain runs, eight alternating, then the faster mode, re-trying
+// each once every 16 runs; other size classes learn separately.
+TEST(WindowWriteModes, ExploresThenTakesTheFaster) {
+  WindowWriteModes modes(-1);
+  const uint64_t big = 4 << 20;
+  std::vector<bool> seen;
+  for (int run = 0; run < 10; ++run) {
+    const bool streaming = modes.choose(big);
+    seen.push_back(streaming);
+    modes.record(big, streaming, streaming ? 1e6 : 3e6);  // streaming 3x faster
+  }
+  EXPECT_EQ(seen, (std::vector<bool>{false, false, true, false, true, false, true, false, true, false}));
+  int streamed = 0;
+  for (int run = 10; run < 42; ++run) {
+    const bool streaming = modes.choose(big);
+    if (run % 16 == 1) {
+      EXPECT_FALSE(streaming) << run;  // the plain re-try
+    }
+    streamed += streaming;
+    modes.record(big, streaming, streaming ? 1e6 : 3e6);
+  }
+  EXPECT_EQ(streamed, 30);  // every run but the two plain re-tries
+  // Now plain gets faster (the ranks moved onto cores that share a cache): it takes over.
+  for (int run = 42; run < 80; ++run) {
+    const bool streaming = modes.choose(big);
+    modes.record(big, streaming, streaming ? 3e6 : 1e6);
+  }
+  int plain = 0;
+  for (int run = 80; run < 96; ++run) {
+    const bool streaming = modes.choose(big);
+    plain += !streaming;
+    modes.record(big, streaming, streaming ? 3e6 : 1e6);
+  }
+  EXPECT_EQ(plain, 15);  // all but the streaming re-try
+  // Another size class has measured nothing: it starts over.
+  EXPECT_FALSE(modes.choose(big * 2));
+}
+
+TEST(WindowWriteModes, SmallCallsWritePlainlyAndForcedModesHold) {
+  WindowWriteModes automatic(-1), never(0), always(1);
+  for (int run = 0; run < 40; ++run) {
+    EXPECT_FALSE(automatic.choose(WindowWriteModes::kMeasuredFromBytes - 1));
+    EXPECT_FALSE(never.choose(64 << 20));
+    EXPECT_TRUE(always.choose(64));
+    never.record(64 << 20, false, 1e9);
+    always.record(64, true, 1e9);
+  }
+}
 
 TEST(HostEngine, RunsInlineAndExactly) {
   Engine& e = hostEngine();
@@ -147,7 +197,6 @@ TEST(ScratchPool, ReusesBuffersAndBoundsWhatItKeeps) {
   EXPECT_TRUE(none.empty());
   EXPECT_EQ(pool.acquire(SIZE_MAX, &none).code(), tribInvalidArgument);
 }
-
 
 // The memory kind travels into the executor: a step the engine or the transport cannot reach is
 // refused when the execution starts, with the kinds named, before anything is touched.

@@ -55,6 +55,9 @@ const std::vector<EnvVarInfo>& envVars() {
        "Peer window per rank (bytes, two cells), when a transport maps every rank's (shm: all on one "
        "host; loopback: all in one process): one-shot all-reduce takes up to a cell, two-shot runs a "
        "cell per chunk; 0: no windows."},
+      {"TRIB_WINDOW_STREAMING", "auto",
+       "Peer-window writes with plain or streaming (non-temporal) stores: auto measures both per call "
+       "size and takes the faster; 0 plain; 1 streaming."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_LINK", "tcp",

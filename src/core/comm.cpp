@@ -88,6 +88,10 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   c.algoStrict = envBool("TRIB_ALGO_STRICT");
   c.transport = envString("TRIB_TRANSPORT");
   c.chunkBytes = static_cast<uint64_t>(std::max<int64_t>(0, envInt("TRIB_CHUNK_BYTES")));
+  const std::string streaming = envString("TRIB_WINDOW_STREAMING");
+  if (streaming != "auto" && streaming != "0" && streaming != "1")
+    return errorf(tribInvalidArgument, "TRIB_WINDOW_STREAMING='%s' must be auto, 0 or 1", streaming.c_str());
+  c.windowStreaming = streaming == "auto" ? -1 : streaming == "1" ? 1 : 0;
   if (config) {
     if (config->magic != TRIB_CONFIG_MAGIC ||
         config->size < offsetof(tribConfig_t, chunkBytes) + sizeof(int)) {

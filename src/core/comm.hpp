@@ -35,7 +35,8 @@ struct CommConfig {
   bool algoStrict = false;  // TRIB_ALGO_STRICT: a forced algorithm that cannot run fails the call
   std::string transport;    // TRIB_TRANSPORT
   std::string name;
-  uint64_t chunkBytes = 0;  // 0: the planner chooses
+  uint64_t chunkBytes = 0;   // 0: the planner chooses
+  int windowStreaming = -1;  // TRIB_WINDOW_STREAMING: -1 measured (auto), 0 plain, 1 streaming
 };
 Status resolveConfig(const tribConfig_t* config, CommConfig* out);
 
@@ -158,6 +159,7 @@ struct tribComm {
   // windowCell: the cell the next such call starts in (algo/schedule.hpp), the same on every rank.
   trib::PeerWindows* windows = nullptr;
   int windowCell = 0;
+  trib::WindowWriteModes windowWrites{config.windowStreaming};  // plain or streaming window stores
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
   // Collectives (a bit each) whose forced algorithm could not run and was warned about.
   mutable std::atomic<uint32_t> forcedAlgoWarned{0};

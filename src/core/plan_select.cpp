@@ -108,6 +108,7 @@ void attachRunResources(tribComm* comm, const CollCall& call, const CollArgs& ar
   opts->offload = offloadFor(comm, algo);
   if (!needsWindows(algo)) return;
   opts->windows = comm->windows;
+  opts->windowWrites = &comm->windowWrites;
   opts->callFingerprint = callFingerprint(call, algo);
   comm->windowCell = static_cast<int>((comm->windowCell + windowChunks(algo, args)) % 2);
 }

@@ -44,6 +44,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
       slot.fusedAway = false;
     }
     slot.tag = 0;
+    slot.blockedBy = kNone;
     slot.phase = Phase::Direct;
     slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
     slot.op.error = Status::Ok();
@@ -53,6 +54,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   opts_ = opts;
   if (!prepared_) distinctTransports_.clear();
   first_ = 0;
+  postedEnd_ = 0;
   rescan_ = true;
   finalized_ = false;
   finalOp_.state.store(TransferOp::kPending, std::memory_order_relaxed);
@@ -116,6 +118,9 @@ Status Execution::stepError(size_t i, const Status& cause) const {
 }
 
 Status Execution::start() {
+  const uint64_t callBytes = buf_.inputCount * elemSize_;
+  streamWindow_ = opts_.windowWrites && opts_.windows && opts_.windowWrites->choose(callBytes);
+  if (opts_.windowWrites) started_ = std::chrono::steady_clock::now();
   if (prepared_) {
     for (size_t i = 0; i < steps_.size(); ++i) {
       const Step& s = steps_[i];
@@ -299,7 +304,7 @@ Status Execution::startStep(size_t i, bool land) {
           slot.fusedSrc
               ? engine_->postReduce(into, src, slot.fusedSrc, s.dst.count, opts_.dtype, op, &slot.op)
           : !reduce ? engine_->postCopy(into, src, s.dst.count * elemSize_, &slot.op,
-                                        streamOut_ && s.dst.buf == Buf::Output && into == dst)
+                                        into == dst && writesAroundCache(s.dst.buf))
                     : engine_->postReduce(into, dst, src, s.dst.count, opts_.dtype, op, &slot.op));
       // Work that finished inline (the host engine's) is done now: the next step may start at once.
       return slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone ? opFinished(i)
@@ -396,6 +401,17 @@ void Execution::releaseStaging(Slot& slot) {
   slot.staging.release();
 }
 
+bool Execution::stillBlocked(const Slot& slot) const {
+  if (slot.blockedBy == kNone) return false;
+  const Slot& b = slots_[slot.blockedBy];
+  // Finished or finishing (the scan collects it), or a send posted since (then this step may
+  // land instead of waiting): look again.
+  if (b.state == State::Done || (b.state == State::Posted && b.phase != Phase::Landed && b.op.done()) ||
+      (b.state == State::Posted && steps_[slot.blockedBy].kind == StepKind::Send))
+    return false;
+  return true;
+}
+
 bool Execution::blockedByEarlier(const std::vector<size_t>& active, size_t a) const {
   for (size_t b = 0; b < a; ++b)
     if (slots_[active[b]].state != State::Done && conflicts(active[b], active[a])) return true;
@@ -441,7 +457,7 @@ Status Execution::progress(bool* done) {
   TRIB_RETURN_IF_ERROR(engine_->progress());
   // Collect completions.
   size_t end = std::min(steps_.size(), first_ + kWindow);
-  for (size_t i = first_; i < end; ++i) {
+  for (size_t i = first_; i < std::min(end, postedEnd_); ++i) {
     Slot& slot = slots_[i];
     if (slot.state == State::Posted && steps_[i].kind == StepKind::Wait && !slot.op.done()) {
       (void)pollWait(i);
@@ -480,6 +496,11 @@ Status Execution::progress(bool* done) {
       const StepKind kind = steps_[i].kind;
       const bool isSwitch = kind == StepKind::SwitchReduce;
       if (isSwitch && switchWaiting) continue;
+      if (stillBlocked(slot)) {
+        switchWaiting |= isSwitch;
+        continue;
+      }
+      slot.blockedBy = kNone;
       bool blocked = false;
       bool onlyPostedSends = true;
       for (size_t b = 0; b < a; ++b) {
@@ -494,6 +515,7 @@ Status Execution::progress(bool* done) {
         blocked = true;
         if (slots_[j].state != State::Posted || steps_[j].kind != StepKind::Send) {
           onlyPostedSends = false;
+          slot.blockedBy = j;
           break;  // it waits, whatever else stands in its way: keep the scan short
         }
       }
@@ -504,6 +526,7 @@ Status Execution::progress(bool* done) {
                            kind == StepKind::Reduce;
       if (blocked && !(onlyPostedSends && canLand)) continue;
       if (blocked && detachBlockingSends(active, a)) continue;
+      postedEnd_ = std::max(postedEnd_, i + 1);
       Status st = startStep(i, blocked);
       if (!st.ok()) return stepError(i, st);
       if (slot.state == State::Done) rescan_ = true;
@@ -519,6 +542,11 @@ Status Execution::progress(bool* done) {
     if (!finalized_) TRIB_RETURN_IF_ERROR(finishLocal());
     if (!finalOp_.done()) return Status::Ok();
     if (finalOp_.state.load(std::memory_order_acquire) == TransferOp::kFailed) return finalOp_.error;
+    if (opts_.windowWrites) {  // once per run: record, then forget the pointer
+      const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - started_;
+      opts_.windowWrites->record(buf_.inputCount * elemSize_, streamWindow_, took.count());
+      opts_.windowWrites = nullptr;
+    }
     *done = true;
   }
   return Status::Ok();

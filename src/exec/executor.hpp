@@ -38,6 +38,7 @@
 #include "common/dtype.hpp"
 #include "common/status.hpp"
 #include "exec/engine.hpp"
+#include "exec/window_write_modes.hpp"
 #include "transports/transport.hpp"
 
 namespace trib {
@@ -73,6 +74,9 @@ struct ExecOptions {
   // Executions that use windows must not overlap on one communicator (their cells and signal
   // counts follow each other, algo/schedule.hpp).
   PeerWindows* windows = nullptr;
+  // Chooses plain or streaming stores for this run's writes into windows, and learns from how
+  // long the run took (the communicator's); nullptr: plain.
+  WindowWriteModes* windowWrites = nullptr;
   // What this call is (collective, algorithm, count, dtype, op, root: the communicator hashes
   // them), carried by its signals: a Wait that receives another call's signal fails the call with
   // tribInvalidUsage on every rank, as a message of the wrong size does.
@@ -150,6 +154,7 @@ class Execution {
     uintptr_t lo = 0, hi = 0;
     bool overlaps(const Range& o) const { return lo < o.hi && o.lo < hi; }
   };
+  static constexpr size_t kNone = ~size_t{0};
   struct Slot {
     State state = State::NotStarted;
     Range read1, read2, write, write2;
@@ -159,6 +164,11 @@ class Execution {
     // pass instead of two): the copy's slot carries the reduce's source, the reduce's is done with it.
     const char* fusedSrc = nullptr;
     bool fusedAway = false;
+    // The earlier step that last kept this one from starting, when that was not a posted send:
+    // while it is unfinished the scan skips this step without comparing ranges again (a window
+    // schedule's steps queue behind its waits, and rescans after each completion were ~20% of a
+    // 64 MiB two-shot on 4 ranks).
+    size_t blockedBy = kNone;
     Phase phase = Phase::Direct;
     TransferOp op;
     Staging staging;
@@ -168,6 +178,10 @@ class Execution {
   char* address(const Region& r, int owner = -1) const;
   Range range(const Region& r, int owner = -1) const;
   Range windowRange(int owner) const;
+  // Copies into `b` go around the cache (streamOut_, streamWindow_).
+  bool writesAroundCache(Buf b) const {
+    return (b == Buf::Output && streamOut_) || (b == Buf::Window && streamWindow_);
+  }
   Status pollWait(size_t i);
   void fuseCopyReduce();
   bool conflicts(size_t earlier, size_t later) const;
@@ -178,6 +192,8 @@ class Execution {
   // A posted step's op finished: the step is done, or moves on to its next phase.
   Status opFinished(size_t i);
   bool blockedByEarlier(const std::vector<size_t>& active, size_t a) const;
+  // Slot's blockedBy still stands in its way.
+  bool stillBlocked(const Slot& slot) const;
   // Step active[a] is blocked only by posted sends: when their transports hold those sends in
   // memory they own until matched (detachesSends), they copy the rest aside and complete, which
   // costs one copy at once instead of a landing's copy into place after the exchange.
@@ -193,16 +209,18 @@ class Execution {
   std::vector<Transport*> distinctTransports_;
   ExecOptions opts_;
   size_t elemSize_;
-  size_t first_ = 0;    // first step not done
-  bool rescan_ = true;  // something completed since the last scan
+  size_t first_ = 0;      // first step not done
+  size_t postedEnd_ = 0;  // one past the last step started: completions are collected below it
+  bool rescan_ = true;    // something completed since the last scan
   bool finalized_ = false;
   Engine* engine_;
-  TransferOp finalOp_;
-  bool streamOut_ = false;  // copies into the output write around the cache (start())
+  TransferOp finalOp_;         // op avg's division, posted once every step is done
+  bool streamOut_ = false;     // copies into the output write around the cache (start())
+  bool streamWindow_ = false;  // copies into windows do (WindowWriteModes, chosen per run)
+  std::chrono::steady_clock::time_point started_;  // of this run, when windowWrites times it
   // start() has checked the steps and derived their ranges, fusion and message indices for these
   // buffers; a rearm over the same ones keeps them (only tags and wait targets are per call).
-  bool prepared_ = false;  // op avg's division,
-                           // posted once every step is done
+  bool prepared_ = false;
   std::vector<size_t> activeScratch_;
   uint64_t stagedBytes_ = 0;
   // Staging of finished steps, for the next to land (pipelined slices have equal sizes).
