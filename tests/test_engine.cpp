@@ -257,7 +257,20 @@ TEST(Executor, RefusesMemoryItsEngineOrTransportCannotReach) {
   Execution refused(send, ExecBuffers{in, out, nullptr, 4, 4, 0}, peers, d);
   st = refused.start();
   EXPECT_EQ(st.code(), tribInvalidUsage);
-  EXPECT_NE(st.message().find("host-only transport cannot reach device memory"), std::string::npos)
+  EXPECT_NE(st.message().find("host-only transport cannot send from device memory"), std::string::npos)
+      << st.message();
+  // What it reaches is what core gives it from its registry descriptor, each direction apart.
+  hostOnly.setMemoryReach(kHostMemoryKinds | memoryKindBit(MemoryKind::Device), kHostMemoryKinds);
+  Execution sends(send, ExecBuffers{in, out, nullptr, 4, 4, 0}, peers, d);
+  EXPECT_TRUE(sends.start().ok());
+  auto recv =
+      std::make_shared<const std::vector<Step>>(std::vector<Step>{Step::recv(1, {Buf::Output, 0, 4})});
+  d.inputKind = MemoryKind::Host;
+  d.outputKind = MemoryKind::Device;
+  Execution receives(recv, ExecBuffers{in, out, nullptr, 4, 4, 0}, peers, d);
+  st = receives.start();
+  EXPECT_EQ(st.code(), tribInvalidUsage);
+  EXPECT_NE(st.message().find("host-only transport cannot receive into device memory"), std::string::npos)
       << st.message();
 }
 

@@ -35,14 +35,6 @@ bool sameProcess(const RankLocation& a, const RankLocation& b);  // implies same
 // "host x, pid 123": for messages.
 std::string describeLocation(const RankLocation& loc);
 
-// A set of memory kinds, one bit per kind.
-using MemoryKindSet = uint8_t;
-constexpr MemoryKindSet memoryKindBit(MemoryKind k) {
-  return static_cast<MemoryKindSet>(1u << static_cast<int>(k));
-}
-constexpr MemoryKindSet kHostMemoryKinds = memoryKindBit(MemoryKind::Host) |
-                                           memoryKindBit(MemoryKind::HostShared) |
-                                           memoryKindBit(MemoryKind::Registered);
 std::string memoryKindSetNames(MemoryKindSet set);  // "host, host-shared, registered"
 
 // What a transport can do.
@@ -70,9 +62,9 @@ struct TransportDescriptor {
   const char* name;      // TRIB_TRANSPORT's value; Transport::name() of what connect makes
   const char* reaches;   // which peers it serves, for messages and trib-info
   const char* notBuilt;  // nullptr: built; else why this build lacks it
-  TransportCaps caps;
-  int priority;        // higher is preferred where several can connect a pair
-  bool needsExchange;  // connect calls args.oob (cannot connect a comm made without a store)
+  TransportCaps caps;    // reads/writes given to what connect makes (Transport::setMemoryReach)
+  int priority;          // higher is preferred where several can connect a pair
+  bool needsExchange;    // connect calls args.oob (cannot connect a comm made without a store)
   // Whether it can connect a rank at `self` with one at `peer`. Symmetric, and decided from the
   // locations alone, so every rank reaches the same choice for every pair.
   bool (*canConnect)(const RankLocation& self, const RankLocation& peer);

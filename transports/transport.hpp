@@ -104,12 +104,20 @@ class Transport {
   virtual Status progress() = 0;
   // Fail every pending operation with `why` (abort, timeout, peer loss). Safe from any thread.
   virtual void abort(const Status& why) = 0;
-  // Whether it can send from and receive into memory of kind `k` (the registry's caps say the same
-  // for the descriptor). Default: host memory of every kind, no device memory.
-  virtual bool reaches(MemoryKind k) const { return k != MemoryKind::Device; }
+  // The memory it sends from and receives into: its registry descriptor's caps, given by core when
+  // it connects (one statement of them); host memory of every kind until then.
+  void setMemoryReach(MemoryKindSet sendsFrom, MemoryKindSet receivesInto) {
+    sendsFrom_ = sendsFrom;
+    receivesInto_ = receivesInto;
+  }
+  bool sendsFrom(MemoryKind k) const { return sendsFrom_ & memoryKindBit(k); }
+  bool receivesInto(MemoryKind k) const { return receivesInto_ & memoryKindBit(k); }
   // Every rank's window, when this transport maps them all (one host); nullptr: it does not.
   // Owned by the transport; its abort() makes signalsFrom() fail.
   virtual PeerWindows* windows() { return nullptr; }
+
+ private:
+  MemoryKindSet sendsFrom_ = kHostMemoryKinds, receivesInto_ = kHostMemoryKinds;
 };
 
 class CollectiveOffload;

@@ -27,4 +27,13 @@ inline const char* memoryKindName(MemoryKind k) {
   return "unknown";
 }
 
+// A set of memory kinds, one bit per kind.
+using MemoryKindSet = uint8_t;
+constexpr MemoryKindSet memoryKindBit(MemoryKind k) {
+  return static_cast<MemoryKindSet>(1u << static_cast<int>(k));
+}
+constexpr MemoryKindSet kHostMemoryKinds = memoryKindBit(MemoryKind::Host) |
+                                           memoryKindBit(MemoryKind::HostShared) |
+                                           memoryKindBit(MemoryKind::Registered);
+
 }  // namespace trib

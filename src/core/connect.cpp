@@ -124,6 +124,7 @@ Status connectTransports(tribComm* comm, const std::vector<RankLocation>& locati
     args.timeout = comm->config.timeout;
     std::unique_ptr<Transport> t;
     TRIB_RETURN_IF_ERROR(d->connect(args, &t).prefix("communicator init: "));
+    t->setMemoryReach(d->caps.reads, d->caps.writes);
     for (int p : args.peers) comm->peers[p] = t.get();
     // Peer-memory schedules need every rank's window: a transport that maps them all has them.
     if (PeerWindows* w = t->windows(); w && !comm->windows) comm->windows = w;

@@ -179,9 +179,11 @@ Status Execution::start() {
       const MemoryKind kind = mine.buf == Buf::Input    ? opts_.inputKind
                               : mine.buf == Buf::Output ? opts_.outputKind
                                                         : engine_->memory();
-      if (mine.count > 0 && !peers_[s.peer]->reaches(kind))
-        return stepError(i, errorf(tribInvalidUsage, "the %s transport cannot reach %s memory",
-                                   peers_[s.peer]->name(), memoryKindName(kind)));
+      const bool sending = s.kind == StepKind::Send;
+      if (mine.count > 0 && !(sending ? peers_[s.peer]->sendsFrom(kind) : peers_[s.peer]->receivesInto(kind)))
+        return stepError(
+            i, errorf(tribInvalidUsage, "the %s transport cannot %s %s memory", peers_[s.peer]->name(),
+                      sending ? "send from" : "receive into", memoryKindName(kind)));
       if (counters.empty()) counters.assign(2 * peers_.size(), 0);
       slot.msgIndex = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
       slot.tag = makeTag(opts_.seq, slot.msgIndex);
