@@ -120,6 +120,7 @@ Status Execution::stepError(size_t i, const Status& cause) const {
 Status Execution::start() {
   const uint64_t callBytes = buf_.inputCount * elemSize_;
   streamWindow_ = opts_.windowWrites && opts_.windows && opts_.windowWrites->choose(callBytes);
+  if (opts_.windowWrites && !opts_.windowWrites->measures(callBytes)) opts_.windowWrites = nullptr;
   if (opts_.windowWrites) started_ = std::chrono::steady_clock::now();
   if (prepared_) {
     for (size_t i = 0; i < steps_.size(); ++i) {

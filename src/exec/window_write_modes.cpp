@@ -22,7 +22,7 @@ bool WindowWriteModes::choose(uint64_t bytes) {
 }
 
 void WindowWriteModes::record(uint64_t bytes, bool streaming, double ns) {
-  if (forced_ >= 0 || bytes < kMeasuredFromBytes) return;
+  if (!measures(bytes)) return;
   std::lock_guard<std::mutex> lock(mu_);
   SizeClass& c = classes_[sizeClass(bytes)];
   if (c.runs <= 2) return;  // one of the untimed first two (runs finish in order)

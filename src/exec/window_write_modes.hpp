@@ -26,6 +26,9 @@ class WindowWriteModes {
 
   // For a run of a call of `bytes`: stream its window writes?
   bool choose(uint64_t bytes);
+  // Whether runs of `bytes` are timed for record() (small calls are not: a clock read would be a
+  // noticeable part of an 8-byte all-reduce).
+  bool measures(uint64_t bytes) const { return forced_ < 0 && bytes >= kMeasuredFromBytes; }
   // That run took `ns`.
   void record(uint64_t bytes, bool streaming, double ns);
 
