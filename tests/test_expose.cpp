@@ -18,7 +18,7 @@ using testing::WindowRank;
 
 // Several calls (three chunks of 4 KiB cells, one chunk, a short one; in and out of place; buffers
 // reused by the caller at once): each the copy-only run's bits, with every rank reading its peers'
-// buffers directly.
+// buffers directly; one-shot between them (same fold, same bits) reads the cells as copies again.
 TEST(Expose, TwoShotOnThreadsReadsPeersBuffersAndMatchesTheCopies) {
   setenv("TRIB_WINDOW_BYTES", "8192", 1);
   for (int n : {2, 3, 4}) {
@@ -53,6 +53,11 @@ TEST(Expose, TwoShotOnThreadsReadsPeersBuffersAndMatchesTheCopies) {
               check(w.allReduce(Algo::TwoShot, src, out.data(), count, tribFloat32, tribSum).ok());
               check(std::memcmp(ref.data(), out.data(), count * sizeof(float)) == 0);
               check(windows->exposedReads() > before);
+              if (count <= 1024) {  // one-shot (one 4 KiB cell) reads cells two-shot exposed: copies now
+                std::memcpy(src, x.data(), count * sizeof(float));
+                check(w.allReduce(Algo::OneShot, src, out.data(), count, tribFloat32, tribSum).ok());
+                check(std::memcmp(ref.data(), out.data(), count * sizeof(float)) == 0);
+              }
               // The caller owns its buffers again: rewriting them races with no peer's read.
               std::fill(in.begin(), in.end(), 0.0f);
               std::fill(out.begin(), out.end(), 0.0f);

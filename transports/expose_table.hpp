@@ -8,6 +8,8 @@
 // after its wait), but the owner may rewrite one entry while a peer scans the table for another,
 // so each entry is a seqlock: a reader skips one being rewritten, which is never the one it needs
 // (the schedule's proof: an exposure a peer reads is not rewritten before that read is done).
+// Field stores are releases and loads acquires (no fences: ThreadSanitizer does not model them):
+// a reader that sees any field of a rewrite then sees its odd sequence number.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -41,8 +43,7 @@ struct ExposeTable {
       if (eb == 0 || eo >= offset + bytes || offset >= eo + eb) continue;
       const uint64_t s = e.seq.load(std::memory_order_relaxed);
       e.seq.store(s + 1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_release);
-      e.bytes.store(0, std::memory_order_relaxed);
+      e.bytes.store(0, std::memory_order_release);
       e.seq.store(s + 2, std::memory_order_release);
     }
   }
@@ -53,10 +54,9 @@ struct ExposeTable {
       if (e.bytes.load(std::memory_order_relaxed) != 0) continue;
       const uint64_t s = e.seq.load(std::memory_order_relaxed);
       e.seq.store(s + 1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_release);
-      e.offset.store(offset, std::memory_order_relaxed);
-      for (int i = 0; i < 4; ++i) e.handle[i].store(h.w[i], std::memory_order_relaxed);
-      e.bytes.store(bytes, std::memory_order_relaxed);
+      e.offset.store(offset, std::memory_order_release);
+      for (int i = 0; i < 4; ++i) e.handle[i].store(h.w[i], std::memory_order_release);
+      e.bytes.store(bytes, std::memory_order_release);
       e.seq.store(s + 2, std::memory_order_release);
       return true;
     }
@@ -70,11 +70,10 @@ struct ExposeTable {
     for (const ExposeEntry& e : entry) {
       const uint64_t s1 = e.seq.load(std::memory_order_acquire);
       if (s1 & 1) continue;
-      const uint64_t eo = e.offset.load(std::memory_order_relaxed);
-      const uint64_t eb = e.bytes.load(std::memory_order_relaxed);
+      const uint64_t eo = e.offset.load(std::memory_order_acquire);
+      const uint64_t eb = e.bytes.load(std::memory_order_acquire);
       ExposeHandle got;
-      for (int i = 0; i < 4; ++i) got.w[i] = e.handle[i].load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
+      for (int i = 0; i < 4; ++i) got.w[i] = e.handle[i].load(std::memory_order_acquire);
       if (e.seq.load(std::memory_order_relaxed) != s1) continue;
       if (eb == 0 || eo >= offset + bytes || offset >= eo + eb) continue;
       if (eo > offset || eo + eb < offset + bytes) {
