@@ -6,7 +6,6 @@
 #include <signal.h>
 
 #include <cstring>
-#include <fstream>
 
 #include "algo/schedule.hpp"
 #include "exec/executor.hpp"
@@ -226,14 +225,6 @@ TEST(ShmWindows, AbortedPeerFailsTheOthersPromptly) {
 }
 
 namespace {
-
-// Whether Yama lets a process that called PR_SET_PTRACER be ptraced (and so pidfd_getfd'd) by
-// its peers: ptrace_scope 0 or 1, or no Yama.
-bool fdTakingAllowed() {
-  std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");
-  int scope = 0;
-  return !(f >> scope) || scope <= 1;
-}
 
 // A rank's all-reduce buffer: from tribMemAlloc (exposable) or the heap.
 class Buffer {
