@@ -318,3 +318,43 @@ TEST(ShmWindows, MappedOffCopiesTribMemAllocBuffers) {
       &pids);
   expectAllOk(res, pids);
 }
+
+// A peer's exposure whose allocation is gone by the time this rank maps it (its caller freed the
+// buffer too early, or the descriptor is garbage) fails that read with an error naming the peer,
+// never this process; the windows stay usable.
+TEST(ShmWindows, AnExposureThatCannotBeMappedFailsTheReadClearly) {
+  if (!fdTakingAllowed()) GTEST_SKIP() << "Yama ptrace_scope > 1: peers cannot take each other's fds";
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, windowOptions(8192), 30,
+      [](int rank, ShmTransport& t, Bootstrap& bs) {
+        PeerWindows* w = t.windows();
+        CHILD_CHECK(t.exposes(), 1);
+        if (rank == 0) {
+          void* p = nullptr;
+          CHILD_OK(sharedAlloc(4096, &p), 2);
+          CHILD_CHECK(w->expose(0, p, 4096, MemoryKind::HostShared), 3);
+          CHILD_OK(sharedFree(p), 4);  // its memfd is closed: nothing left to take
+          w->signal(1, 7);
+          CHILD_OK(bs.barrier(), 5);
+          return 0;
+        }
+        uint64_t count = 0;
+        uint32_t fp = 0;
+        auto deadline = net::deadlineAfter(10000);
+        while (count < 1 && net::Clock::now() < deadline) CHILD_OK(w->pollSignals(0, 1, &count, &fp), 6);
+        CHILD_CHECK(count == 1, 7);
+        const uint8_t* at = nullptr;
+        Status st = w->readAddress(0, 0, 4096, &at);
+        CHILD_CHECK(!st.ok() && st.code() == tribSystemError, 8);
+        CHILD_CHECK(st.message().find("rank 0's buffer") != std::string::npos, 9);
+        CHILD_CHECK(w->exposedReads() == 0, 10);
+        // A range nobody exposed is still read from the window.
+        CHILD_OK(w->readAddress(0, 4096, 64, &at), 11);
+        CHILD_CHECK(at == w->windowOf(0) + 4096, 12);
+        CHILD_OK(bs.barrier(), 13);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
