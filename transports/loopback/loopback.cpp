@@ -156,6 +156,11 @@ class LoopbackWindows final : public PeerWindows {
       return errorf(tribInternalError, "rank %d's window [%llu, +%llu) is exposed only in part", rank,
                     static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes));
     if (found == 0) return PeerWindows::readAddress(rank, offset, bytes, at);
+    // A rank that failed returned to its caller, who may free what it exposed (a read already
+    // past this check is not stopped: see docs/DESIGN.md "Peer memory").
+    if (fabric_->dead(rank))
+      return errorf(tribRemoteError, "rank %d aborted or failed; the buffer it exposed is its caller's again",
+                    rank);
     if (rank != rank_) exposedReads_.fetch_add(1, std::memory_order_relaxed);
     *at = reinterpret_cast<const uint8_t*>(h.w[0]) + into;
     return Status::Ok();

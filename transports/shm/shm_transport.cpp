@@ -318,6 +318,8 @@ class ShmWindows final : public PeerWindows {
       return errorf(tribInternalError, "shm: rank %d's window [%llu, +%llu) is exposed only in part", rank,
                     static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes));
     if (found == 0) return PeerWindows::readAddress(rank, offset, bytes, at);
+    // A broken peer's caller may have freed the buffer (and its fd number may name another file).
+    if (im_->peerBroken(im_->peers[idx])) return im_->brokenPeerError(im_->peers[idx]);
     SharedRegion r;
     std::memcpy(&r, h.w, sizeof r);
     if (r.offset > UINT64_MAX - into)
