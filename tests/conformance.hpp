@@ -24,7 +24,7 @@ struct Case {
   uint64_t count = 0;
   bool inPlace = false;
   int root = 0;
-  bool sharedBuffers = false;  // buffers from tribMemAlloc (the shm board maps them)
+  bool sharedBuffers = false;  // buffers from tribMemAlloc (shm peers map them where two-shot exposes)
 
   std::string name() const;
 };

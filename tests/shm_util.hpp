@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <sched.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,15 @@ inline bool waitOps(Transport& t, const std::vector<TransferOp*>& ops, int timeo
     (void)t.progress();
     if (spin % spinsPerYield == 0) sched_yield();
   }
+}
+
+// Whether Yama lets a process that called PR_SET_PTRACER be ptraced (and so pidfd_getfd'd) by
+// its peers: ptrace_scope 0 or 1, or no Yama. Where it does, shm peers must map each other's
+// tribMemAlloc buffers (expose); tests assert it.
+inline bool fdTakingAllowed() {
+  std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  return !(f >> scope) || scope <= 1;
 }
 
 // Names under /dev/shm that belong to segments created by `pid`.

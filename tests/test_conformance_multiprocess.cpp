@@ -7,6 +7,7 @@
 
 #include "conformance.hpp"
 #include "core/comm.hpp"
+#include "shm_util.hpp"
 #include "support/launcher.hpp"
 #include "transports/shm/shm_transport.hpp"
 
@@ -77,7 +78,10 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
       report += "split for " + algo + ": " + tribGetLastError(nullptr) + "\n";
       return 1;
     }
+    const uint64_t exposedBefore = comm->windows ? comm->windows->exposedReads() : 0;
+    bool sharedTwoShot = false;
     for (const Case& c : cases) {
+      sharedTwoShot |= c.sharedBuffers && c.count > 0;
       RankBuffers b;
       prepare(c, rank, &b);
       tribResult_t r = runCase(c, comm, &b);
@@ -98,6 +102,11 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
         report += "split for " + algo + ": " + collName(coll) + " ran " + algoName(plan.algo->algo) + "\n";
     }
     if (!ran) report += "split for " + algo + ": no call ran " + algo + "\n", ++failures;
+    // Two-shot of tribMemAlloc buffers read the peers' buffers directly (expose), where the
+    // processes may take each other's fds, rather than quietly staging copies.
+    if (sharedTwoShot && testing::fdTakingAllowed() &&
+        (!comm->windows || comm->windows->exposedReads() == exposedBefore))
+      report += "split for " + algo + ": no read of a peer's tribMemAlloc buffer was mapped\n", ++failures;
     tribCommDestroy(comm);
   }
   tribCommDestroy(world);

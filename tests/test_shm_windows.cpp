@@ -10,6 +10,7 @@
 #include "algo/schedule.hpp"
 #include "exec/executor.hpp"
 #include "shm_util.hpp"
+#include "window_util.hpp"
 
 using namespace trib;
 using namespace trib::testing;
@@ -30,56 +31,6 @@ void expectAllOk(const std::vector<ChildResult>& res, const std::vector<pid_t>& 
   for (pid_t p : pids) EXPECT_TRUE(shmLeftovers(p).empty()) << "leaked /dev/shm segment of pid " << p;
 }
 
-// One rank's side of a communicator's sequence of peer-memory all-reduces.
-class WindowRank {
- public:
-  WindowRank(ShmTransport& t, int rank, int n) : t_(t), rank_(rank), n_(n), peers_(n, nullptr) {}
-
-  // Runs one all-reduce with `algo` to completion (or failure, or timeoutMs); the status is the
-  // execution's. `fingerprint` stands for the call (the communicator hashes its arguments).
-  Status allReduce(Algo algo, const void* src, void* dst, uint64_t count, DataType dtype, RedOp op,
-                   uint32_t fingerprint = 0, int timeoutMs = 20000) {
-    CollArgs a;
-    a.coll = Coll::AllReduce;
-    a.nranks = n_;
-    a.count = count;
-    a.inPlace = src == dst;
-    a.windowElems = t_.windows() ? t_.windows()->windowBytes() / dataTypeSize(dtype) : 0;
-    a.windowCell = cell_;
-    const AlgoInfo* info = findAlgorithm(Coll::AllReduce, algo);
-    if (!info || !info->supports(a))
-      return errorf(tribInvalidArgument, "%s does not take this call", algoName(algo));
-    auto steps = std::make_shared<const std::vector<Step>>(materialize(*info, a, rank_));
-    cell_ = static_cast<int>((cell_ + windowChunks(algo, a)) % 2);
-    ExecBuffers bufs{src, dst, nullptr, count, count, 0};
-    ExecOptions opts;
-    opts.dtype = dtype;
-    opts.op = op;
-    opts.rank = rank_;
-    opts.nranks = n_;
-    opts.windows = t_.windows();
-    opts.callFingerprint =
-        fingerprint ? fingerprint : static_cast<uint32_t>(count * 31 + static_cast<int>(algo));
-    Execution exec(steps, bufs, peers_, opts);
-    TRIB_RETURN_IF_ERROR(exec.start());
-    auto deadline = net::deadlineAfter(timeoutMs);
-    for (;;) {
-      bool done = false;
-      TRIB_RETURN_IF_ERROR(exec.progress(&done));
-      if (done) return Status::Ok();
-      if (net::Clock::now() > deadline)
-        return errorf(tribTimeout, "still waiting: %s", exec.describePending().c_str());
-      sched_yield();
-    }
-  }
-
- private:
-  ShmTransport& t_;
-  int rank_, n_;
-  std::vector<Transport*> peers_;  // no two-sided steps in these schedules
-  int cell_ = 0;
-};
-
 int64_t expectedSum(int n, uint64_t e, int round) {
   int64_t want = 0;
   for (int r = 0; r < n; ++r) want += r * 1000 + static_cast<int64_t>(e) * 3 + round;
@@ -99,7 +50,7 @@ TEST(ShmWindows, ConsecutiveAllReducesAreExactAndIdenticalOnEveryRank) {
         n, windowOptions(8192), 60,
         [n](int rank, ShmTransport& t, Bootstrap& bs) {
           CHILD_CHECK(t.windows() != nullptr && t.windows()->windowBytes() == 8192, 1);
-          WindowRank w(t, rank, n);
+          WindowRank w(t.windows(), rank, n);
           const uint64_t counts[] = {0, 1, 7, 1000, 1024};            // int32: up to the whole 4 KiB cell
           const uint64_t twoShotCounts[] = {0, 5, 1024, 2500, 3073};  // up to 3 cells + 1 element
           for (int round = 0; round < 40; ++round) {
@@ -143,7 +94,7 @@ TEST(ShmWindows, MismatchedCallsFailOnEveryRank) {
     auto res = runShmRanks(
         2, windowOptions(8192), 30,
         [variant](int rank, ShmTransport& t, Bootstrap&) {
-          WindowRank w(t, rank, 2);
+          WindowRank w(t.windows(), rank, 2);
           std::vector<float> a(4096, 1.0f), b(4096);
           const Algo algo = variant == 0 || (variant == 1 && rank == 0) ? Algo::OneShot : Algo::TwoShot;
           const uint64_t counts[3][2] = {{64, 32}, {512, 512}, {4096, 2048}};  // 1024 floats a cell
@@ -166,7 +117,7 @@ TEST(ShmWindows, TwoShotLargeUnalignedOutOfPlace) {
   auto res = runShmRanks(
       2, windowOptions(128 << 10), 60,
       [](int rank, ShmTransport& t, Bootstrap&) {
-        WindowRank w(t, rank, 2);
+        WindowRank w(t.windows(), rank, 2);
         const size_t count = (8u << 20) / 8 + 3;  // int64: 8 MiB + 24 bytes
         std::vector<int64_t> in(count);
         std::vector<int64_t> outStore(count + 1, -1);
@@ -190,7 +141,7 @@ TEST(ShmWindows, WhatTheyTakeAndWhenThereAreNone) {
   auto res = runShmRanks(
       2, windowOptions(1024), 30,
       [](int rank, ShmTransport& t, Bootstrap&) {
-        WindowRank w(t, rank, 2);
+        WindowRank w(t.windows(), rank, 2);
         std::vector<double> a(256), b(256);
         CHILD_CHECK(w.allReduce(Algo::OneShot, a.data(), b.data(), 65, tribFloat64, tribSum).code() ==
                         tribInvalidArgument,
@@ -215,7 +166,7 @@ TEST(ShmWindows, PeerKilledBeforeSignallingFailsTheOthersNamingIt) {
     auto res = runShmRanks(
         n, windowOptions(8192), 30,
         [twoShot](int rank, ShmTransport& t, Bootstrap& bs) {
-          WindowRank w(t, rank, n);
+          WindowRank w(t.windows(), rank, n);
           const Algo algo = twoShot ? Algo::TwoShot : Algo::OneShot;
           std::vector<int32_t> a(5000, rank), b(5000);
           const uint64_t count = twoShot ? 5000 : 16;
@@ -248,7 +199,7 @@ TEST(ShmWindows, AbortedPeerFailsTheOthersPromptly) {
     auto res = runShmRanks(
         3, windowOptions(8192), 30,
         [twoShot](int rank, ShmTransport& t, Bootstrap& bs) {
-          WindowRank w(t, rank, 3);
+          WindowRank w(t.windows(), rank, 3);
           const Algo algo = twoShot ? Algo::TwoShot : Algo::OneShot;
           std::vector<int32_t> a(3000, rank), b(3000);
           const uint64_t count = twoShot ? 3000 : 16;
@@ -271,4 +222,139 @@ TEST(ShmWindows, AbortedPeerFailsTheOthersPromptly) {
         &pids);
     expectAllOk(res, pids);
   }
+}
+
+namespace {
+
+// A rank's all-reduce buffer: from tribMemAlloc (exposable) or the heap.
+class Buffer {
+ public:
+  Buffer(size_t bytes, bool shared) : shared_(shared) {
+    if (shared) {
+      if (!sharedAlloc(bytes, &p_).ok()) p_ = nullptr;
+    } else {
+      heap_.resize(bytes);
+      p_ = heap_.data();
+    }
+  }
+  ~Buffer() {
+    if (shared_) (void)sharedFree(p_);
+  }
+  float* f() const { return static_cast<float*>(p_); }
+
+ private:
+  bool shared_;
+  void* p_ = nullptr;
+  std::vector<uint8_t> heap_;
+};
+
+}  // namespace
+
+// Mapped two-shot: ranks whose buffers come from tribMemAlloc (every rank's, or rank 0's only)
+// expose them and their peers read them in place of staged copies; over several chunks (4 KiB
+// cells), in and out of place, the results are the copy-only run's bits, and the exposed-read
+// counter shows who read mapped (it would stay 0 if expose silently fell back to copies).
+TEST(ShmWindows, MappedTwoShotMatchesTheCopiesBitForBit) {
+  if (!fdTakingAllowed()) GTEST_SKIP() << "Yama ptrace_scope > 1: peers cannot take each other's fds";
+  for (int n : {2, 3}) {
+    for (int sharedRanks : {n, 1}) {
+      std::vector<pid_t> pids;
+      auto res = runShmRanks(
+          n, windowOptions(8192), 60,
+          [n, sharedRanks](int rank, ShmTransport& t, Bootstrap&) {
+            CHILD_CHECK(t.exposes(), 1);
+            WindowRank w(t.windows(), rank, n);
+            const bool shared = rank < sharedRanks;
+            // Some peer's buffers are shared: this rank reads mapped.
+            const bool readsMapped = sharedRanks > 1 || rank != 0;
+            for (uint64_t count : {3000, 1024, 77}) {  // 3 chunks, 1 chunk, slices of 16-element grains
+              for (bool inPlace : {false, true}) {
+                const size_t bytes = count * sizeof(float);
+                Buffer in(bytes, shared), out(bytes, shared);
+                CHILD_CHECK(in.f() && out.f(), 2);
+                std::vector<float> x(count), ref(count);
+                for (uint64_t e = 0; e < count; ++e)
+                  x[e] = 1.0f / static_cast<float>(rank + 3 + e % 11) + 1e-7f * static_cast<float>(e);
+                float* src = inPlace ? out.f() : in.f();
+                std::memcpy(src, x.data(), bytes);
+                CHILD_OK(
+                    w.allReduce(Algo::TwoShot, src, out.f(), count, tribFloat32, tribSum, 0, 20000, false),
+                    3);
+                std::memcpy(ref.data(), out.f(), bytes);
+                std::memcpy(src, x.data(), bytes);
+                if (!inPlace) std::memset(out.f(), 0xff, bytes);
+                const uint64_t before = t.windows()->exposedReads();
+                CHILD_OK(w.allReduce(Algo::TwoShot, src, out.f(), count, tribFloat32, tribSum), 4);
+                CHILD_CHECK(std::memcmp(ref.data(), out.f(), bytes) == 0, 5);
+                CHILD_CHECK((t.windows()->exposedReads() > before) == readsMapped, 6);
+              }
+            }
+            return 0;
+          },
+          &pids);
+      expectAllOk(res, pids);
+    }
+  }
+}
+
+// TRIB_SHM_MAPPED=0 (ShmOptions::mapped 0): nothing is exposed, tribMemAlloc buffers are copied.
+TEST(ShmWindows, MappedOffCopiesTribMemAllocBuffers) {
+  ShmOptions o = windowOptions(8192);
+  o.mapped = 0;
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, o, 30,
+      [](int rank, ShmTransport& t, Bootstrap&) {
+        CHILD_CHECK(!t.exposes(), 1);
+        WindowRank w(t.windows(), rank, 2);
+        Buffer in(3000 * 4, true), out(3000 * 4, true);
+        CHILD_CHECK(in.f() && out.f(), 2);
+        for (int e = 0; e < 3000; ++e) in.f()[e] = static_cast<float>(e + rank);
+        CHILD_OK(w.allReduce(Algo::TwoShot, in.f(), out.f(), 3000, tribFloat32, tribSum), 3);
+        for (int e = 0; e < 3000; ++e) CHILD_CHECK(out.f()[e] == static_cast<float>(2 * e + 1), 4);
+        CHILD_CHECK(t.windows()->exposedReads() == 0, 5);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
+
+// A peer's exposure whose allocation is gone by the time this rank maps it (its caller freed the
+// buffer too early, or the descriptor is garbage) fails that read with an error naming the peer,
+// never this process; the windows stay usable.
+TEST(ShmWindows, AnExposureThatCannotBeMappedFailsTheReadClearly) {
+  if (!fdTakingAllowed()) GTEST_SKIP() << "Yama ptrace_scope > 1: peers cannot take each other's fds";
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, windowOptions(8192), 30,
+      [](int rank, ShmTransport& t, Bootstrap& bs) {
+        PeerWindows* w = t.windows();
+        CHILD_CHECK(t.exposes(), 1);
+        if (rank == 0) {
+          void* p = nullptr;
+          CHILD_OK(sharedAlloc(4096, &p), 2);
+          CHILD_CHECK(w->expose(0, p, 4096, MemoryKind::HostShared), 3);
+          CHILD_OK(sharedFree(p), 4);  // its memfd is closed: nothing left to take
+          w->signal(1, 7);
+          CHILD_OK(bs.barrier(), 5);
+          return 0;
+        }
+        uint64_t count = 0;
+        uint32_t fp = 0;
+        auto deadline = net::deadlineAfter(10000);
+        while (count < 1 && net::Clock::now() < deadline) CHILD_OK(w->pollSignals(0, 1, &count, &fp), 6);
+        CHILD_CHECK(count == 1, 7);
+        const uint8_t* at = nullptr;
+        Status st = w->readAddress(0, 0, 4096, &at);
+        CHILD_CHECK(!st.ok() && st.code() == tribSystemError, 8);
+        CHILD_CHECK(st.message().find("rank 0's buffer") != std::string::npos, 9);
+        CHILD_CHECK(w->exposedReads() == 0, 10);
+        // A range nobody exposed is still read from the window.
+        CHILD_OK(w->readAddress(0, 4096, 64, &at), 11);
+        CHILD_CHECK(at == w->windowOf(0) + 4096, 12);
+        CHILD_OK(bs.barrier(), 13);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
 }

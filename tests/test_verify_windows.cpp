@@ -272,5 +272,109 @@ TEST(VerifyWindows, PutSchedulesVerifyOverConsecutiveCalls) {
   }
 }
 
+// ---- Expose: proven as a copy and as an alias of its source ----------------------------------
+
+Region scr(uint64_t off, uint64_t n) { return {Buf::Scratch, off, n}; }
+uint64_t countScratch(const CollArgs& a, int) { return a.count; }
+
+// 2 ranks in place: expose the input, exchange signals, get the peer's into scratch and fold in
+// rank order. Correct if expose copies; as an alias, each rank overwrites its input (its output)
+// while the peer may still be reading it.
+Generator<Step> exposeOverwrittenInPlace(CollArgs a, int rank) {
+  const int p = 1 - rank;
+  const uint64_t c = a.count;
+  co_yield Step::expose(in(0, c), win(0, c));
+  co_yield Step::signal(p);
+  co_yield Step::wait(p);
+  co_yield Step::get(p, win(0, c), scr(0, c));
+  if (rank == 0) {
+    co_yield Step::reduce(scr(0, c), out(0, c));
+  } else {
+    co_yield Step::reduce(out(0, c), scr(0, c));
+    co_yield Step::copy(scr(0, c), out(0, c));
+  }
+  co_yield Step::signal(p);
+  co_yield Step::wait(p);
+}
+
+// 2 ranks out of place, like one-shot but exposing the input (in `Halves` exposures), each rank's
+// own term from its input or (`OwnFromWindow`) its window, with or without an exchange at the end.
+// Correct both ways only as <1, false, true>. Without the final exchange, a rank's caller may
+// rewrite its input while the peer still reads it; reading the own term from the window reads
+// back what the rank exposed; two halves make the peer's one get read across two exposures.
+template <int Halves, bool OwnFromWindow, bool FinalExchange>
+Generator<Step> exposedOneShot(CollArgs a, int rank) {
+  const int p = 1 - rank;
+  const uint64_t c = a.count, h = Halves == 2 ? c / 2 : c;
+  co_yield Step::expose(in(0, h), win(0, h));
+  if (h < c) co_yield Step::expose(in(h, c - h), win(h, c - h));
+  co_yield Step::signal(p);
+  co_yield Step::wait(p);
+  const Region own = OwnFromWindow ? win(0, c) : in(0, c);
+  if (rank == 0) {
+    co_yield Step::copy(own, out(0, c));
+    co_yield Step::getReduce(p, win(0, c), out(0, c));
+  } else {
+    co_yield Step::get(p, win(0, c), out(0, c));
+    co_yield Step::reduce(own, out(0, c));
+  }
+  if (FinalExchange) {
+    co_yield Step::signal(p);
+    co_yield Step::wait(p);
+  }
+}
+
+TEST(VerifyWindows, ExposeIsProvenAsACopyAndAsAnAlias) {
+  struct Case {
+    const char* name;
+    Generator<Step> (*gen)(CollArgs, int);
+    bool inPlace;
+    const char* expect;  // "": correct both ways
+  };
+  const Case cases[] = {
+      {"source overwritten in place", exposeOverwrittenInPlace, true,
+       "with expose as an alias of its source: rank 0, step 3 get(peer 1 win[0+8] -> scratch[0+8]): data "
+       "race: "
+       "reads rank 1's window[0] (cell 0), which rank 1's step 5 (copy) wrote"},
+      {"correct", exposedOneShot<1, false, true>, false, ""},
+      {"no exchange at the end", exposedOneShot<1, false, false>, false,
+       "with expose as an alias of its source: rank 0, step 4 get_reduce(peer 1 win[0+8] -> out[0+8]): "
+       "data race: reads rank 1's window[0] (cell 0), which rank 1's caller, once its call returned, wrote"},
+      {"own exposed range read back", exposedOneShot<1, true, true>, false,
+       "with expose as an alias of its source: rank 1, step 4 reduce(win[0+8] into out[0+8]): reads "
+       "window[0] (cell 0)..8, which it exposed (an alias of its own buffer under expose): read the source "
+       "instead"},
+      {"read across two exposures", exposedOneShot<2, false, true>, false,
+       "rank 1, step 4 get(peer 0 win[0+8] -> out[0+8]): reads rank 0's window[0] (cell 0)..4, which rank 0 "
+       "exposed only in part"},
+  };
+  for (const Case& c : cases) {
+    const AlgoInfo fake = {Algo::OneShot, Coll::AllReduce, always, countScratch, c.gen};
+    CollArgs a = windowArgs(2, 8, 16, 0, c.inPlace);
+    const Status st = verifySchedule(fake, a);
+    if (!*c.expect) {
+      EXPECT_TRUE(st.ok()) << c.name << ": " << st.message();
+      continue;
+    }
+    ASSERT_FALSE(st.ok()) << c.name << " was accepted";
+    EXPECT_NE(st.message().find(c.expect), std::string::npos)
+        << c.name << ": message was\n  " << st.message() << "\nexpected to contain\n  " << c.expect;
+  }
+}
+
+// Two-shot exposes (its staging and its reduced slices) and is proven both ways: in place and out
+// of place, several chunks, over consecutive calls.
+TEST(VerifyWindows, TwoShotExposesAndIsRaceFreeAsAnAlias) {
+  const AlgoInfo& two = windowAlgo(Algo::TwoShot);
+  for (int n : {2, 3, 5}) {
+    for (bool inPlace : {false, true}) {
+      const CollArgs a = windowArgs(n, 3 * 40 + 7, 2 * 40, 0, inPlace);  // 4 chunks, the last short
+      const CollArgs b = windowArgs(n, 33, 2 * 40, 0, inPlace);
+      const Status st = verifySequence({{&two, a}, {&two, b}, {&two, a}});
+      EXPECT_TRUE(st.ok()) << n << (inPlace ? " in place: " : ": ") << st.message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trib

@@ -70,6 +70,25 @@ class PeerWindows {
   // Signals from `peer` that this rank's executions have waited for (or will, once posted): the
   // executor numbers its Wait steps from it, so that it continues across calls.
   virtual uint64_t& waitsPosted(int peer) = 0;
+
+  // Expose (algo/schedule.hpp): instead of copying `bytes` of this rank's memory at `src` (of
+  // kind `kind`) into its own window at byte `offset`, publish that peers read that range from src
+  // itself; false: these windows cannot map src for the peers, and the executor copies. Called
+  // before the signal that releases it; src stays unchanged until every reader is done (the
+  // schedule's proof). Default: never.
+  virtual bool expose(uint64_t /*offset*/, const void* /*src*/, uint64_t /*bytes*/, MemoryKind /*kind*/) {
+    return false;
+  }
+  // This rank writes its own window's [offset, offset+bytes): the exposures overlapping it end.
+  virtual void unexpose(uint64_t /*offset*/, uint64_t /*bytes*/) {}
+  // Where this rank reads [offset, offset+bytes) of `rank`'s window: the buffer that rank exposed
+  // there, or the window itself (errors: the exposed buffer cannot be mapped here).
+  virtual Status readAddress(int rank, uint64_t offset, uint64_t /*bytes*/, const uint8_t** at) {
+    *at = windowOf(rank) + offset;
+    return Status::Ok();
+  }
+  // Reads readAddress resolved to a peer's exposed buffer so far (tests, trib-perf).
+  virtual uint64_t exposedReads() const { return 0; }
 };
 
 class Transport {

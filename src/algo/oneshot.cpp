@@ -11,6 +11,11 @@
 // Chunks alternate between the window's two cells (schedule.hpp), so consecutive chunks and calls
 // need no acknowledgement. In place needs no scratch: the input is in the window before anyone
 // reads it.
+// Two-shot puts what peers read into its cell with expose (schedule.hpp): where the executor can
+// map a rank's buffers for its peers (tribMemAlloc memory on shm, any memory on loopback threads),
+// peers read the input slices and the reduced slice straight from that rank's buffers, and nothing
+// is staged. The alias is why a call ends with one more signal exchange: a rank's buffers are the
+// caller's again only once every peer has read its reduced slice from them.
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
 
@@ -78,25 +83,24 @@ Generator<Step> twoShotAllReduce(CollArgs a, int rank) {
     const uint64_t len = std::min(cellElems, a.count - at);
     const uint64_t cell = windowCellBegin(a, a.windowCell + k);
     steps.clear();
-    // Stage what the peers read: their slices of this chunk. This rank's own slice is read only by
-    // itself, straight from its input, unless in place (the fold's output overwrites it first).
+    // Expose what the peers read: their slices of this chunk. This rank's own slice is read only by
+    // itself, straight from its input, unless in place (the fold's output overwrites it first: it is
+    // copied, since a rank does not read what it exposed).
     const uint64_t mine = sliceAt(len, n, rank), mineLen = sliceAt(len, n, rank + 1) - mine;
-    if (a.inPlace) {
-      steps.push_back(Step::copy(inR(at, len), winR(cell, len)));
-    } else {
-      if (mine > 0) steps.push_back(Step::copy(inR(at, mine), winR(cell, mine)));
-      if (mine + mineLen < len)
-        steps.push_back(Step::copy(inR(at + mine + mineLen, len - mine - mineLen),
+    if (mine > 0) steps.push_back(Step::expose(inR(at, mine), winR(cell, mine)));
+    if (a.inPlace && mineLen > 0)
+      steps.push_back(Step::copy(inR(at + mine, mineLen), winR(cell + mine, mineLen)));
+    if (mine + mineLen < len)
+      steps.push_back(Step::expose(inR(at + mine + mineLen, len - mine - mineLen),
                                    winR(cell + mine + mineLen, len - mine - mineLen)));
-    }
     signalAll(n, rank, steps);
     waitAll(n, rank, steps);
-    // Reduce this rank's slice into the output, then publish it in the cell (over this rank's own
-    // slice there, which only this rank reads).
+    // Reduce this rank's slice into the output, then expose it in the cell (over this rank's own
+    // slice there, which only this rank read).
     if (mineLen > 0) {
       const Region own = a.inPlace ? winR(cell + mine, mineLen) : inR(at + mine, mineLen);
       foldInRankOrder(n, rank, cell + mine, own, outR(at + mine, mineLen), steps);
-      steps.push_back(Step::copy(outR(at + mine, mineLen), winR(cell + mine, mineLen)));
+      steps.push_back(Step::expose(outR(at + mine, mineLen), winR(cell + mine, mineLen)));
     }
     signalAll(n, rank, steps);
     waitAll(n, rank, steps);
@@ -104,6 +108,10 @@ Generator<Step> twoShotAllReduce(CollArgs a, int rank) {
       const int j = mod(rank + p, n);
       const uint64_t b = sliceAt(len, n, j), e = sliceAt(len, n, j + 1);
       if (e > b) steps.push_back(Step::get(j, winR(cell + b, e - b), outR(at + b, e - b)));
+    }
+    if (at + len == a.count) {  // every peer has read this rank's buffers (see the header)
+      signalAll(n, rank, steps);
+      waitAll(n, rank, steps);
     }
     for (const Step& s : steps) co_yield s;
   }

@@ -79,6 +79,7 @@ enum class StepKind : uint8_t {
   GetReduce,  // dst (local) <- dst op peer's window at src
   Signal,     // tell peer that this rank's earlier window work is done
   Wait,       // until peer's next Signal to this rank has arrived
+  Expose,     // own window at dst <- src (local), or dst becomes an alias of src (see below)
 };
 const char* stepKindName(StepKind k);
 
@@ -94,11 +95,17 @@ const char* stepKindName(StepKind k);
 // peer has signalled a later cell, which it did only after its last read of this one.
 // The verifier reports a read of a peer's window that does not causally follow the write it must
 // see, and a write that does not follow every earlier read of that cell (verify/verify.hpp).
+// Expose(src -> own window dst) means a copy to every consumer, but an executor whose windows can
+// map src for the peers may publish "dst is src" instead and skip the copy; peers' reads of that
+// range then read src itself. So a schedule must be correct both ways: under the alias, a write of
+// src (by a later step, or by the caller once the call returned) is a write of dst and must follow
+// every peer's read of it; the rank does not read its own exposed range (it reads src); a peer reads
+// an exposed range whole or not at all, and puts nothing into it. The verifier proves both.
 struct Step {
   StepKind kind = StepKind::Copy;
   int32_t peer = -1;  // Send/Recv/RecvReduce, Put/Get/GetReduce (the window's owner), Signal/Wait
-  Region src;         // Send, RecvReduce (local operand), Copy, Reduce, Put, Get/GetReduce (peer window)
-  Region dst;         // Recv, RecvReduce, Copy, Reduce, Put (peer window), Get, GetReduce
+  Region src;  // Send, RecvReduce (local operand), Copy, Reduce, Put, Get/GetReduce (peer window), Expose
+  Region dst;  // Recv, RecvReduce, Copy, Reduce, Put (peer window), Get, GetReduce, Expose (own window)
 
   static Step send(int peer, Region src) { return {StepKind::Send, peer, src, {}}; }
   static Step recv(int peer, Region dst) { return {StepKind::Recv, peer, {}, dst}; }
@@ -117,6 +124,7 @@ struct Step {
   }
   static Step signal(int peer) { return {StepKind::Signal, peer, {}, {}}; }
   static Step wait(int peer) { return {StepKind::Wait, peer, {}, {}}; }
+  static Step expose(Region local, Region window) { return {StepKind::Expose, -1, local, window}; }
   bool isComm() const {
     return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce;
   }

@@ -96,6 +96,8 @@ const char* stepKindName(StepKind k) {
       return "signal";
     case StepKind::Wait:
       return "wait";
+    case StepKind::Expose:
+      return "expose";
   }
   return "invalid";
 }
@@ -116,7 +118,9 @@ std::string describeStep(const Step& s) {
       return strprintf("recv_reduce(from %d, %s -> %s)", s.peer, regionText(s.src).c_str(),
                        regionText(s.dst).c_str());
     case StepKind::Copy:
-      return strprintf("copy(%s -> %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
+    case StepKind::Expose:
+      return strprintf("%s(%s -> %s)", stepKindName(s.kind), regionText(s.src).c_str(),
+                       regionText(s.dst).c_str());
     case StepKind::Reduce:
       return strprintf("reduce(%s into %s)", regionText(s.src).c_str(), regionText(s.dst).c_str());
     case StepKind::SwitchReduce:

@@ -51,6 +51,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_NODE_ID", "", "Index of this host (with TRIB_RANK; optional)."},
       {"TRIB_JOB_ID", "", "Job id namespacing rendezvous keys (with TRIB_RANK; optional)."},
       {"TRIB_SHM_CMA", "1", "Shared-memory transport: use single-copy process_vm_readv for large messages."},
+      {"TRIB_SHM_MAPPED", "1",
+       "Shared-memory transport: peers read each other's tribMemAlloc buffers directly (pidfd_getfd) "
+       "where a schedule exposes them, instead of staging copies in the windows."},
       {"TRIB_WINDOW_BYTES", "2097152",
        "Peer window per rank (bytes, two cells), when a transport maps every rank's (shm: all on one "
        "host; loopback: all in one process): one-shot all-reduce takes up to a cell, two-shot runs a "

@@ -1,8 +1,8 @@
 // Memory other processes on this host can map: what tribMemAlloc returns (the CPU counterpart of
 // ncclMemAlloc). Each allocation is its own memfd mapped MAP_SHARED; a peer that may ptrace this
 // process (the same permission process_vm_readv needs) duplicates the fd with pidfd_getfd and maps
-// the same pages (how peer-memory schedules could reach a rank's buffers directly; mapped
-// two-shot did, before one-shot and two-shot became window schedules).
+// the same pages (how the shm windows let peers read what two-shot exposes, transport.hpp:
+// PeerWindows::expose).
 #pragma once
 #include <cstddef>
 #include <cstdint>

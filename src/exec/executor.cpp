@@ -98,6 +98,29 @@ Execution::Range Execution::windowRange(int owner) const {
   return {lo, lo + opts_.windows->windowBytes()};
 }
 
+Status Execution::sourceAddress(const Step& s, const char** at) {
+  if (!s.srcIsPeers()) {
+    *at = address(s.src);
+    return Status::Ok();
+  }
+  const uint8_t* p = nullptr;
+  TRIB_RETURN_IF_ERROR(
+      opts_.windows->readAddress(s.peer, s.src.offset * elemSize_, s.src.count * elemSize_, &p));
+  *at = reinterpret_cast<const char*>(p);
+  return Status::Ok();
+}
+
+bool Execution::exposeOrUnexpose(const Step& s) {
+  const uint64_t offset = s.dst.offset * elemSize_, bytes = s.dst.count * elemSize_;
+  // Only the caller's buffers: they outlive the call, which ends after every peer's reads.
+  if (s.kind == StepKind::Expose && (s.src.buf == Buf::Input || s.src.buf == Buf::Output) &&
+      opts_.windows->expose(offset, address(s.src), bytes,
+                            s.src.buf == Buf::Input ? opts_.inputKind : opts_.outputKind))
+    return true;
+  opts_.windows->unexpose(offset, bytes);
+  return false;
+}
+
 bool Execution::conflicts(size_t e, size_t l) const {
   const Slot& a = slots_[e];
   const Slot& b = slots_[l];
@@ -256,6 +279,11 @@ Status Execution::startStep(size_t i, bool land) {
   Slot& slot = slots_[i];
   const size_t bytesOf = s.kind == StepKind::Send ? s.src.count * elemSize_ : s.dst.count * elemSize_;
   char* into = nullptr;  // where the step writes: its destination, or staging when it lands
+  if (s.writesDst() && !s.dstIsPeers() && s.dst.buf == Buf::Window && s.dst.count > 0 &&
+      exposeOrUnexpose(s)) {
+    slot.state = State::Done;  // published instead of copied
+    return Status::Ok();
+  }
   if (land) {
     into = stage(slot, bytesOf);
     if (!into) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
@@ -290,22 +318,26 @@ Status Execution::startStep(size_t i, bool land) {
       return peers_[s.peer]->postRecv(s.peer, slot.tag, into, bytesOf, reduce, &slot.op);
     }
     case StepKind::Copy:
+    case StepKind::Expose:
     case StepKind::Reduce:
     case StepKind::Put:
     case StepKind::Get:
     case StepKind::GetReduce: {
       slot.state = State::Posted;
       char* dst = address(s.dst, s.dstIsPeers() ? s.peer : -1);
-      const char* src = address(s.src, s.srcIsPeers() ? s.peer : -1);
       const bool reduce = s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce;
       const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
       if (slot.fusedAway) {  // its work was done by the copy before it (fuseCopyReduce)
         slot.state = State::Done;
         return Status::Ok();
       }
+      const char* src = nullptr;
+      const char* fusedSrc = slot.fusedSrc;
+      TRIB_RETURN_IF_ERROR(sourceAddress(s, &src));
+      if (fusedSrc && steps_[i + 1].srcIsPeers())
+        TRIB_RETURN_IF_ERROR(sourceAddress(steps_[i + 1], &fusedSrc));
       TRIB_RETURN_IF_ERROR(
-          slot.fusedSrc
-              ? engine_->postReduce(into, src, slot.fusedSrc, s.dst.count, opts_.dtype, op, &slot.op)
+          fusedSrc  ? engine_->postReduce(into, src, fusedSrc, s.dst.count, opts_.dtype, op, &slot.op)
           : !reduce ? engine_->postCopy(into, src, s.dst.count * elemSize_, &slot.op,
                                         into == dst && writesAroundCache(s.dst.buf))
                     : engine_->postReduce(into, dst, src, s.dst.count, opts_.dtype, op, &slot.op));

@@ -182,6 +182,11 @@ class Execution {
   bool writesAroundCache(Buf b) const {
     return (b == Buf::Output && streamOut_) || (b == Buf::Window && streamWindow_);
   }
+  // Where step s reads its source now: a peer's window range may be that peer's exposed buffer.
+  Status sourceAddress(const Step& s, const char** at);
+  // Step s writes its own window: an expose publishes its source there if the windows can map it
+  // (true: nothing to copy); any other write ends the exposures it overlaps.
+  bool exposeOrUnexpose(const Step& s);
   Status pollWait(size_t i);
   void fuseCopyReduce();
   bool conflicts(size_t earlier, size_t later) const;

@@ -692,6 +692,7 @@ class Engine {
         break;
       }
       case StepKind::Copy:
+      case StepKind::Expose:  // priced as the copy it is where the executor cannot map the source
       case StepKind::Reduce: {
         double start = std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
         srcMap.read(s.src, start);
@@ -703,8 +704,8 @@ class Engine {
           done = localWindowWork(rs, start, bytes, s.kind == StepKind::Reduce, p.fused);
           srcMap.read(s.src, done);  // a window is read until the step ends (a Signal releases it)
         } else {
-          done =
-              start + (p.fused ? 0.5 : 1.0) * bytes / (s.kind == StepKind::Copy ? rs.copyBpu : rs.reduceBpu);
+          done = start +
+                 (p.fused ? 0.5 : 1.0) * bytes / (s.kind != StepKind::Reduce ? rs.copyBpu : rs.reduceBpu);
         }
         break;
       }

@@ -272,6 +272,7 @@ struct WinEvent {
   uint64_t stepNo = 0;
 };
 constexpr uint32_t kNoEvent = UINT32_MAX;
+constexpr uint64_t kCallEnd = UINT64_MAX;  // WinEvent::stepNo of the caller's write once a call returned
 
 // Per window cell: the access that last wrote it and those that read it since, as runs.
 class WinHistory {
@@ -330,6 +331,12 @@ struct RankState {
   // to each peer's (a sync step with that peer does).
   std::vector<uint32_t> pendingOwn;
   std::unordered_map<int, std::vector<uint32_t>> pendingPeer;
+  // Expose as an alias (Verifier::aliasExpose_): own window cells [off, off+len) are the rank's
+  // buffer cells from `src` on, until the rank writes any of them.
+  struct Exposure {
+    uint64_t off, len, src;
+  };
+  std::vector<Exposure> exposed;
 };
 
 // Cells [off, off+len) of the run list `v`, appended to `out`.
@@ -385,13 +392,16 @@ std::string elemName(uint64_t idx) {
 
 class Verifier {
  public:
-  explicit Verifier(const std::vector<VerifyCall>& calls) : n_(calls.empty() ? 0 : calls[0].args.nranks) {
+  Verifier(const std::vector<VerifyCall>& calls, bool aliasExpose)
+      : n_(calls.empty() ? 0 : calls[0].args.nranks), aliasExpose_(aliasExpose) {
     for (const VerifyCall& c : calls) {
       calls_.emplace_back();
       calls_.back().algo = c.algo;
       calls_.back().a = c.args;
     }
   }
+
+  bool sawExpose() const { return sawExpose_; }
 
   Status run(VerifyStats* stats) {
     TRIB_RETURN_IF_ERROR(setup());
@@ -549,6 +559,10 @@ class Verifier {
   }
 
   Status fail(int r, const Step& s, const std::string& what) const {
+    if (atCallEnd_)
+      return errorf(tribInternalError,
+                    "%srank %d, once its call returned (the caller may write its buffers): %s",
+                    callPrefix(ranks_[r].call).c_str(), r, what.c_str());
     return errorf(tribInternalError, "%srank %d, step %llu %s: %s", callPrefix(ranks_[r].call).c_str(), r,
                   static_cast<ull>(ranks_[r].stepNo), describeStep(s).c_str(), what.c_str());
   }
@@ -639,6 +653,18 @@ class Verifier {
     if (segs.empty()) return;
     segs_ += memOf(r, p).write(p.off, segs);
     if (segs_ > static_cast<int64_t>(peakSegs_)) peakSegs_ = static_cast<uint64_t>(segs_);
+    if (p.owner >= 0 || ranks_[r].exposed.empty()) return;
+    // Under the alias, peers reading an exposed range see these cells too.
+    uint64_t len = 0;
+    for (const Seg& g : segs) len += g.len;
+    std::vector<Seg> part;
+    for (const RankState::Exposure& x : ranks_[r].exposed) {
+      const uint64_t from = std::max(x.src, p.off), to = std::min(x.src + x.len, p.off + len);
+      if (from >= to) continue;
+      part.clear();
+      sliceSegs(segs, from - p.off, to - from, part);
+      segs_ += win_[r].write(x.off + (from - x.src), part);
+    }
   }
 
   // out = x op y cell by cell; both cover the same length. `dst` names cells in errors.
@@ -768,6 +794,9 @@ class Verifier {
 
   std::string eventName(uint32_t e) const {
     const WinEvent& ev = events_[e];
+    if (ev.stepNo == kCallEnd)
+      return strprintf("rank %d's caller, once its call%s returned,", ev.rank,
+                       calls_.size() > 1 ? strprintf(" %u", ev.call).c_str() : "");
     return strprintf("rank %d's step %llu (%s%s)", ev.rank, static_cast<ull>(ev.stepNo),
                      stepKindName(ev.kind), calls_.size() > 1 ? strprintf(", call %u", ev.call).c_str() : "");
   }
@@ -812,18 +841,110 @@ class Verifier {
     const bool rs = s.readsSrc() && ps.owner >= 0 && s.src.count > 0;
     const bool rd = s.readsDst() && pd.owner >= 0 && s.dst.count > 0;
     const bool wd = s.writesDst() && pd.owner >= 0 && s.dst.count > 0;
-    if (!rs && !rd && !wd) return Status::Ok();
     RankState& st = ranks_[r];
+    // Under the alias, a write of an exposed source is a write of its window cells.
+    aliasTmp_.clear();
+    if (s.writesDst() && pd.owner < 0 && s.dst.count > 0) {
+      for (const RankState::Exposure& x : st.exposed) {
+        const uint64_t from = std::max(x.src, pd.off), to = std::min(x.src + x.len, pd.off + s.dst.count);
+        if (from < to) aliasTmp_.emplace_back(x.off + (from - x.src), to - from);
+      }
+    }
+    if (!rs && !rd && !wd && aliasTmp_.empty()) return Status::Ok();
+    if (aliasExpose_)
+      TRIB_RETURN_IF_ERROR(exposureRules(r, s, rs ? &ps : nullptr, rd ? &pd : nullptr, wd ? &pd : nullptr));
     const uint32_t e = static_cast<uint32_t>(events_.size());
     events_.push_back(WinEvent{r, 0, st.call, s.kind, st.stepNo});
     if (rs) TRIB_RETURN_IF_ERROR(windowAccess(r, s, ps, s.src.count, false, k, e));
     if (rd) TRIB_RETURN_IF_ERROR(windowAccess(r, s, pd, s.dst.count, false, k, e));
     if (wd) TRIB_RETURN_IF_ERROR(windowAccess(r, s, pd, s.dst.count, true, k, e));
+    for (const auto& [off, len] : aliasTmp_) {
+      const Place w{r, off, static_cast<uint64_t>(r) * W_ + off};
+      TRIB_RETURN_IF_ERROR(windowAccess(r, s, w, len, true, k, e));
+    }
+    if (aliasExpose_ && wd && pd.owner == r) endExposures(r, pd.off, s.dst.count);
+    if (aliasExpose_ && s.kind == StepKind::Expose && s.dst.count > 0)
+      st.exposed.push_back(RankState::Exposure{pd.off, s.dst.count, ps.off});
+    if (!aliasTmp_.empty() && (st.pendingOwn.empty() || st.pendingOwn.back() != e))
+      st.pendingOwn.push_back(e);
     for (int owner : {rs ? ps.owner : -1, (rd || wd) ? pd.owner : -1}) {
       if (owner < 0) continue;
       std::vector<uint32_t>& pending = owner == r ? st.pendingOwn : st.pendingPeer[owner];
       if (pending.empty() || pending.back() != e) pending.push_back(e);
     }
+    return Status::Ok();
+  }
+
+  // The rules an alias imposes (schedule.hpp): a rank does not read what it exposed, a peer reads an
+  // exposed range whole or not at all (the executor resolves a read to one exposure or the window),
+  // and puts nothing into it.
+  Status exposureRules(int r, const Step& s, const Place* src, const Place* dstRead, const Place* dstWrite) {
+    for (const Place* p : {src, dstRead, dstWrite}) {
+      if (!p) continue;
+      const uint64_t len = p == src ? s.src.count : s.dst.count;
+      for (const RankState::Exposure& x : ranks_[p->owner].exposed) {
+        if (x.off >= p->off + len || p->off >= x.off + x.len) continue;
+        const std::string range =
+            strprintf("%s..%llu", placeName(r, *p, x.off > p->off ? x.off - p->off : 0).c_str(),
+                      static_cast<ull>(std::min(x.off + x.len, p->off + len)));
+        if (p->owner == r && p != dstWrite)
+          return fail(r, s,
+                      strprintf("reads %s, which it exposed (an alias of its own buffer under expose): "
+                                "read the source instead",
+                                range.c_str()));
+        if (p->owner != r && p == dstWrite)
+          return fail(r, s,
+                      strprintf("puts into %s, which rank %d exposed: its readers would still read "
+                                "its buffer",
+                                range.c_str(), p->owner));
+        if (p->owner != r && (x.off > p->off || x.off + x.len < p->off + len))
+          return fail(r, s,
+                      strprintf("reads %s, which rank %d exposed only in part: a read of an exposed "
+                                "range takes all of it from one exposure, or none",
+                                range.c_str(), p->owner));
+      }
+    }
+    return Status::Ok();
+  }
+  // Rank r writes its window cells [off, off+len): the exposures overlapping them end, whole (as
+  // the executor drops them), and the cells of theirs not written hold nothing a reader may use.
+  void endExposures(int r, uint64_t off, uint64_t len) {
+    auto& xs = ranks_[r].exposed;
+    for (size_t i = 0; i < xs.size();) {
+      const RankState::Exposure x = xs[i];
+      if (x.off >= off + len || off >= x.off + x.len) {
+        ++i;
+        continue;
+      }
+      xs.erase(xs.begin() + static_cast<ptrdiff_t>(i));
+      std::vector<Seg> none(1);
+      if (x.off < off) {
+        none[0].len = off - x.off;
+        segs_ += win_[r].write(x.off, none);
+      }
+      if (x.off + x.len > off + len) {
+        none[0].len = x.off + x.len - (off + len);
+        segs_ += win_[r].write(off + len, none);
+      }
+    }
+  }
+  // Rank r's call ended: the caller may write its buffers now, which under the alias writes every
+  // range still exposed; each must follow its peers' reads.
+  Status endCallExposures(int r) {
+    RankState& st = ranks_[r];
+    if (st.exposed.empty()) return Status::Ok();
+    const uint32_t e = static_cast<uint32_t>(events_.size());
+    events_.push_back(WinEvent{r, 0, st.call, StepKind::Expose, kCallEnd});
+    const verify::Know k{st.heard, st.syncs};
+    for (const RankState::Exposure& x : st.exposed) {
+      const Place w{r, x.off, static_cast<uint64_t>(r) * W_ + x.off};
+      atCallEnd_ = true;
+      Status bad = windowAccess(r, Step{}, w, x.len, true, k, e);
+      atCallEnd_ = false;
+      if (!bad.ok()) return Status(bad.code(), bad.message() + " (its buffer is still exposed there)");
+    }
+    st.exposed.clear();
+    st.pendingOwn.push_back(e);
     return Status::Ok();
   }
 
@@ -996,8 +1117,12 @@ class Verifier {
       case StepKind::Get:
       case StepKind::GetReduce:
       case StepKind::Copy:
+      case StepKind::Expose:
       case StepKind::Reduce: {
         if (s.isPeerMemory()) TRIB_RETURN_IF_ERROR(checkPeer(r, s));
+        if (s.kind == StepKind::Expose && (s.src.buf == Buf::Window || s.dst.buf != Buf::Window))
+          return fail(r, s, "expose publishes the rank's own buffer cells in its own window");
+        sawExpose_ |= s.kind == StepKind::Expose;
         TRIB_RETURN_IF_ERROR(resolve(r, s, s.src, s.srcIsPeers(), false, &ps));
         TRIB_RETURN_IF_ERROR(resolve(r, s, s.dst, s.dstIsPeers(), true, &pd));
         if (s.src.count != s.dst.count) {
@@ -1039,6 +1164,7 @@ class Verifier {
         }
         if (!more) {
           st.gen = Generator<Step>();  // frees the coroutine frame
+          TRIB_RETURN_IF_ERROR(endCallExposures(r));
           calls_[st.call].heard[r] = st.heard;
           if (st.call + 1 < calls_.size()) {
             TRIB_RETURN_IF_ERROR(startCall(r, st.call + 1));
@@ -1427,6 +1553,10 @@ class Verifier {
     return m;
   }
   int n_;
+  bool aliasExpose_;        // expose makes its window range an alias of its source (else a copy)
+  bool sawExpose_ = false;  // an expose step ran
+  bool atCallEnd_ = false;  // errors are of a rank's call end, not a step (endCallExposures)
+  std::vector<std::pair<uint64_t, uint64_t>> aliasTmp_;  // own window cells a local write reaches
   std::vector<CallCtx> calls_;
   uint64_t W_ = 0;                // window elements per rank (0: none)
   uint64_t winSpan_ = 0;          // n * W: where a rank's own buffers begin in its causal memory
@@ -1449,8 +1579,14 @@ Status verifySequence(const std::vector<VerifyCall>& calls, VerifyStats* stats) 
   const auto t0 = std::chrono::steady_clock::now();
   Status st;
   try {
-    Verifier v(calls);
-    st = v.run(stats);
+    // Expose as a copy first; a schedule that exposed is proven again with expose as an alias.
+    Verifier copy(calls, false);
+    st = copy.run(stats);
+    if (st.ok() && copy.sawExpose()) {
+      Verifier alias(calls, true);
+      st = alias.run(nullptr);
+      if (!st.ok()) st = Status(st.code(), "with expose as an alias of its source: " + st.message());
+    }
   } catch (const std::bad_alloc&) {
     const VerifyCall* c = calls.empty() ? nullptr : &calls[0];
     st = errorf(tribSystemError, "verify: out of memory verifying %s %s at %d ranks",

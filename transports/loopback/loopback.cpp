@@ -9,6 +9,7 @@
 
 #include "common/env.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/expose_table.hpp"
 #include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
 
@@ -82,6 +83,7 @@ class LoopbackFabric {
     }
     windows_ = static_cast<uint8_t*>(m);
     signals_ = std::vector<SignalWord>(static_cast<size_t>(nranks) * nranks);
+    exposes_ = std::vector<ExposeTable>(static_cast<size_t>(nranks));
   }
   ~LoopbackFabric() {
     if (windows_) munmap(windows_, windowBytes_ * boxes_.size());
@@ -94,6 +96,8 @@ class LoopbackFabric {
   uint8_t* window(int rank) const { return windows_ + windowBytes_ * rank; }
   // Signals from `from` to `to`.
   SignalWord& signals(int from, int to) { return signals_[static_cast<size_t>(to) * boxes_.size() + from]; }
+  // What rank's window exposes (its buffers' addresses: one address space).
+  ExposeTable& exposes(int rank) { return exposes_[rank]; }
 
  private:
   std::vector<Mailbox> boxes_;
@@ -101,6 +105,7 @@ class LoopbackFabric {
   uint64_t windowBytes_;
   uint8_t* windows_ = nullptr;
   std::vector<SignalWord> signals_;
+  std::vector<ExposeTable> exposes_;
 };
 
 std::shared_ptr<LoopbackFabric> makeLoopbackFabric(int nranks, bool windows) {
@@ -136,11 +141,37 @@ class LoopbackWindows final : public PeerWindows {
     return Status::Ok();
   }
   uint64_t& waitsPosted(int peer) override { return waited_[peer]; }
+  // Threads share the address space: any host buffer is exposed by its address.
+  bool expose(uint64_t offset, const void* src, uint64_t bytes, MemoryKind kind) override {
+    ExposeHandle h;
+    h.w[0] = reinterpret_cast<uintptr_t>(src);
+    return kind != MemoryKind::Device && fabric_->exposes(rank_).publish(offset, bytes, h);
+  }
+  void unexpose(uint64_t offset, uint64_t bytes) override { fabric_->exposes(rank_).drop(offset, bytes); }
+  Status readAddress(int rank, uint64_t offset, uint64_t bytes, const uint8_t** at) override {
+    ExposeHandle h;
+    uint64_t into = 0;
+    const int found = fabric_->exposes(rank).find(offset, bytes, &h, &into);
+    if (found < 0)
+      return errorf(tribInternalError, "rank %d's window [%llu, +%llu) is exposed only in part", rank,
+                    static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes));
+    if (found == 0) return PeerWindows::readAddress(rank, offset, bytes, at);
+    // A rank that failed returned to its caller, who may free what it exposed (a read already
+    // past this check is not stopped: see docs/DESIGN.md "Peer memory").
+    if (fabric_->dead(rank))
+      return errorf(tribRemoteError, "rank %d aborted or failed; the buffer it exposed is its caller's again",
+                    rank);
+    if (rank != rank_) exposedReads_.fetch_add(1, std::memory_order_relaxed);
+    *at = reinterpret_cast<const uint8_t*>(h.w[0]) + into;
+    return Status::Ok();
+  }
+  uint64_t exposedReads() const override { return exposedReads_.load(std::memory_order_relaxed); }
 
  private:
   LoopbackFabric* fabric_;
   int rank_;
   std::vector<uint64_t> sent_, waited_;
+  std::atomic<uint64_t> exposedReads_{0};
 };
 
 class LoopbackTransport final : public Transport {

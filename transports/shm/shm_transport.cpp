@@ -33,6 +33,7 @@
 #include "common/process.hpp"
 #include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/expose_table.hpp"
 #include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
 
@@ -57,6 +58,7 @@ struct SegHeader {
   uint64_t probe;                      // a random value peers read through CMA to test single-copy
   uint64_t signalsOffset;              // nlocal signal lines: [j] counts local rank j's signals to the owner
   uint64_t windowOffset, windowBytes;  // the owner's window (windowBytes 0: none)
+  uint64_t exposeOffset;               // the owner's ExposeTable (with a window)
   uint32_t broken;                     // 1 once the owner's transport failed or was aborted (atomic_ref)
   uint32_t pad;
 };
@@ -99,6 +101,11 @@ struct alignas(64) SignalLine {
   std::atomic<uint64_t> word;
 };
 constexpr int kFingerprintBits = 20;
+
+constexpr size_t kMaxPeerMappings = 16;  // per peer; the least recently used is unmapped beyond it
+
+int pidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int pidfdGetfd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
 
 uint8_t* slotAt(RingCtl* r, uint32_t k, size_t slotBytes) {
   return reinterpret_cast<uint8_t*>(r) + sizeof(RingCtl) +
@@ -164,6 +171,14 @@ struct ShmTransport::Impl {
     SignalLine* signalsFromPeer = nullptr;  // in mine: its line
     uint64_t signalsSent = 0;
     uint64_t waitsPosted = 0;
+    ExposeTable* exposes = nullptr;  // in its segment: what its window exposes
+    int pidfd = -1;                  // to take its shared allocations' fds (pidfd_getfd)
+    struct Mapping {
+      uint8_t* base;
+      size_t bytes;
+      uint64_t lastUse;
+    };
+    std::map<uint64_t, Mapping> maps;  // its shared allocations mapped here, by id
     uint64_t cachedTail = 0;
     std::deque<std::unique_ptr<SendReq>> sendQ;
     std::list<std::unique_ptr<SendReq>> cmaWait;
@@ -190,6 +205,13 @@ struct ShmTransport::Impl {
 
   uint64_t windowBytes = 0;  // every rank's window; 0: none (not every rank is local, or turned off)
   uint8_t* windowOf(int idx) const { return (idx == myIdx ? mine : peers[idx].seg) + hdr->windowOffset; }
+  // Expose (transport.hpp): this rank publishes its tribMemAlloc buffers only when every peer
+  // showed at connect that it can take this process's fds (pidfd_getfd needs ptrace access).
+  bool exposeOk = false;
+  ExposeTable* myExposes = nullptr;
+  uint64_t mapClock = 0;
+  std::atomic<uint64_t> exposedReads{0};
+  Status mapPeerRegion(Peer& p, const SharedRegion& r, uint64_t bytes, uint8_t** at);
 
   std::mutex mu;
   Status aborted;
@@ -276,6 +298,40 @@ class ShmWindows final : public PeerWindows {
   }
   uint64_t& waitsPosted(int peer) override { return im_->peers[im_->idxOfRank[peer]].waitsPosted; }
   uint32_t fingerprintMask() const override { return (1u << kFingerprintBits) - 1; }
+  // Peers map what tribMemAlloc returned (its memfd); other memory is copied into the window.
+  bool expose(uint64_t offset, const void* src, uint64_t bytes, MemoryKind kind) override {
+    SharedRegion r;
+    if (!im_->exposeOk || kind != MemoryKind::HostShared || !findSharedRegion(src, bytes, &r)) return false;
+    ExposeHandle h;
+    std::memcpy(h.w, &r, sizeof r);
+    return im_->myExposes->publish(offset, bytes, h);
+  }
+  void unexpose(uint64_t offset, uint64_t bytes) override {
+    if (im_->exposeOk) im_->myExposes->drop(offset, bytes);
+  }
+  Status readAddress(int rank, uint64_t offset, uint64_t bytes, const uint8_t** at) override {
+    const int idx = im_->idxOfRank[rank];
+    ExposeHandle h;
+    uint64_t into = 0;
+    const int found = idx == im_->myIdx ? 0 : im_->peers[idx].exposes->find(offset, bytes, &h, &into);
+    if (found < 0)
+      return errorf(tribInternalError, "shm: rank %d's window [%llu, +%llu) is exposed only in part", rank,
+                    static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes));
+    if (found == 0) return PeerWindows::readAddress(rank, offset, bytes, at);
+    // A broken peer's caller may have freed the buffer (and its fd number may name another file).
+    if (im_->peerBroken(im_->peers[idx])) return im_->brokenPeerError(im_->peers[idx]);
+    SharedRegion r;
+    std::memcpy(&r, h.w, sizeof r);
+    if (r.offset > UINT64_MAX - into)
+      return errorf(tribRemoteError, "shm: rank %d exposed a buffer at a bad offset", rank);
+    r.offset += into;
+    uint8_t* p = nullptr;
+    TRIB_RETURN_IF_ERROR(im_->mapPeerRegion(im_->peers[idx], r, bytes, &p));
+    im_->exposedReads.fetch_add(1, std::memory_order_relaxed);
+    *at = p;
+    return Status::Ok();
+  }
+  uint64_t exposedReads() const override { return im_->exposedReads.load(std::memory_order_relaxed); }
 
  private:
   ShmTransport::Impl* im_;
@@ -295,8 +351,53 @@ ShmTransport::Impl::~Impl() {
   if (!myName.empty() && !unlinked) shm_unlink(myName.c_str());
   for (auto& p : peers) {
     if (p.seg) munmap(p.seg, p.segBytes);
+    for (auto& [id, m] : p.maps) munmap(m.base, m.bytes);
+    if (p.pidfd >= 0) close(p.pidfd);
   }
   if (mine) munmap(mine, mineBytes);
+}
+
+// Maps (or finds mapped) the shared allocation `r` of peer `p` and checks that `bytes` from its
+// offset lie inside it: a descriptor naming anything else fails the call, never this process.
+Status ShmTransport::Impl::mapPeerRegion(Peer& p, const SharedRegion& r, uint64_t bytes, uint8_t** at) {
+  if (r.offset > r.mapBytes || bytes > r.mapBytes - r.offset)
+    return errorf(tribRemoteError, "shm: rank %d exposed %llu bytes at offset %llu of a %llu-byte allocation",
+                  p.rank, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(r.offset),
+                  static_cast<unsigned long long>(r.mapBytes));
+  auto it = p.maps.find(r.id);
+  if (it == p.maps.end() || it->second.bytes != r.mapBytes) {
+    if (it != p.maps.end()) {
+      munmap(it->second.base, it->second.bytes);
+      p.maps.erase(it);
+    }
+    int fd = p.pidfd < 0 ? -1 : pidfdGetfd(p.pidfd, r.fd);
+    if (fd < 0)
+      return errorf(tribSystemError, "shm: cannot take rank %d's buffer (fd %d) with pidfd_getfd: %s", p.rank,
+                    r.fd, strerror(errno));
+    struct stat sb {};
+    void* m = MAP_FAILED;
+    const bool big = fstat(fd, &sb) == 0 && static_cast<uint64_t>(sb.st_size) >= r.mapBytes;
+    if (big) m = mmap(nullptr, r.mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int e = errno;
+    close(fd);
+    if (!big)
+      return errorf(tribRemoteError, "shm: rank %d's buffer (fd %d) is not a %llu-byte shared allocation",
+                    p.rank, r.fd, static_cast<unsigned long long>(r.mapBytes));
+    if (m == MAP_FAILED)
+      return errorf(tribSystemError, "shm: mapping rank %d's %llu-byte buffer: %s", p.rank,
+                    static_cast<unsigned long long>(r.mapBytes), strerror(e));
+    if (p.maps.size() >= kMaxPeerMappings) {
+      auto lru = std::min_element(p.maps.begin(), p.maps.end(), [](const auto& a, const auto& b) {
+        return a.second.lastUse < b.second.lastUse;
+      });
+      munmap(lru->second.base, lru->second.bytes);
+      p.maps.erase(lru);
+    }
+    it = p.maps.emplace(r.id, Peer::Mapping{static_cast<uint8_t*>(m), r.mapBytes, 0}).first;
+  }
+  it->second.lastUse = ++mapClock;
+  *at = it->second.base + r.offset;
+  return Status::Ok();
 }
 
 Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localRanks, const OobAllGather& oob,
@@ -327,6 +428,7 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localR
   if (im->opt.cma < 0) {
     im->opt.cma = envBool("TRIB_SHM_CMA") ? 1 : 0;
   }
+  if (im->opt.mapped < 0) im->opt.mapped = envBool("TRIB_SHM_MAPPED") ? 1 : 0;
   int64_t window = im->opt.windowBytes < 0 ? envInt("TRIB_WINDOW_BYTES") : im->opt.windowBytes;
   if (window < 0 || window > (int64_t{2} << 30))
     return errorf(tribInvalidArgument, "shm: TRIB_WINDOW_BYTES %lld must be in [0, 2 GiB]",
@@ -348,7 +450,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   const size_t ringsOffset = 4096;
   const size_t cmaOffset = ringsOffset + nlocal * ringBytes;
   const size_t signalsOffset = cmaOffset + kNumCma * sizeof(CmaDesc);
-  const size_t windowOffset = (signalsOffset + nlocal * sizeof(SignalLine) + 4095) / 4096 * 4096;
+  const size_t exposeOffset = signalsOffset + nlocal * sizeof(SignalLine);
+  const size_t windowOffset = (exposeOffset + sizeof(ExposeTable) + 4095) / 4096 * 4096;
   mineBytes = windowOffset + windowBytes;
 
   uint64_t rnd = 0;
@@ -387,6 +490,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
                    signalsOffset,
                    windowOffset,
                    windowBytes,
+                   exposeOffset,
                    0,
                    0};
   TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
@@ -399,9 +503,24 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   myCma = reinterpret_cast<CmaDesc*>(mine + cmaOffset);
   for (uint32_t i = 0; i < kNumCma; ++i) new (&myCma[i]) CmaDesc{};
   for (uint32_t j = 0; j < nlocal; ++j) new (mine + signalsOffset + j * sizeof(SignalLine)) SignalLine{};
+  myExposes = new (mine + exposeOffset) ExposeTable{};
 
-  // Let peers read this process's memory for single-copy (Yama ptrace_scope=1 needs this).
-  if (opt.cma) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  // Let peers read this process's memory for single-copy and take its shared buffers' fds (both
+  // need ptrace access; Yama ptrace_scope=1 needs this).
+  const bool tryMapped = windowBytes && opt.mapped;
+  if (opt.cma || tryMapped) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  // The probe value again, in a memfd peers try to take with pidfd_getfd (expose).
+  int probeFd = tryMapped ? memfd_create("trib-probe", MFD_CLOEXEC) : -1;
+  if (probeFd >= 0 && pwrite(probeFd, &hdr->probe, sizeof hdr->probe, 0) != sizeof hdr->probe) {
+    close(probeFd);
+    probeFd = -1;
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() {
+      if (fd >= 0) close(fd);
+    }
+  } probeCloser{probeFd};
 
   uint64_t localHash = 1469598103934665603ull;
   for (int r : localRanks) localHash = (localHash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
@@ -417,6 +536,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   w.u64(hdr->probe);
   w.u64(localHash);
   w.u64(mineBytes);
+  w.u32(static_cast<uint32_t>(probeFd));
   w.str(boot);
   w.str(myName);
   std::vector<std::vector<uint8_t>> all;
@@ -426,13 +546,13 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
 
   peers.resize(nlocal);
   std::vector<std::string> names(nlocal);
-  std::vector<uint8_t> canRead(nlocal, 0);
+  std::vector<uint8_t> canRead(nlocal, 0), canMap(nlocal, 0);
   Status st;
   for (uint32_t j = 0; j < nlocal && st.ok(); ++j) {
     Peer& p = peers[j];
     p.rank = localRanks[j];
     net::Reader r(all[p.rank].data(), all[p.rank].size());
-    uint32_t magic = 0, prank = 0, ppid = 0;
+    uint32_t magic = 0, prank = 0, ppid = 0, pprobeFd = 0;
     uint64_t probeAddr = 0, probeVal = 0, hash = 0, bytes = 0, pstart = 0;
     std::string pboot, pspace;
     r.u32(&magic);
@@ -444,6 +564,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     r.u64(&probeVal);
     r.u64(&hash);
     r.u64(&bytes);
+    r.u32(&pprobeFd);
     r.str(&pboot);
     r.str(&names[j]);
     if (!r.ok() || magic != kBlobMagic || static_cast<int>(prank) != p.rank) {
@@ -516,9 +637,24 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
                     rank, p.rank, rr < 0 ? strerror(readErr) : "wrong value", scope);
         }
       }
+      // Probe taking its fds: take its probe memfd and read the value back.
+      if (tryMapped && static_cast<int32_t>(pprobeFd) >= 0 && p.watchPid) {
+        p.pidfd = pidfdOpen(p.proc.pid);
+        int pfd = p.pidfd < 0 ? -1 : pidfdGetfd(p.pidfd, static_cast<int>(pprobeFd));
+        uint64_t got = 0;
+        canMap[j] = pfd >= 0 && pread(pfd, &got, sizeof got, 0) == sizeof got && got == probeVal;
+        if (!canMap[j])
+          TRIB_INFO("transport",
+                    "rank %d cannot take rank %d's file descriptors (pidfd_getfd: %s); rank %d's "
+                    "tribMemAlloc buffers are copied into its window",
+                    rank, p.rank, pfd < 0 ? strerror(errno) : "wrong value", p.rank);
+        if (pfd >= 0) close(pfd);
+      }
     } else {
       canRead[j] = opt.cma ? 1 : 0;
+      canMap[j] = tryMapped && probeFd >= 0;
     }
+    p.exposes = reinterpret_cast<ExposeTable*>(seg + reinterpret_cast<SegHeader*>(seg)->exposeOffset);
     p.signalsFromPeer = reinterpret_cast<SignalLine*>(mine + hdr->signalsOffset + j * sizeof(SignalLine));
     p.signalsToPeer = reinterpret_cast<SignalLine*>(seg + reinterpret_cast<SegHeader*>(seg)->signalsOffset +
                                                     static_cast<size_t>(myIdx) * sizeof(SignalLine));
@@ -528,9 +664,10 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   }
   // Second exchange: who can read whom; it is also the point after which every peer has mapped
   // my segment, so the name can go (nothing leaks if any process dies from here on).
-  std::vector<uint8_t> mineRead(nlocal + 1);
+  std::vector<uint8_t> mineRead(2 * nlocal + 1);
   mineRead[0] = st.ok() ? 1 : 0;
   std::copy(canRead.begin(), canRead.end(), mineRead.begin() + 1);
+  std::copy(canMap.begin(), canMap.end(), mineRead.begin() + 1 + nlocal);
   std::vector<std::vector<uint8_t>> reads;
   Status st2 = oob(mineRead, reads);
   shm_unlink(myName.c_str());
@@ -541,21 +678,25 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       if (!nm.empty()) shm_unlink(nm.c_str());
     return st.ok() ? st2.prefix("confirming segment mappings: ") : st;
   }
+  exposeOk = tryMapped;
   for (uint32_t j = 0; j < nlocal; ++j) {
     const auto& b = reads[localRanks[j]];
-    if (b.size() != nlocal + 1 || b[0] != 1)
+    if (b.size() != 2 * nlocal + 1 || b[0] != 1)
       return errorf(tribRemoteError, "rank %d failed to map the shm segments", localRanks[j]);
-    // I send single-copy to j when I may and j can read me.
+    // I send single-copy to j when I may and j can read me; I expose when every peer can map me.
     peers[j].useCma = opt.cma && b[1 + myIdx] != 0;
+    exposeOk = exposeOk && b[1 + nlocal + myIdx] != 0;
   }
   bounce.resize(kCmaBounce);
-  TRIB_INFO("transport", "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s, window %llu B)",
+  TRIB_INFO("transport",
+            "rank %d: shm connected to %u local ranks (slots %u x %zu B, cma %s, window %llu B, expose %s)",
             rank, nlocal, opt.nslots, opt.slotBytes, opt.cma ? "on" : "off",
-            static_cast<unsigned long long>(windowBytes));
+            static_cast<unsigned long long>(windowBytes), exposeOk ? "on" : "off");
   return Status::Ok();
 }
 
 PeerWindows* ShmTransport::windows() { return windows_.get(); }
+bool ShmTransport::exposes() const { return impl_->exposeOk; }
 
 bool ShmTransport::usesCma(int peer) const {
   int idx = peer >= 0 && peer < impl_->nranks ? impl_->idxOfRank[peer] : -1;

@@ -39,6 +39,7 @@ struct ShmOptions {
   int livenessIntervalMs = 50;  // how often progress() checks that peers are alive
   int detachTimeoutMs = 30000;  // bound on detachSend (giving up an execution) waiting for a reader
   int64_t windowBytes = -1;     // each rank's window (two cells); -1: TRIB_WINDOW_BYTES; 0: none
+  int mapped = -1;  // expose tribMemAlloc buffers to peers; -1: TRIB_SHM_MAPPED (default 1), 0/1 force
 };
 
 class ShmTransport final : public Transport {
@@ -62,6 +63,8 @@ class ShmTransport final : public Transport {
 
   // Whether large sends to `peer` go single-copy (CMA enabled and the peer can read this process).
   bool usesCma(int peer) const;
+  // Whether this rank's peers map its tribMemAlloc buffers (expose; every peer passed the probe).
+  bool exposes() const;
   // The segment name prefix under /dev/shm (for leak checks).
   static constexpr const char* kSegmentPrefix = "trib-";
 
