@@ -224,6 +224,12 @@ MemoryKind callMemoryKind(const CollCall& call) {
 
 // The plan for `call` on this communicator: from the cache, or chosen and generated now.
 static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const CachedPlan** out) {
+  if (callMemoryKind(call) == MemoryKind::Device)  // refused before anything is planned or touched
+    return errorf(
+        tribInvalidUsage,
+        "rank %d: %s on CUDA device memory (sendbuff %s, recvbuff %s) needs the stream-ordered CUDA "
+        "path (a CUDA engine on the caller's stream), which is not built yet: pass host memory",
+        comm->rank, collName(call.coll), memoryKindName(call.sendKind), memoryKindName(call.recvKind));
   PlanKey key{static_cast<uint8_t>(args.coll),
               args.inPlace,
               args.root,
