@@ -199,6 +199,8 @@ TEST(CudaMemory, DevicePointersClassifyAsDeviceAndCollectivesSayWhatIsMissing) {
   EXPECT_NE(msg.find("stream-ordered"), std::string::npos) << msg;
   EXPECT_EQ(tribAllReduce(host.data(), buf.p, 1024, tribFloat32, tribSum, comm, nullptr), tribInvalidUsage)
       << "mixed host/device is refused too";
+  EXPECT_EQ(tribSend(buf.p, 16, tribFloat32, 0, comm, nullptr), tribInvalidUsage);
+  EXPECT_NE(std::string(tribGetLastError(comm)).find("device memory"), std::string::npos);
   EXPECT_EQ(tribCommDestroy(comm), tribSuccess);
 }
 

@@ -429,6 +429,12 @@ Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, D
                   static_cast<unsigned long long>(count), dataTypeName(dtype));
   }
   TRIB_RETURN_IF_ERROR(checkBuffer(isSend ? "sendbuff" : "recvbuff", buf, count, es, dtype));
+  if (classifyMemory(buf, count * es, &comm->registrations) ==
+      MemoryKind::Device)  // transports read it from the host
+    return errorf(tribInvalidUsage,
+                  "rank %d: %s on CUDA device memory needs the stream-ordered CUDA path, which is not built "
+                  "yet: pass host memory",
+                  comm->rank, isSend ? "tribSend" : "tribRecv");
   uint32_t& counter = isSend ? comm->p2pSendSeq[peer] : comm->p2pRecvSeq[peer];
   ExecOptions opts;
   opts.dtype = dtype;
