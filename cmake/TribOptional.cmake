@@ -57,6 +57,26 @@ if(NOT TRIB_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 trib_resolve_option(TRIB_WITH_CUDA _cuda_found)
+if(TRIB_HAVE_CUDA)
+  # Hopper and Blackwell as machine code, and PTX of the newest for chips after them.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90-real 100-real 103-real 103-virtual)
+  endif()
+  # The runtime linked in (as NCCL does), by CUDA::cudart_static on tributary_core: the library
+  # loads where no CUDA is installed, and the runtime reaches libcuda only by dlopen, so a machine
+  # without a driver runs every host call. (Not CMAKE_CUDA_RUNTIME_LIBRARY=Static: that adds a bare
+  # -lcudart_static -lcudadevrt to C++ links, without the toolkit's library folder; cudadevrt
+  # serves relocatable device code, unused here, and this toolkit lacks it.)
+  set(CMAKE_CUDA_RUNTIME_LIBRARY None)
+  set(CMAKE_CUDA_VISIBILITY_PRESET hidden)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  # C++20 as the rest of the code: CMake 3.25 does not know nvcc's flag for it (13.0 has it).
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+endif()
 
 # hwloc is used by src/topo/detect.cpp, which is part of tributary_core. That target is created by
 # the top level after this file is included, so the link is deferred to the end of the top-level

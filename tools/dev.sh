@@ -40,11 +40,13 @@ case "${1:-}" in
     configure_build build
     (cd build && ctest --output-on-failure -j1 --timeout 900)
     report_skips build
-    # Sanitizers: the whole suite under ASan+UBSan; the concurrency-heavy tests under TSan.
-    configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
+    # Sanitizers: the whole suite under ASan+UBSan; the concurrency-heavy tests under TSan. Both
+    # without CUDA: the normal build above compiles and tests it, and nvcc would double their time.
+    configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug \
+      -DTRIB_WITH_CUDA=OFF
     (cd build-asan && ctest --output-on-failure -j1 --timeout 900 -LE nosan)
     report_skips build-asan
-    configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
+    configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_WITH_CUDA=OFF
     # UCX's libucm hooks madvise(), which crashes TSan's runtime at thread exit: turn its memory
     # hooks off for this run (Tributary does not rely on them).
     (cd build-tsan && UCX_MEM_MMAP_HOOK_MODE=none ctest --output-on-failure -j1 --timeout 900 -L tsan)

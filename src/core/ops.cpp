@@ -224,6 +224,12 @@ MemoryKind callMemoryKind(const CollCall& call) {
 
 // The plan for `call` on this communicator: from the cache, or chosen and generated now.
 static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const CachedPlan** out) {
+  if (callMemoryKind(call) == MemoryKind::Device)  // refused before anything is planned or touched
+    return errorf(
+        tribInvalidUsage,
+        "rank %d: %s on CUDA device memory (sendbuff %s, recvbuff %s) needs the stream-ordered CUDA "
+        "path (a CUDA engine on the caller's stream), which is not built yet: pass host memory",
+        comm->rank, collName(call.coll), memoryKindName(call.sendKind), memoryKindName(call.recvKind));
   PlanKey key{static_cast<uint8_t>(args.coll),
               args.inPlace,
               args.root,
@@ -423,6 +429,12 @@ Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, D
                   static_cast<unsigned long long>(count), dataTypeName(dtype));
   }
   TRIB_RETURN_IF_ERROR(checkBuffer(isSend ? "sendbuff" : "recvbuff", buf, count, es, dtype));
+  if (classifyMemory(buf, count * es, &comm->registrations) ==
+      MemoryKind::Device)  // transports read it from the host
+    return errorf(tribInvalidUsage,
+                  "rank %d: %s on CUDA device memory needs the stream-ordered CUDA path, which is not built "
+                  "yet: pass host memory",
+                  comm->rank, isSend ? "tribSend" : "tribRecv");
   uint32_t& counter = isSend ? comm->p2pSendSeq[peer] : comm->p2pRecvSeq[peer];
   ExecOptions opts;
   opts.dtype = dtype;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/shared_alloc.hpp"
+#include "cuda/cuda_api.hpp"
 
 namespace trib {
 namespace {
@@ -115,7 +116,7 @@ MemoryKind classifyMemory(const void* p, size_t bytes, const Registrations* regs
   SharedRegion region;
   if (findSharedRegion(p, bytes, &region)) return MemoryKind::HostShared;
   if (regs && regs->covers(p, bytes)) return MemoryKind::Registered;
-  return MemoryKind::Host;
+  return cuda::isDevicePointer(p) ? MemoryKind::Device : MemoryKind::Host;
 }
 
 }  // namespace trib

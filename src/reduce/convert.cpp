@@ -1,22 +1,14 @@
-// The exact scalar conversions declared in common/dtype.hpp. The algorithms live in
-// convert_lanes.inc, shared with the SIMD kernels so both round identically.
-#include <cstring>
-
+// The exact scalar conversions declared in common/dtype.hpp: the shared element arithmetic
+// (element_ops.hpp, convert_lanes.inc), the very code the SIMD and device kernels run.
 #include "common/dtype.hpp"
+#include "reduce/element_ops.hpp"
 
 namespace trib {
-namespace conv_scalar {
-using U32 = uint32_t;
-using I32 = int32_t;
-using F32 = float;
-inline F32 convertToF32(I32 v) { return static_cast<float>(v); }
-#include "reduce/convert_lanes.inc"
-}  // namespace conv_scalar
 
-using conv_scalar::Bf16Fmt;
-using conv_scalar::E4M3Fmt;
-using conv_scalar::E5M2Fmt;
-using conv_scalar::HalfFmt;
+using elem::Bf16Fmt;
+using elem::E4M3Fmt;
+using elem::E5M2Fmt;
+using elem::HalfFmt;
 
 float halfToFloat(uint16_t h) { return bitsToFloat(HalfFmt::widen(h)); }
 uint16_t floatToHalf(float f) { return static_cast<uint16_t>(HalfFmt::narrow(floatToBits(f))); }

@@ -1,5 +1,6 @@
-// Dispatch for the CPU reduction kernels: kernels.inc compiled for scalar, AVX2 and AVX-512,
-// the best one the CPU runs chosen once (TRIB_REDUCE_ISA may force a lower one).
+// Dispatch for the CPU reduction kernels: the shared element arithmetic (element_ops.hpp) as the
+// scalar path, kernels.inc compiled for AVX2 and AVX-512, the best one the CPU runs chosen once
+// (TRIB_REDUCE_ISA may force a lower one).
 #include "reduce/reduce.hpp"
 #include "common/env.hpp"
 
@@ -14,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "reduce/element_ops.hpp"
 #include "reduce/reduce_internal.hpp"
 
 // GCC vector extensions wider than the file's baseline ISA warn about ABI changes; every such
@@ -21,12 +23,6 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace trib {
-
-namespace k_scalar {
-#define TRIB_VB 0
-#include "reduce/kernels.inc"
-#undef TRIB_VB
-}  // namespace k_scalar
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TRIB_REDUCE_X86 1
@@ -98,25 +94,10 @@ Isa currentIsa() {
   return static_cast<Isa>(g_isa.load());
 }
 
-k_scalar::Op mapOp(RedOp op) {
-  switch (op) {
-    case tribProd:
-      return k_scalar::Op::kProd;
-    case tribMin:
-      return k_scalar::Op::kMin;
-    case tribMax:
-      return k_scalar::Op::kMax;
-    default:
-      return k_scalar::Op::kSum;  // tribSum, and tribAvg (divided at the end)
-  }
-}
-
-template <class T, class Wide>
-void divideInts(void* buf, size_t n, uint64_t divisor) {
-  T* p = static_cast<T*>(buf);
-  // Wide (__int128 for signed types) holds every value and every divisor, and '/' truncates
-  // toward zero as required.
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<Wide>(p[i]) / static_cast<Wide>(divisor));
+void reduceScalar(void* dst, const void* a, const void* b, size_t n, DataType dtype, elem::Op op) {
+  elem::withElement(dtype, [&](auto e) {
+    elem::withOp(op, [&](auto tag) { elem::reduceLoop<decltype(e), decltype(tag)::value>(dst, a, b, n); });
+  });
 }
 
 bool rangesOverlap(const void* x, const void* y, size_t bytes) {
@@ -134,8 +115,9 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtyp
                  static_cast<int>(dtype), static_cast<int>(op));
     return;
   }
-  // The three namespaces share one Op enum layout; convert by value.
-  const int o = static_cast<int>(mapOp(op));
+  // Every ISA namespace has the same Op enum (ops_lanes.inc); convert by value.
+  const elem::Op eop = elem::opOf(op);
+  [[maybe_unused]] const int o = static_cast<int>(eop);
   switch (currentIsa()) {
 #ifdef TRIB_REDUCE_X86
     case kAvx512:
@@ -146,7 +128,7 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType dtyp
       return;
 #endif
     default:
-      k_scalar::kernelFor(dtype, static_cast<k_scalar::Op>(o))(dst, a, b, count);
+      reduceScalar(dst, a, b, count, dtype, eop);
       return;
   }
 }
@@ -159,21 +141,9 @@ void avgFinalize(void* buf, size_t count, DataType dtype, uint64_t divisor) {
                  static_cast<int>(dtype));
     return;
   }
-  switch (dtype) {
-    case tribInt8:
-      return divideInts<int8_t, __int128>(buf, count, divisor);
-    case tribUint8:
-      return divideInts<uint8_t, uint64_t>(buf, count, divisor);
-    case tribInt32:
-      return divideInts<int32_t, __int128>(buf, count, divisor);
-    case tribUint32:
-      return divideInts<uint32_t, uint64_t>(buf, count, divisor);
-    case tribInt64:
-      return divideInts<int64_t, __int128>(buf, count, divisor);
-    case tribUint64:
-      return divideInts<uint64_t, uint64_t>(buf, count, divisor);
-    default:
-      break;
+  if (!isFloatType(dtype)) {  // no vector division of integers
+    elem::withElement(dtype, [&](auto e) { elem::divideLoop<decltype(e)>(buf, count, divisor); });
+    return;
   }
   switch (currentIsa()) {
 #ifdef TRIB_REDUCE_X86
@@ -185,7 +155,7 @@ void avgFinalize(void* buf, size_t count, DataType dtype, uint64_t divisor) {
       return;
 #endif
     default:
-      k_scalar::divideFloat(buf, count, dtype, divisor);
+      elem::withElement(dtype, [&](auto e) { elem::divideLoop<decltype(e)>(buf, count, divisor); });
       return;
   }
 }

@@ -1,0 +1,20 @@
+// src/cuda/cuda_api.hpp in a build without CUDA (TRIB_WITH_CUDA=OFF, or no nvcc found).
+#include "cuda/cuda_api.hpp"
+
+namespace trib::cuda {
+
+namespace {
+Status notBuilt() {
+  return errorf(tribUnhandledCudaError,
+                "no CUDA driver/device: this build of Tributary has no CUDA (configure with nvcc present, "
+                "TRIB_WITH_CUDA=AUTO or ON)");
+}
+}  // namespace
+
+bool built() { return false; }
+Status deviceStatus() { return notBuilt(); }
+bool isDevicePointer(const void*) { return false; }
+Status createEngine(int, std::unique_ptr<Engine>*) { return notBuilt(); }
+Status synchronize(Engine&) { return notBuilt(); }
+
+}  // namespace trib::cuda

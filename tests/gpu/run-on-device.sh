@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# On a machine with a GPU: configures a CUDA build (warnings as errors), builds what the GPU tests
+# need, runs them (the CUDA engine against the CPU reducer, device-memory classification, the
+# library's contents), then compute-sanitizer memcheck over the engine test, and writes every log
+# to the folder given as the argument. Bounded to 8 minutes in all (each step gets what is left).
+# Offline: nothing is downloaded; GoogleTest must be installed or its sources found (below).
+#
+#   tests/gpu/run-on-device.sh LOG_DIR
+#
+# It fails (exit 1, and says why in LOG_DIR/summary.txt) when anything is missing or any test
+# fails or skips: on a GPU a skipped device test is a failure, never a pass.
+set -uo pipefail
+
+[ $# -eq 1 ] || { echo "usage: $0 LOG_DIR" >&2; exit 2; }
+mkdir -p "$1" || exit 1
+out=$(cd "$1" && pwd)
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+build=${TRIB_GPU_BUILD_DIR:-$root/build-gpu}
+summary=$out/summary.txt
+deadline=$((SECONDS + 470))  # the whole run stays under 8 minutes
+# Seconds a step may take: its own limit, or what is left of the run.
+limit() {
+  local left=$((deadline - SECONDS))
+  [ "$left" -gt 5 ] || left=5
+  [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
+}
+: >"$summary"
+failed=0
+say() { echo "$*" | tee -a "$summary"; }
+fail() {
+  say "FAILED: $*"
+  failed=1
+}
+die() {
+  say "FAILED: $*"
+  exit 1
+}
+
+say "run-on-device $(date -u +%FT%TZ) on $(hostname), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+
+# ---- what the machine must have ----
+export PATH=$PATH:/usr/local/cuda/bin
+for tool in cmake ninja nvcc timeout; do
+  command -v "$tool" >/dev/null || die "$tool not found (PATH=$PATH)"
+done
+# What the driver sees, for the log (a missing GPU also shows as skipped device tests: a failure).
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi -L >"$out/gpus.txt" 2>&1 || die "nvidia-smi sees no GPU: $(cat "$out/gpus.txt")"
+  say "GPUs: $(tr '\n' ';' <"$out/gpus.txt")"
+else
+  say "nvidia-smi not found: relying on the tests to find the device"
+fi
+nvcc --version >"$out/nvcc.txt" 2>&1
+say "nvcc: $(grep -o 'release [0-9.]*' "$out/nvcc.txt")"
+
+# GoogleTest: installed (find_package finds it), else sources: TRIB_GTEST_SOURCE_DIR, a copy in the
+# tree (shared/googletest, third_party/googletest), or Debian's googletest package (/usr/src).
+gtest_args=()
+installed=""
+for config in /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake \
+  /usr/local/lib/cmake/GTest/GTestConfig.cmake /usr/local/lib64/cmake/GTest/GTestConfig.cmake; do
+  [ -f "$config" ] && installed=$config
+done
+if [ -n "$installed" ] && [ -z "${TRIB_GTEST_SOURCE_DIR:-}" ]; then
+  say "GoogleTest installed: $installed"
+else
+  src=""
+  for d in "${TRIB_GTEST_SOURCE_DIR:-}" shared/googletest third_party/googletest /usr/src/googletest; do
+    if [ -n "$d" ] && [ -f "$d/CMakeLists.txt" ]; then
+      src=$(cd "$d" && pwd)
+      break
+    fi
+  done
+  [ -n "$src" ] || die "GoogleTest is neither installed nor found as sources (set TRIB_GTEST_SOURCE_DIR, or put \
+googletest's sources in shared/googletest): this machine has no package registry"
+  gtest_args=(-DTRIB_GTEST_SOURCE_DIR="$src")
+  say "GoogleTest from sources: $src"
+fi
+
+# ---- configure and build (bench off: not needed here) ----
+jobs=$(nproc)
+timeout "$(limit 60)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON \
+  -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=OFF "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
+  die "configure failed: see configure.log ($(tail -3 "$out/configure.log" | tr '\n' ' '))"
+tests=(test_cuda_engine test_element_ops test_library_contents test_reduce)
+timeout "$(limit 240)" ninja -C "$build" -j"$jobs" tributary "${tests[@]}" >"$out/build.log" 2>&1 ||
+  die "build failed: see build.log ($(grep -m3 -E 'error|FAILED' "$out/build.log" | tr '\n' ' '))"
+say "built in $build"
+
+# ---- the tests: every one must pass, none may skip (CudaEngine.WithoutADeviceSaysSoClearly is
+# the no-device check, the one test that has nothing to do on a GPU) ----
+for t in "${tests[@]}"; do
+  filter='*'
+  [ "$t" = test_cuda_engine ] && filter='-CudaEngine.WithoutADeviceSaysSoClearly'
+  if timeout "$(limit 120)" "$build/tests/$t" --gtest_filter="$filter" --gtest_output="xml:$out/$t.xml" \
+    >"$out/$t.log" 2>&1; then
+    if grep -q '^\[  SKIPPED \]' "$out/$t.log"; then
+      fail "$t: skipped on a GPU machine: $(grep -A1 'Skipped$' "$out/$t.log" | tail -1)"
+    else
+      say "passed: $t ($(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$out/$t.log"))"
+    fi
+  else
+    fail "$t (exit $?): see $t.log ($(grep -m3 -E 'Failure|FAILED' "$out/$t.log" | tr '\n' ' '))"
+  fi
+done
+
+# ---- compute-sanitizer memcheck over the engine (out-of-bounds or misaligned device accesses) ----
+sanitizer=$(command -v compute-sanitizer || true)
+if [ -z "$sanitizer" ]; then
+  fail "compute-sanitizer not found: memcheck not run"
+elif timeout "$(limit 120)" "$sanitizer" --tool memcheck --error-exitcode 3 "$build/tests/test_cuda_engine" \
+  --gtest_filter='CudaEngine.AvgDivision*:CudaEngine.Overlapping*:CudaMemory.*' >"$out/memcheck.log" 2>&1; then
+  say "passed: compute-sanitizer memcheck (test_cuda_engine)"
+else
+  fail "compute-sanitizer memcheck: see memcheck.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck.log" | tr '\n' ' '))"
+fi
+
+if [ "$failed" -ne 0 ]; then
+  say "RESULT: FAILED"
+  exit 1
+fi
+say "RESULT: all GPU checks passed"
