@@ -159,15 +159,21 @@ TEST(Simulator, OneShotAndTwoShotReplaysAgreeWithTheModelOnAHost) {
         Status s = simulate(host, *findAlgorithm(Coll::AllReduce, toScheduleAlgo(a)), args, tribFloat32, &r,
                             std::vector<int>(n, 0));
         ASSERT_TRUE(s.ok()) << s.message();
-        // Signals are the only messages: 2 exchanges per chunk and one at the end (one for
-        // one-shot) of n(n-1).
-        const uint64_t exchanges = a == PlanAlgo::OneShot ? 1 : 2 * ((bytes - 1) / cell + 1) + 1;
+        // Signals are the only messages: 2 exchanges per chunk and one at the end (one-shot: one,
+        // and one more at the end from kOneShotExposeFromElems) of n(n-1).
+        const uint64_t exchanges =
+            a == PlanAlgo::OneShot ? (oneShotExposes(args) ? 2 : 1) : 2 * ((bytes - 1) / cell + 1) + 1;
         EXPECT_EQ(r.messages, exchanges * n * (n - 1)) << planAlgoName(a);
         // Within 5% for one chunk. Over several chunks two-shot's replay runs up to ~17% longer
         // than the model's chunks-one-after-another sum at 2 and 4 ranks (8 MiB: 785 vs 669 us at
         // 2 ranks), since it stages only the peers' slices; the gap is left for the model work of
         // the next-scale issue (docs/PLANNER.md), and bounded here so it cannot grow unseen.
-        const double tolerance = exchanges > 3 ? 0.20 : 0.05;
+        // One-shot's end exchange (from kOneShotExposeFromElems) costs the replay an in-node
+        // signal's software step (stepOverheadUs) and the model an exchange's latency (aIn, which
+        // adds the node's link latency): 17.3 vs 18.4 us at 2 ranks, 64 KiB. Left, with the other
+        // gaps, to the model work of the next-scale issue; bounded here.
+        const bool endExchange = a == PlanAlgo::OneShot && exchanges == 2;
+        const double tolerance = exchanges > 3 ? 0.20 : endExchange ? 0.07 : 0.05;
         EXPECT_NEAR(r.timeUs, plan.predictedUs, plan.predictedUs * tolerance)
             << planAlgoName(a) << " " << n << " ranks " << bytes << " B";
       }

@@ -4,7 +4,8 @@
 // later CUDA IPC or NVLS), and make up for it with few synchronisations.
 //
 // One-shot (small messages): after one signal exchange every rank folds all n inputs, in rank
-// order, straight from the windows into its output, so every rank gets the same bits.
+// order, straight from the windows into its output, so every rank gets the same bits. From
+// kOneShotExposeFromElems it exposes its input out of place, and ends with one more exchange.
 // Two-shot (any size, in cell-sized chunks): each rank stages the slices its peers reduce in its
 // cell, folds slice `rank` of every input in rank order, publishes the result in its own cell and,
 // after a second signal exchange, gets the others' results. Two synchronisations per chunk.
@@ -62,10 +63,19 @@ Generator<Step> oneShotAllReduce(CollArgs a, int rank) {
   const int n = a.nranks;
   const uint64_t cell = windowCellBegin(a, a.windowCell);
   std::vector<Step> steps;
-  steps.push_back(Step::copy(inR(0, a.count), winR(cell, a.count)));
+  // Out of place a large enough input is exposed (peers may read it where it is) and this rank
+  // reads its own term from it; in place the fold overwrites it, so it is copied.
+  const bool exposes = oneShotExposes(a);
+  const bool aliasable = exposes && !a.inPlace;
+  steps.push_back(aliasable ? Step::expose(inR(0, a.count), winR(cell, a.count))
+                            : Step::copy(inR(0, a.count), winR(cell, a.count)));
   signalAll(n, rank, steps);
   waitAll(n, rank, steps);
-  foldInRankOrder(n, rank, cell, winR(cell, a.count), outR(0, a.count), steps);
+  foldInRankOrder(n, rank, cell, aliasable ? inR(0, a.count) : winR(cell, a.count), outR(0, a.count), steps);
+  if (exposes) {  // every peer has read this rank's input (as in two-shot)
+    signalAll(n, rank, steps);
+    waitAll(n, rank, steps);
+  }
   for (const Step& s : steps) co_yield s;
 }
 

@@ -217,6 +217,12 @@ constexpr int kNumAlgos = 11;
 // (a transport's PeerWindows: the shm transport's, one host).
 inline bool needsOffload(Algo a) { return a == Algo::Switch || a == Algo::HierSwitch; }
 inline bool needsWindows(Algo a) { return a == Algo::OneShot || a == Algo::TwoShot; }
+// One-shot exposes its input out of place (Expose above), which costs one more signal exchange at
+// the end of the call, from this many elements: below, the copy that exposing can save (2 ranks,
+// shm: ~1 us at 16 KiB) is worth less than the exchange (~0.3 us, an 8-byte call's whole time).
+// A size rule, so every rank's schedule has the same signals whatever its buffers.
+constexpr uint64_t kOneShotExposeFromElems = 16384;
+inline bool oneShotExposes(const CollArgs& a) { return a.count >= kOneShotExposeFromElems; }
 // Window cells a peer-memory schedule's call uses, one per chunk (0 for other algorithms): the
 // communicator advances CollArgs::windowCell by this many after the call.
 uint64_t windowChunks(Algo a, const CollArgs& args);

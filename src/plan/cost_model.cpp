@@ -532,7 +532,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // the first two in one reduce (the executor fuses a copy and the reduce after it: 3S:
           // two reads, a write) and n-2 more reductions (3S each), against cache-resident cells:
           // (3n-1)S, one step after another on the rank's core.
-          t = c.aIn + (3.0 * n - 1) * S / (c.R * k.boardCacheSpeedup);
+          // From kOneShotExposeFromElems one more exchange ends the call (its input may be
+          // exposed); priced with the expose a copy, as in two-shot.
+          t = (S / dataTypeSize(dtype) >= kOneShotExposeFromElems ? 2 : 1) * c.aIn +
+              (3.0 * n - 1) * S / (c.R * k.boardCacheSpeedup);
           chunk = clampChunk(S, k);
           p.reason = "one exchange; every rank reduces the n inputs off the windows";
           break;
