@@ -34,7 +34,7 @@ void withComms(int n, const std::function<void(int, tribComm_t)>& body) {
 // The largest message of the cached all-reduce plan for `dtype`, in bytes.
 uint64_t largestMessageBytes(const tribComm* comm, DataType dtype) {
   uint64_t most = 0;
-  for (const auto& [key, plan] : comm->planCache) {
+  for (const auto& [key, plan] : comm->impl()->planCache) {
     if (key.dtype != dtype) continue;
     for (const Step& s : *plan.steps)
       if (s.kind == StepKind::Send) most = std::max<uint64_t>(most, s.src.count * dataTypeSize(dtype));
@@ -78,7 +78,7 @@ TEST(CallPlanning, MemoryKindsArePlannedApart) {
     EXPECT_EQ(static_cast<float*>(shared)[7], 2.0f) << "rank " << r;
     EXPECT_EQ(heap[7], 2.0f) << "rank " << r;
     std::vector<MemoryKind> kinds;
-    for (const auto& [key, plan] : comm->planCache) kinds.push_back(key.memory);
+    for (const auto& [key, plan] : comm->impl()->planCache) kinds.push_back(key.memory);
     std::sort(kinds.begin(), kinds.end());
     EXPECT_EQ(kinds,
               (std::vector<MemoryKind>{MemoryKind::Host, MemoryKind::HostShared, MemoryKind::Registered}));

@@ -78,7 +78,7 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
       report += "split for " + algo + ": " + tribGetLastError(nullptr) + "\n";
       return 1;
     }
-    const uint64_t exposedBefore = comm->windows ? comm->windows->exposedReads() : 0;
+    const uint64_t exposedBefore = comm->impl()->windows ? comm->impl()->windows->exposedReads() : 0;
     bool sharedTwoShot = false;
     for (const Case& c : cases) {
       sharedTwoShot |= c.sharedBuffers && c.count > 0;
@@ -95,7 +95,7 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
     // hid that direct all-reduce quietly ran ring.)
     Algo forced;
     bool ran = !parseAlgo(algo, &forced);
-    for (const auto& [key, plan] : comm->planCache) {
+    for (const auto& [key, plan] : comm->impl()->planCache) {
       const auto coll = static_cast<Coll>(key.coll);
       ran |= plan.algo->algo == forced;
       if (plan.algo->algo != forced && findAlgorithm(coll, forced) && ++failures <= 5)
@@ -105,7 +105,7 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
     // Two-shot of tribMemAlloc buffers read the peers' buffers directly (expose), where the
     // processes may take each other's fds, rather than quietly staging copies.
     if (sharedTwoShot && testing::fdTakingAllowed() &&
-        (!comm->windows || comm->windows->exposedReads() == exposedBefore))
+        (!comm->impl()->windows || comm->impl()->windows->exposedReads() == exposedBefore))
       report += "split for " + algo + ": no read of a peer's tribMemAlloc buffer was mapped\n", ++failures;
     tribCommDestroy(comm);
   }

@@ -225,9 +225,9 @@ TEST(TransportRegistry, InitRankThreadsOfOneProcessGetLoopbackOrTheForcedOne) {
     for (int r = 0; r < 3; ++r) {
       ASSERT_EQ(errors[r], "") << "rank " << r;
       tribComm* c = comms[r];
-      EXPECT_STREQ(c->peers[r]->name(), "loopback");
-      EXPECT_STREQ(c->peers[(r + 1) % 3]->name(), forced ? "shm" : "loopback");
-      EXPECT_EQ(c->transportSummary, forced ? "loopback+shm" : "loopback");
+      EXPECT_STREQ(c->impl()->peers[r]->name(), "loopback");
+      EXPECT_STREQ(c->impl()->peers[(r + 1) % 3]->name(), forced ? "shm" : "loopback");
+      EXPECT_EQ(c->impl()->transportSummary, forced ? "loopback+shm" : "loopback");
     }
     // And it works: an all-reduce over the chosen transports.
     std::vector<std::thread> threads;
@@ -285,8 +285,8 @@ TEST(TransportRegistry, TwoProcessesGetShmAndForcedLoopbackFailsOnBoth) {
             report = std::string("init: ") + tribGetLastError(nullptr);
             return 1;
           }
-          std::string got = comm->peers[1 - rank]->name();
-          std::string summary = comm->transportSummary;
+          std::string got = comm->impl()->peers[1 - rank]->name();
+          std::string summary = comm->impl()->transportSummary;
           float in = 1, out = 0;
           rc = tribAllReduce(&in, &out, 1, tribFloat32, tribSum, comm, nullptr);
           tribCommDestroy(comm);
@@ -318,7 +318,7 @@ TEST(TransportRegistry, SplitSharesTheUcxContext) {
   std::vector<std::string> errors;
   initThreads(2, "ucx", &comms, &errors);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
-  EXPECT_STREQ(comms[0]->peers[1]->name(), "ucx");
+  EXPECT_STREQ(comms[0]->impl()->peers[1]->name(), "ucx");
   EXPECT_LE(ucxContextsCreated() - before, 1u);  // both ranks' transports: one context
   ASSERT_GE(ucxContextsCreated(), 1u)
       << "the count sees no context at all: the split check below would be vacuous";
@@ -338,7 +338,7 @@ TEST(TransportRegistry, SplitSharesTheUcxContext) {
   EXPECT_EQ(ucxContextsCreated(), world) << "the split initialised UCX again";
   for (int r = 0; r < 2; ++r) {
     ASSERT_NE(subs[r], nullptr);
-    EXPECT_STREQ(subs[r]->peers[1 - subs[r]->rank]->name(), "ucx");
+    EXPECT_STREQ(subs[r]->impl()->peers[1 - subs[r]->rank()]->name(), "ucx");
     EXPECT_EQ(out[r], 3.0f);
   }
   // The parent goes first; the split still works on the shared context.
@@ -378,15 +378,16 @@ TEST(CommCreation, AStoreSplitRepeatsNoJoinExchange) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(out, (std::vector<float>{4, 2, 4}));
   ASSERT_TRUE(subs[0] && subs[2]);
-  EXPECT_EQ(subs[2]->rank, 0);
-  Store& store = *comms[0]->origin.store;
+  EXPECT_EQ(subs[2]->rank(), 0);
+  Store& store = *comms[0]->impl()->origin.store;
   Blob value;
-  EXPECT_TRUE(store.get(comms[0]->origin.prefix + "/join/0", &value, 0).ok()) << "the parent's join key";
-  const std::string split = subs[0]->origin.prefix;
-  EXPECT_NE(split, comms[0]->origin.prefix);
+  EXPECT_TRUE(store.get(comms[0]->impl()->origin.prefix + "/join/0", &value, 0).ok())
+      << "the parent's join key";
+  const std::string split = subs[0]->impl()->origin.prefix;
+  EXPECT_NE(split, comms[0]->impl()->origin.prefix);
   EXPECT_EQ(store.get(split + "/nranks", &value, 0).code(), tribTimeout);
   EXPECT_EQ(store.get(split + "/join/0", &value, 0).code(), tribTimeout);
-  EXPECT_EQ(subs[0]->origin.locations.size(), 2u);
+  EXPECT_EQ(subs[0]->impl()->origin.locations.size(), 2u);
   for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
   for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
 }
@@ -403,7 +404,7 @@ TEST(TransportRegistry, InitAllRefusesAForcedTransportThatNeedsAnExchange) {
   EXPECT_EQ(rc, tribInvalidArgument);
   EXPECT_NE(err.find("TRIB_TRANSPORT=shm cannot connect this communicator"), std::string::npos) << err;
   ASSERT_EQ(rcLoop, tribSuccess);
-  EXPECT_STREQ(ok[0]->peers[1]->name(), "loopback");
+  EXPECT_STREQ(ok[0]->impl()->peers[1]->name(), "loopback");
   for (tribComm_t c : ok) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
 }
 

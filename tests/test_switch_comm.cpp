@@ -51,7 +51,7 @@ void expectAllOk(const std::vector<std::string>& errors) {
 void expectHostFallback(int n, uint64_t count, DataType dtype, const char* failure) {
   const conformance::Case c{.algo = "switch", .dtype = dtype, .nranks = n, .count = count};
   expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) {
-    if (switchUsable(comm)) return std::string(failure);
+    if (switchUsable(comm->impl())) return std::string(failure);
     return conformanceBody(c, r, comm);
   }));
 }
@@ -90,7 +90,7 @@ TEST_F(SwitchComm, ConformanceThroughOneSwitch) {
                                       .inPlace = inPlace};
             SCOPED_TRACE(c.name());
             expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) {
-              if (!switchUsable(comm)) return std::string("the switch is not in use");
+              if (!switchUsable(comm->impl())) return std::string("the switch is not in use");
               return conformanceBody(c, r, comm);
             }));
             ++cases;
@@ -141,13 +141,13 @@ TEST_F(SwitchComm, EveryOtherCollectiveConformsAndMovesWhatItShould) {
                 const uint64_t reducedBefore = node_->stats().chunksReduced;
                 const uint64_t S = count * dataTypeSize(dt), nS = static_cast<uint64_t>(n) * S;
                 expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) -> std::string {
-                  if (!switchUsable(comm)) return "the switch is not in use";
+                  if (!switchUsable(comm->impl())) return "the switch is not in use";
                   uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
-                  switchTraffic(comm, &s0, &r0);
+                  switchTraffic(comm->impl(), &s0, &r0);
                   std::string err = conformanceBody(c, r, comm);
                   if (!err.empty()) return err;
-                  if (!switchUsable(comm)) return "the switch was given up";
-                  switchTraffic(comm, &s1, &r1);
+                  if (!switchUsable(comm->impl())) return "the switch was given up";
+                  switchTraffic(comm->impl(), &s1, &r1);
                   uint64_t out = S, in = S;
                   const bool isRoot = r == root;
                   if (coll == Coll::Reduce) in = isRoot ? S : 0;
@@ -190,7 +190,7 @@ TEST_F(SwitchComm, IntegersBitIdenticalToRingFloatsDeterministicAndBytesCounted)
     if (run < 2) ints[run].assign(n, std::vector<int32_t>(count));
     floats[run].assign(n, std::vector<float>(count));
     expectAllOk(runRanks(n, algos[run], [&](int r, tribComm_t comm) -> std::string {
-      if (run > 0 && !switchUsable(comm)) return "the switch is not in use";
+      if (run > 0 && !switchUsable(comm->impl())) return "the switch is not in use";
       std::vector<int32_t> in(count);
       std::vector<float> fin(count);
       for (uint64_t i = 0; i < count; ++i) {
@@ -201,11 +201,11 @@ TEST_F(SwitchComm, IntegersBitIdenticalToRingFloatsDeterministicAndBytesCounted)
                                    nullptr) != tribSuccess)
         return tribGetLastError(nullptr);
       uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
-      bool have = switchTraffic(comm, &s0, &r0);
+      bool have = switchTraffic(comm->impl(), &s0, &r0);
       if (tribAllReduce(fin.data(), floats[run][r].data(), count, tribFloat32, tribSum, comm, nullptr) !=
           tribSuccess)
         return tribGetLastError(nullptr);
-      if (have && switchTraffic(comm, &s1, &r1)) traffic[r] = {s1 - s0, r1 - r0};
+      if (have && switchTraffic(comm->impl(), &s1, &r1)) traffic[r] = {s1 - s0, r1 - r0};
       return "";
     }));
   }
@@ -223,16 +223,16 @@ TEST_F(SwitchComm, IntegersBitIdenticalToRingFloatsDeterministicAndBytesCounted)
 TEST_F(SwitchComm, FinishedExecutionsAreNotKept) {
   const int n = 3, iterations = 50;
   expectAllOk(runRanks(n, "switch", [&](int r, tribComm_t comm) -> std::string {
-    if (!switchUsable(comm)) return "the switch is not in use";
+    if (!switchUsable(comm->impl())) return "the switch is not in use";
     std::vector<float> in(1024, static_cast<float>(r + 1)), out(1024);
     for (int it = 0; it < iterations; ++it) {
       if (tribAllReduce(in.data(), out.data(), in.size(), tribFloat32, tribSum, comm, nullptr) != tribSuccess)
         return tribGetLastError(nullptr);
       if (out[0] != 6.0f) return "wrong sum " + std::to_string(out[0]);
     }
-    if (comm->switchDisabled) return "the switch was given up";
-    if (!comm->abandonedExecs.empty())
-      return std::to_string(comm->abandonedExecs.size()) + " executions kept after " +
+    if (comm->impl()->switchDisabled) return "the switch was given up";
+    if (!comm->impl()->abandonedExecs.empty())
+      return std::to_string(comm->impl()->abandonedExecs.size()) + " executions kept after " +
              std::to_string(iterations) + " switch all-reduces";
     return "";
   }));
@@ -378,13 +378,13 @@ void killSwitchMidStream(int n, int iters,
   // TRIB_ALGO=switch: on this machine the planner would pick the ring (docs/SWITCH.md); after the
   // failover the same override finds no usable switch and runs the fastest host algorithm.
   auto errors = runRanks(n, "switch", [&](int r, tribComm_t comm) -> std::string {
-    usedSwitchFirst[r] = switchUsable(comm);
+    usedSwitchFirst[r] = switchUsable(comm->impl());
     for (int it = 0; it < iters; ++it) {
       std::string err = iteration(r, comm, it);
       if (!err.empty()) return strprintf("iteration %d: %s", it, err.c_str());
       if (it == 0) firstDone.fetch_add(1);
     }
-    disabledAtEnd[r] = comm->switchDisabled;
+    disabledAtEnd[r] = comm->impl()->switchDisabled;
     return "";
   });
   killer.join();
@@ -506,7 +506,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
           report = std::string("init: ") + tribGetLastError(nullptr);
           return 1;
         }
-        if (!switchUsable(comm)) {
+        if (!switchUsable(comm->impl())) {
           report = "the switch is not in use after init";
           return 1;
         }
@@ -525,7 +525,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         std::vector<int32_t> in(1 << 16), out(in.size());
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         int it = 0;
-        for (; !comm->switchDisabled && std::chrono::steady_clock::now() < deadline; ++it) {
+        for (; !comm->impl()->switchDisabled && std::chrono::steady_clock::now() < deadline; ++it) {
           for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i) * (rank + 1) + it;
           if (tribAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, comm, nullptr) !=
               tribSuccess) {
@@ -539,7 +539,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
             }
           }
         }
-        if (!comm->switchDisabled) {
+        if (!comm->impl()->switchDisabled) {
           report = "the switch was never given up";
           return 1;
         }
@@ -553,7 +553,8 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
           return 1;
         }
         bool oneShotAfter = false;
-        for (const auto& [key, plan] : comm->planCache) oneShotAfter |= plan.algo->algo == Algo::OneShot;
+        for (const auto& [key, plan] : comm->impl()->planCache)
+          oneShotAfter |= plan.algo->algo == Algo::OneShot;
         if (!oneShotAfter) {
           report = "after the failover the all-reduce did not run one-shot";
           return 1;
@@ -595,7 +596,7 @@ TEST(SwitchUcxLinks, CommunicatorThroughAUcxSwitch) {
   env.set("TRIB_SWITCH_LINK", "ucx");
   const conformance::Case c{.algo = "switch", .dtype = tribInt32, .nranks = 3, .count = 5000};
   expectAllOk(runRanks(3, "switch", [&](int r, tribComm_t comm) {
-    if (!switchUsable(comm)) return std::string("the UCX switch must be attached");
+    if (!switchUsable(comm->impl())) return std::string("the UCX switch must be attached");
     return conformanceBody(c, r, comm);
   }));
   EXPECT_GT(node->stats().chunksReduced, 0u);

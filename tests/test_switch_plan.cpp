@@ -38,10 +38,10 @@ std::string exactAllReduce(tribComm_t comm, int rank, int n, uint64_t count, int
   std::vector<int32_t> in(count), out(count);
   for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 977) * (rank + 1) + salt;
   uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
-  const bool have = switchTraffic(comm, &s0, &r0);
+  const bool have = switchTraffic(comm->impl(), &s0, &r0);
   if (tribAllReduce(in.data(), out.data(), count, tribInt32, tribSum, comm, nullptr) != tribSuccess)
     return tribGetLastError(nullptr);
-  if (have && switchTraffic(comm, &s1, &r1)) {
+  if (have && switchTraffic(comm->impl(), &s1, &r1)) {
     *sent = s1 - s0;
     *recvd = r1 - r0;
   } else {
@@ -114,7 +114,7 @@ TEST(SwitchPlan, ThePlannerChoosesTheAttachedSwitchOnlyWhenItWins) {
           errors[r] = std::string("init: ") + tribGetLastError(nullptr);
           return;
         }
-        if (!switchUsable(comm))
+        if (!switchUsable(comm->impl()))
           errors[r] = "the switch is not attached";
         else
           errors[r] = exactAllReduce(comm, r, n, count, 5, &sent[r], &recvd[r]);
@@ -171,7 +171,7 @@ void twoLevelTree(bool viaTopology) {
           report = std::string("init: ") + tribGetLastError(nullptr);
           return 1;
         }
-        if (!switchUsable(comm)) {
+        if (!switchUsable(comm->impl())) {
           report = "the switch tree is not in use after init";
           return 1;
         }
@@ -361,7 +361,7 @@ TEST(SwitchPlan, HierSwitchThroughTwoLeavesExactAndHalfTheTraffic) {
         errors[r] = std::string("init: ") + tribGetLastError(nullptr);
         return;
       }
-      stride[r] = sliceUsable(comm) ? comm->sliceStride : 0;
+      stride[r] = sliceUsable(comm->impl()) ? comm->impl()->sliceStride : 0;
       errors[r] = exactAllReduce(comm, r, n, count, 3, &sent[r], &recvd[r]);
       // In place, float32 avg: exact here (small integers, divided once at the host).
       std::vector<float> buf(count);
@@ -425,8 +425,9 @@ TEST(SwitchPlan, SliceGroupsRefusedAllRanksDropThemAndStayExact) {
   env.set("TRIB_SWITCH_SLOTS", "4");  // the communicator's group takes all 4 slots
   const int n = 4;
   auto errors = threadRanks(n, "hier_switch", [&](int r, tribComm_t comm) -> std::string {
-    if (!switchUsable(comm)) return "the communicator's group should have its switch";
-    if (sliceUsable(comm) || comm->sliceStride != 0) return "a refused slice group is still in use";
+    if (!switchUsable(comm->impl())) return "the communicator's group should have its switch";
+    if (sliceUsable(comm->impl()) || comm->impl()->sliceStride != 0)
+      return "a refused slice group is still in use";
     uint64_t s = 0, v = 0;
     return exactAllReduce(comm, r, n, 30011, 1, &s, &v);
   });
@@ -456,15 +457,15 @@ TEST(SwitchPlan, HierSwitchFailsOverWhenTheSwitchGoesAway) {
   });
   std::vector<int> usedSlices(n, 0), disabled(n, 0);
   auto errors = threadRanks(n, "hier_switch", [&](int r, tribComm_t comm) -> std::string {
-    usedSlices[r] = sliceUsable(comm);
+    usedSlices[r] = sliceUsable(comm->impl());
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (int it = 0; !comm->switchDisabled && std::chrono::steady_clock::now() < deadline; ++it) {
+    for (int it = 0; !comm->impl()->switchDisabled && std::chrono::steady_clock::now() < deadline; ++it) {
       uint64_t s = 0, v = 0;
       std::string err = exactAllReduce(comm, r, n, 1 << 17, it, &s, &v);
       if (!err.empty()) return strprintf("iteration %d: %s", it, err.c_str());
       if (it == 0) firstDone.fetch_add(1);
     }
-    disabled[r] = comm->switchDisabled && !sliceUsable(comm);
+    disabled[r] = comm->impl()->switchDisabled && !sliceUsable(comm->impl());
     uint64_t s = 0, v = 0;
     return exactAllReduce(comm, r, n, 1 << 17, 99, &s, &v);  // after the failover: a host algorithm
   });

@@ -54,7 +54,7 @@ tribResult_t blocking(const char* fn, tribComm_t comm, tribStream_t stream, cons
                     "NULL for host memory",
                     fn);
     }
-    return trib::runBlocking(comm, call);
+    return trib::runBlocking(comm->impl(), call);
   });
 }
 
@@ -63,7 +63,7 @@ tribResult_t nonblocking(const char* fn, tribComm_t comm, tribRequest_t* request
     TRIB_RETURN_IF_ERROR(needComm(fn, comm));
     if (!request) return errorf(tribInvalidArgument, "%s: request is NULL", fn);
     *request = nullptr;
-    return trib::launchCollective(comm, call, request);
+    return trib::launchCollective(comm->impl(), call, request);
   });
 }
 
@@ -146,16 +146,14 @@ TRIB_API tribResult_t tribMemFree(void* ptr) {
 TRIB_API tribResult_t tribCommRegister(const tribComm_t comm, void* buff, size_t size, void** handle) {
   return guarded("tribCommRegister", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommRegister", comm));
-    TRIB_RETURN_IF_ERROR(comm->checkProcess());
-    return comm->registrations.add(buff, size, handle);
+    return comm->registerBuffer(buff, size, handle);
   });
 }
 
 TRIB_API tribResult_t tribCommDeregister(const tribComm_t comm, void* handle) {
   return guarded("tribCommDeregister", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommDeregister", comm));
-    TRIB_RETURN_IF_ERROR(comm->checkProcess());
-    return comm->registrations.remove(handle);
+    return comm->deregisterBuffer(handle);
   });
 }
 
@@ -204,14 +202,14 @@ TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribCom
   return guarded("tribCommSplit", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommSplit", comm));
     if (!newcomm) return errorf(tribInvalidArgument, "tribCommSplit: newcomm is NULL");
-    return trib::commSplit(comm, color, key, config, newcomm);
+    return trib::commSplit(comm->impl(), color, key, config, newcomm);
   });
 }
 
 TRIB_API tribResult_t tribCommFinalize(tribComm_t comm) {
   return guarded("tribCommFinalize", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommFinalize", comm));
-    return trib::commFinalize(comm);
+    return trib::commFinalize(comm->impl());
   });
 }
 
@@ -225,7 +223,7 @@ TRIB_API tribResult_t tribCommDestroy(tribComm_t comm) {
 TRIB_API tribResult_t tribCommAbort(tribComm_t comm) {
   return guarded("tribCommAbort", [&]() -> Status {
     if (!comm) return Status::Ok();
-    return trib::commAbort(comm);
+    return trib::commAbort(comm->impl());
   });
 }
 
@@ -233,8 +231,7 @@ TRIB_API tribResult_t tribCommGetAsyncError(tribComm_t comm, tribResult_t* async
   return guarded("tribCommGetAsyncError", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommGetAsyncError", comm));
     if (!asyncError) return errorf(tribInvalidArgument, "tribCommGetAsyncError: asyncError is NULL");
-    std::lock_guard<std::mutex> lock(comm->errorMu);
-    *asyncError = comm->asyncError.ok() && comm->aborted.load() ? tribAborted : comm->asyncError.code();
+    *asyncError = comm->asyncError();
     return Status::Ok();
   });
 }
@@ -243,7 +240,7 @@ TRIB_API tribResult_t tribCommCount(const tribComm_t comm, int* count) {
   return guarded("tribCommCount", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommCount", comm));
     if (!count) return errorf(tribInvalidArgument, "tribCommCount: count is NULL");
-    *count = comm->nranks;
+    *count = comm->nranks();
     return Status::Ok();
   });
 }
@@ -252,7 +249,7 @@ TRIB_API tribResult_t tribCommUserRank(const tribComm_t comm, int* rank) {
   return guarded("tribCommUserRank", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommUserRank", comm));
     if (!rank) return errorf(tribInvalidArgument, "tribCommUserRank: rank is NULL");
-    *rank = comm->rank;
+    *rank = comm->rank();
     return Status::Ok();
   });
 }
@@ -306,7 +303,7 @@ TRIB_API tribResult_t tribSend(const void* buf, size_t count, tribDataType_t dt,
     if (stream)
       return errorf(tribNotSupported, "tribSend: streams need a CUDA build; pass NULL for host memory");
     tribRequest* req = nullptr;
-    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm, true, buf, count, dt, peer, &req));
+    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm->impl(), true, buf, count, dt, peer, &req));
     return trib::finishBlocking(req);
   });
 }
@@ -317,7 +314,7 @@ TRIB_API tribResult_t tribRecv(void* buf, size_t count, tribDataType_t dt, int p
     if (stream)
       return errorf(tribNotSupported, "tribRecv: streams need a CUDA build; pass NULL for host memory");
     tribRequest* req = nullptr;
-    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm, false, buf, count, dt, peer, &req));
+    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm->impl(), false, buf, count, dt, peer, &req));
     return trib::finishBlocking(req);
   });
 }
@@ -362,7 +359,7 @@ TRIB_API tribResult_t tribIsend(const void* buf, size_t count, tribDataType_t dt
   return guarded("tribIsend", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribIsend", comm));
     if (!req) return errorf(tribInvalidArgument, "tribIsend: request is NULL");
-    return trib::launchP2p(comm, true, buf, count, dt, peer, req);
+    return trib::launchP2p(comm->impl(), true, buf, count, dt, peer, req);
   });
 }
 TRIB_API tribResult_t tribIrecv(void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
@@ -370,7 +367,7 @@ TRIB_API tribResult_t tribIrecv(void* buf, size_t count, tribDataType_t dt, int 
   return guarded("tribIrecv", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribIrecv", comm));
     if (!req) return errorf(tribInvalidArgument, "tribIrecv: request is NULL");
-    return trib::launchP2p(comm, false, buf, count, dt, peer, req);
+    return trib::launchP2p(comm->impl(), false, buf, count, dt, peer, req);
   });
 }
 

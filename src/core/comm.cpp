@@ -18,12 +18,12 @@
 #include "core/switch_coll.hpp"
 #include "transports/registry.hpp"
 
-void tribComm::setAsyncError(const trib::Status& s) {
+void trib::Communicator::setAsyncError(const trib::Status& s) {
   std::lock_guard<std::mutex> lock(errorMu);
   if (asyncError.ok()) asyncError = s;
 }
 
-void tribComm::abortTransports(const trib::Status& why) {
+void trib::Communicator::abortTransports(const trib::Status& why) {
   std::lock_guard<std::mutex> lock(abortMu);
   if (aborted.load()) return;
   for (auto& t : ownedTransports) t->abort(why);
@@ -39,7 +39,7 @@ std::atomic<int> cachedPid{0};
 void refreshPid() { cachedPid.store(static_cast<int>(getpid()), std::memory_order_relaxed); }
 }  // namespace
 
-int tribComm::currentPid() {
+int trib::Communicator::currentPid() {
   static std::once_flag once;
   std::call_once(once, [] {
     refreshPid();
@@ -48,7 +48,7 @@ int tribComm::currentPid() {
   return cachedPid.load(std::memory_order_relaxed);
 }
 
-trib::Status tribComm::checkProcess() const {
+trib::Status trib::Communicator::checkProcess() const {
   if (currentPid() == creatorPid) return trib::Status::Ok();
   return trib::errorf(tribInvalidUsage,
                       "communicator (rank %d of %d) was created by process %d; this process (%d) was "
@@ -57,7 +57,7 @@ trib::Status tribComm::checkProcess() const {
                       rank, nranks, creatorPid, currentPid());
 }
 
-trib::Status tribComm::checkUsable() const {
+trib::Status trib::Communicator::checkUsable() const {
   using trib::errorf;
   TRIB_RETURN_IF_ERROR(checkProcess());
   {
@@ -77,6 +77,24 @@ trib::Status tribComm::checkUsable() const {
                   nranks);
   }
   return trib::Status::Ok();
+}
+
+tribComm::tribComm(std::unique_ptr<trib::Communicator> impl) : impl_(std::move(impl)) {}
+tribComm::~tribComm() = default;
+int tribComm::rank() const { return impl_->rank; }
+int tribComm::nranks() const { return impl_->nranks; }
+tribResult_t tribComm::asyncError() const {
+  std::lock_guard<std::mutex> lock(impl_->errorMu);
+  return impl_->asyncError.ok() && impl_->aborted.load() ? tribAborted : impl_->asyncError.code();
+}
+trib::Status tribComm::checkProcess() const { return impl_->checkProcess(); }
+trib::Status tribComm::registerBuffer(void* buf, size_t bytes, void** handle) {
+  TRIB_RETURN_IF_ERROR(impl_->checkProcess());
+  return impl_->registrations.add(buf, bytes, handle);
+}
+trib::Status tribComm::deregisterBuffer(void* handle) {
+  TRIB_RETURN_IF_ERROR(impl_->checkProcess());
+  return impl_->registrations.remove(handle);
 }
 
 namespace trib {
@@ -152,12 +170,12 @@ Status commCreateLocal(int nranks, tribComm** comms) {
   return Status::Ok();
 }
 
-Status commSplit(tribComm* comm, int color, int key, const tribConfig_t* cfg, tribComm** out) {
+Status commSplit(Communicator* comm, int color, int key, const tribConfig_t* cfg, tribComm** out) {
   return groupSplit(comm, color, key, cfg, out);
 }
 
 // Called once the (color, key) table of every rank is known.
-Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, int color,
+Status finishSplit(Communicator* parent, const int32_t* table, uint32_t splitSeq, int color,
                    const tribConfig_t* cfg, tribComm** out) {
   *out = nullptr;
   if (color == TRIB_SPLIT_NOCOLOR) return Status::Ok();
@@ -182,7 +200,7 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
       mix(parent->commId ^ mix(splitSeq) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(color)) << 1));
   spec.config = parent->config;
   if (cfg) TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &spec.config));
-  const tribComm::Origin& from = parent->origin;
+  const Communicator::Origin& from = parent->origin;
   // Ranks in other processes connect through the parent's store.
   spec.store = from.store;
   spec.server = from.storeServer;
@@ -203,7 +221,7 @@ Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, in
   return createComm(spec, out);
 }
 
-Status commAbort(tribComm* comm) {
+Status commAbort(Communicator* comm) {
   TRIB_RETURN_IF_ERROR(comm->checkProcess());
   if (!comm->aborted.load()) {
     TRIB_WARN("init", "rank %d of %d: communicator aborted", comm->rank, comm->nranks);
@@ -212,7 +230,7 @@ Status commAbort(tribComm* comm) {
   return Status::Ok();
 }
 
-Status commFinalize(tribComm* comm) {
+Status commFinalize(Communicator* comm) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
   // Complete what is in flight (the caller still owns and frees the requests), bounded by the
   // communicator's timeout, then refuse new work.
@@ -228,7 +246,8 @@ Status commFinalize(tribComm* comm) {
   return Status::Ok();
 }
 
-Status commDestroy(tribComm* comm) {
+Status commDestroy(tribComm* handle) {
+  const Communicator* comm = handle->impl();
   TRIB_RETURN_IF_ERROR(comm->checkProcess());
   if (int n = comm->outstanding.load(); n > 0) {
     return errorf(tribInvalidUsage,
@@ -236,7 +255,7 @@ Status commDestroy(tribComm* comm) {
                   "communicator and free them) before destroying it",
                   n);
   }
-  delete comm;
+  delete handle;
   return Status::Ok();
 }
 

@@ -1,5 +1,5 @@
 // The communicator: who the ranks are, how to reach each peer, and the state every call
-// checks (abort, async error, timeouts). The C ABI's tribComm_t points to one of these.
+// checks (abort, async error, timeouts). The C ABI's tribComm_t is a handle on one of these.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -57,7 +57,6 @@ MemoryKind callMemoryKind(const CollCall& call);
 
 }  // namespace trib
 
-// The C ABI's opaque communicator.
 // A materialised schedule, keyed by everything that shapes it. Repeated calls (the training-loop
 // case) skip algorithm choice and generation entirely.
 struct PlanKey {
@@ -89,9 +88,12 @@ struct CachedPlan {
   mutable std::shared_ptr<trib::Execution> idle;
 };
 
-struct tribComm {
+namespace trib {
+
+// A communicator's state: src/core alone reads and changes it. Callers hold a tribComm handle.
+struct Communicator {
   // Identity and per-peer sequence counters; transports and the planner are added by the caller.
-  tribComm(int rank_, int nranks_, uint64_t commId_, const trib::CommConfig& config_)
+  Communicator(int rank_, int nranks_, uint64_t commId_, const trib::CommConfig& config_)
       : rank(rank_),
         nranks(nranks_),
         commId(commId_),
@@ -174,9 +176,29 @@ struct tribComm {
   trib::Status checkUsable() const;  // another process / aborted / finalized / broken -> error
 };
 
+}  // namespace trib
+
+// The C ABI's opaque communicator (tribComm_t): a handle on the core's Communicator. The API layer
+// passes impl() to the core's entry points (below) and reads nothing else of it.
+struct tribComm {
+  explicit tribComm(std::unique_ptr<trib::Communicator> impl);
+  ~tribComm();
+  trib::Communicator* impl() const { return impl_.get(); }
+  // What the C API answers or checks directly (comm.cpp).
+  int rank() const;
+  int nranks() const;
+  tribResult_t asyncError() const;    // tribSuccess, the error that broke it, or tribAborted
+  trib::Status checkProcess() const;  // refuses a fork()ed child
+  trib::Status registerBuffer(void* buf, size_t bytes, void** handle);
+  trib::Status deregisterBuffer(void* handle);
+
+ private:
+  std::unique_ptr<trib::Communicator> impl_;
+};
+
 // The C ABI's opaque request: one rank's run of one operation.
 struct tribRequest {
-  tribComm* comm = nullptr;
+  trib::Communicator* comm = nullptr;
   std::unique_ptr<trib::Execution> exec;
   trib::Scratch scratch;  // from the communicator's pool
   // What it runs, for messages ("allreduce(count 1024, float32, sum) on rank 0 of 4 [ring]"):
@@ -227,21 +249,22 @@ Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 // pair, under config.transport, and connects those transports: collective over the comm's ranks
 // through `oob`; without one (ranks created together in this process), only transports that need
 // no exchange can serve.
-Status connectTransports(tribComm* comm, const std::vector<RankLocation>& locations, const OobAllGather& oob);
+Status connectTransports(Communicator* comm, const std::vector<RankLocation>& locations,
+                         const OobAllGather& oob);
 Status makeUniqueId(tribUniqueId* id);
-Status commSplit(tribComm* comm, int color, int key, const tribConfig_t* config, tribComm** out);
-Status commAbort(tribComm* comm);
-Status commDestroy(tribComm* comm);
-Status commFinalize(tribComm* comm);
+Status commSplit(Communicator* comm, int color, int key, const tribConfig_t* config, tribComm** out);
+Status commAbort(Communicator* comm);
+Status commDestroy(tribComm* comm);  // the handle and its communicator
+Status commFinalize(Communicator* comm);
 
 // Operations. validate -> plan -> materialise the schedule -> executor.
-Status validateCall(const tribComm* comm, const CollCall& call);
-Status launchCollective(tribComm* comm, const CollCall& call, tribRequest** out);
+Status validateCall(const Communicator* comm, const CollCall& call);
+Status launchCollective(Communicator* comm, const CollCall& call, tribRequest** out);
 // A blocking collective: launched and waited for (or joined to the current group).
-Status runBlocking(tribComm* comm, const CollCall& call);
+Status runBlocking(Communicator* comm, const CollCall& call);
 // "allreduce(count 1024, float32, sum) on rank 0 of 4 [ring]" (algo may be null).
-std::string describeCall(const tribComm* comm, const CollCall& call, const char* algo);
-Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
+std::string describeCall(const Communicator* comm, const CollCall& call, const char* algo);
+Status launchP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
                  tribRequest** out);
 
 // How a waiting thread spends its idle rounds: ranks are often more threads or processes than
@@ -289,16 +312,16 @@ enum class ChoiceFor { Call, Failover, SwitchAgreement };
 // The algorithm for `call` (the planner, told its dtype, op and memory kind, under TRIB_ALGO /
 // TRIB_TUNE / config.algo); also sets the slice size and domain size in *args. A forced algorithm
 // that cannot run is warned about once, or with TRIB_ALGO_STRICT refused (see ChoiceFor).
-Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
+Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
                        ChoiceFor purpose = ChoiceFor::Call);
 // The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
-CollectiveOffload* offloadFor(const tribComm* comm, Algo algo);
+CollectiveOffload* offloadFor(const Communicator* comm, Algo algo);
 // The schedule's request for a validated call on this communicator (its window cell included).
-CollArgs argsFor(const tribComm* comm, const CollCall& call);
+CollArgs argsFor(const Communicator* comm, const CollCall& call);
 // What an execution of `algo` for `call` runs on besides the transports: sets opts' nranks and
 // offload and, for a peer-memory schedule, the windows and the call's fingerprint, and moves the
 // communicator's next window cell past the cells this call uses (every rank alike).
-void attachRunResources(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo,
+void attachRunResources(Communicator* comm, const CollCall& call, const CollArgs& args, Algo algo,
                         ExecOptions* opts);
 
 }  // namespace trib

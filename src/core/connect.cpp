@@ -103,7 +103,7 @@ std::string hex64(uint64_t v) { return strprintf("%016llx", static_cast<unsigned
 
 }  // namespace
 
-Status connectTransports(tribComm* comm, const std::vector<RankLocation>& locations,
+Status connectTransports(Communicator* comm, const std::vector<RankLocation>& locations,
                          const OobAllGather& oob) {
   TransportChoice choice;
   TRIB_RETURN_IF_ERROR(
@@ -232,7 +232,7 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   if (static_cast<int>(ids.size()) != nranks)
     return errorf(tribInternalError, "communicator init: %zu locations for %d ranks", ids.size(), nranks);
 
-  auto comm = std::make_unique<tribComm>(rank, nranks, spec.commId, config);
+  auto comm = std::make_unique<Communicator>(rank, nranks, spec.commId, config);
   comm->planner = spec.planner;
   if (!comm->planner) TRIB_RETURN_IF_ERROR(makePlanner(placement, hostDumps, config, &comm->planner));
   if (spec.server) {
@@ -254,7 +254,7 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   if (hosts > 1) comm->origin.hostDumps = std::move(hostDumps);
   TRIB_INFO("init", "comm %016llx rank %d/%d ready (transports %s)",
             static_cast<unsigned long long>(spec.commId), rank, nranks, comm->transportSummary.c_str());
-  *out = comm.release();
+  *out = new tribComm(std::move(comm));
   return Status::Ok();
 }
 

@@ -11,7 +11,7 @@ namespace trib {
 namespace {
 
 struct PendingSplit {
-  tribComm* parent;
+  Communicator* parent;
   tribRequest* allgather;
   std::vector<int32_t> table;  // (color, key) of every rank, filled by the all-gather
   uint32_t splitSeq;
@@ -27,7 +27,7 @@ struct GroupState {
 };
 thread_local GroupState tGroup;
 
-Status launchSplit(tribComm* comm, int color, int key, const tribConfig_t* cfg, tribComm** out,
+Status launchSplit(Communicator* comm, int color, int key, const tribConfig_t* cfg, tribComm** out,
                    std::unique_ptr<PendingSplit>* pending) {
   if (color < 0 && color != TRIB_SPLIT_NOCOLOR) {
     return errorf(tribInvalidArgument, "split color %d is negative (use a color >= 0 or TRIB_SPLIT_NOCOLOR)",
@@ -84,7 +84,7 @@ Status finishBlocking(tribRequest* req) {
   return st;
 }
 
-Status groupSplit(tribComm* comm, int color, int key, const tribConfig_t* cfg, tribComm** out) {
+Status groupSplit(Communicator* comm, int color, int key, const tribConfig_t* cfg, tribComm** out) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
   *out = nullptr;
   std::unique_ptr<PendingSplit> p;

@@ -12,8 +12,8 @@ bool inGroup();
 // A blocking call's tail: wait now, or (inside a group) hand the request to the group.
 Status finishBlocking(tribRequest* req);
 // Split inside or outside a group (it needs an all-gather of (color, key) first).
-Status groupSplit(tribComm* comm, int color, int key, const tribConfig_t* cfg, tribComm** out);
-Status finishSplit(tribComm* parent, const int32_t* table, uint32_t splitSeq, int color,
+Status groupSplit(Communicator* comm, int color, int key, const tribConfig_t* cfg, tribComm** out);
+Status finishSplit(Communicator* parent, const int32_t* table, uint32_t splitSeq, int color,
                    const tribConfig_t* cfg, tribComm** out);
 
 }  // namespace trib

@@ -20,7 +20,7 @@ bool rangesOverlap(const void* a, uint64_t aBytes, const void* b, uint64_t bByte
 bool usesOp(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
 // The in-place pattern of `call` on this rank (NCCL's definitions), if its pointers match it.
-bool matchesInPlace(const tribComm* comm, const CollCall& call, size_t es) {
+bool matchesInPlace(const Communicator* comm, const CollCall& call, size_t es) {
   auto send = reinterpret_cast<uintptr_t>(call.sendbuff), recv = reinterpret_cast<uintptr_t>(call.recvbuff);
   uint64_t block = call.count * es;
   switch (call.coll) {
@@ -56,7 +56,7 @@ Status checkBuffer(const char* name, const void* p, uint64_t elems, size_t es, D
   return Status::Ok();
 }
 
-tribRequest* newRequest(tribComm* comm) {
+tribRequest* newRequest(Communicator* comm) {
   auto* req = new tribRequest;
   req->comm = comm;
   req->started = std::chrono::steady_clock::now();
@@ -75,13 +75,13 @@ void retire(tribRequest* req, Status result) {
 // A failed operation may still have steps posted in the transports, pointing at its buffers and
 // completion records. Fail everything in flight first (the communicator is broken from here
 // on, as NCCL's is after an error), so nothing touches user memory once the request is freed.
-void breakComm(tribComm* comm, const Status& why) {
+void breakComm(Communicator* comm, const Status& why) {
   comm->setAsyncError(why);
   comm->abortTransports(why);
 }
 
 // Whether a peer-memory execution issued before `req` on its communicator is still running.
-bool earlierWindowRun(const tribComm* comm, const tribRequest* req) {
+bool earlierWindowRun(const Communicator* comm, const tribRequest* req) {
   for (const tribRequest* r : comm->active) {
     if (r == req) return false;
     if (r->usesWindows && !r->done) return true;
@@ -106,7 +106,7 @@ Status startRequest(tribRequest* req) {
 
 // Advances every running request of the communicator: a peer may need our progress on an
 // earlier operation before it can serve the one we wait for.
-void commProgress(tribComm* comm) {
+void commProgress(Communicator* comm) {
   // retire() edits `active` as requests finish: walk a snapshot, on the stack in the usual case
   // (this runs on every poll round, so no allocation).
   constexpr size_t kOnStack = 8;
@@ -144,7 +144,7 @@ void commProgress(tribComm* comm) {
 
 }  // namespace
 
-CollArgs argsFor(const tribComm* comm, const CollCall& call) {
+CollArgs argsFor(const Communicator* comm, const CollCall& call) {
   CollArgs a;
   a.coll = call.coll;
   a.nranks = comm->nranks;
@@ -156,7 +156,7 @@ CollArgs argsFor(const tribComm* comm, const CollCall& call) {
   return a;
 }
 
-Status validateCall(const tribComm* comm, const CollCall& call) {
+Status validateCall(const Communicator* comm, const CollCall& call) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
   if (!validDataType(call.dtype)) {
     return errorf(tribInvalidArgument, "unknown datatype %d (valid: 0..%d, see tribDataType_t)",
@@ -201,7 +201,7 @@ Status validateCall(const tribComm* comm, const CollCall& call) {
 }
 
 // The kinds of a validated call's buffers (a NULL or empty one stays Host).
-static CollCall classified(const tribComm* comm, const CollCall& call, const CollArgs& args) {
+static CollCall classified(const Communicator* comm, const CollCall& call, const CollArgs& args) {
   CollCall c = call;
   const size_t es = dataTypeSize(call.dtype);
   const uint64_t in = inputCount(args, comm->rank) * es, out = outputCount(args, comm->rank) * es;
@@ -223,7 +223,7 @@ MemoryKind callMemoryKind(const CollCall& call) {
 }
 
 // The plan for `call` on this communicator: from the cache, or chosen and generated now.
-static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const CachedPlan** out) {
+static Status planFor(Communicator* comm, const CollCall& call, CollArgs args, const CachedPlan** out) {
   if (callMemoryKind(call) == MemoryKind::Device)  // refused before anything is planned or touched
     return errorf(
         tribInvalidUsage,
@@ -255,8 +255,8 @@ static Status planFor(tribComm* comm, const CollCall& call, CollArgs args, const
 
 // Starts `plan` for `call` as a request (validated, planned).
 // The buffers and options of one execution of `plan` for `call` (its sequence number taken).
-static void executionSetup(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan,
-                           void* scratch, ExecBuffers* bufs, ExecOptions* opts) {
+static void executionSetup(Communicator* comm, const CollCall& call, const CollArgs& args,
+                           const CachedPlan* plan, void* scratch, ExecBuffers* bufs, ExecOptions* opts) {
   *bufs = ExecBuffers{
       call.sendbuff,     call.recvbuff, scratch, inputCount(args, comm->rank), outputCount(args, comm->rank),
       plan->scratchCount};
@@ -273,8 +273,8 @@ static void executionSetup(tribComm* comm, const CollCall& call, const CollArgs&
   }
 }
 
-static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan,
-                         tribRequest** out) {
+static Status launchPlan(Communicator* comm, const CollCall& call, const CollArgs& args,
+                         const CachedPlan* plan, tribRequest** out) {
   const size_t es = dataTypeSize(call.dtype);
   Scratch scratch;
   TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
@@ -300,7 +300,7 @@ static Status launchPlan(tribComm* comm, const CollCall& call, const CollArgs& a
   return startRequest(req);
 }
 
-Status launchCollective(tribComm* comm, const CollCall& userCall, tribRequest** out) {
+Status launchCollective(Communicator* comm, const CollCall& userCall, tribRequest** out) {
   TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
   CollArgs args = argsFor(comm, userCall);
   const CollCall call = classified(comm, userCall, args);
@@ -355,7 +355,7 @@ namespace {
 // bookkeeping and the communicator-wide progress were most of an 8-byte all-reduce's cost).
 // Failure, timeout and abort end it as they end a request: the communicator breaks (its
 // transports are aborted first, so nothing refers to the caller's buffers afterwards).
-Status runInline(tribComm* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan) {
+Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan) {
   const size_t es = dataTypeSize(call.dtype);
   Scratch scratch;
   TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
@@ -400,7 +400,7 @@ Status runInline(tribComm* comm, const CollCall& call, const CollArgs& args, con
 
 }  // namespace
 
-Status runBlocking(tribComm* comm, const CollCall& userCall) {
+Status runBlocking(Communicator* comm, const CollCall& userCall) {
   TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
   CollArgs args = argsFor(comm, userCall);
   const CollCall call = classified(comm, userCall, args);
@@ -413,7 +413,7 @@ Status runBlocking(tribComm* comm, const CollCall& userCall) {
   return finishBlocking(req);
 }
 
-Status launchP2p(tribComm* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
+Status launchP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
                  tribRequest** out) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
   if (!validDataType(dtype))
@@ -536,7 +536,7 @@ std::string tribRequest::what() const {
   return s;
 }
 
-std::string trib::describeCall(const tribComm* comm, const CollCall& call, const char* algo) {
+std::string trib::describeCall(const Communicator* comm, const CollCall& call, const char* algo) {
   std::string s = strprintf("%s(count %llu, %s", collName(call.coll),
                             static_cast<unsigned long long>(call.count), dataTypeName(call.dtype));
   if (usesOp(call.coll)) s += strprintf(", %s", redOpName(call.op));

@@ -81,7 +81,7 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   return Status::Ok();
 }
 
-CollectiveOffload* offloadFor(const tribComm* comm, Algo algo) {
+CollectiveOffload* offloadFor(const Communicator* comm, Algo algo) {
   switch (algo) {
     case Algo::Switch:
       return comm->switchOffload.get();
@@ -102,7 +102,7 @@ static uint32_t callFingerprint(const CollCall& call, Algo algo) {
   return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
-void attachRunResources(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo,
+void attachRunResources(Communicator* comm, const CollCall& call, const CollArgs& args, Algo algo,
                         ExecOptions* opts) {
   opts->nranks = comm->nranks;
   opts->offload = offloadFor(comm, algo);
@@ -113,7 +113,7 @@ void attachRunResources(tribComm* comm, const CollCall& call, const CollArgs& ar
   comm->windowCell = static_cast<int>((comm->windowCell + windowChunks(algo, args)) % 2);
 }
 
-Status chooseAlgorithm(const tribComm* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
+Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
                        ChoiceFor purpose) {
   const size_t elemSize = dataTypeSize(call.dtype);
   PlanRequest req;

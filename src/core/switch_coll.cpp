@@ -26,7 +26,7 @@ namespace {
 
 // Where rank `r` attaches: where this process's environment says (TRIB_SWITCH), else the address
 // (addr=) of the first switch above the rank's node in the planner's topology. "" = no switch.
-std::string leafAddress(const tribComm* comm, const OffloadDescriptor& offload, int r) {
+std::string leafAddress(const Communicator* comm, const OffloadDescriptor& offload, int r) {
   std::string addr = offload.configuredAddress();
   if (!addr.empty() || !comm->planner) return addr;
   const Topology& t = comm->planner->topology();
@@ -39,7 +39,7 @@ std::string leafAddress(const tribComm* comm, const OffloadDescriptor& offload, 
 // Attaches to `leaves[index]` (through the registry's aggregation offload) and registers `group`
 // with the path of member `index` among the members whose leaves are `leaves`. Null (and a WARN
 // naming `what`) when the switch refuses.
-std::unique_ptr<CollectiveOffload> connectGroup(const tribComm* comm, uint64_t group,
+std::unique_ptr<CollectiveOffload> connectGroup(const Communicator* comm, uint64_t group,
                                                 const std::vector<std::string>& leaves, int index,
                                                 const char* what) {
   const OffloadDescriptor* offload = aggregationOffload();
@@ -67,7 +67,7 @@ std::unique_ptr<CollectiveOffload> connectGroup(const tribComm* comm, uint64_t g
   return client;
 }
 
-void attachOne(tribComm* comm, const std::vector<std::string>& leaves) {
+void attachOne(Communicator* comm, const std::vector<std::string>& leaves) {
   comm->switchOffload = connectGroup(comm, comm->commId, leaves, comm->rank, "the communicator");
   if (!comm->switchOffload) comm->switchDisabled = true;
 }
@@ -83,7 +83,7 @@ uint64_t sliceGroupId(uint64_t commId, int slice) {  // splitmix64 of (id, slice
 // hier_switch's slice group: with equal, contiguous domains of d >= 2 ranks (hosts), the ranks
 // with the same local index (rank mod d), one per domain, form a group of their own; its tree
 // comes from those members' leaves, as the communicator's does.
-void attachSlice(tribComm* comm, const std::vector<std::string>& leaves) {
+void attachSlice(Communicator* comm, const std::vector<std::string>& leaves) {
   if (!comm->planner) return;
   int domains = 0, d = 0;
   bool uniform = false;
@@ -96,14 +96,14 @@ void attachSlice(tribComm* comm, const std::vector<std::string>& leaves) {
   if (comm->sliceOffload) comm->sliceStride = d;
 }
 
-void dropSlice(tribComm* comm) {
+void dropSlice(Communicator* comm) {
   if (comm->sliceOffload) comm->sliceOffload->abort(errorf(tribAborted, "the slice groups were given up"));
   comm->sliceOffload.reset();
   comm->sliceStride = 0;
 }
 
 // The planner learns the switch: its figures (TRIB_SWITCH_BW / _LAT) and the tree's shape.
-void tellPlanner(tribComm* comm, const std::vector<std::string>& leaves) {
+void tellPlanner(Communicator* comm, const std::vector<std::string>& leaves) {
   if (!comm->planner) return;
   AttachedSwitch sw;
   Status s = attachedSwitchFromEnv(&sw);
@@ -118,7 +118,7 @@ void tellPlanner(tribComm* comm, const std::vector<std::string>& leaves) {
 }
 
 // A rank that attached drops the switch because another did not (one WARN, then host algorithms).
-void giveUp(tribComm* comm, const std::string& why) {
+void giveUp(Communicator* comm, const std::string& why) {
   if (comm->switchOffload) {
     TRIB_WARN("switch", "rank %d: not using the aggregation switch: %s; collectives run on host algorithms",
               comm->rank, why.c_str());
@@ -159,7 +159,7 @@ std::string SwitchTree::describe() const {
   return s;
 }
 
-void attachSwitch(tribComm* comm, const OobAllGather& agree) {
+void attachSwitch(Communicator* comm, const OobAllGather& agree) {
   const OffloadDescriptor* offload = aggregationOffload();
   if (!offload) return;
   const std::string mine = leafAddress(comm, *offload, comm->rank);
@@ -209,24 +209,24 @@ void attachSwitch(tribComm* comm, const OobAllGather& agree) {
 void agreeSwitchLocal(tribComm** comms, int n) {
   int missing = -1;
   for (int r = 0; r < n && missing < 0; ++r) {
-    if (!comms[r]->switchOffload) missing = r;
+    if (!comms[r]->impl()->switchOffload) missing = r;
   }
   if (missing < 0) {
     bool slices = true;
-    for (int r = 0; r < n; ++r) slices &= comms[r]->sliceOffload != nullptr;
+    for (int r = 0; r < n; ++r) slices &= comms[r]->impl()->sliceOffload != nullptr;
     if (!slices)
-      for (int r = 0; r < n; ++r) dropSlice(comms[r]);
+      for (int r = 0; r < n; ++r) dropSlice(comms[r]->impl());
     return;
   }
-  for (int r = 0; r < n; ++r) giveUp(comms[r], strprintf("rank %d could not attach to it", missing));
+  for (int r = 0; r < n; ++r) giveUp(comms[r]->impl(), strprintf("rank %d could not attach to it", missing));
 }
 
-bool switchUsable(const tribComm* comm) { return comm->switchOffload && !comm->switchDisabled; }
-bool sliceUsable(const tribComm* comm) {
+bool switchUsable(const Communicator* comm) { return comm->switchOffload && !comm->switchDisabled; }
+bool sliceUsable(const Communicator* comm) {
   return switchUsable(comm) && comm->sliceOffload && comm->sliceStride >= 2;
 }
 
-bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received) {
+bool switchTraffic(const Communicator* comm, uint64_t* sent, uint64_t* received) {
   if (!comm->switchOffload || !comm->switchOffload->payloadTraffic(sent, received)) return false;
   uint64_t s = 0, r = 0;
   if (comm->sliceOffload && comm->sliceOffload->payloadTraffic(&s, &r)) {
@@ -236,8 +236,8 @@ bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received) {
   return true;
 }
 
-void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo, tribRequest* req,
-                      ExecOptions* opts) {
+void prepareSwitchRun(Communicator* comm, const CollCall& call, const CollArgs& args, Algo algo,
+                      tribRequest* req, ExecOptions* opts) {
   auto run = std::make_shared<SwitchRun>();
   run->call = call;
   run->args = args;
@@ -269,7 +269,7 @@ Status startPhase(tribRequest* req, std::unique_ptr<Execution> exec, bool* done)
 }  // namespace
 
 Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
-  tribComm* comm = req->comm;
+  Communicator* comm = req->comm;
   SwitchRun& run = *req->switchRun;
   *done = false;
   switch (run.phase) {

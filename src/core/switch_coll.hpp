@@ -37,25 +37,25 @@ SwitchTree switchTreeOf(const std::vector<std::string>& leafOfRank, int rank);
 // Never fails the communicator: without a usable switch it logs one WARN and plans without one.
 // With `agree` (the bootstrap's all-gather), the ranks then agree: unless every rank attached,
 // none uses the switch (a rank that alone cannot reach it must not plan differently).
-void attachSwitch(tribComm* comm, const OobAllGather& agree = nullptr);
+void attachSwitch(Communicator* comm, const OobAllGather& agree = nullptr);
 // The same agreement for the ranks of one process created together (tribCommInitAll).
 void agreeSwitchLocal(tribComm** comms, int n);
-bool switchUsable(const tribComm* comm);
+bool switchUsable(const Communicator* comm);
 // hier_switch can run: the switch is usable and this rank's slice group is registered.
-bool sliceUsable(const tribComm* comm);
+bool sliceUsable(const Communicator* comm);
 inline bool isSwitchAlgo(Algo a) { return a == Algo::Switch || a == Algo::HierSwitch; }
 
 // For a switch plan (isSwitchAlgo), before the request starts: reserves the sequence numbers of
 // phases 2 and 3 (every rank reserves the same ones) and sets opts->offload (the communicator's
 // group for Algo::Switch, the rank's slice group for Algo::HierSwitch).
-void prepareSwitchRun(tribComm* comm, const CollCall& call, const CollArgs& args, Algo algo, tribRequest* req,
-                      ExecOptions* opts);
+void prepareSwitchRun(Communicator* comm, const CollCall& call, const CollArgs& args, Algo algo,
+                      tribRequest* req, ExecOptions* opts);
 // Called when the request's current execution finished (`result` OK) or failed: starts the next
 // phase. *done becomes true once the request's outcome is final, which is returned.
 Status advanceSwitchRun(tribRequest* req, Status result, bool* done);
 
 // Payload bytes this rank's switch clients (its communicator group and, with hier_switch, its
 // slice group) sent and received so far (false: no switch client).
-bool switchTraffic(const tribComm* comm, uint64_t* sent, uint64_t* received);
+bool switchTraffic(const Communicator* comm, uint64_t* sent, uint64_t* received);
 
 }  // namespace trib
