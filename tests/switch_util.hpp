@@ -74,6 +74,13 @@ inline SwitchConfig nodeConfig(uint32_t slots = 8, uint64_t slotBytes = 4096, st
 
 // A switch node (nodeConfig(slots, slotBytes)), started, with `env` pointing the communicators a
 // test creates at it under `key`. Null (and a test failure) when it cannot start.
+// A communicator gives up attaching to its switch after TRIB_SWITCH_ATTACH_TIMEOUT (1 s by default:
+// a standing service that does not answer at once is skipped). A sanitizer build on a busy machine
+// can take longer to connect (SwitchFailover.UcxSwitchKilledMidAllReduce under ASan in CI: every
+// rank timed out at 1.0 s and ran on the host), so tests that need the switch attached allow more.
+constexpr const char* kSlowAttachSeconds = "20";
+inline void allowSlowAttach(ScopedEnv& env) { env.set("TRIB_SWITCH_ATTACH_TIMEOUT", kSlowAttachSeconds); }
+
 inline std::unique_ptr<SwitchNode> startSwitchFor(ScopedEnv& env, uint32_t slots, uint64_t slotBytes,
                                                   const std::string& key = "test-job") {
   std::unique_ptr<SwitchNode> node;
@@ -83,6 +90,7 @@ inline std::unique_ptr<SwitchNode> startSwitchFor(ScopedEnv& env, uint32_t slots
   node->start();
   env.set("TRIB_SWITCH", node->address());
   env.set("TRIB_SWITCH_KEY", key);
+  allowSlowAttach(env);
   return node;
 }
 

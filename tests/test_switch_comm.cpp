@@ -64,6 +64,7 @@ class SwitchComm : public ::testing::Test {
     node_->start();
     env_.set("TRIB_SWITCH", node_->address());
     env_.set("TRIB_SWITCH_KEY", "test-job");
+    sw::testing::allowSlowAttach(env_);
   }
   std::unique_ptr<SwitchNode> node_;
   ScopedEnv env_;
@@ -360,6 +361,7 @@ void killSwitchMidStream(int n, int iters,
   env.set("TRIB_SWITCH", fs.address);
   env.set("TRIB_SWITCH_KEY", "test-job");
   env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each collective takes a while
+  sw::testing::allowSlowAttach(env);
   std::atomic<int> warns{0};
   setLogSink([&](LogLevel level, const char* subsys, const std::string& line) {
     if (level == LogLevel::kWarn && std::string(subsys) == "switch" &&
@@ -493,6 +495,7 @@ TEST(SwitchProcesses, ConformanceThenSwitchLostMidStream) {
         setenv("TRIB_SWITCH", h.addr, 1);
         setenv("TRIB_SWITCH_KEY", "test-job", 1);
         setenv("TRIB_SWITCH_SLOTS", "2", 1);
+        setenv("TRIB_SWITCH_ATTACH_TIMEOUT", sw::testing::kSlowAttachSeconds, 1);
         tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
         cfg.timeoutMs = 60000;
         cfg.transport = "shm";
@@ -585,6 +588,7 @@ TEST(SwitchUcxLinks, CommunicatorThroughAUcxSwitch) {
   if (!linkKindAvailable(LinkKind::Ucx)) GTEST_SKIP() << "needs a build with UCX (libucx-dev)";
   ScopedEnv env;
   env.set("UCX_TLS", "tcp");  // UCX 1.13's sm transports can abort on a dead peer (openucx/ucx#8175)
+  sw::testing::allowSlowAttach(env);
   SwitchConfig cfg = sw::testing::nodeConfig(64, 8192);
   cfg.link = LinkKind::Ucx;
   std::unique_ptr<SwitchNode> node;

@@ -160,6 +160,7 @@ void twoLevelTree(bool viaTopology) {
           setenv("TRIB_TOPO_FILE", h.topo, 1);
         } else {
           setenv("TRIB_SWITCH", h.leaf[rank % 2], 1);
+          setenv("TRIB_SWITCH_ATTACH_TIMEOUT", sw::testing::kSlowAttachSeconds, 1);
         }
         setenv("TRIB_SWITCH_KEY", "test-job", 1);
         tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;

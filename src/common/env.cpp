@@ -62,6 +62,9 @@ const std::vector<EnvVarInfo>& envVars() {
        "Peer-window writes with plain or streaming (non-temporal) stores: auto measures both per call "
        "size and takes the faster; 0 plain; 1 streaming."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
+      {"TRIB_SWITCH_ATTACH_TIMEOUT", "1",
+       "Seconds a communicator waits at init for its aggregation switch to accept it (fractions "
+       "allowed); past that its collectives run on host algorithms."},
       {"TRIB_SWITCH_KEY", "", "Key the aggregation switch expects (its --key); default: TRIB_AUTH_KEY."},
       {"TRIB_SWITCH_LINK", "tcp",
        "Link to the aggregation switch: tcp or ucx; must match the switch's --link (ucx needs a build with "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "plan/planner.hpp"
 #include "topo/route.hpp"
@@ -49,9 +50,11 @@ std::unique_ptr<CollectiveOffload> connectGroup(const Communicator* comm, uint64
   args.address = leaves[index];
   args.group = group;
   args.path = tree.path;
-  // A switch is a standing service: if it does not answer within a second, plan without it
-  // rather than delay every communicator's creation.
-  args.timeout = std::min(comm->config.timeout, std::chrono::milliseconds(1000));
+  // A switch is a standing service: if it does not answer within TRIB_SWITCH_ATTACH_TIMEOUT (a
+  // second by default), plan without it rather than delay every communicator's creation.
+  const auto attachFor = std::chrono::milliseconds(
+      std::max<int64_t>(1, static_cast<int64_t>(envDouble("TRIB_SWITCH_ATTACH_TIMEOUT") * 1000.0)));
+  args.timeout = std::min(comm->config.timeout, attachFor);
   std::unique_ptr<CollectiveOffload> client;
   std::string granted;
   Status s = offload->attach(args, &client, &granted);
