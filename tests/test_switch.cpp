@@ -674,17 +674,12 @@ TEST(Switch, SwitchGoneMidOperationFailsPendingOps) {
 // ---- the SwitchReduce step in the symbolic verifier ------------------------------------------
 #include "algo/schedule.hpp"
 #include "verify/verify.hpp"
+#include "verify_util.hpp"
 
 namespace {
 
 CollArgs allReduceArgs(int n, uint64_t count, bool inPlace) {
-  CollArgs a;
-  a.coll = Coll::AllReduce;
-  a.nranks = n;
-  a.count = count;
-  a.inPlace = inPlace;
-  a.chunkElems = 1000;
-  return a;
+  return trib::testing::allReduceArgs(n, count, inPlace, 1000);
 }
 
 // Broken variants of the switch schedule, to check the verifier catches them.

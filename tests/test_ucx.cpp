@@ -26,6 +26,7 @@ TEST(Ucx, NotBuilt) { GTEST_SKIP() << "UCX transport not built: install libucx-d
 #include "algo/schedule.hpp"
 #include "exec/executor.hpp"
 #include "transports/ucx/ucx_transport.hpp"
+#include "verify_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace trib;
@@ -269,12 +270,7 @@ TEST_P(UcxTls, ExecutorAllReduceOverUcx) {
       for (const AlgoInfo* algo : algorithmsFor(Coll::AllReduce)) {
         if (needsOffload(algo->algo) || needsWindows(algo->algo)) continue;  // a switch, or peer windows
         for (bool inPlace : {false, true}) {
-          CollArgs args;
-          args.coll = Coll::AllReduce;
-          args.nranks = nranks;
-          args.count = count;
-          args.inPlace = inPlace;
-          args.chunkElems = 4099;
+          const CollArgs args = trib::testing::allReduceArgs(nranks, count, inPlace, 4099);
           if (!algo->supports(args)) continue;
           std::vector<float> in(count), out(count, -1.0f);
           for (uint64_t i = 0; i < count; ++i) in[i] = static_cast<float>((i * 7 + rank * 3) % 11) - 5.0f;

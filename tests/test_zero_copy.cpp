@@ -13,6 +13,7 @@
 #include "algo/schedule.hpp"
 #include "exec/executor.hpp"
 #include "transports/loopback/loopback.hpp"
+#include "verify_util.hpp"
 
 namespace trib {
 namespace {
@@ -132,12 +133,7 @@ TEST(ZeroCopy, AllReduceSendsFromTheCallersBuffers) {
     if (needsOffload(algo->algo)) continue;
     for (bool inPlace : {false, true})
       for (int mode = 0; mode < 3; ++mode) {  // 0: plain; 1: mayAbandon, detaching; 2: mayAbandon, not
-        CollArgs args;
-        args.coll = Coll::AllReduce;
-        args.nranks = n;
-        args.count = count;
-        args.inPlace = inPlace;
-        args.chunkElems = 4099;
+        const CollArgs args = trib::testing::allReduceArgs(n, count, inPlace, 4099);
         if (!algo->supports(args)) continue;
         std::vector<std::vector<Step>> plans;
         bool peerMemory = false;
