@@ -143,8 +143,8 @@ Status Execution::stepError(size_t i, const Status& cause) const {
 Status Execution::start() {
   const uint64_t callBytes = buf_.inputCount * elemSize_;
   streamWindow_ = opts_.windowWrites && opts_.windows && opts_.windowWrites->choose(callBytes);
-  if (opts_.windowWrites && !opts_.windowWrites->measures(callBytes)) opts_.windowWrites = nullptr;
-  if (opts_.windowWrites) started_ = std::chrono::steady_clock::now();
+  timed_ = opts_.windowWrites && opts_.windowWrites->measures(callBytes);
+  if (timed_) started_ = std::chrono::steady_clock::now();
   if (prepared_) {
     for (size_t i = 0; i < steps_.size(); ++i) {
       const Step& s = steps_[i];
@@ -577,10 +577,10 @@ Status Execution::progress(bool* done) {
     if (!finalized_) TRIB_RETURN_IF_ERROR(finishLocal());
     if (!finalOp_.done()) return Status::Ok();
     if (finalOp_.state.load(std::memory_order_acquire) == TransferOp::kFailed) return finalOp_.error;
-    if (opts_.windowWrites) {  // once per run: record, then forget the pointer
+    if (timed_) {  // once per run
       const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - started_;
       opts_.windowWrites->record(buf_.inputCount * elemSize_, streamWindow_, took.count());
-      opts_.windowWrites = nullptr;
+      timed_ = false;
     }
     *done = true;
   }

@@ -222,7 +222,8 @@ class Execution {
   TransferOp finalOp_;         // op avg's division, posted once every step is done
   bool streamOut_ = false;     // copies into the output write around the cache (start())
   bool streamWindow_ = false;  // copies into windows do (WindowWriteModes, chosen per run)
-  std::chrono::steady_clock::time_point started_;  // of this run, when windowWrites times it
+  bool timed_ = false;         // this run's time goes to windowWrites once it finishes
+  std::chrono::steady_clock::time_point started_;
   // start() has checked the steps and derived their ranges, fusion and message indices for these
   // buffers; a rearm over the same ones keeps them (only tags and wait targets are per call).
   bool prepared_ = false;
