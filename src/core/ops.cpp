@@ -205,11 +205,16 @@ static CollCall classified(const Communicator* comm, const CollCall& call, const
   CollCall c = call;
   const size_t es = dataTypeSize(call.dtype);
   const uint64_t in = inputCount(args, comm->rank) * es, out = outputCount(args, comm->rank) * es;
-  c.sendKind = classifyMemory(call.sendbuff, in, &comm->registrations);
-  c.recvKind = classifyMemory(call.recvbuff, out, &comm->registrations);
-  // A buffer the rank does not use (the reduce's output off the root, say) does not limit the call.
-  if (in == 0) c.sendKind = c.recvKind;
-  if (out == 0) c.recvKind = c.sendKind;
+  auto kindOf = [&](const void* p, uint64_t bytes) { return classifyMemory(p, bytes, &comm->registrations); };
+  // A buffer the rank does not use (the reduce's output off the root, say) does not limit the call
+  // and is not looked up; nor is an in-place call's second buffer (a lookup may ask the CUDA driver).
+  if (out == 0) {
+    c.sendKind = c.recvKind = kindOf(call.sendbuff, in);
+    return c;
+  }
+  c.recvKind = kindOf(call.recvbuff, out);
+  const bool same = call.sendbuff == call.recvbuff && in == out;
+  c.sendKind = in == 0 || same ? c.recvKind : kindOf(call.sendbuff, in);
   return c;
 }
 
