@@ -322,7 +322,7 @@ TEST(TransportRegistry, SplitSharesTheUcxContext) {
   EXPECT_LE(ucxContextsCreated() - before, 1u);  // both ranks' transports: one context
   ASSERT_GE(ucxContextsCreated(), 1u)
       << "the count sees no context at all: the split check below would be vacuous";
-  const uint64_t world = ucxContextsCreated();
+  const uint64_t world = ucxContextsCreated(), worlds = ucxWorkersCreated();
   std::vector<tribComm_t> subs(2, nullptr);
   std::vector<float> out(2, 0);
   std::vector<std::thread> threads;
@@ -336,6 +336,7 @@ TEST(TransportRegistry, SplitSharesTheUcxContext) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(ucxContextsCreated(), world) << "the split initialised UCX again";
+  EXPECT_EQ(ucxWorkersCreated(), worlds) << "the split created a UCX worker instead of sharing one";
   for (int r = 0; r < 2; ++r) {
     ASSERT_NE(subs[r], nullptr);
     EXPECT_STREQ(subs[r]->impl()->peers[1 - subs[r]->rank()]->name(), "ucx");
@@ -353,6 +354,55 @@ TEST(TransportRegistry, SplitSharesTheUcxContext) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r], 2.0f);
   for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+#endif
+}
+
+// A parent and its split on one shared UCX worker, each driven by threads of its own at the same
+// time: every all-reduce gets its own communicator's sum. With TRIB_SHARE_TRANSPORTS=0 the split
+// gets a worker of its own and works the same.
+TEST(TransportRegistry, CommunicatorsOnASharedUcxWorkerRunAtOnce) {
+#ifndef TRIB_HAVE_UCX
+  GTEST_SKIP() << "needs the UCX transport (build with libucx-dev)";
+#else
+  for (bool share : {true, false}) {
+    setenv("TRIB_SHARE_TRANSPORTS", share ? "1" : "0", 1);
+    std::vector<tribComm_t> comms, subs(2, nullptr);
+    std::vector<std::string> errors;
+    initThreads(2, "ucx", &comms, &errors);
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    const uint64_t workers = ucxWorkersCreated();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back(
+          [&, r] { EXPECT_EQ(tribCommSplit(comms[r], 0, r, &subs[r], nullptr), tribSuccess); });
+    for (auto& t : threads) t.join();
+    threads.clear();
+    ASSERT_TRUE(subs[0] && subs[1]);
+    EXPECT_EQ(ucxWorkersCreated() - workers, share ? 0u : 2u) << "share " << share;
+    // Rank r of comm c adds (c + 1) * (r + 1) * (i + 1) in iteration i: the sums differ per
+    // communicator and per iteration, so a message taken by the wrong one shows.
+    for (int c = 0; c < 2; ++c) {
+      for (int r = 0; r < 2; ++r) {
+        threads.emplace_back([&, c, r] {
+          tribComm_t comm = c == 0 ? comms[r] : subs[r];
+          std::vector<float> in(3000), out(3000);
+          for (int i = 0; i < 40; ++i) {
+            std::fill(in.begin(), in.end(), static_cast<float>((c + 1) * (r + 1) * (i + 1)));
+            ASSERT_EQ(tribAllReduce(in.data(), out.data(), in.size(), tribFloat32, tribSum, comm, nullptr),
+                      tribSuccess)
+                << tribGetLastError(nullptr);
+            const float want = static_cast<float>((c + 1) * 3 * (i + 1));
+            ASSERT_EQ(out.front(), want) << "comm " << c << " rank " << r << " iteration " << i;
+            ASSERT_EQ(out.back(), want) << "comm " << c << " rank " << r << " iteration " << i;
+          }
+        });
+      }
+    }
+    for (auto& t : threads) t.join();
+    for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+    for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  }
+  unsetenv("TRIB_SHARE_TRANSPORTS");
 #endif
 }
 

@@ -56,6 +56,9 @@ struct TransportConnectArgs {
   std::vector<int> peers;                      // the ranks this rank reaches with it (may be empty)
   OobAllGather oob;                            // over all nranks; empty: the comm has no exchange
   std::chrono::milliseconds timeout{300000};   // the communicator's (TRIB_TIMEOUT)
+  // Share this process's transport contexts (a UCX worker, say) with its other communicators
+  // (TRIB_SHARE_TRANSPORTS); false: contexts of its own.
+  bool shareContexts = true;
 };
 
 struct TransportDescriptor {

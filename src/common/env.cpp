@@ -61,6 +61,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_WINDOW_STREAMING", "auto",
        "Peer-window writes with plain or streaming (non-temporal) stores: auto measures both per call "
        "size and takes the faster; 0 plain; 1 streaming."},
+      {"TRIB_SHARE_TRANSPORTS", "1",
+       "1: the communicators of a process share transport contexts (a UCX worker serves up to 256 of "
+       "them, so a split opens no interfaces); 0: every communicator gets its own."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_ATTACH_TIMEOUT", "1",
        "Seconds a communicator waits at init for its aggregation switch to accept it (fractions "

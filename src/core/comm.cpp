@@ -110,6 +110,7 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   if (streaming != "auto" && streaming != "0" && streaming != "1")
     return errorf(tribInvalidArgument, "TRIB_WINDOW_STREAMING='%s' must be auto, 0 or 1", streaming.c_str());
   c.windowStreaming = streaming == "auto" ? -1 : streaming == "1" ? 1 : 0;
+  c.shareTransports = envBool("TRIB_SHARE_TRANSPORTS");
   if (config) {
     if (config->magic != TRIB_CONFIG_MAGIC ||
         config->size < offsetof(tribConfig_t, chunkBytes) + sizeof(int)) {

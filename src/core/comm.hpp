@@ -35,8 +35,9 @@ struct CommConfig {
   bool algoStrict = false;  // TRIB_ALGO_STRICT: a forced algorithm that cannot run fails the call
   std::string transport;    // TRIB_TRANSPORT
   std::string name;
-  uint64_t chunkBytes = 0;   // 0: the planner chooses
-  int windowStreaming = -1;  // TRIB_WINDOW_STREAMING: -1 measured (auto), 0 plain, 1 streaming
+  uint64_t chunkBytes = 0;      // 0: the planner chooses
+  int windowStreaming = -1;     // TRIB_WINDOW_STREAMING: -1 measured (auto), 0 plain, 1 streaming
+  bool shareTransports = true;  // TRIB_SHARE_TRANSPORTS: transport contexts shared in the process
 };
 Status resolveConfig(const tribConfig_t* config, CommConfig* out);
 

@@ -122,6 +122,7 @@ Status connectTransports(Communicator* comm, const std::vector<RankLocation>& lo
     }
     args.oob = oob;
     args.timeout = comm->config.timeout;
+    args.shareContexts = comm->config.shareTransports;
     std::unique_ptr<Transport> t;
     TRIB_RETURN_IF_ERROR(d->connect(args, &t).prefix("communicator init: "));
     t->setMemoryReach(d->caps.reads, d->caps.writes);

@@ -29,36 +29,51 @@ Clock::time_point deadlineAfter(double sec) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(sec));
 }
 
-// splitmix64 finaliser: spreads a communicator id over all bits before it is folded.
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // UCX statuses that mean "this build/host cannot do what was asked", not "something broke".
 bool isUnsupported(ucs_status_t s) {
   return s == UCS_ERR_NO_DEVICE || s == UCS_ERR_UNREACHABLE || s == UCS_ERR_UNSUPPORTED ||
          s == UCS_ERR_NO_ELEM;
 }
 
-// ---- UCP contexts shared by this process's communicators ----------------------------------
+// ---- UCP contexts and workers shared by this process's communicators -----------------------
 // ucp_init (reading the configuration, opening every device and transport) is the costly part
-// of connecting; a split, or a second communicator, asks for the same configuration and gets
-// the same context, with a worker of its own. Keyed by everything ucp_init reads (the options'
-// transports and keepalive, and every UCX_* variable) and by the pid, so a forked child never
-// reuses its parent's. The last transport that holds a context cleans it up.
+// of connecting, and a worker (its interfaces: listening sockets, shared-memory FIFOs) the next;
+// a split, or a second communicator, asks for the same configuration and gets the same context
+// and, while the worker has a free communicator slot, the same worker. Keyed by everything
+// ucp_init reads (the options' transports and keepalive, and every UCX_* variable) and by the
+// pid, so a forked child never reuses its parent's. The last transport that holds one cleans it up.
 struct SharedContext {
   ucp_context_h ctx = nullptr;
   ~SharedContext() {
     if (ctx) ucp_cleanup(ctx);
   }
 };
+struct Pending;
+struct Peer;
+// A worker and the communicators on it. Each has a slot, which its peers put in the tag's
+// communicator field of every message they send it (ucx_transport.hpp): a receive matches only
+// its own communicator's messages. One mutex serialises every UCP call on the worker and the
+// state of every transport on it, since progress run by one communicator completes the others'
+// requests (their callbacks run inside it).
+struct SharedWorker {
+  std::shared_ptr<SharedContext> context;
+  ucp_worker_h worker = nullptr;
+  std::mutex mu;
+  std::vector<bool> slotTaken;  // 2^commBits slots
+  uint32_t nextSlot = 0;        // slots are handed out round robin: a freed one is reused last
+  uint32_t slotsInUse = 0;
+  // What closed transports left with UCX: requests it had not finished and the peers their
+  // endpoints' error callbacks point at. Their callbacks find no transport and just release them.
+  std::unordered_set<Pending*> orphans;
+  std::vector<std::unique_ptr<std::vector<Peer>>> retiredPeers;
+  ~SharedWorker();
+};
 struct ContextCache {
   std::mutex mu;
   std::map<std::string, std::weak_ptr<SharedContext>> byKey;
+  std::map<std::string, std::vector<std::weak_ptr<SharedWorker>>> workersByKey;
   uint64_t created = 0;
+  uint64_t workersCreated = 0;
 };
 ContextCache& contexts() {
   static ContextCache* c = new ContextCache;  // never destroyed: transports may outlive statics
@@ -80,10 +95,11 @@ std::string contextKey(const std::string& tls, double keepaliveSec) {
 // The first bytes of a rank's worker-address blob: who it is, so that a peer in the same pid
 // space is watched directly (/proc, common/process.hpp), which catches a dead peer even on
 // transports where UCX's own keepalive does not (shared memory).
+// It also carries the rank's communicator slot on its worker, which every peer's tags name.
 struct AddressHeader {
-  static constexpr uint32_t kMagic = 0x54554358;  // "TUCX"
+  static constexpr uint32_t kMagic = 0x54554359;  // "TUCY"
   uint32_t magic = kMagic;
-  uint32_t reserved = 0;
+  uint32_t slot = 0;
   ProcessIdentity proc;
 };
 
@@ -92,7 +108,8 @@ class UcxTransport;
 // One posted send or receive. Lives from the post until UCX completes (or cancels) it; `op`
 // is cleared once the caller has been told (abort), after which the caller may free it.
 struct Pending {
-  UcxTransport* self = nullptr;
+  UcxTransport* self = nullptr;  // nullptr: its transport closed first (an orphan of `worker`)
+  SharedWorker* worker = nullptr;
   TransferOp* op = nullptr;
   void* req = nullptr;
   int peer = -1;
@@ -114,7 +131,7 @@ struct Pending {
 };
 
 struct Peer {
-  UcxTransport* self = nullptr;
+  UcxTransport* self = nullptr;  // nullptr: retired (its transport closed)
   int rank = -1;
   ucp_ep_h ep = nullptr;
   bool failed = false;
@@ -138,13 +155,13 @@ class UcxTransport final : public Transport {
   Status progress() override;
   void abort(const Status& why) override;
 
-  // UCX callbacks (run inside ucp_worker_progress / cancel / close, with mu_ held).
+  // UCX callbacks (run inside ucp_worker_progress / cancel / close, with the worker's mutex held).
   void finish(Pending* p, ucs_status_t st, size_t length);
   void onPeerError(Peer* peer, ucs_status_t st);
   void markLost(Peer* peer, const std::string& why);
 
  private:
-  Status checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op, int src,
+  Status checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op, bool isSend,
                    uint64_t* ucpTag) const;
   Status failNow(TransferOp* op, Status s) {
     op->fail(s);
@@ -152,7 +169,9 @@ class UcxTransport final : public Transport {
   }
   void handleFailedPeers();
   void drainWorker();
-  void closeEndpoints(bool force, double timeoutSec);
+  bool closeEndpoints(bool force, double timeoutSec);
+  void discardUnexpected();
+  void leaveWorker();
   void drainPending(double timeoutSec);
   void shutdown();
   void takeBounce(Pending* p);
@@ -160,11 +179,15 @@ class UcxTransport final : public Transport {
 
   const int rank_, nranks_;
   const UcxOptions opts_;
-  std::shared_ptr<SharedContext> shared_;  // this process's context for these options
-  ucp_context_h ctx_ = nullptr;            // shared_->ctx
-  ucp_worker_h worker_ = nullptr;
-  std::vector<Peer> peers_;  // sized once in init(); error callbacks hold pointers into it
-  std::mutex mu_;            // serialises every UCX call: abort() may come from another thread
+  std::shared_ptr<SharedWorker> shared_;  // the worker this transport is on (and its context)
+  ucp_worker_h worker_ = nullptr;         // shared_->worker
+  uint32_t slot_ = 0;                     // this communicator's slot on it
+  bool holdsSlot_ = false;
+  std::vector<uint32_t> peerSlot_;  // each rank's slot on its own worker: the tags sent to it
+  std::vector<Peer> peers_;         // sized once in init(); error callbacks hold pointers into it
+  // Serialises every UCX call and this transport's state (abort() may come from another thread):
+  // the mutex of the worker, shared with the other communicators on it.
+  std::mutex& mu() { return shared_->mu; }
   std::unordered_set<Pending*> pending_;
   bool aborted_ = false;
   Status abortStatus_;
@@ -174,19 +197,34 @@ class UcxTransport final : public Transport {
   std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> bouncePool_;
 };
 
+// A request whose transport closed before UCX finished it: nobody waits for it any more.
+void releaseOrphan(Pending* p) {
+  if (p->req) ucp_request_free(p->req);
+  p->worker->orphans.erase(p);
+  delete p;
+}
+
 void sendCallback(void* /*request*/, ucs_status_t st, void* user) {
   auto* p = static_cast<Pending*>(user);
+  if (!p->self) return releaseOrphan(p);
   p->self->finish(p, st, p->bytes);
 }
 
 void recvCallback(void* /*request*/, ucs_status_t st, const ucp_tag_recv_info_t* info, void* user) {
   auto* p = static_cast<Pending*>(user);
+  if (!p->self) return releaseOrphan(p);
   p->self->finish(p, st, info ? info->length : 0);
 }
 
 void errorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t st) {
   auto* peer = static_cast<Peer*>(arg);
-  peer->self->onPeerError(peer, st);
+  if (peer->self) peer->self->onPeerError(peer, st);
+}
+
+SharedWorker::~SharedWorker() {
+  // Destroying the worker releases what it still held; the orphans' callbacks may run in it.
+  if (worker) ucp_worker_destroy(worker);
+  for (Pending* p : orphans) delete p;
 }
 
 Status UcxTransport::init(const OobAllGather& oob) {
@@ -212,8 +250,9 @@ Status UcxTransport::init(const OobAllGather& oob) {
       setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
     }
     const std::string key = contextKey(opts_.tls, opts_.keepaliveSec);
-    shared_ = cache.byKey[key].lock();
-    if (!shared_) {
+    std::shared_ptr<SharedContext> context = cache.byKey[key].lock();
+    if (!context) {
+      ucp_context_h ctx = nullptr;
       ucp_config_t* cfg = nullptr;
       st = ucp_config_read(nullptr, nullptr, &cfg);
       if (st != UCS_OK)
@@ -230,45 +269,82 @@ Status UcxTransport::init(const OobAllGather& oob) {
       }
       if (local.ok()) {
         ucp_params_t params{};
-        // Communicators on different threads share the context, each with its own worker.
+        // Communicators on different threads share the context, on workers of their own or shared.
         params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
         params.features = UCP_FEATURE_TAG;
         params.mt_workers_shared = 1;
-        st = ucp_init(&params, cfg, &ctx_);
+        st = ucp_init(&params, cfg, &ctx);
         if (st != UCS_OK) {
           local = errorf(isUnsupported(st) ? tribNotSupported : tribSystemError,
                          "UCX: ucp_init failed (%s) with transports '%s'; check UCX_TLS and `ucx_info -d`",
                          ucs_status_string(st), opts_.tls.empty() ? "default" : opts_.tls.c_str());
-          ctx_ = nullptr;
+          ctx = nullptr;
         }
       }
       if (cfg) ucp_config_release(cfg);
       if (local.ok()) {
-        shared_ = std::make_shared<SharedContext>();
-        shared_->ctx = ctx_;
-        cache.byKey[key] = shared_;
+        context = std::make_shared<SharedContext>();
+        context->ctx = ctx;
+        cache.byKey[key] = context;
         ++cache.created;
       }
     }
-    // Forget contexts whose communicators are all gone.
+    // A shared worker with a free slot, or a new one (shared from now on unless told otherwise).
+    const uint32_t slots = 1u << opts_.commBits;
+    std::vector<std::weak_ptr<SharedWorker>>& workers = cache.workersByKey[key];
+    if (local.ok() && opts_.shareWorker) {
+      for (const std::weak_ptr<SharedWorker>& w : workers) {
+        std::shared_ptr<SharedWorker> sw = w.lock();
+        if (!sw || sw->slotTaken.size() != slots) continue;
+        std::lock_guard<std::mutex> wl(sw->mu);
+        if (sw->slotsInUse < slots) {
+          shared_ = std::move(sw);
+          break;
+        }
+      }
+    }
+    if (local.ok() && !shared_) {
+      auto sw = std::make_shared<SharedWorker>();
+      sw->context = context;
+      sw->slotTaken.assign(slots, false);
+      ucp_worker_params_t wp{};
+      wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+      // Serialised, not single: communicators on other threads, and abort(), call it too (always
+      // under the worker's mutex).
+      wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+      st = ucp_worker_create(context->ctx, &wp, &sw->worker);
+      if (st != UCS_OK) {
+        local = errorf(tribSystemError, "UCX: ucp_worker_create failed: %s", ucs_status_string(st));
+        sw->worker = nullptr;
+      } else {
+        ++cache.workersCreated;
+        if (opts_.shareWorker) workers.push_back(sw);
+        shared_ = std::move(sw);
+      }
+    }
+    if (shared_) {
+      std::lock_guard<std::mutex> wl(shared_->mu);
+      uint32_t s = shared_->nextSlot;
+      while (shared_->slotTaken[s]) s = (s + 1) % slots;
+      shared_->slotTaken[s] = true;
+      ++shared_->slotsInUse;
+      shared_->nextSlot = (s + 1) % slots;
+      slot_ = s;
+      holdsSlot_ = true;
+      worker_ = shared_->worker;
+    }
+    // Forget contexts and workers whose communicators are all gone.
     for (auto it = cache.byKey.begin(); it != cache.byKey.end();) {
       it = it->second.expired() ? cache.byKey.erase(it) : std::next(it);
     }
-    if (shared_) ctx_ = shared_->ctx;
-  }
-  if (local.ok()) {
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    // Serialised, not single: abort() may run on another thread (always under mu_).
-    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-    st = ucp_worker_create(ctx_, &wp, &worker_);
-    if (st != UCS_OK) {
-      local = errorf(tribSystemError, "UCX: ucp_worker_create failed: %s", ucs_status_string(st));
-      worker_ = nullptr;
+    for (auto it = cache.workersByKey.begin(); it != cache.workersByKey.end();) {
+      std::erase_if(it->second, [](const std::weak_ptr<SharedWorker>& w) { return w.expired(); });
+      it = it->second.empty() ? cache.workersByKey.erase(it) : std::next(it);
     }
   }
   std::vector<uint8_t> mine;
   if (local.ok()) {
+    std::lock_guard<std::mutex> lock(mu());
     ucp_address_t* addr = nullptr;
     size_t len = 0;
     st = ucp_worker_get_address(worker_, &addr, &len);
@@ -276,6 +352,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
       local = errorf(tribSystemError, "UCX: ucp_worker_get_address failed: %s", ucs_status_string(st));
     } else {
       AddressHeader head;
+      head.slot = slot_;
       head.proc = selfIdentity();
       mine.resize(sizeof head);
       std::memcpy(mine.data(), &head, sizeof head);
@@ -302,7 +379,9 @@ Status UcxTransport::init(const OobAllGather& oob) {
   }
 
   peers_.resize(nranks_);
+  peerSlot_.resize(nranks_);
   const ProcessIdentity me = selfIdentity();
+  std::lock_guard<std::mutex> lock(mu());
   for (int r = 0; r < nranks_; ++r) {
     Peer& p = peers_[r];
     p.self = this;
@@ -312,6 +391,11 @@ Status UcxTransport::init(const OobAllGather& oob) {
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     AddressHeader head;
     std::memcpy(&head, all[r].data(), sizeof head);
+    if (head.slot >= (1u << opts_.commBits))
+      return errorf(tribInvalidUsage,
+                    "rank %d sent communicator slot %u, beyond commBits=%d (another build?)", r, head.slot,
+                    opts_.commBits);
+    peerSlot_[r] = head.slot;
     p.proc = head.proc;
     p.sameHost = r != rank_ &&
                  samePidSpace(me, p.proc)
@@ -333,13 +417,15 @@ Status UcxTransport::init(const OobAllGather& oob) {
   return Status::Ok();
 }
 
-Status UcxTransport::checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op, int src,
-                               uint64_t* ucpTag) const {
+Status UcxTransport::checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op,
+                               bool isSend, uint64_t* ucpTag) const {
   if (!op) return errorf(tribInvalidArgument, "UCX: null TransferOp");
   if (peer < 0 || peer >= nranks_)
     return errorf(tribInvalidArgument, "UCX: peer %d out of range (communicator has %d ranks)", peer,
                   nranks_);
-  TRIB_RETURN_IF_ERROR(ucxTagFor(opts_, src, tag, ucpTag));
+  // A message carries its receiver's slot and its sender's rank.
+  TRIB_RETURN_IF_ERROR(isSend ? ucxTagFor(opts_, peerSlot_[peer], rank_, tag, ucpTag)
+                              : ucxTagFor(opts_, slot_, peer, tag, ucpTag));
   if (!buf && bytes > 0)
     return errorf(tribInvalidArgument, "UCX: null buffer for %zu bytes to/from rank %d", bytes, peer);
   return Status::Ok();
@@ -347,14 +433,15 @@ Status UcxTransport::checkPost(int peer, uint64_t tag, const void* buf, size_t b
 
 Status UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) {
   uint64_t ucpTag = 0;
-  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, rank_, &ucpTag));
+  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, true, &ucpTag));
   op->error = Status();
   op->state.store(TransferOp::kPending, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu());
   if (aborted_) return failNow(op, abortStatus_);
   if (peers_[peer].failed) return failNow(op, peers_[peer].lost);
   auto* p = new Pending;
   p->self = this;
+  p->worker = shared_.get();
   p->op = op;
   p->peer = peer;
   p->tag = tag;
@@ -380,7 +467,7 @@ Status UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t by
 Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                               TransferOp* op) {
   uint64_t ucpTag = 0;
-  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, peer, &ucpTag));
+  TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, false, &ucpTag));
   if (reduce) {
     if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
       return errorf(tribInvalidArgument, "UCX: invalid reduction (dtype %d, op %d)",
@@ -394,7 +481,7 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
   }
   op->error = Status();
   op->state.store(TransferOp::kPending, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu());
   if (aborted_) return failNow(op, abortStatus_);
   if (peers_[peer].failed) {
     // Its messages that arrived before it went may still be in UCX's unexpected queue; only
@@ -405,6 +492,7 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
   }
   auto* p = new Pending;
   p->self = this;
+  p->worker = shared_.get();
   p->op = op;
   p->peer = peer;
   p->isRecv = true;
@@ -558,7 +646,7 @@ void UcxTransport::handleFailedPeers() {
 }
 
 Status UcxTransport::progress() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu());
   if (aborted_) return abortStatus_;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
   }
@@ -579,27 +667,47 @@ void UcxTransport::drainPending(double timeoutSec) {
   }
 }
 
-void UcxTransport::closeEndpoints(bool force, double timeoutSec) {
+bool UcxTransport::closeEndpoints(bool force, double timeoutSec) {
+  auto deadline = deadlineAfter(timeoutSec);
+  auto wait = [&](std::vector<void*>& reqs) {
+    bool all = true;
+    for (void* r : reqs) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
+        if (ucp_worker_progress(worker_) == 0) std::this_thread::yield();
+      all = all && ucp_request_check_status(r) != UCS_INPROGRESS;
+      ucp_request_free(r);  // released by UCX on completion if still in flight
+    }
+    reqs.clear();
+    return all;
+  };
+  // A clean close first flushes what was sent (delivered to the peer's worker), then closes
+  // without the close handshake: on a shared worker the peer may not progress again for a while
+  // (its other communicators idle), and waiting for its answer would stall this destroy.
   std::vector<void*> reqs;
+  if (!force) {
+    for (Peer& peer : peers_) {
+      if (!peer.ep || peer.failed) continue;
+      ucp_request_param_t prm{};
+      ucs_status_ptr_t r = ucp_ep_flush_nbx(peer.ep, &prm);
+      if (UCS_PTR_IS_PTR(r)) reqs.push_back(r);
+    }
+    wait(reqs);
+  }
   for (Peer& peer : peers_) {
     if (!peer.ep) continue;
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = force || peer.failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t r = ucp_ep_close_nbx(peer.ep, &prm);
     if (UCS_PTR_IS_PTR(r)) reqs.push_back(r);
     peer.ep = nullptr;
   }
-  auto deadline = deadlineAfter(timeoutSec);
-  for (void* r : reqs) {
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
-      if (ucp_worker_progress(worker_) == 0) std::this_thread::yield();
-    ucp_request_free(r);  // released by UCX on completion if still in flight
-  }
+  return wait(reqs);
 }
 
 void UcxTransport::abort(const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  if (!shared_) return;  // init never got a worker
+  std::lock_guard<std::mutex> lock(mu());
   if (aborted_ || !worker_) return;
   aborted_ = true;
   abortStatus_ = why.ok() ? errorf(tribAborted, "rank %d: UCX transport aborted", rank_) : why;
@@ -617,34 +725,74 @@ void UcxTransport::abort(const Status& why) {
   drainPending(1.0);
 }
 
-void UcxTransport::shutdown() {
-  if (!worker_) {
-    ctx_ = nullptr;
-    shared_.reset();
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<Pending*> all(pending_.begin(), pending_.end());
-    Status closed = errorf(tribAborted, "rank %d: UCX transport closed with the operation pending", rank_);
-    for (Pending* p : all) {
-      if (p->op) p->op->fail(closed);
-      p->op = nullptr;
+void UcxTransport::discardUnexpected() {
+  // Messages peers sent this communicator that nobody received (an abandoned collective): taken
+  // off the worker now, so a later communicator given this slot never matches them.
+  const uint64_t field = opts_.commBits == 0 ? 0 : static_cast<uint64_t>(slot_) << (64 - opts_.commBits);
+  const uint64_t mask = opts_.commBits == 0 ? 0 : ~0ull << (64 - opts_.commBits);
+  std::vector<uint8_t> sink;
+  for (int i = 0; i < 100000; ++i) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, field, mask, 1, &info);
+    if (!msg) break;
+    sink.resize(std::max(sink.size(), info.length));
+    ucp_request_param_t prm{};
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink.data(), info.length, msg, &prm);
+    if (!UCS_PTR_IS_PTR(r)) continue;
+    auto deadline = deadlineAfter(std::clamp(opts_.closeTimeoutSec, 0.05, 2.0));
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
+      if (ucp_worker_progress(worker_) == 0) std::this_thread::yield();
+    if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+      ucp_request_cancel(worker_, r);  // its data stayed with a sender that never delivers it
+      sink.clear();                    // UCX may still write there: a fresh buffer for the next
+      sink.shrink_to_fit();
     }
-    for (Pending* p : all)
-      if (p->isRecv && pending_.count(p)) ucp_request_cancel(worker_, p->req);
-    // A clean close flushes what was sent; pending sends nobody will receive end with the timeout.
-    closeEndpoints(aborted_, opts_.closeTimeoutSec);
-    drainPending(aborted_ ? 0.0 : 1.0);
-    // Destroying the worker may still complete requests through finish(); whatever it does not
-    // complete was released with it.
-    ucp_worker_destroy(worker_);
-    worker_ = nullptr;
-    for (Pending* p : pending_) delete p;
-    pending_.clear();
+    ucp_request_free(r);
   }
-  ctx_ = nullptr;
-  shared_.reset();  // the last communicator's transport cleans the context up
+}
+
+void UcxTransport::leaveWorker() {
+  // Under the worker's mutex, with every endpoint closed (or closing) and this transport's
+  // requests drained as far as they would go.
+  discardUnexpected();
+  for (Pending* p : pending_) {  // UCX still holds these: its callbacks release them later
+    p->self = nullptr;
+    p->op = nullptr;
+    shared_->orphans.insert(p);
+  }
+  pending_.clear();
+  if (holdsSlot_) {
+    shared_->slotTaken[slot_] = false;
+    --shared_->slotsInUse;
+    holdsSlot_ = false;
+  }
+}
+
+void UcxTransport::shutdown() {
+  if (!shared_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu());
+    if (worker_) {
+      std::vector<Pending*> all(pending_.begin(), pending_.end());
+      Status closed = errorf(tribAborted, "rank %d: UCX transport closed with the operation pending", rank_);
+      for (Pending* p : all) {
+        if (p->op) p->op->fail(closed);
+        p->op = nullptr;
+      }
+      for (Pending* p : all)
+        if (p->isRecv && pending_.count(p)) ucp_request_cancel(worker_, p->req);
+      // A clean close flushes what was sent; pending sends nobody will receive end with the timeout.
+      const bool allClosed = closeEndpoints(aborted_, opts_.closeTimeoutSec);
+      drainPending(aborted_ ? 0.0 : 1.0);
+      if (!allClosed) {  // an endpoint still closing may still call back into its peer
+        for (Peer& peer : peers_) peer.self = nullptr;
+        shared_->retiredPeers.push_back(std::make_unique<std::vector<Peer>>(std::move(peers_)));
+      }
+      leaveWorker();
+      worker_ = nullptr;
+    }
+  }
+  shared_.reset();  // the last communicator on the worker destroys it, and its context
 }
 
 void UcxTransport::takeBounce(Pending* p) {
@@ -670,7 +818,7 @@ void UcxTransport::giveBounce(Pending* p) {
 
 }  // namespace
 
-Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out) {
+Status ucxTagFor(const UcxOptions& o, uint32_t comm, int src, uint64_t tag, uint64_t* out) {
   if (o.commBits < 0 || o.rankBits < 1 || o.seqBits < 2 || o.indexBits < 1 || o.commBits > 32 ||
       o.rankBits > 32 || o.seqBits > 32 || o.indexBits > 32 ||
       o.commBits + o.rankBits + o.seqBits + o.indexBits != 64)
@@ -692,8 +840,12 @@ Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out) {
                   static_cast<unsigned long long>(index), o.indexBits, static_cast<unsigned long long>(tag));
   // Keep the point-to-point bit (top of the sequence); wrap the rest of the sequence.
   uint64_t seqField = ((seq >> 31) << (o.seqBits - 1)) | (seq & mask(o.seqBits - 1));
-  uint64_t comm = o.commBits == 0 ? 0 : (mix64(o.commId) >> (64 - o.commBits)) << (64 - o.commBits);
-  *out = comm | (static_cast<uint64_t>(src) << (o.seqBits + o.indexBits)) | (seqField << o.indexBits) | index;
+  if (comm > mask(o.commBits))
+    return errorf(tribInvalidArgument, "UCX tag layout: communicator slot %u does not fit commBits=%d", comm,
+                  o.commBits);
+  const uint64_t commField = o.commBits == 0 ? 0 : static_cast<uint64_t>(comm) << (64 - o.commBits);
+  *out = commField | (static_cast<uint64_t>(src) << (o.seqBits + o.indexBits)) | (seqField << o.indexBits) |
+         index;
   return Status::Ok();
 }
 
@@ -702,12 +854,17 @@ uint64_t ucxContextsCreated() {
   return contexts().created;
 }
 
+uint64_t ucxWorkersCreated() {
+  std::lock_guard<std::mutex> lock(contexts().mu);
+  return contexts().workersCreated;
+}
+
 Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const UcxOptions& opts,
                           std::unique_ptr<Transport>* out) {
   if (!out) return errorf(tribInvalidArgument, "createUcxTransport: null output pointer");
   if (!oob) return errorf(tribInvalidArgument, "createUcxTransport: no out-of-band exchange given");
   uint64_t probe = 0;
-  TRIB_RETURN_IF_ERROR(ucxTagFor(opts, 0, 0, &probe));
+  TRIB_RETURN_IF_ERROR(ucxTagFor(opts, 0, 0, 0, &probe));
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return errorf(tribInvalidArgument, "createUcxTransport: rank %d of %d is out of range", rank, nranks);
   if (static_cast<uint64_t>(nranks) > (1ull << opts.rankBits))
@@ -725,7 +882,7 @@ bool ucxCanConnect(const RankLocation&, const RankLocation&) { return true; }  /
 
 Status ucxConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
   UcxOptions opts;
-  opts.commId = args.commId;
+  opts.shareWorker = args.shareContexts;
   // Liveness probes must not call a merely slow peer dead on a loaded machine: probe a few
   // times per timeout, never faster than every 2 s. A peer that dies is still reported well
   // within TRIB_TIMEOUT (TCP notices a closed socket at once).

@@ -1,9 +1,11 @@
 // UCX transport: ranks in different processes or hosts, over UCP tag matching.
 //
 // One UCP context per process and configuration (options and UCX_* environment), shared by the
-// transports of every communicator that asks for it, so a split does not initialise UCX again;
-// one worker per transport instance. Worker addresses are exchanged through the bootstrap's
-// OobAllGather at creation and an endpoint is created to every rank. UCX picks the
+// transports of every communicator that asks for it, and one worker shared by up to 2^commBits of
+// them (UcxOptions::shareWorker), so a split neither initialises UCX nor opens its interfaces
+// again; each communicator has its own endpoints on the worker. Worker addresses (with the
+// communicator's slot on its worker) are exchanged through the bootstrap's OobAllGather at
+// creation and an endpoint is created to every rank. UCX picks the
 // wire (TCP, shared memory, CMA, InfiniBand, RoCE) from what the host has and UCX_TLS / tls.
 // Sends are contiguous from the caller's buffer (transport.hpp): UCX sends small ones eagerly and
 // large ones by rendezvous zero-copy (RDMA reads on InfiniBand and RoCE, CMA on one host), by its
@@ -15,13 +17,14 @@
 // [32 bits sequence (top bit: point-to-point)][32 bits message index] (src/exec/executor.hpp).
 // The UCP tag is therefore, from the most significant bit down:
 //   [ comm : commBits ][ source rank : rankBits ][ seq : seqBits ][ message index : indexBits ]
-// with commBits + rankBits + seqBits + indexBits = 64 (defaults 4 + 20 + 16 + 24):
-//  - comm: a hash of UcxOptions::commId, so communicators never match each other's messages even
-//    if they share a worker (today each transport has its own worker, which separates them too);
+// with commBits + rankBits + seqBits + indexBits = 64 (defaults 8 + 20 + 16 + 20):
+//  - comm: the receiving communicator's slot on its worker (sent in its address), so communicators
+//    sharing a worker never match each other's messages. Slots are handed out round robin, and a
+//    communicator that closes first takes its unreceived messages off the worker;
 //  - seq: the point-to-point bit, then the low seqBits-1 bits of the sequence number. Sequence
 //    numbers wrap there, which is safe while fewer than 2^(seqBits-1) operations (32768 by
 //    default) between the same two ranks have messages in flight at once;
-//  - index: the message index, which must be below 2^indexBits (16M messages per pair per
+//  - index: the message index, which must be below 2^indexBits (1M messages per pair per
 //    operation by default); a larger one, or a rank >= 2^rankBits, is refused with
 //    tribInvalidArgument, never folded.
 #pragma once
@@ -38,11 +41,13 @@ struct TransportDescriptor;
 TransportDescriptor ucxTransportDescriptor();
 
 struct UcxOptions {
-  uint64_t commId = 0;  // distinguishes communicators; hashed into commBits
-  int commBits = 4;
+  int commBits = 8;  // 2^commBits communicators share a worker
   int rankBits = 20;
   int seqBits = 16;
-  int indexBits = 24;
+  int indexBits = 20;
+  // Share a worker with this process's other communicators of the same options (a free slot on
+  // one); false: a worker of its own (TRIB_SHARE_TRANSPORTS=0).
+  bool shareWorker = true;
   // UCX transports to use, as UCX_TLS ("tcp", "sm", "rc,sm", ...); empty: UCX_TLS or UCX's default.
   std::string tls;
   // How often peers are checked for life: UCX's keepalive (KEEPALIVE_INTERVAL) for remote
@@ -57,9 +62,10 @@ struct UcxOptions {
   double closeTimeoutSec = 5.0;
 };
 
-// The UCP tag for a message from `src` carrying executor tag `tag` under layout `o` (see above);
-// tribInvalidArgument when the layout does not add up to 64 bits or a field does not fit.
-Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out);
+// The UCP tag for a message to communicator slot `comm` from `src` carrying executor tag `tag`
+// under layout `o` (see above); tribInvalidArgument when the layout does not add up to 64 bits or
+// a field does not fit.
+Status ucxTagFor(const UcxOptions& o, uint32_t comm, int src, uint64_t tag, uint64_t* out);
 
 // Creates the transport for `rank` of `nranks`: initialises UCP, exchanges worker addresses
 // through `oob` (every rank must call it), and connects to every rank. Errors:
@@ -68,7 +74,9 @@ Status ucxTagFor(const UcxOptions& o, int src, uint64_t tag, uint64_t* out);
 Status createUcxTransport(int rank, int nranks, const OobAllGather& oob, const UcxOptions& opts,
                           std::unique_ptr<Transport>* out);
 // How many UCP contexts this process has created. Transports with the same options and UCX_*
-// environment share one (a split reuses its parent's); each has its own worker and endpoints.
+// environment share one (a split reuses its parent's); each has its own endpoints.
 uint64_t ucxContextsCreated();
+// How many UCP workers this process has created (a split on a shared worker creates none).
+uint64_t ucxWorkersCreated();
 
 }  // namespace trib
