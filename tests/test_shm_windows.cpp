@@ -297,6 +297,49 @@ TEST(ShmWindows, MappedTwoShotMatchesTheCopiesBitForBit) {
   }
 }
 
+// Two communicators of the same processes (a parent and its split, as two shm transports) read the
+// same tribMemAlloc buffers: the second maps none of them again, and still reads them after the
+// first is gone, with the same bits.
+TEST(ShmWindows, TransportsOfOneProcessShareTheirPeersMappings) {
+  if (!fdTakingAllowed()) GTEST_SKIP() << "Yama ptrace_scope > 1: peers cannot take each other's fds";
+  const int n = 3;
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      n, windowOptions(8192), 60,
+      [](int rank, ShmTransport&, Bootstrap& b) {
+        std::vector<int> local(n);
+        for (int i = 0; i < n; ++i) local[i] = i;
+        std::unique_ptr<ShmTransport> first, second;
+        CHILD_OK(ShmTransport::create(rank, n, local, b.oobAllGather(), windowOptions(8192), &first), 1);
+        CHILD_OK(ShmTransport::create(rank, n, local, b.oobAllGather(), windowOptions(8192), &second), 2);
+        CHILD_CHECK(first->exposes() && second->exposes(), 3);
+        const uint64_t count = 3000;
+        const size_t bytes = count * sizeof(float);
+        Buffer in(bytes, true), out(bytes, true);
+        CHILD_CHECK(in.f() && out.f(), 4);
+        for (uint64_t e = 0; e < count; ++e) in.f()[e] = 1.0f / static_cast<float>(rank + 3 + e % 11);
+        {
+          WindowRank w(first->windows(), rank, n);
+          CHILD_OK(w.allReduce(Algo::TwoShot, in.f(), out.f(), count, tribFloat32, tribSum), 5);
+        }
+        std::vector<float> ref(out.f(), out.f() + count);
+        const uint64_t mapped = shmPeerMappingsMade(), reads = second->windows()->exposedReads();
+        CHILD_CHECK(mapped > 0, 6);
+        CHILD_OK(b.barrier(), 7);
+        first.reset();  // the first communicator is gone; what it mapped stays for the second
+        std::memset(out.f(), 0, bytes);
+        WindowRank w(second->windows(), rank, n);
+        CHILD_OK(w.allReduce(Algo::TwoShot, in.f(), out.f(), count, tribFloat32, tribSum), 8);
+        CHILD_CHECK(second->windows()->exposedReads() > reads, 9);
+        CHILD_CHECK(shmPeerMappingsMade() == mapped, 10);
+        CHILD_CHECK(std::memcmp(ref.data(), out.f(), bytes) == 0, 11);
+        CHILD_OK(b.barrier(), 12);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
+
 // TRIB_SHM_MAPPED=0 (ShmOptions::mapped 0): nothing is exposed, tribMemAlloc buffers are copied.
 TEST(ShmWindows, MappedOffCopiesTribMemAllocBuffers) {
   ShmOptions o = windowOptions(8192);

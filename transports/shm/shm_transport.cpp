@@ -107,6 +107,91 @@ constexpr size_t kMaxPeerMappings = 16;  // per peer; the least recently used is
 int pidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 int pidfdGetfd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
 
+// What this process holds of one peer process, shared by every shm transport (communicator)
+// connected to it: a pidfd to take its shared allocations' fds, and those allocations mapped here
+// (the least recently used unmapped beyond kMaxPeerMappings). So a buffer that a parent and its
+// split both read is taken and mapped once.
+struct PeerProcess {
+  struct Mapping {
+    uint8_t* base;
+    size_t bytes;
+    uint64_t lastUse;
+  };
+  int pidfd = -1;
+  std::mutex mu;                     // communicators on different threads map through it
+  std::map<uint64_t, Mapping> maps;  // by allocation id
+  uint64_t clock = 0;
+  static inline std::atomic<uint64_t> made{0};  // mappings made by this process (tests)
+  ~PeerProcess() {
+    for (auto& [id, m] : maps) munmap(m.base, m.bytes);
+    if (pidfd >= 0) close(pidfd);
+  }
+  // Maps (or finds mapped) its allocation `r` and checks that `bytes` from its offset lie inside
+  // it: a descriptor naming anything else fails the call, never this process.
+  Status map(int rank, const SharedRegion& r, uint64_t bytes, uint8_t** at);
+};
+
+// This process's records, by the peer's identity (pid, start time, pid namespace) and our own pid,
+// so a forked child never uses its parent's pidfds.
+std::shared_ptr<PeerProcess> peerProcess(const ProcessIdentity& proc) {
+  static std::mutex mu;
+  static auto* byKey = new std::map<std::string, std::weak_ptr<PeerProcess>>;  // outlives statics
+  const std::string key = strprintf("%d/%d/%llu/%s", static_cast<int>(getpid()), proc.pid,
+                                    static_cast<unsigned long long>(proc.startTime), proc.space);
+  std::lock_guard<std::mutex> lock(mu);
+  std::erase_if(*byKey, [](const auto& kv) { return kv.second.expired(); });
+  std::shared_ptr<PeerProcess> p = (*byKey)[key].lock();
+  if (!p) {
+    p = std::make_shared<PeerProcess>();
+    p->pidfd = pidfdOpen(proc.pid);
+    (*byKey)[key] = p;
+  }
+  return p;
+}
+
+Status PeerProcess::map(int rank, const SharedRegion& r, uint64_t bytes, uint8_t** at) {
+  if (r.offset > r.mapBytes || bytes > r.mapBytes - r.offset)
+    return errorf(tribRemoteError, "shm: rank %d exposed %llu bytes at offset %llu of a %llu-byte allocation",
+                  rank, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(r.offset),
+                  static_cast<unsigned long long>(r.mapBytes));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = maps.find(r.id);
+  if (it == maps.end() || it->second.bytes != r.mapBytes) {
+    if (it != maps.end()) {
+      munmap(it->second.base, it->second.bytes);
+      maps.erase(it);
+    }
+    int fd = pidfd < 0 ? -1 : pidfdGetfd(pidfd, r.fd);
+    if (fd < 0)
+      return errorf(tribSystemError, "shm: cannot take rank %d's buffer (fd %d) with pidfd_getfd: %s", rank,
+                    r.fd, strerror(errno));
+    struct stat sb {};
+    void* m = MAP_FAILED;
+    const bool big = fstat(fd, &sb) == 0 && static_cast<uint64_t>(sb.st_size) >= r.mapBytes;
+    if (big) m = mmap(nullptr, r.mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int e = errno;
+    close(fd);
+    if (!big)
+      return errorf(tribRemoteError, "shm: rank %d's buffer (fd %d) is not a %llu-byte shared allocation",
+                    rank, r.fd, static_cast<unsigned long long>(r.mapBytes));
+    if (m == MAP_FAILED)
+      return errorf(tribSystemError, "shm: mapping rank %d's %llu-byte buffer: %s", rank,
+                    static_cast<unsigned long long>(r.mapBytes), strerror(e));
+    if (maps.size() >= kMaxPeerMappings) {
+      auto lru = std::min_element(maps.begin(), maps.end(), [](const auto& a, const auto& b) {
+        return a.second.lastUse < b.second.lastUse;
+      });
+      munmap(lru->second.base, lru->second.bytes);
+      maps.erase(lru);
+    }
+    it = maps.emplace(r.id, Mapping{static_cast<uint8_t*>(m), r.mapBytes, 0}).first;
+    made.fetch_add(1, std::memory_order_relaxed);
+  }
+  it->second.lastUse = ++clock;
+  *at = it->second.base + r.offset;
+  return Status::Ok();
+}
+
 uint8_t* slotAt(RingCtl* r, uint32_t k, size_t slotBytes) {
   return reinterpret_cast<uint8_t*>(r) + sizeof(RingCtl) +
          static_cast<size_t>(k) * (sizeof(SlotHeader) + slotBytes);
@@ -171,14 +256,8 @@ struct ShmTransport::Impl {
     SignalLine* signalsFromPeer = nullptr;  // in mine: its line
     uint64_t signalsSent = 0;
     uint64_t waitsPosted = 0;
-    ExposeTable* exposes = nullptr;  // in its segment: what its window exposes
-    int pidfd = -1;                  // to take its shared allocations' fds (pidfd_getfd)
-    struct Mapping {
-      uint8_t* base;
-      size_t bytes;
-      uint64_t lastUse;
-    };
-    std::map<uint64_t, Mapping> maps;  // its shared allocations mapped here, by id
+    ExposeTable* exposes = nullptr;        // in its segment: what its window exposes
+    std::shared_ptr<PeerProcess> process;  // its pidfd and mapped allocations (when it exposes)
     uint64_t cachedTail = 0;
     std::deque<std::unique_ptr<SendReq>> sendQ;
     std::list<std::unique_ptr<SendReq>> cmaWait;
@@ -209,9 +288,7 @@ struct ShmTransport::Impl {
   // showed at connect that it can take this process's fds (pidfd_getfd needs ptrace access).
   bool exposeOk = false;
   ExposeTable* myExposes = nullptr;
-  uint64_t mapClock = 0;
   std::atomic<uint64_t> exposedReads{0};
-  Status mapPeerRegion(Peer& p, const SharedRegion& r, uint64_t bytes, uint8_t** at);
 
   std::mutex mu;
   Status aborted;
@@ -326,7 +403,9 @@ class ShmWindows final : public PeerWindows {
       return errorf(tribRemoteError, "shm: rank %d exposed a buffer at a bad offset", rank);
     r.offset += into;
     uint8_t* p = nullptr;
-    TRIB_RETURN_IF_ERROR(im_->mapPeerRegion(im_->peers[idx], r, bytes, &p));
+    if (!im_->peers[idx].process)  // it exposes although this rank never probed taking its fds
+      return errorf(tribRemoteError, "shm: rank %d exposed a buffer this rank did not agree to map", rank);
+    TRIB_RETURN_IF_ERROR(im_->peers[idx].process->map(rank, r, bytes, &p));
     im_->exposedReads.fetch_add(1, std::memory_order_relaxed);
     *at = p;
     return Status::Ok();
@@ -341,6 +420,8 @@ class ShmWindows final : public PeerWindows {
 // ---------------------------------------------------------------------------------------------
 // Connection setup
 
+uint64_t shmPeerMappingsMade() { return PeerProcess::made.load(std::memory_order_relaxed); }
+
 ShmTransport::ShmTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ShmTransport::~ShmTransport() {
   // Ops still pending would otherwise wait forever on a transport that is gone.
@@ -351,53 +432,8 @@ ShmTransport::Impl::~Impl() {
   if (!myName.empty() && !unlinked) shm_unlink(myName.c_str());
   for (auto& p : peers) {
     if (p.seg) munmap(p.seg, p.segBytes);
-    for (auto& [id, m] : p.maps) munmap(m.base, m.bytes);
-    if (p.pidfd >= 0) close(p.pidfd);
   }
   if (mine) munmap(mine, mineBytes);
-}
-
-// Maps (or finds mapped) the shared allocation `r` of peer `p` and checks that `bytes` from its
-// offset lie inside it: a descriptor naming anything else fails the call, never this process.
-Status ShmTransport::Impl::mapPeerRegion(Peer& p, const SharedRegion& r, uint64_t bytes, uint8_t** at) {
-  if (r.offset > r.mapBytes || bytes > r.mapBytes - r.offset)
-    return errorf(tribRemoteError, "shm: rank %d exposed %llu bytes at offset %llu of a %llu-byte allocation",
-                  p.rank, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(r.offset),
-                  static_cast<unsigned long long>(r.mapBytes));
-  auto it = p.maps.find(r.id);
-  if (it == p.maps.end() || it->second.bytes != r.mapBytes) {
-    if (it != p.maps.end()) {
-      munmap(it->second.base, it->second.bytes);
-      p.maps.erase(it);
-    }
-    int fd = p.pidfd < 0 ? -1 : pidfdGetfd(p.pidfd, r.fd);
-    if (fd < 0)
-      return errorf(tribSystemError, "shm: cannot take rank %d's buffer (fd %d) with pidfd_getfd: %s", p.rank,
-                    r.fd, strerror(errno));
-    struct stat sb {};
-    void* m = MAP_FAILED;
-    const bool big = fstat(fd, &sb) == 0 && static_cast<uint64_t>(sb.st_size) >= r.mapBytes;
-    if (big) m = mmap(nullptr, r.mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    const int e = errno;
-    close(fd);
-    if (!big)
-      return errorf(tribRemoteError, "shm: rank %d's buffer (fd %d) is not a %llu-byte shared allocation",
-                    p.rank, r.fd, static_cast<unsigned long long>(r.mapBytes));
-    if (m == MAP_FAILED)
-      return errorf(tribSystemError, "shm: mapping rank %d's %llu-byte buffer: %s", p.rank,
-                    static_cast<unsigned long long>(r.mapBytes), strerror(e));
-    if (p.maps.size() >= kMaxPeerMappings) {
-      auto lru = std::min_element(p.maps.begin(), p.maps.end(), [](const auto& a, const auto& b) {
-        return a.second.lastUse < b.second.lastUse;
-      });
-      munmap(lru->second.base, lru->second.bytes);
-      p.maps.erase(lru);
-    }
-    it = p.maps.emplace(r.id, Peer::Mapping{static_cast<uint8_t*>(m), r.mapBytes, 0}).first;
-  }
-  it->second.lastUse = ++mapClock;
-  *at = it->second.base + r.offset;
-  return Status::Ok();
 }
 
 Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localRanks, const OobAllGather& oob,
@@ -639,8 +675,8 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       }
       // Probe taking its fds: take its probe memfd and read the value back.
       if (tryMapped && static_cast<int32_t>(pprobeFd) >= 0 && p.watchPid) {
-        p.pidfd = pidfdOpen(p.proc.pid);
-        int pfd = p.pidfd < 0 ? -1 : pidfdGetfd(p.pidfd, static_cast<int>(pprobeFd));
+        p.process = peerProcess(p.proc);
+        int pfd = p.process->pidfd < 0 ? -1 : pidfdGetfd(p.process->pidfd, static_cast<int>(pprobeFd));
         uint64_t got = 0;
         canMap[j] = pfd >= 0 && pread(pfd, &got, sizeof got, 0) == sizeof got && got == probeVal;
         if (!canMap[j])

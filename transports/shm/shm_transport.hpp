@@ -17,6 +17,10 @@
 // signal line per local rank: PeerWindows (transport.hpp), which the executor runs those
 // schedules over. The transport only maps and signals; the algorithm is the schedule's.
 //
+// What a process holds of a peer process (a pidfd, the peer's tribMemAlloc buffers mapped here) is
+// shared by every shm transport connected to that process: a split maps nothing its parent mapped.
+// Segments stay per transport (docs/DESIGN.md says why).
+//
 // A peer whose process is gone (kill(pid, 0) fails, or it is a zombie) fails every pending op
 // with that peer with tribRemoteError naming its rank, within livenessIntervalMs of progress().
 #pragma once
@@ -41,6 +45,10 @@ struct ShmOptions {
   int64_t windowBytes = -1;     // each rank's window (two cells); -1: TRIB_WINDOW_BYTES; 0: none
   int mapped = -1;  // expose tribMemAlloc buffers to peers; -1: TRIB_SHM_MAPPED (default 1), 0/1 force
 };
+
+// How many peers' shared allocations this process has mapped (pidfd_getfd + mmap). The mappings
+// are kept per peer process, shared by every shm transport connected to it.
+uint64_t shmPeerMappingsMade();
 
 class ShmTransport final : public Transport {
  public:
