@@ -63,6 +63,23 @@ TEST(VerifyWindows, ConsecutiveCallsAreRaceFree) {
   }
 }
 
+// One-shot from kOneShotExposeFromElems exposes its input (in place it folds into scratch, and
+// copies that out only after the closing exchange), proven with expose as a copy and as an alias.
+TEST(VerifyWindows, ExposingOneShotsInAndOutOfPlaceAreRaceFree) {
+  const AlgoInfo& one = windowAlgo(Algo::OneShot);
+  const uint64_t c = kOneShotExposeFromElems, w = 2 * (c + 64);
+  for (int n : {2, 3, 5}) {
+    std::vector<VerifyCall> calls = {{&one, windowArgs(n, c + 5, w, 0, true)},
+                                     {&one, windowArgs(n, c, w)},
+                                     {&one, windowArgs(n, c + 64, w, 0, true)},
+                                     {&one, windowArgs(n, 100, w, 0, true)}};
+    VerifyStats st;
+    const Status s = verifySequence(calls, &st);
+    EXPECT_TRUE(s.ok()) << "n " << n << ": " << s.message();
+    EXPECT_GT(st.signals, 0u);
+  }
+}
+
 TEST(VerifyWindows, SequencesRejectMismatchedCommunicators) {
   const AlgoInfo& one = windowAlgo(Algo::OneShot);
   Status s = verifySequence({{&one, windowArgs(4, 8, 64)}, {&one, windowArgs(4, 8, 128)}});

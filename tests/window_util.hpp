@@ -65,7 +65,8 @@ class WindowRank {
       return errorf(tribInvalidArgument, "%s does not take this call", algoName(algo));
     auto steps = std::make_shared<const std::vector<Step>>(materialize(*info, a, rank_));
     cell_ = static_cast<int>((cell_ + windowChunks(algo, a)) % 2);
-    ExecBuffers bufs{src, dst, nullptr, count, count, 0};
+    scratch_.resize(info->scratchCount(a, rank_) * dataTypeSize(dtype));  // one-shot in place
+    ExecBuffers bufs{src, dst, scratch_.data(), count, count, info->scratchCount(a, rank_)};
     ExecOptions opts;
     opts.dtype = dtype;
     opts.op = op;
@@ -92,6 +93,7 @@ class WindowRank {
  private:
   PeerWindows* windows_;
   CopyOnlyWindows copyOnly_;
+  std::vector<uint8_t> scratch_;
   int rank_, n_;
   std::vector<Transport*> peers_;  // no two-sided steps in these schedules
   int cell_ = 0;

@@ -5,7 +5,9 @@
 //
 // One-shot (small messages): after one signal exchange every rank folds all n inputs, in rank
 // order, straight from the windows into its output, so every rank gets the same bits. From
-// kOneShotExposeFromElems it exposes its input out of place, and ends with one more exchange.
+// kOneShotExposeFromElems it exposes its input, and ends with one more exchange; in place it then
+// folds into scratch and copies that to the output after the exchange (its input is read until
+// then), which leaves its peers reading the input where it is instead of waiting for a copy.
 // Two-shot (any size, in cell-sized chunks): each rank stages the slices its peers reduce in its
 // cell, folds slice `rank` of every input in rank order, publishes the result in its own cell and,
 // after a second signal exchange, gets the others' results. Two synchronisations per chunk.
@@ -63,18 +65,19 @@ Generator<Step> oneShotAllReduce(CollArgs a, int rank) {
   const int n = a.nranks;
   const uint64_t cell = windowCellBegin(a, a.windowCell);
   std::vector<Step> steps;
-  // Out of place a large enough input is exposed (peers may read it where it is) and this rank
-  // reads its own term from it; in place the fold overwrites it, so it is copied.
+  // A large enough input is exposed (peers may read it where it is) and this rank reads its own
+  // term from it; in place the fold goes to scratch, since the output is that input.
   const bool exposes = oneShotExposes(a);
-  const bool aliasable = exposes && !a.inPlace;
-  steps.push_back(aliasable ? Step::expose(inR(0, a.count), winR(cell, a.count))
-                            : Step::copy(inR(0, a.count), winR(cell, a.count)));
+  steps.push_back(exposes ? Step::expose(inR(0, a.count), winR(cell, a.count))
+                          : Step::copy(inR(0, a.count), winR(cell, a.count)));
   signalAll(n, rank, steps);
   waitAll(n, rank, steps);
-  foldInRankOrder(n, rank, cell, aliasable ? inR(0, a.count) : winR(cell, a.count), outR(0, a.count), steps);
+  const Region folded = exposes && a.inPlace ? scrR(0, a.count) : outR(0, a.count);
+  foldInRankOrder(n, rank, cell, exposes ? inR(0, a.count) : winR(cell, a.count), folded, steps);
   if (exposes) {  // every peer has read this rank's input (as in two-shot)
     signalAll(n, rank, steps);
     waitAll(n, rank, steps);
+    if (a.inPlace) steps.push_back(Step::copy(folded, outR(0, a.count)));
   }
   for (const Step& s : steps) co_yield s;
 }
@@ -127,6 +130,11 @@ Generator<Step> twoShotAllReduce(CollArgs a, int rank) {
   }
 }
 
+// In place from kOneShotExposeFromElems, one-shot folds into scratch (above).
+uint64_t oneShotScratch(const CollArgs& a, int) {
+  return a.nranks > 1 && a.inPlace && oneShotExposes(a) ? a.count : 0;
+}
+
 // A single rank: its window is its own; the schedules degenerate to copies.
 template <Generator<Step> (*G)(CollArgs, int)>
 Generator<Step> orLocalCopy(CollArgs a, int rank) {
@@ -139,8 +147,8 @@ Generator<Step> orLocalCopy(CollArgs a, int rank) {
 
 }  // namespace
 
-const AlgoInfo kOneShotAllReduce{Algo::OneShot, Coll::AllReduce, oneShotSupports, noScratch,
-                                 checked<orLocalCopy<oneShotAllReduce>>};
+const AlgoInfo kOneShotAllReduce{Algo::OneShot, Coll::AllReduce, oneShotSupports,
+                                 checkedScratch<oneShotScratch>, checked<orLocalCopy<oneShotAllReduce>>};
 const AlgoInfo kTwoShotAllReduce{Algo::TwoShot, Coll::AllReduce, twoShotSupports, noScratch,
                                  checked<orLocalCopy<twoShotAllReduce>>};
 

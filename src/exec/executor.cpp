@@ -163,7 +163,8 @@ Status Execution::start() {
   const uint64_t windowCount = opts_.windows ? opts_.windows->windowBytes() / elemSize_ : 0;
   const uint64_t limits[kNumBufs] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount, windowCount};
   // Per-peer message counters give each message its tag; the peer derives the same index.
-  std::vector<uint32_t> counters;  // [2p]: sent to p, [2p+1]: received from p
+  std::vector<uint32_t> counters;                // [2p]: sent to p, [2p+1]: received from p
+  std::vector<std::pair<Range, Range>> exposed;  // (source, window cells) of each expose so far
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
     for (const Region* r : {&s.src, &s.dst}) {
@@ -186,6 +187,20 @@ Status Execution::start() {
     if (s.readsSrc()) slot.read1 = range(s.src, s.srcIsPeers() ? s.peer : -1);
     if (s.readsDst()) slot.read2 = range(s.dst);
     if (s.writesDst()) slot.write = range(s.dst, s.dstIsPeers() ? s.peer : -1);
+    // Memory this schedule exposed is its window's alias until the call ends: writing it is writing
+    // the window (the verifier's rule), ordered after the sync steps before it (peers' reads).
+    if (s.kind == StepKind::Expose) {
+      exposed.push_back({slot.read1, slot.write});
+    } else if (s.writesDst() && !s.dstIsPeers() && s.dst.buf != Buf::Window) {
+      for (const auto& [src, win] : exposed) {  // the window cells the written part aliases
+        const uintptr_t lo = std::max(src.lo, slot.write.lo), hi = std::min(src.hi, slot.write.hi);
+        if (lo >= hi) continue;
+        const Range alias{win.lo + (lo - src.lo), win.lo + (hi - src.lo)};
+        slot.write2 = slot.write2.lo == slot.write2.hi
+                          ? alias
+                          : Range{std::min(slot.write2.lo, alias.lo), std::max(slot.write2.hi, alias.hi)};
+      }
+    }
     if (s.isSync()) {  // the ordering rule (algo/schedule.hpp), as writes of both windows
       slot.write = windowRange(opts_.rank);
       slot.write2 = windowRange(s.peer);

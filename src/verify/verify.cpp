@@ -337,6 +337,9 @@ struct RankState {
     uint64_t off, len, src;
   };
   std::vector<Exposure> exposed;
+  // Every expose of the current call (copy or alias): a write of its source is ordered as a write
+  // of its window cells (the executor's rule, exec/executor.cpp).
+  std::vector<Exposure> exposedSources;
 };
 
 // Cells [off, off+len) of the run list `v`, appended to `out`.
@@ -516,6 +519,7 @@ class Verifier {
     CallCtx& c = calls_[t];
     st.call = t;
     st.stepNo = 0;
+    st.exposedSources.clear();
     Layout& L = c.layouts[r];
     L.count[0] = inputCount(c.a, r);
     L.count[1] = outputCount(c.a, r);
@@ -762,6 +766,7 @@ class Verifier {
     if (s.readsSrc()) c.inherit(ps.addr, s.src.count, false, &known);
     if (s.readsDst()) c.inherit(pd.addr, s.dst.count, false, &known);
     if (s.writesDst()) c.inherit(pd.addr, s.dst.count, true, &known);
+    forExposedCells(r, s, pd, [&](uint64_t addr, uint64_t len) { c.inherit(addr, len, true, &known); });
     return known;
   }
   // Step `s` finished knowing `known`: its cells remember it, and the rank's completion follows it.
@@ -770,7 +775,20 @@ class Verifier {
     if (s.readsSrc()) st.causal.record(ps.addr, s.src.count, false, known);
     if (s.readsDst()) st.causal.record(pd.addr, s.dst.count, false, known);
     if (s.writesDst()) st.causal.record(pd.addr, s.dst.count, true, known);
+    forExposedCells(r, s, pd, [&](uint64_t addr, uint64_t len) { st.causal.record(addr, len, true, known); });
+    if (s.kind == StepKind::Expose && s.dst.count > 0)
+      st.exposedSources.push_back(RankState::Exposure{pd.off, s.dst.count, ps.off});
     st.heard = RankSet::unite(st.heard, known.entries);
+  }
+  // f(address, length) for the window cells that the part of step s's buffer write (at pd) falling
+  // in an earlier expose's source aliases.
+  template <typename F>
+  void forExposedCells(int r, const Step& s, const Place& pd, F&& f) const {
+    if (!s.writesDst() || pd.owner >= 0 || s.dst.count == 0) return;
+    for (const RankState::Exposure& x : ranks_[r].exposedSources) {
+      const uint64_t from = std::max(x.src, pd.off), to = std::min(x.src + x.len, pd.off + s.dst.count);
+      if (from < to) f(static_cast<uint64_t>(r) * W_ + x.off + (from - x.src), to - from);
+    }
   }
 
   // ---- Windows: races and the sync chain ----
