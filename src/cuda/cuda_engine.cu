@@ -2,7 +2,7 @@
 // (cudaMemcpyAsync), reductions and the avg division to kernels that run the shared element
 // arithmetic (reduce/element_ops.hpp, the CPU reducer's very functions) with 16-byte loads and
 // stores; each op completes from an event that progress() polls. Everything runs on the engine's
-// own stream; the stream-ordered path on a caller's stream (issue 13, part 2) is not built yet.
+// own stream; stream-ordered calls (core/stream_coll.cpp) order it against the caller's stream.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -221,6 +221,20 @@ class CudaEngine final : public Engine {
   void freeScratch(void* p, size_t) override {
     DeviceScope scope(device_);
     if (p && cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+  }
+  // Pinned and mapped: the copy engine moves it at full speed, and kernels read it directly (a
+  // host-staged receive-reduce combines from it).
+  void* allocHostStaging(size_t bytes) override {
+    DeviceScope scope(device_);
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return p;
+  }
+  void freeHostStaging(void* p, size_t) override {
+    if (p && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
   }
 
   Status synchronize() {
