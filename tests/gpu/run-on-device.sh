@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: configures a CUDA build (warnings as errors), builds what the GPU tests
 # need, runs them (the CUDA engine against the CPU reducer, device-memory classification, the
-# library's contents), then compute-sanitizer memcheck over the engine test, and writes every log
+# library's contents, stream-ordered collectives on device memory and their CPU counterpart), then
+# compute-sanitizer memcheck over the engine and stream tests, and writes every log
 # to the folder given as the argument. Bounded to 8 minutes in all (each step gets what is left).
 # Offline: nothing is downloaded; GoogleTest must be installed or its sources found (below).
 #
@@ -83,7 +84,7 @@ jobs=$(nproc)
 timeout "$(limit 60)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON \
   -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=OFF "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
   die "configure failed: see configure.log ($(tail -3 "$out/configure.log" | tr '\n' ' '))"
-tests=(test_cuda_engine test_element_ops test_library_contents test_reduce)
+tests=(test_cuda_engine test_cuda_stream test_stream_progress test_element_ops test_library_contents test_reduce)
 timeout "$(limit 240)" ninja -C "$build" -j"$jobs" tributary "${tests[@]}" >"$out/build.log" 2>&1 ||
   die "build failed: see build.log ($(grep -m3 -E 'error|FAILED' "$out/build.log" | tr '\n' ' '))"
 say "built in $build"
@@ -93,6 +94,7 @@ say "built in $build"
 for t in "${tests[@]}"; do
   filter='*'
   [ "$t" = test_cuda_engine ] && filter='-CudaEngine.WithoutADeviceSaysSoClearly'
+  [ "$t" = test_stream_progress ] && filter='-StreamOrdered.WithoutADeviceAStreamSaysSo'
   if timeout "$(limit 120)" "$build/tests/$t" --gtest_filter="$filter" --gtest_output="xml:$out/$t.xml" \
     >"$out/$t.log" 2>&1; then
     if grep -q '^\[  SKIPPED \]' "$out/$t.log"; then
@@ -114,6 +116,16 @@ elif timeout "$(limit 120)" "$sanitizer" --tool memcheck --error-exitcode 3 "$bu
   say "passed: compute-sanitizer memcheck (test_cuda_engine)"
 else
   fail "compute-sanitizer memcheck: see memcheck.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck.log" | tr '\n' ' '))"
+fi
+# The stream-ordered path (one process: the fork test leaves the sanitizer's view).
+if [ -n "$sanitizer" ]; then
+  if timeout "$(limit 150)" "$sanitizer" --tool memcheck --error-exitcode 3 "$build/tests/test_cuda_stream" \
+    --gtest_filter='CudaStream.OrderedOnTheCallersStream:CudaStream.DefaultStreamsInAGroup:CudaStream.NullStreamAndSendRecv:CudaStream.AbortAndTimeoutReleaseTheStream' \
+    >"$out/memcheck-stream.log" 2>&1; then
+    say "passed: compute-sanitizer memcheck (test_cuda_stream)"
+  else
+    fail "compute-sanitizer memcheck (stream): see memcheck-stream.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck-stream.log" | tr '\n' ' '))"
+  fi
 fi
 
 if [ "$failed" -ne 0 ]; then
