@@ -410,6 +410,26 @@ TEST(StreamOrdered, DestroyFinishesQueuedWork) {
     for (float v : buf[r]) ASSERT_EQ(v, 16.f);
 }
 
+// Finalize waits for the communicator's stream-ordered calls, then refuses new ones.
+TEST(StreamOrdered, FinalizeWaitsForStreamWork) {
+  constexpr int kRanks = 2;
+  World w(kRanks, true);
+  std::vector<std::vector<float>> buf(kRanks, std::vector<float>(100, 0.f));
+  std::atomic<int> filled{0};
+  for (int r = 0; r < kRanks; ++r) {
+    slowFill(w.stream(r), &buf[r], 3.f, milliseconds(100), &filled);
+    ASSERT_EQ(tribAllReduce(buf[r].data(), buf[r].data(), 100, tribFloat32, tribSum, w.comms[r], w.stream(r)),
+              tribSuccess);
+  }
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(tribCommFinalize(w.comms[r]), tribSuccess) << lastError();
+  EXPECT_EQ(filled.load(), kRanks);
+  for (int r = 0; r < kRanks; ++r)
+    for (float v : buf[r]) ASSERT_EQ(v, 6.f);
+  EXPECT_EQ(tribAllReduce(buf[0].data(), buf[0].data(), 100, tribFloat32, tribSum, w.comms[0], w.stream(0)),
+            tribInvalidUsage);
+  ASSERT_TRUE(w.syncAll());
+}
+
 TEST(StreamOrdered, BadCombinationsAreRefused) {
   World w(2, false);
   std::vector<std::vector<float>> a(2, std::vector<float>(16, 1.f)), b(2, std::vector<float>(16, 0.f));
