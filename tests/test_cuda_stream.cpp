@@ -140,23 +140,41 @@ std::vector<uint8_t> inputOf(tribDataType_t dt, tribRedOp_t op, size_t n, int ra
   return out;
 }
 
-// One case on `n` ranks of one process, each with its own stream; returns each rank's output.
-void runDeviceCase(const Coll& c, tribDataType_t dt, tribRedOp_t op, bool inPlace, int n, size_t count,
+// `n` ranks of one process on the GPU, each with its own stream, and `n` host ranks for the
+// reference; reused by every case.
+struct Ranks {
+  std::vector<tribComm_t> comms, hostComms;
+  std::vector<cudaStream_t> streams;
+  explicit Ranks(int n) : comms(n), hostComms(n), streams(n) {
+    EXPECT_EQ(tribCommInitAll(comms.data(), n, nullptr), tribSuccess) << lastError();
+    EXPECT_EQ(tribCommInitAll(hostComms.data(), n, nullptr), tribSuccess) << lastError();
+    for (auto& s : streams) EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  }
+  ~Ranks() {
+    for (size_t r = 0; r < comms.size(); ++r) {
+      cudaStreamDestroy(streams[r]);
+      EXPECT_EQ(tribCommDestroy(comms[r]), tribSuccess);
+      EXPECT_EQ(tribCommDestroy(hostComms[r]), tribSuccess);
+    }
+  }
+};
+
+// One case on `ranks`; returns each rank's output and the host path's.
+void runDeviceCase(Ranks& ranks, const Coll& c, tribDataType_t dt, tribRedOp_t op, bool inPlace, size_t count,
                    std::vector<std::vector<uint8_t>>* got, std::vector<std::vector<uint8_t>>* want) {
+  const int n = static_cast<int>(ranks.comms.size());
+  const std::vector<tribComm_t>& comms = ranks.comms;
+  const std::vector<tribComm_t>& hostComms = ranks.hostComms;
+  const std::vector<cudaStream_t>& streams = ranks.streams;
   size_t es = 0;
   tribDataTypeSize(dt, &es);
   const size_t inN = count * (c.inTimesRanks ? n : 1), outN = count * (c.outTimesRanks ? n : 1);
   const size_t bufN = std::max(inN, outN);
-  std::vector<tribComm_t> comms(n), hostComms(n);
-  ASSERT_EQ(tribCommInitAll(comms.data(), n, nullptr), tribSuccess) << lastError();
-  ASSERT_EQ(tribCommInitAll(hostComms.data(), n, nullptr), tribSuccess) << lastError();
-  std::vector<cudaStream_t> streams(n);
   std::vector<std::unique_ptr<DeviceMem>> dIn(n), dOut(n);
   std::vector<std::vector<uint8_t>> hIn(n), hOut(n, std::vector<uint8_t>(bufN * es, 0));
   got->assign(n, std::vector<uint8_t>(outN * es, 0));
   want->assign(n, std::vector<uint8_t>(outN * es, 0));
   for (int r = 0; r < n; ++r) {
-    CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
     hIn[r] = inputOf(dt, op, inN, r);
     dIn[r] = std::make_unique<DeviceMem>(bufN * es);
     dOut[r] = std::make_unique<DeviceMem>(bufN * es);
@@ -193,9 +211,6 @@ void runDeviceCase(const Coll& c, tribDataType_t dt, tribRedOp_t op, bool inPlac
     tribResult_t async = tribInternalError;
     EXPECT_EQ(tribCommGetAsyncError(comms[r], &async), tribSuccess);
     EXPECT_EQ(async, tribSuccess) << "rank " << r << ": " << lastError();
-    cudaStreamDestroy(streams[r]);
-    EXPECT_EQ(tribCommDestroy(comms[r]), tribSuccess);
-    EXPECT_EQ(tribCommDestroy(hostComms[r]), tribSuccess);
   }
   if (c.rootOnlyOutput)
     for (int r = 1; r < n; ++r) (*got)[r] = (*want)[r];  // only the root's output is defined
@@ -205,7 +220,8 @@ TEST(CudaStream, DeviceConformanceOnThreadsOfOneProcess) {
   TRIB_NEED_CUDA_DEVICE();
   const tribDataType_t dtypes[] = {tribFloat32, tribBfloat16, tribInt32, tribFloat64};
   const tribRedOp_t ops[] = {tribSum, tribProd, tribMax, tribAvg};
-  for (int n = 1; n <= 4; ++n)
+  for (int n = 1; n <= 4; ++n) {
+    Ranks ranks(n);
     for (const Coll& c : collectives())
       for (tribDataType_t dt : dtypes)
         for (tribRedOp_t op : ops) {
@@ -215,11 +231,12 @@ TEST(CudaStream, DeviceConformanceOnThreadsOfOneProcess) {
             SCOPED_TRACE(std::string(c.name) + " " + tribDataTypeName(dt) + " " + tribRedOpName(op) +
                          (inPlace ? " in place" : "") + ", " + std::to_string(n) + " ranks");
             std::vector<std::vector<uint8_t>> got, want;
-            runDeviceCase(c, dt, op, inPlace, n, 1031, &got, &want);
+            runDeviceCase(ranks, c, dt, op, inPlace, 1031, &got, &want);
             if (HasFatalFailure()) return;
             for (int r = 0; r < n; ++r) ASSERT_EQ(got[r], want[r]) << "rank " << r;
           }
         }
+  }
 }
 
 // A stream-ordered call returns before it runs; work enqueued before it (late, behind a 200 ms
