@@ -182,24 +182,26 @@ TEST(CudaEngine, OverlappingCopyIsAMemmove) {
   EXPECT_EQ(got, host);
 }
 
-// Device memory is recognised, and a collective on it is refused with what is missing.
-TEST(CudaMemory, DevicePointersClassifyAsDeviceAndCollectivesSayWhatIsMissing) {
+// Device memory is recognised; the request form refuses it, naming the stream-ordered form
+// (test_cuda_stream runs that).
+TEST(CudaMemory, DevicePointersClassifyAsDeviceAndRequestsSayWhatToUse) {
   TRIB_NEED_DEVICE(engine);
   DeviceBuffer buf(engine.get(), 4096);
   ASSERT_TRUE(buf.p);
   EXPECT_TRUE(cuda::isDevicePointer(buf.p));
+  EXPECT_EQ(cuda::deviceOf(buf.p), 0);
   EXPECT_EQ(classifyMemory(buf.p, 4096, nullptr), MemoryKind::Device);
   std::vector<float> host(1024);
   EXPECT_EQ(classifyMemory(host.data(), 4096, nullptr), MemoryKind::Host);
+  EXPECT_EQ(cuda::deviceOf(host.data()), -1);
   tribComm_t comm;
   ASSERT_EQ(tribCommInitAll(&comm, 1, nullptr), tribSuccess);
-  EXPECT_EQ(tribAllReduce(buf.p, buf.p, 1024, tribFloat32, tribSum, comm, nullptr), tribInvalidUsage);
+  tribRequest_t req = nullptr;
+  EXPECT_EQ(tribIallReduce(buf.p, buf.p, 1024, tribFloat32, tribSum, comm, &req), tribInvalidUsage);
   const std::string msg = tribGetLastError(comm);
   EXPECT_NE(msg.find("device memory"), std::string::npos) << msg;
   EXPECT_NE(msg.find("stream-ordered"), std::string::npos) << msg;
-  EXPECT_EQ(tribAllReduce(host.data(), buf.p, 1024, tribFloat32, tribSum, comm, nullptr), tribInvalidUsage)
-      << "mixed host/device is refused too";
-  EXPECT_EQ(tribSend(buf.p, 16, tribFloat32, 0, comm, nullptr), tribInvalidUsage);
+  EXPECT_EQ(tribIsend(buf.p, 16, tribFloat32, 0, comm, &req), tribInvalidUsage);
   EXPECT_NE(std::string(tribGetLastError(comm)).find("device memory"), std::string::npos);
   EXPECT_EQ(tribCommDestroy(comm), tribSuccess);
 }

@@ -77,7 +77,8 @@ typedef enum {
 /* ---- Opaque handles ---------------------------------------------------------------------- */
 typedef struct tribComm* tribComm_t;
 typedef struct tribRequest* tribRequest_t;
-/* A CUDA stream (cudaStream_t) for device-memory calls; pass NULL for host memory. */
+/* A CUDA stream (cudaStream_t). A blocking call given one, or on device memory (NULL then being the
+ * legacy default stream), is stream-ordered; host memory with NULL runs on the calling thread. */
 typedef void* tribStream_t;
 
 #define TRIB_UNIQUE_ID_BYTES 128
@@ -179,7 +180,13 @@ TRIB_API tribResult_t tribCommGetAsyncError(tribComm_t comm, tribResult_t* async
 TRIB_API tribResult_t tribCommCount(const tribComm_t comm, int* count);
 TRIB_API tribResult_t tribCommUserRank(const tribComm_t comm, int* rank);
 
-/* ---- Collectives: blocking form (host memory: stream = NULL) ------------------------------ *
+/* ---- Collectives: blocking form ---------------------------------------------------------- *
+ * Host memory with stream NULL: returns once complete. Stream-ordered (a stream given, or device
+ * memory; as NCCL): enqueued on the stream and returns at once; the stream's earlier work is done
+ * before it starts, its later work waits for it; a failure, timeout (TRIB_TIMEOUT) or
+ * tribCommAbort lets the stream go on and is reported by tribCommGetAsyncError. Both buffers must
+ * be device memory (of the communicator's device) or both host memory. Ranks driven by one thread
+ * that share a stream must make their calls in a group. See docs/CUDA.md. *
  * Counts are per rank as in NCCL: AllGather sendcount elements in, nranks*sendcount out;
  * ReduceScatter recvcount out, nranks*recvcount in; AlltoAll count per peer. In-place:
  * sendbuff == recvbuff (AllReduce, Broadcast, Reduce at root), or sendbuff ==
@@ -214,7 +221,8 @@ TRIB_API tribResult_t tribRecv(void* recvbuff, size_t count, tribDataType_t data
 TRIB_API tribResult_t tribBarrier(tribComm_t comm, tribStream_t stream);
 
 /* ---- Collectives: non-blocking form ------------------------------------------------------ *
- * Same arguments; returns at once with *request. Buffers must stay valid until complete.
+ * Same arguments; returns at once with *request. Buffers must stay valid until complete. Host
+ * memory only: device memory is refused (tribInvalidUsage), use the stream form.
  * Progress happens inside tribTest/tribWait (and any blocking call on the communicator). */
 TRIB_API tribResult_t tribIallReduce(const void* sendbuff, void* recvbuff, size_t count,
                                      tribDataType_t datatype, tribRedOp_t op, tribComm_t comm,

@@ -9,6 +9,7 @@
 #include "common/shared_alloc.hpp"
 #include "core/comm.hpp"
 #include "core/group.hpp"
+#include "core/stream_coll.hpp"
 
 using trib::Coll;
 using trib::CollCall;
@@ -44,17 +45,12 @@ Status needComm(const char* fn, const tribComm* comm) {
   return Status::Ok();
 }
 
-// Blocking collective on host memory: launch, then wait (or join the current group).
+// Blocking collective: on host memory without a stream, launch, then wait (or join the current
+// group); with a stream or on device memory, enqueued on the stream (core/stream_coll.hpp).
 tribResult_t blocking(const char* fn, tribComm_t comm, tribStream_t stream, const CollCall& call) {
   return guarded(fn, [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm(fn, comm));
-    if (stream) {
-      return errorf(tribNotSupported,
-                    "%s: a stream was given but this build has no device-memory support; pass "
-                    "NULL for host memory",
-                    fn);
-    }
-    return trib::runBlocking(comm->impl(), call);
+    return trib::runBlocking(comm->impl(), call, stream);
   });
 }
 
@@ -300,22 +296,14 @@ TRIB_API tribResult_t tribSend(const void* buf, size_t count, tribDataType_t dt,
                                tribStream_t stream) {
   return guarded("tribSend", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribSend", comm));
-    if (stream)
-      return errorf(tribNotSupported, "tribSend: streams need a CUDA build; pass NULL for host memory");
-    tribRequest* req = nullptr;
-    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm->impl(), true, buf, count, dt, peer, &req));
-    return trib::finishBlocking(req);
+    return trib::runP2p(comm->impl(), true, buf, count, dt, peer, stream);
   });
 }
 TRIB_API tribResult_t tribRecv(void* buf, size_t count, tribDataType_t dt, int peer, tribComm_t comm,
                                tribStream_t stream) {
   return guarded("tribRecv", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribRecv", comm));
-    if (stream)
-      return errorf(tribNotSupported, "tribRecv: streams need a CUDA build; pass NULL for host memory");
-    tribRequest* req = nullptr;
-    TRIB_RETURN_IF_ERROR(trib::launchP2p(comm->impl(), false, buf, count, dt, peer, &req));
-    return trib::finishBlocking(req);
+    return trib::runP2p(comm->impl(), false, buf, count, dt, peer, stream);
   });
 }
 

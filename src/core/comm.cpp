@@ -15,6 +15,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/group.hpp"
+#include "core/stream_coll.hpp"
 #include "core/switch_coll.hpp"
 #include "transports/registry.hpp"
 
@@ -243,6 +244,9 @@ Status commFinalize(Communicator* comm) {
     Status st = requestWait(req, std::max(left, std::chrono::milliseconds(0)), /*abortOnTimeout=*/true);
     if (!st.ok()) return st.prefix("tribCommFinalize: ");
   }
+  // And its stream-ordered calls (each bounded by the timeout on the progress thread).
+  if (comm->streams)
+    TRIB_RETURN_IF_ERROR(comm->streams->progress->drain(comm->config.timeout).prefix("tribCommFinalize: "));
   comm->finalized.store(true);
   return Status::Ok();
 }

@@ -26,7 +26,11 @@ class Store;
 class TcpStoreServer;
 class Planner;
 class Topology;
-struct SwitchRun;  // core/switch_coll.cpp
+struct SwitchRun;    // core/switch_coll.cpp
+struct StreamState;  // core/stream_coll.hpp
+struct StreamStateDeleter {
+  void operator()(StreamState* s) const;
+};
 
 // Per-communicator settings: the config struct's fields, else the environment's.
 struct CommConfig {
@@ -175,6 +179,10 @@ struct Communicator {
 
   void setAsyncError(const trib::Status& s);
   trib::Status checkUsable() const;  // another process / aborted / finalized / broken -> error
+
+  // Stream-ordered calls (core/stream_coll.hpp), made at the first; last, so destroyed (its progress
+  // thread drained and joined) before everything it uses.
+  std::unique_ptr<trib::StreamState, trib::StreamStateDeleter> streams;
 };
 
 }  // namespace trib

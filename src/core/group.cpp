@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "core/stream_coll.hpp"
 
 namespace trib {
 
@@ -100,6 +101,8 @@ Status groupSplit(Communicator* comm, int color, int key, const tribConfig_t* cf
 Status groupEnd() {
   if (tGroup.depth == 0) return errorf(tribInvalidUsage, "tribGroupEnd without a matching tribGroupStart");
   if (--tGroup.depth > 0) return Status::Ok();
+  // Stream-ordered calls are enqueued on their streams first: they return at once.
+  Status streamed = flushGroupStreamCalls();
   std::vector<tribRequest*> reqs = std::move(tGroup.requests);
   std::vector<std::unique_ptr<PendingSplit>> splits = std::move(tGroup.splits);
   tGroup.requests.clear();
@@ -109,7 +112,7 @@ Status groupEnd() {
 
   // Drive every request (they may belong to different communicators) until all are done.
   auto deadline = std::chrono::steady_clock::now() + groupTimeout(all);
-  Status first;
+  Status first = streamed;
   std::vector<Status> results(all.size());
   std::vector<bool> finished(all.size(), false);
   size_t left = all.size();

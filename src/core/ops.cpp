@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "core/comm.hpp"
 #include "core/group.hpp"
+#include "core/stream_coll.hpp"
 #include "core/switch_coll.hpp"
 #include "reduce/reduce.hpp"
 
@@ -229,12 +230,6 @@ MemoryKind callMemoryKind(const CollCall& call) {
 
 // The plan for `call` on this communicator: from the cache, or chosen and generated now.
 static Status planFor(Communicator* comm, const CollCall& call, CollArgs args, const CachedPlan** out) {
-  if (callMemoryKind(call) == MemoryKind::Device)  // refused before anything is planned or touched
-    return errorf(
-        tribInvalidUsage,
-        "rank %d: %s on CUDA device memory (sendbuff %s, recvbuff %s) needs the stream-ordered CUDA "
-        "path (a CUDA engine on the caller's stream), which is not built yet: pass host memory",
-        comm->rank, collName(call.coll), memoryKindName(call.sendKind), memoryKindName(call.recvKind));
   PlanKey key{static_cast<uint8_t>(args.coll),
               args.inPlace,
               args.root,
@@ -307,8 +302,15 @@ static Status launchPlan(Communicator* comm, const CollCall& call, const CollArg
 
 Status launchCollective(Communicator* comm, const CollCall& userCall, tribRequest** out) {
   TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
+  TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
   CollArgs args = argsFor(comm, userCall);
   const CollCall call = classified(comm, userCall, args);
+  if (callMemoryKind(call) == MemoryKind::Device)  // refused before anything is planned or touched
+    return errorf(tribInvalidUsage,
+                  "rank %d: %s on CUDA device memory (sendbuff %s, recvbuff %s) as a request: device memory "
+                  "runs stream-ordered, through the blocking form with a stream (tribAllReduce(..., stream))",
+                  comm->rank, collName(call.coll), memoryKindName(call.sendKind),
+                  memoryKindName(call.recvKind));
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
   return launchPlan(comm, call, args, plan, out);
@@ -405,10 +407,41 @@ Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args,
 
 }  // namespace
 
+// A stream-ordered collective (validated, classified): planned here, run by the progress thread.
+static Status enqueueOnStream(Communicator* comm, CollCall call, const CollArgs& args, void* stream) {
+  const void* buffers[] = {call.sendbuff, call.recvbuff};
+  TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, buffers, 2));
+  const bool device = callMemoryKind(call) == MemoryKind::Device;
+  const CachedPlan* plan = nullptr;
+  TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
+  if (isSwitchAlgo(plan->algo->algo))  // its agreement and fallback phases run on the caller's thread
+    return errorf(
+        tribNotSupported,
+        "rank %d: %s with a stream would run in-network (%s), which stream-ordered calls do not yet: "
+        "choose a host algorithm (TRIB_ALGO) or pass a NULL stream",
+        comm->rank, collName(call.coll), algoName(plan->algo->algo));
+  StreamRun run;
+  executionSetup(comm, call, args, plan, nullptr, &run.buffers, &run.options);
+  attachRunResources(comm, call, args, plan->algo->algo, &run.options);
+  run.steps = plan->steps;
+  run.scratchBytes = plan->scratchCount * dataTypeSize(call.dtype);
+  run.usesWindows = run.options.windows != nullptr;
+  run.what = describeCall(comm, call, algoName(plan->algo->algo));
+  TRIB_TRACE("coll", "%s on stream %p", run.what.c_str(), stream);
+  return submitStreamRun(comm, stream, std::move(run), device);
+}
+
 Status runBlocking(Communicator* comm, const CollCall& userCall) {
+  return runBlocking(comm, userCall, nullptr);
+}
+
+Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
   TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
   CollArgs args = argsFor(comm, userCall);
   const CollCall call = classified(comm, userCall, args);
+  // Device memory is stream-ordered on the legacy default stream when the stream is NULL (NCCL's).
+  if (stream || callMemoryKind(call) == MemoryKind::Device) return enqueueOnStream(comm, call, args, stream);
+  TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
   if (comm->active.empty() && !inGroup() && !isSwitchAlgo(plan->algo->algo))
@@ -418,8 +451,18 @@ Status runBlocking(Communicator* comm, const CollCall& userCall) {
   return finishBlocking(req);
 }
 
-Status launchP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
-                 tribRequest** out) {
+namespace {
+
+// A send or receive, validated, as a one-step execution (its sequence number taken).
+struct P2pSetup {
+  std::shared_ptr<const std::vector<Step>> steps;
+  ExecBuffers bufs;
+  ExecOptions opts;
+  MemoryKind kind = MemoryKind::Host;
+};
+
+Status p2pSetup(Communicator* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
+                P2pSetup* out) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
   if (!validDataType(dtype))
     return errorf(tribInvalidArgument, "unknown datatype %d", static_cast<int>(dtype));
@@ -434,35 +477,75 @@ Status launchP2p(Communicator* comm, bool isSend, const void* buf, uint64_t coun
                   static_cast<unsigned long long>(count), dataTypeName(dtype));
   }
   TRIB_RETURN_IF_ERROR(checkBuffer(isSend ? "sendbuff" : "recvbuff", buf, count, es, dtype));
-  if (classifyMemory(buf, count * es, &comm->registrations) ==
-      MemoryKind::Device)  // transports read it from the host
-    return errorf(tribInvalidUsage,
-                  "rank %d: %s on CUDA device memory needs the stream-ordered CUDA path, which is not built "
-                  "yet: pass host memory",
-                  comm->rank, isSend ? "tribSend" : "tribRecv");
+  out->kind = classifyMemory(buf, count * es, &comm->registrations);
   uint32_t& counter = isSend ? comm->p2pSendSeq[peer] : comm->p2pRecvSeq[peer];
-  ExecOptions opts;
-  opts.dtype = dtype;
-  opts.seq = kP2pSeqBit | (counter++ & ~kP2pSeqBit);
-  opts.rank = comm->rank;
+  out->opts.dtype = dtype;
+  out->opts.seq = kP2pSeqBit | (counter++ & ~kP2pSeqBit);
+  out->opts.rank = comm->rank;
+  out->opts.inputKind = out->opts.outputKind = out->kind;
   Region region{isSend ? Buf::Input : Buf::Output, 0, count};
-  auto steps = std::make_shared<const std::vector<Step>>(
+  out->steps = std::make_shared<const std::vector<Step>>(
       std::vector<Step>{isSend ? Step::send(peer, region) : Step::recv(peer, region)});
-  ExecBuffers bufs{isSend ? buf : nullptr,
-                   isSend ? nullptr : const_cast<void*>(buf),
-                   nullptr,
-                   isSend ? count : 0,
-                   isSend ? 0 : count,
-                   0};
+  out->bufs = ExecBuffers{isSend ? buf : nullptr,
+                          isSend ? nullptr : const_cast<void*>(buf),
+                          nullptr,
+                          isSend ? count : 0,
+                          isSend ? 0 : count,
+                          0};
+  return Status::Ok();
+}
+
+tribRequest* p2pRequest(Communicator* comm, bool isSend, uint64_t count, DataType dtype, int peer,
+                        P2pSetup& p) {
   tribRequest* req = newRequest(comm);
   req->call.count = count;
   req->call.dtype = dtype;
   req->p2pPeer = peer;
   req->p2pSend = isSend;
-  req->exec = std::make_unique<Execution>(std::move(steps), bufs, comm->peers, opts);
+  req->exec = std::make_unique<Execution>(std::move(p.steps), p.bufs, comm->peers, p.opts);
+  return req;
+}
+
+}  // namespace
+
+Status launchP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
+                 tribRequest** out) {
+  TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
+  P2pSetup p;
+  TRIB_RETURN_IF_ERROR(p2pSetup(comm, isSend, buf, count, dtype, peer, &p));
+  if (p.kind == MemoryKind::Device)
+    return errorf(
+        tribInvalidUsage,
+        "rank %d: %s on CUDA device memory as a request: device memory runs stream-ordered, through "
+        "the blocking form with a stream (%s(..., stream))",
+        comm->rank, isSend ? "tribIsend" : "tribIrecv", isSend ? "tribSend" : "tribRecv");
+  tribRequest* req = p2pRequest(comm, isSend, count, dtype, peer, p);
   TRIB_RETURN_IF_ERROR(startRequest(req));
   *out = req;
   return Status::Ok();
+}
+
+Status runP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, DataType dtype, int peer,
+              void* stream) {
+  P2pSetup p;
+  TRIB_RETURN_IF_ERROR(p2pSetup(comm, isSend, buf, count, dtype, peer, &p));
+  if (!stream && p.kind != MemoryKind::Device) {
+    TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
+    tribRequest* req = p2pRequest(comm, isSend, count, dtype, peer, p);
+    TRIB_RETURN_IF_ERROR(startRequest(req));
+    return finishBlocking(req);
+  }
+  CollCall call;  // what prepareStreamCall checks: the one buffer's kind on both sides
+  call.sendKind = call.recvKind = p.kind;
+  TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, &buf, 1));
+  StreamRun run;
+  run.steps = std::move(p.steps);
+  run.buffers = p.bufs;
+  run.options = p.opts;
+  run.options.inputKind = call.sendKind;
+  run.options.outputKind = call.recvKind;
+  run.what = describeP2p(comm, isSend, count, dtype, peer);
+  return submitStreamRun(comm, stream, std::move(run), call.sendKind == MemoryKind::Device);
 }
 
 void Backoff::idle() {
@@ -531,14 +614,17 @@ void requestFree(tribRequest* req) {
 
 std::string tribRequest::what() const {
   using namespace trib;
-  if (p2pPeer >= 0) {
-    return strprintf("%s(count %llu, %s, peer %d) on rank %d of %d", p2pSend ? "send" : "recv",
-                     static_cast<unsigned long long>(call.count), dataTypeName(call.dtype), p2pPeer,
-                     comm->rank, comm->nranks);
-  }
+  if (p2pPeer >= 0) return describeP2p(comm, p2pSend, call.count, call.dtype, p2pPeer);
   std::string s = describeCall(comm, call, algo);
   if (fallback) s += strprintf(" [fallback %s]", fallback);
   return s;
+}
+
+std::string trib::describeP2p(const Communicator* comm, bool isSend, uint64_t count, DataType dtype,
+                              int peer) {
+  return strprintf("%s(count %llu, %s, peer %d) on rank %d of %d", isSend ? "send" : "recv",
+                   static_cast<unsigned long long>(count), dataTypeName(dtype), peer, comm->rank,
+                   comm->nranks);
 }
 
 std::string trib::describeCall(const Communicator* comm, const CollCall& call, const char* algo) {

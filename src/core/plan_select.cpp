@@ -127,10 +127,14 @@ Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs*
   // The planner knows the attached switch (attachSwitch told it); this communicator may have
   // given it up since (failover) -- the same on every rank, so the choice stays the same.
   const bool hostOnly = purpose == ChoiceFor::SwitchAgreement;
-  req.switchDown = hostOnly || !switchUsable(comm);
-  req.sliceStride = !hostOnly && sliceUsable(comm) ? comm->sliceStride : 0;
+  // Device memory runs over transports (staged through host memory where they cannot reach it): the
+  // windows are host memory a kernel cannot read, and the switch client takes host buffers.
+  const bool device = req.memory == MemoryKind::Device;
+  const bool windows = comm->windows && !device;
+  req.switchDown = hostOnly || device || !switchUsable(comm);
+  req.sliceStride = !hostOnly && !device && sliceUsable(comm) ? comm->sliceStride : 0;
   // One-shot takes what fits in one window cell; two-shot any size, a cell at a time.
-  req.oneShotBytes = comm->windows ? comm->windows->windowBytes() / 2 / elemSize * elemSize : 0;
+  req.oneShotBytes = windows ? comm->windows->windowBytes() / 2 / elemSize * elemSize : 0;
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:
@@ -150,15 +154,16 @@ Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs*
   // Offload plans need their offload: an attached switch (and hier_switch its slice groups for
   // these domains); peer-memory plans every rank's window. The planner only offers them then;
   // this guards against drift (supports() below checks that the call fits the window).
-  const bool offloadMissing = (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
+  const bool offloadMissing = (algo && needsOffload(algo->algo) && device) ||
+                              (algo && algo->algo == Algo::Switch && !switchUsable(comm)) ||
                               (algo && algo->algo == Algo::HierSwitch &&
                                (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride)) ||
-                              (algo && needsWindows(algo->algo) && !comm->windows);
+                              (algo && needsWindows(algo->algo) && !windows);
   if (!algo || !algo->supports(*args) || offloadMissing) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {
-      if (!algo && a->supports(*args) && !needsOffload(a->algo) && (!needsWindows(a->algo) || comm->windows))
+      if (!algo && a->supports(*args) && !needsOffload(a->algo) && (!needsWindows(a->algo) || windows))
         algo = a;
     }
     if (!algo) {

@@ -6,6 +6,7 @@
 
 #include "common/status.hpp"
 #include "exec/engine.hpp"
+#include "exec/stream_order.hpp"
 
 namespace trib::cuda {
 
@@ -23,5 +24,16 @@ bool isDevicePointer(const void* p);
 Status createEngine(int device, std::unique_ptr<Engine>* out);
 // Waits for everything the engine posted (tests; never on a caller's stream).
 Status synchronize(Engine& engine);
+// The device that device (or managed) memory at `p` belongs to; -1 for host memory (and always
+// without a driver). Never leaves a CUDA error behind.
+int deviceOf(const void* p);
+// The calling thread's current device.
+Status currentDevice(int* device);
+// Stream ordering on CUDA streams (exec/stream_order.hpp) for calls on `device`: cuStreamWriteValue32
+// marks a ticket's start in mapped host memory that the progress thread reads; cuStreamWaitValue32
+// holds the stream until the progress thread writes the release word. Driver functions come from
+// cudaGetDriverEntryPointByVersion (libcuda is never linked). Any stream, NULL (the legacy default
+// stream) and cudaStreamPerThread included.
+Status createStreamOrdering(int device, std::unique_ptr<StreamOrdering>* out);
 
 }  // namespace trib::cuda

@@ -55,6 +55,22 @@ bool isDevicePointer(const void* ptr) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+int deviceOf(const void* ptr) {
+  if (!ptr || probe().devices == 0) return -1;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
+}
+
+Status currentDevice(int* device) {
+  TRIB_RETURN_IF_ERROR(deviceStatus());
+  TRIB_CUDA_RETURN_IF_ERROR(cudaGetDevice(device));
+  return Status::Ok();
+}
+
 Status cudaFailure(cudaError_t e, const char* what) {
   (void)cudaGetLastError();
   return errorf(tribUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(e),

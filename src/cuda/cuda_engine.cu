@@ -2,11 +2,12 @@
 // (cudaMemcpyAsync), reductions and the avg division to kernels that run the shared element
 // arithmetic (reduce/element_ops.hpp, the CPU reducer's very functions) with 16-byte loads and
 // stores; each op completes from an event that progress() polls. Everything runs on the engine's
-// own stream; the stream-ordered path on a caller's stream (issue 13, part 2) is not built yet.
+// own stream; stream-ordered calls (core/stream_coll.cpp) order it against the caller's stream.
 #include <cuda_runtime.h>
 
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -135,6 +136,7 @@ class CudaEngine final : public Engine {
     cudaStreamSynchronize(stream_);
     for (Pending& p : pending_) cudaEventDestroy(p.event);
     for (cudaEvent_t e : spareEvents_) cudaEventDestroy(e);
+    for (void* p : pinned_) cudaFreeHost(p);
     cudaStreamDestroy(stream_);
     (void)cudaGetLastError();
   }
@@ -209,10 +211,13 @@ class CudaEngine final : public Engine {
     return progressLocked();
   }
 
+  // Stream-ordered (cudaMallocAsync / cudaFreeAsync on the engine's stream, which alone uses
+  // scratch): cudaFree would wait for the whole device, caller streams included, and a caller's
+  // stream may be held until this engine's call finishes (deadlock).
   void* allocScratch(size_t bytes) override {
     DeviceScope scope(device_);
     void* p = nullptr;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    if (cudaMallocAsync(&p, bytes ? bytes : 1, stream_) != cudaSuccess) {
       (void)cudaGetLastError();
       return nullptr;
     }
@@ -220,7 +225,32 @@ class CudaEngine final : public Engine {
   }
   void freeScratch(void* p, size_t) override {
     DeviceScope scope(device_);
-    if (p && cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+    if (p && cudaFreeAsync(p, stream_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  // Pinned and mapped: the copy engine moves it at full speed, and kernels read it directly (a
+  // host-staged receive-reduce combines from it). Kept for reuse and freed only with the engine, as
+  // cudaFreeHost may wait for the device (the same deadlock as cudaFree); sizes are powers of two.
+  void* allocHostStaging(size_t bytes) override {
+    const size_t size = pinnedSize(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = idlePinned_.find(size); it != idlePinned_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+    DeviceScope scope(device_);
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, size, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    pinned_.push_back(p);
+    return p;
+  }
+  void freeHostStaging(void* p, size_t bytes) override {
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    idlePinned_[pinnedSize(bytes)].push_back(p);
   }
 
   Status synchronize() {
@@ -278,9 +308,17 @@ class CudaEngine final : public Engine {
     return Status::Ok();
   }
 
+  static size_t pinnedSize(size_t bytes) {
+    size_t size = 4096;
+    while (size < bytes) size *= 2;
+    return size;
+  }
+
   const int device_;
   const cudaStream_t stream_;
   std::mutex mu_;
+  std::vector<void*> pinned_;                        // every pinned buffer, freed with the engine
+  std::map<size_t, std::vector<void*>> idlePinned_;  // by size, ready for reuse
   std::deque<Pending> pending_;
   std::vector<cudaEvent_t> spareEvents_;
 };

@@ -15,12 +15,14 @@ Status cudaFailure(cudaError_t e, const char* what);
     if (trib_cuda_e != cudaSuccess) return ::trib::cuda::cudaFailure(trib_cuda_e, #call); \
   } while (0)
 
-// Makes `device` current for a scope and restores the caller's device after it.
+// Makes `device` current for a scope and restores the caller's device after it. `bind`: set it even
+// when it is current already, so that its primary context is current on this thread (driver-API
+// calls need one; a thread that never called the runtime has none).
 class DeviceScope {
  public:
-  explicit DeviceScope(int device) {
+  explicit DeviceScope(int device, bool bind = false) {
     if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    if (saved_ != device) cudaSetDevice(device);
+    if (bind || saved_ != device) cudaSetDevice(device);
   }
   ~DeviceScope() {
     int now = -1;

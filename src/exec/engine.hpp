@@ -1,7 +1,7 @@
 // Engines run a schedule's local work: copies, reductions and the avg division are posted to an
 // engine and complete through a TransferOp, like communication steps, so the executor treats every
 // step alike (posted, then done). The host engine runs them inline: the op is complete when post
-// returns. A CUDA engine will enqueue kernels on the call's stream and complete the op from an event.
+// returns. The CUDA engine enqueues on its own stream and completes the op from an event.
 // An engine also provides scratch memory of its kind (ScratchPool).
 #pragma once
 #include <cstddef>
@@ -34,6 +34,10 @@ class Engine {
   // Scratch of this engine's kind; freeScratch takes only what allocScratch returned.
   virtual void* allocScratch(size_t bytes) = 0;
   virtual void freeScratch(void* p, size_t bytes) = 0;
+  // Host memory this engine copies to and from at full speed (pinned for a CUDA engine): where
+  // the executor stages what a transport cannot send from or receive into. Default: scratch.
+  virtual void* allocHostStaging(size_t bytes) { return allocScratch(bytes); }
+  virtual void freeHostStaging(void* p, size_t bytes) { freeScratch(p, bytes); }
 };
 
 // The host engine (process memory, the CPU's vectorised reducer); one per process.

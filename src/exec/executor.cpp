@@ -42,6 +42,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
       slot.read1 = slot.read2 = slot.write = slot.write2 = Range{};
       slot.fusedSrc = nullptr;
       slot.fusedAway = false;
+      slot.hostStaged = false;
     }
     slot.tag = 0;
     slot.blockedBy = kNone;
@@ -65,7 +66,8 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
 }
 
 Execution::~Execution() {
-  for (auto& [bytes, data] : spareStaging_) engine_->freeScratch(data, bytes);
+  for (const Spare& e : spareStaging_)
+    e.host ? engine_->freeHostStaging(e.data, e.bytes) : engine_->freeScratch(e.data, e.bytes);
 }
 
 char* Execution::address(const Region& r, int owner) const {
@@ -219,7 +221,10 @@ Status Execution::start() {
                               : mine.buf == Buf::Output ? opts_.outputKind
                                                         : engine_->memory();
       const bool sending = s.kind == StepKind::Send;
-      if (mine.count > 0 && !(sending ? peers_[s.peer]->sendsFrom(kind) : peers_[s.peer]->receivesInto(kind)))
+      const bool reaches = sending ? peers_[s.peer]->sendsFrom(kind) : peers_[s.peer]->receivesInto(kind);
+      // Device memory a transport cannot reach goes through the device engine's host staging.
+      slot.hostStaged = mine.count > 0 && !reaches && kind == MemoryKind::Device && deviceEngine;
+      if (mine.count > 0 && !reaches && !slot.hostStaged)
         return stepError(
             i, errorf(tribInvalidUsage, "the %s transport cannot %s %s memory", peers_[s.peer]->name(),
                       sending ? "send from" : "receive into", memoryKindName(kind)));
@@ -264,17 +269,19 @@ void Execution::fuseCopyReduce() {
   }
 }
 
-char* Execution::stage(Slot& slot, size_t bytes) {
+char* Execution::stage(Slot& slot, size_t bytes, bool host) {
   // A step starts once, so a slot stages at most once.
   slot.staging.engine = engine_;
-  auto spare =
-      std::find_if(spareStaging_.begin(), spareStaging_.end(), [&](auto& e) { return e.first >= bytes; });
+  slot.staging.host = host;
+  auto spare = std::find_if(spareStaging_.begin(), spareStaging_.end(),
+                            [&](const Spare& e) { return e.bytes >= bytes && e.host == host; });
   if (spare != spareStaging_.end()) {
-    slot.staging.bytes = spare->first;
-    slot.staging.data = spare->second;
+    slot.staging.bytes = spare->bytes;
+    slot.staging.data = spare->data;
     spareStaging_.erase(spare);
   } else {
-    slot.staging.data = static_cast<char*>(engine_->allocScratch(bytes));
+    slot.staging.data =
+        static_cast<char*>(host ? engine_->allocHostStaging(bytes) : engine_->allocScratch(bytes));
     slot.staging.bytes = bytes;
   }
   if (slot.staging.data) stagedBytes_ += bytes;
@@ -299,8 +306,11 @@ Status Execution::startStep(size_t i, bool land) {
     slot.state = State::Done;  // published instead of copied
     return Status::Ok();
   }
-  if (land) {
-    into = stage(slot, bytesOf);
+  // A received message the transport cannot put into device memory lands in host staging and
+  // is copied (or reduced) into place by the engine.
+  const bool hostLanding = slot.hostStaged && s.kind != StepKind::Send;
+  if (land || hostLanding) {
+    into = stage(slot, bytesOf, hostLanding);
     if (!into) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
     slot.phase = Phase::Landing;
   } else if (s.writesDst()) {
@@ -308,9 +318,10 @@ Status Execution::startStep(size_t i, bool land) {
   }
   switch (s.kind) {
     case StepKind::Send:
-      if (opts_.mayAbandon && bytesOf > 0 && !peers_[s.peer]->detachesSends()) {
-        // Given up mid-flight, this send could not let go of the caller's buffer: send a copy.
-        char* copy = stage(slot, bytesOf);
+      if (slot.hostStaged || (opts_.mayAbandon && bytesOf > 0 && !peers_[s.peer]->detachesSends())) {
+        // Given up mid-flight, this send could not let go of the caller's buffer: send a copy (in
+        // host staging where the transport cannot read the buffer's device memory).
+        char* copy = stage(slot, bytesOf, slot.hostStaged);
         if (!copy) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
         slot.phase = Phase::SendStaging;
         slot.state = State::Posted;
@@ -324,7 +335,7 @@ Status Execution::startStep(size_t i, bool land) {
       slot.state = State::Posted;
       ReduceSpec spec;
       const ReduceSpec* reduce = nullptr;
-      if (s.kind == StepKind::RecvReduce) {
+      if (s.kind == StepKind::RecvReduce && !hostLanding) {  // hostLanding: reduced at the commit
         spec.local = address(s.src);
         spec.dtype = opts_.dtype;
         spec.op = opts_.op == tribAvg ? tribSum : opts_.op;
@@ -445,7 +456,7 @@ Status Execution::opFinished(size_t i) {
 void Execution::releaseStaging(Slot& slot) {
   if (!slot.staging.data) return;
   if (spareStaging_.size() < 4) {
-    spareStaging_.emplace_back(slot.staging.bytes, slot.staging.data);
+    spareStaging_.push_back({slot.staging.bytes, slot.staging.data, slot.staging.host});
     slot.staging.data = nullptr;
   }
   slot.staging.release();
@@ -536,8 +547,14 @@ Status Execution::progress(bool* done) {
         if (blockedByEarlier(active, a)) continue;
         slot.phase = Phase::Commit;
         slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
-        Status st = engine_->postCopy(address(steps_[i].dst), slot.staging.data,
-                                      steps_[i].dst.count * elemSize_, &slot.op, false);
+        const Step& s = steps_[i];
+        const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
+        // A host-staged receive-reduce combines here; every other landing was combined on arrival.
+        Status st = s.kind == StepKind::RecvReduce && slot.hostStaged
+                        ? engine_->postReduce(address(s.dst), address(s.src), slot.staging.data, s.dst.count,
+                                              opts_.dtype, op, &slot.op)
+                        : engine_->postCopy(address(s.dst), slot.staging.data, s.dst.count * elemSize_,
+                                            &slot.op, false);
         if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone) st = opFinished(i);
         if (!st.ok()) return stepError(i, st);
         continue;

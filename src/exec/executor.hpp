@@ -136,17 +136,21 @@ class Execution {
   // staging; Landed: done, waiting for the sends that read its destination; Commit: copying
   // staging into the destination.
   enum class Phase : uint8_t { Direct, SendStaging, Landing, Landed, Commit };
-  // Executor-owned memory of the engine's kind, freed with the slot.
+  // Executor-owned memory of the engine's kind (or, `host`, its host staging), freed with the slot.
   struct Staging {
     Engine* engine = nullptr;
     char* data = nullptr;
     size_t bytes = 0;
+    bool host = false;
     Staging() = default;
     Staging(const Staging&) = delete;
     Staging& operator=(const Staging&) = delete;
     ~Staging() { release(); }
     void release() {
-      if (data) engine->freeScratch(data, bytes);
+      if (data && host)
+        engine->freeHostStaging(data, bytes);
+      else if (data)
+        engine->freeScratch(data, bytes);
       data = nullptr;
     }
   };
@@ -170,6 +174,9 @@ class Execution {
     // 64 MiB two-shot on 4 ranks).
     size_t blockedBy = kNone;
     Phase phase = Phase::Direct;
+    // A message of device memory over a transport that reaches only host memory: it goes through
+    // the engine's host staging (sent from a copy; received there, then copied or reduced into place).
+    bool hostStaged = false;
     TransferOp op;
     Staging staging;
   };
@@ -193,7 +200,8 @@ class Execution {
   // `land`: write into staging (Phase::Landing) instead of the destination.
   Status startStep(size_t i, bool land = false);
   Status postSendFrom(size_t i, const void* from);
-  char* stage(Slot& slot, size_t bytes);
+  // `host`: the engine's host staging, for a hostStaged message.
+  char* stage(Slot& slot, size_t bytes, bool host = false);
   // A posted step's op finished: the step is done, or moves on to its next phase.
   Status opFinished(size_t i);
   bool blockedByEarlier(const std::vector<size_t>& active, size_t a) const;
@@ -230,7 +238,12 @@ class Execution {
   std::vector<size_t> activeScratch_;
   uint64_t stagedBytes_ = 0;
   // Staging of finished steps, for the next to land (pipelined slices have equal sizes).
-  std::vector<std::pair<size_t, char*>> spareStaging_;
+  struct Spare {
+    size_t bytes;
+    char* data;
+    bool host;
+  };
+  std::vector<Spare> spareStaging_;
   void releaseStaging(Slot& slot);
 };
 

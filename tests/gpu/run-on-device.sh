@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: configures a CUDA build (warnings as errors), builds what the GPU tests
 # need, runs them (the CUDA engine against the CPU reducer, device-memory classification, the
-# library's contents), then compute-sanitizer memcheck over the engine test, and writes every log
+# library's contents, stream-ordered collectives on device memory and their CPU counterpart), then
+# compute-sanitizer memcheck over the engine and stream tests, and writes every log
 # to the folder given as the argument. Bounded to 8 minutes in all (each step gets what is left).
 # Offline: nothing is downloaded; GoogleTest must be installed or its sources found (below).
 #
@@ -83,27 +84,36 @@ jobs=$(nproc)
 timeout "$(limit 60)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON \
   -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=OFF "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
   die "configure failed: see configure.log ($(tail -3 "$out/configure.log" | tr '\n' ' '))"
-tests=(test_cuda_engine test_element_ops test_library_contents test_reduce)
+tests=(test_cuda_engine test_cuda_stream test_stream_progress test_element_ops test_library_contents test_reduce)
 timeout "$(limit 240)" ninja -C "$build" -j"$jobs" tributary "${tests[@]}" >"$out/build.log" 2>&1 ||
   die "build failed: see build.log ($(grep -m3 -E 'error|FAILED' "$out/build.log" | tr '\n' ' '))"
 say "built in $build"
 
 # ---- the tests: every one must pass, none may skip (CudaEngine.WithoutADeviceSaysSoClearly is
 # the no-device check, the one test that has nothing to do on a GPU) ----
+# run_test NAME BINARY FILTER: runs one test binary under a filter; NAME names its logs.
+run_test() {
+  local name=$1 t=$2 filter=$3
+  if timeout "$(limit 120)" "$build/tests/$t" --gtest_filter="$filter" --gtest_output="xml:$out/$name.xml" \
+    >"$out/$name.log" 2>&1; then
+    if grep -q '^\[  SKIPPED \]' "$out/$name.log"; then
+      fail "$name: skipped on a GPU machine: $(grep -A1 'Skipped$' "$out/$name.log" | tail -1)"
+    else
+      say "passed: $name ($(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$out/$name.log"))"
+    fi
+  else
+    fail "$name (exit $?): see $name.log ($(grep -m3 -E 'Failure|FAILED' "$out/$name.log" | tr '\n' ' '))"
+  fi
+}
 for t in "${tests[@]}"; do
   filter='*'
   [ "$t" = test_cuda_engine ] && filter='-CudaEngine.WithoutADeviceSaysSoClearly'
-  if timeout "$(limit 120)" "$build/tests/$t" --gtest_filter="$filter" --gtest_output="xml:$out/$t.xml" \
-    >"$out/$t.log" 2>&1; then
-    if grep -q '^\[  SKIPPED \]' "$out/$t.log"; then
-      fail "$t: skipped on a GPU machine: $(grep -A1 'Skipped$' "$out/$t.log" | tail -1)"
-    else
-      say "passed: $t ($(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$out/$t.log"))"
-    fi
-  else
-    fail "$t (exit $?): see $t.log ($(grep -m3 -E 'Failure|FAILED' "$out/$t.log" | tr '\n' ' '))"
-  fi
+  [ "$t" = test_stream_progress ] && filter='-StreamOrdered.WithoutADeviceAStreamSaysSo'
+  # The fork test needs a parent that has not initialised CUDA: its own process (below).
+  [ "$t" = test_cuda_stream ] && filter='-CudaStream.TwoProcessesShareOneGpu'
+  run_test "$t" "$t" "$filter"
 done
+run_test test_cuda_stream-processes test_cuda_stream CudaStream.TwoProcessesShareOneGpu
 
 # ---- compute-sanitizer memcheck over the engine (out-of-bounds or misaligned device accesses) ----
 sanitizer=$(command -v compute-sanitizer || true)
@@ -114,6 +124,16 @@ elif timeout "$(limit 120)" "$sanitizer" --tool memcheck --error-exitcode 3 "$bu
   say "passed: compute-sanitizer memcheck (test_cuda_engine)"
 else
   fail "compute-sanitizer memcheck: see memcheck.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck.log" | tr '\n' ' '))"
+fi
+# The stream-ordered path (one process: the fork test leaves the sanitizer's view).
+if [ -n "$sanitizer" ]; then
+  if timeout "$(limit 150)" "$sanitizer" --tool memcheck --error-exitcode 3 "$build/tests/test_cuda_stream" \
+    --gtest_filter='CudaStream.OrderedOnTheCallersStream:CudaStream.DefaultStreamsInAGroup:CudaStream.NullStreamAndSendRecv:CudaStream.AbortAndTimeoutReleaseTheStream' \
+    >"$out/memcheck-stream.log" 2>&1; then
+    say "passed: compute-sanitizer memcheck (test_cuda_stream)"
+  else
+    fail "compute-sanitizer memcheck (stream): see memcheck-stream.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck-stream.log" | tr '\n' ' '))"
+  fi
 fi
 
 if [ "$failed" -ne 0 ]; then

@@ -16,5 +16,8 @@ Status deviceStatus() { return notBuilt(); }
 bool isDevicePointer(const void*) { return false; }
 Status createEngine(int, std::unique_ptr<Engine>*) { return notBuilt(); }
 Status synchronize(Engine&) { return notBuilt(); }
+int deviceOf(const void*) { return -1; }
+Status currentDevice(int*) { return notBuilt(); }
+Status createStreamOrdering(int, std::unique_ptr<StreamOrdering>*) { return notBuilt(); }
 
 }  // namespace trib::cuda
