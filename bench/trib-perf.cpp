@@ -117,7 +117,8 @@ class Buffer {
       "  -m, --mem host|device buffers in host or CUDA device memory (device: a stream per rank,\n"
       "                       cudaStreamSynchronize after the timed loop)   [host]\n"
       "  -g, --gpus N         ranks per thread (with --mem device, threads only), each on its own\n"
-      "                       GPU, driven in a group; more ranks than GPUs share them   [1]\n"
+      "                       GPU, driven in a group (-t then defaults to 1); more ranks than GPUs\n"
+      "                       share them   [1]\n"
       "  -J, --json FILE      also write results as JSON\n"
       "  -h, --help\n");
   std::exit(code);
@@ -500,7 +501,7 @@ struct Bench {
             for (uint64_t i = 0; i < sh.inElems; ++i)
               trib::storeElement(dst, i, dtype, trib::perf::inputValue(ranks[j], i, op));
             if (!o.device) continue;
-            if (trib::Status st = trib::cuda::copy(ins[j], dst, sh.inElems * es); !st.ok())
+            if (trib::Status st = trib::cuda::copy(ins[j], dst, sh.inElems * es, dev[j].stream); !st.ok())
               error = "uploading the input: " + st.message();
           }
         };

@@ -46,8 +46,10 @@ Status deviceAlloc(int device, size_t bytes, void** out);
 // cudaFree; nullptr is a no-op. It may wait for the whole device: call it when no stream of the
 // device can be waiting for another rank.
 void deviceFree(void* p);
-// A synchronous copy between host and device memory, either way (cudaMemcpyDefault).
-Status copy(void* dst, const void* src, size_t bytes);
+// A copy between host and device memory, either way (cudaMemcpyDefault), on `stream` and waited
+// for: on the stream that later calls use, so they are ordered after it (a pageable cudaMemcpy on
+// the legacy stream may return before its DMA is done, unordered with non-blocking streams).
+Status copy(void* dst, const void* src, size_t bytes, void* stream);
 // A stream on `device` that does not synchronise with the legacy default stream (NCCL's and
 // nccl-tests' choice: cudaStreamNonBlocking).
 Status streamCreate(int device, void** stream);

@@ -18,10 +18,14 @@ Status deviceAlloc(int device, size_t bytes, void** out) {
   DeviceScope scope(device, true);
   *out = nullptr;
   TRIB_CUDA_RETURN_IF_ERROR(cudaMalloc(out, bytes ? bytes : 1));
-  if (const cudaError_t e = cudaMemset(*out, 0, bytes); e != cudaSuccess) {
+  // Explicitly on the legacy stream and waited for: an unfinished memset would not be ordered
+  // before the work of a non-blocking stream.
+  cudaError_t e = cudaMemsetAsync(*out, 0, bytes, cudaStreamLegacy);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
+  if (e != cudaSuccess) {
     cudaFree(*out);
     *out = nullptr;
-    return cudaFailure(e, "cudaMemset");
+    return cudaFailure(e, "zero-filling a device buffer");
   }
   return Status::Ok();
 }
@@ -30,10 +34,12 @@ void deviceFree(void* p) {
   if (p && cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
-Status copy(void* dst, const void* src, size_t bytes) {
+Status copy(void* dst, const void* src, size_t bytes, void* stream) {
   TRIB_RETURN_IF_ERROR(deviceStatus());
   if (bytes == 0) return Status::Ok();
-  TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  const auto s = static_cast<cudaStream_t>(stream);
+  TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  TRIB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
   return Status::Ok();
 }
 

@@ -22,7 +22,7 @@ Status createStreamOrdering(int, std::unique_ptr<StreamOrdering>*) { return notB
 Status deviceCount(int*) { return notBuilt(); }
 Status deviceAlloc(int, size_t, void**) { return notBuilt(); }
 void deviceFree(void*) {}
-Status copy(void*, const void*, size_t) { return notBuilt(); }
+Status copy(void*, const void*, size_t, void*) { return notBuilt(); }
 Status streamCreate(int, void**) { return notBuilt(); }
 void streamDestroy(void*) {}
 Status streamSynchronize(void*) { return notBuilt(); }
