@@ -116,9 +116,9 @@ class Buffer {
       "  -R, --registered 0|1 buffers from tribMemAlloc (shareable; as nccl-tests' -R) [0]\n"
       "  -m, --mem host|device buffers in host or CUDA device memory (device: a stream per rank,\n"
       "                       cudaStreamSynchronize after the timed loop)   [host]\n"
-      "  -g, --gpus N         ranks per thread (with --mem device, threads only), each on its own\n"
-      "                       GPU, driven in a group (-t then defaults to 1); more ranks than GPUs\n"
-      "                       share them   [1]\n"
+      "  -g, --gpus N         ranks per thread (threads only), driven in a group (-t then defaults\n"
+      "                       to 1); with --mem device each on its own GPU, more ranks than GPUs\n"
+      "                       sharing them   [1]\n"
       "  -J, --json FILE      also write results as JSON\n"
       "  -h, --help\n");
   std::exit(code);
@@ -458,10 +458,10 @@ struct Bench {
     int64_t wrongTotal = 0;
     for (size_t si = 0; si < sizes.size(); ++si) {
       Shape sh = shapeFor(o.coll, std::max<uint64_t>(sizes[si] / es, 1), n);
-      std::unique_ptr<Buffer> send, recv;  // host runs: per size, as always
-      if (!o.device) {
-        send = std::make_unique<Buffer>(sh.inElems * es, o.shared);
-        recv = std::make_unique<Buffer>(std::max(sh.outElems, sh.inElems) * es, o.shared);
+      std::vector<std::unique_ptr<Buffer>> send(g), recv(g);  // host runs: per rank and size, as always
+      for (size_t j = 0; j < g && !o.device; ++j) {
+        send[j] = std::make_unique<Buffer>(sh.inElems * es, o.shared);
+        recv[j] = std::make_unique<Buffer>(std::max(sh.outElems, sh.inElems) * es, o.shared);
       }
       uint64_t bytesS = (o.coll == Coll::AllReduce || o.coll == Coll::Broadcast || o.coll == Coll::Reduce)
                             ? sh.count * es
@@ -481,8 +481,8 @@ struct Bench {
         std::vector<char*> ins(g);
         std::vector<void*> outs(g);
         for (size_t j = 0; j < g; ++j) {
-          char* sendBase = o.device ? static_cast<char*>(dev[j].send) : send->data();
-          char* recvBase = o.device ? static_cast<char*>(dev[j].recv) : recv->data();
+          char* sendBase = o.device ? static_cast<char*>(dev[j].send) : send[j]->data();
+          char* recvBase = o.device ? static_cast<char*>(dev[j].recv) : recv[j]->data();
           outs[j] = recvBase;
           ins[j] = sendBase;
           if (inPlace) {  // NCCL's in-place layouts
@@ -707,10 +707,10 @@ int main(int argc, char** argv) {
   }
   const bool underLauncher = std::getenv("TRIB_RANK") || std::getenv("OMPI_COMM_WORLD_RANK") ||
                              std::getenv("PMI_RANK") || std::getenv("SLURM_PROCID") || std::getenv("RANK");
-  if (gpusGiven && (o.gpus < 1 || !o.device || o.ranks > 0 || underLauncher)) {
+  if (gpusGiven && (o.gpus < 1 || o.ranks > 0 || underLauncher)) {
     std::fprintf(stderr,
-                 "trib-perf: -g N (N >= 1 ranks per thread, one GPU each) needs --mem device and "
-                 "ranks as threads (-t), not processes\n");
+                 "trib-perf: -g N (N >= 1 ranks per thread, driven in a group) needs ranks as threads (-t), "
+                 "not processes\n");
     return 2;
   }
   if (o.device && o.shared) {
