@@ -3,6 +3,8 @@
 // (--threads N, loopback), processes spawned here (--ranks N, shm/UCX), or processes started by
 // a launcher (mpirun, srun, torchrun: their environment is read). The header also reports this machine's
 // memcpy bandwidth, measured here, so results can be read against what memory allows.
+// --mem device runs the same calls on CUDA device buffers, each rank on its own stream, as
+// nccl-tests does; -g N lets each thread drive N ranks (one device each) in a group.
 #include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
@@ -22,9 +24,12 @@
 #include <vector>
 
 #include "algo/schedule.hpp"
+#include "bootstrap/launcher.hpp"
 #include "bootstrap/store.hpp"
 #include "bootstrap/unique_id.hpp"
 #include "common/dtype.hpp"
+#include "common/perf_pattern.hpp"
+#include "cuda/cuda_api.hpp"
 #include "reduce/reduce.hpp"
 #include "tributary/tributary.h"
 
@@ -50,6 +55,11 @@ struct Options {
   Coll coll = Coll::AllReduce;
   bool shared = false;  // buffers from tribMemAlloc (-R 1)
   double rttNs = -1;    // core-to-core round trip measured before any rank ran; < 0: measure after
+  int localRanks = 1;   // ranks of this host (device runs: the header's device map)
+  bool device = false;  // --mem device: CUDA device buffers, stream-ordered calls
+  int gpus = 1;         // -g: ranks per thread, each on its own device, driven in a group
+  int devices = 0;      // devices the driver reports (device runs)
+  int localRank = 0;    // this process's rank on its host (processes), for the device map
 };
 
 // The probe pins two threads to two CPUs for a few ms. While ranks run, that displaces them, and
@@ -104,6 +114,11 @@ class Buffer {
       "  -C, --coll C         allreduce|reducescatter|allgather|broadcast|reduce|alltoall [allreduce]\n"
       "  -A, --algo A         force the algorithm (as TRIB_ALGO)\n"
       "  -R, --registered 0|1 buffers from tribMemAlloc (shareable; as nccl-tests' -R) [0]\n"
+      "  -m, --mem host|device buffers in host or CUDA device memory (device: a stream per rank,\n"
+      "                       cudaStreamSynchronize after the timed loop)   [host]\n"
+      "  -g, --gpus N         ranks per thread (threads only), driven in a group (-t then defaults\n"
+      "                       to 1); with --mem device each on its own GPU, more ranks than GPUs\n"
+      "                       sharing them   [1]\n"
       "  -J, --json FILE      also write results as JSON\n"
       "  -h, --help\n");
   std::exit(code);
@@ -211,62 +226,43 @@ double coreRoundTripNs() {
 }
 
 tribResult_t call(Coll c, const void* s, void* r, uint64_t count, tribDataType_t dt, tribRedOp_t op, int root,
-                  tribComm_t comm) {
+                  tribComm_t comm, tribStream_t stream) {
   switch (c) {
     case Coll::AllReduce:
-      return tribAllReduce(s, r, count, dt, op, comm, nullptr);
+      return tribAllReduce(s, r, count, dt, op, comm, stream);
     case Coll::ReduceScatter:
-      return tribReduceScatter(s, r, count, dt, op, comm, nullptr);
+      return tribReduceScatter(s, r, count, dt, op, comm, stream);
     case Coll::AllGather:
-      return tribAllGather(s, r, count, dt, comm, nullptr);
+      return tribAllGather(s, r, count, dt, comm, stream);
     case Coll::Broadcast:
-      return tribBroadcast(s, r, count, dt, root, comm, nullptr);
+      return tribBroadcast(s, r, count, dt, root, comm, stream);
     case Coll::Reduce:
-      return tribReduce(s, r, count, dt, op, root, comm, nullptr);
+      return tribReduce(s, r, count, dt, op, root, comm, stream);
     case Coll::AlltoAll:
-      return tribAlltoAll(s, r, count, dt, comm, nullptr);
+      return tribAlltoAll(s, r, count, dt, comm, stream);
     default:
       return tribNotSupported;
   }
 }
 
-// Input value of element i on rank r: small integers, so every result is exact.
-double inputValue(int r, uint64_t i, tribRedOp_t op) {
-  if (op == tribProd) return ((r + i) % 7 == 0) ? 2.0 : 1.0;
-  return static_cast<double>((r * 3 + i) % 5);
-}
-
-double reducedValue(int n, uint64_t i, tribRedOp_t op, tribDataType_t t) {
-  double acc = inputValue(0, i, op);
-  for (int r = 1; r < n; ++r) {
-    double v = inputValue(r, i, op);
-    acc = op == tribProd  ? acc * v
-          : op == tribMin ? std::min(acc, v)
-          : op == tribMax ? std::max(acc, v)
-                          : acc + v;
-  }
-  if (op == tribAvg) acc = trib::isFloatType(t) ? acc / n : std::trunc(acc / n);
-  return acc;
-}
-
-// Expected output element i on rank `rank` (NaN = not defined there).
-double expected(Coll c, int n, int rank, int root, uint64_t count, uint64_t i, tribRedOp_t op,
-                tribDataType_t t) {
+// The pattern of trib-perf's calls, as common/perf_pattern.hpp needs it.
+trib::perf::Kind perfKind(Coll c) {
+  using trib::perf::Kind;
   switch (c) {
     case Coll::AllReduce:
-      return reducedValue(n, i, op, t);
+      return Kind::AllReduce;
     case Coll::Reduce:
-      return rank == root ? reducedValue(n, i, op, t) : NAN;
+      return Kind::Reduce;
     case Coll::ReduceScatter:
-      return reducedValue(n, rank * count + i, op, t);
+      return Kind::ReduceScatter;
     case Coll::AllGather:
-      return inputValue(static_cast<int>(i / count), i % count, op);
+      return Kind::AllGather;
     case Coll::Broadcast:
-      return inputValue(root, i, op);
+      return Kind::Broadcast;
     case Coll::AlltoAll:
-      return inputValue(static_cast<int>(i / count), rank * count + i % count, op);
+      return Kind::AlltoAll;
     default:
-      return NAN;
+      return Kind::Other;
   }
 }
 
@@ -314,18 +310,65 @@ int spawnRanks(const Options& o, char** argv) {
   return worst;
 }
 
-// One rank's part of the benchmark; rank 0 prints. Timings and errors are combined across ranks
-// with the library's own collectives, so threads and processes share this code.
+// What a device run keeps per rank: its device, stream and buffers (allocated once, for the largest
+// size: cudaFree between sizes could wait for a stream held for another rank's next call).
+struct DeviceRank {
+  int device = -1;
+  void* stream = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+  std::vector<char> host;  // the input pattern, uploaded
+  ~DeviceRank() {
+    trib::cuda::streamDestroy(stream);
+    trib::cuda::deviceFree(send);
+    trib::cuda::deviceFree(recv);
+  }
+};
+
+// The device of local rank `local` (rank l of a process: l-th device, wrapping when ranks outnumber
+// devices: several ranks may share one GPU, docs/CUDA.md).
+int deviceFor(const Options& o, int local) { return o.devices > 0 ? local % o.devices : 0; }
+
+// One thread's part of the benchmark: the ranks it drives (one, or -g of them in a group); the
+// thread with rank 0 prints. Timings and errors are combined across ranks with the library's own
+// collectives, so threads and processes share this code.
 struct Bench {
   const Options& o;
   tribDataType_t dtype;
   tribRedOp_t op;
 
-  int run(tribComm_t comm, const char* how) {
-    int rank = 0, n = 1;
-    tribCommUserRank(comm, &rank);
-    tribCommCount(comm, &n);
-    const bool print = rank == 0;
+  // Runs f(j) for each rank j this thread drives: inside a group when it drives several.
+  template <class F>
+  static tribResult_t each(size_t ranks, F f) {
+    if (ranks == 1) return f(size_t{0});
+    tribResult_t first = tribGroupStart();
+    for (size_t j = 0; j < ranks; ++j)
+      if (tribResult_t r = f(j); r != tribSuccess && first == tribSuccess) first = r;
+    tribResult_t end = tribGroupEnd();
+    return first != tribSuccess ? first : end;
+  }
+
+  trib::perf::Check checkFor(int n, int rank, uint64_t count) const {
+    return {perfKind(o.coll), n, rank, o.root, count, op, trib::isFloatType(dtype)};
+  }
+  // Output elements of `rank` at `out` (host memory) that differ from what the call must give.
+  int64_t countWrong(const void* out, uint64_t outElems, int n, int rank, uint64_t count) const {
+    const trib::perf::Check c = checkFor(n, rank, count);
+    int64_t wrong = 0;
+    for (uint64_t i = 0; i < outElems; ++i)
+      wrong += trib::perf::wrong(c, i, trib::loadElement(out, i, dtype));
+    return wrong;
+  }
+
+  // comms: this thread's ranks; firstLocal: the process-local index of the first (the device map).
+  int run(const std::vector<tribComm_t>& comms, int firstLocal, const char* how) {
+    const size_t g = comms.size();
+    std::vector<int> ranks(g, 0);
+    int n = 1;
+    for (size_t j = 0; j < g; ++j) tribCommUserRank(comms[j], &ranks[j]);
+    tribCommCount(comms[0], &n);
+    const int rank = ranks[0];
+    const bool print = std::find(ranks.begin(), ranks.end(), 0) != ranks.end();
     if (o.root >= n) {
       if (print) std::fprintf(stderr, "trib-perf: root %d out of range for %d ranks\n", o.root, n);
       return 2;
@@ -351,7 +394,17 @@ struct Bench {
           o.step ? (std::to_string(o.step) + " bytes").c_str()
                  : (std::to_string(o.factor) + "(factor)").c_str(),
           o.warmup, o.iters, o.check ? 1 : 0, trib::reduceIsa());
-      std::printf("# buffers: %s\n", o.shared ? "tribMemAlloc (shareable, -R 1)" : "heap (std::vector)");
+      if (o.device) {
+        std::printf(
+            "# buffers: CUDA device memory (cudaMalloc, --mem device), a stream per rank "
+            "(cudaStreamNonBlocking); "
+            "time: cudaStreamSynchronize after the timed loop\n");
+        std::printf("# GPUs: %d ranks of this host on %d GPU(s) (local rank l on GPU l %% %d)%s\n",
+                    o.localRanks, o.devices, o.devices,
+                    o.localRanks > o.devices ? "; several ranks share a GPU (supported: docs/CUDA.md)" : "");
+      } else {
+        std::printf("# buffers: %s\n", o.shared ? "tribMemAlloc (shareable, -R 1)" : "heap (std::vector)");
+      }
       std::printf("# memcpy bandwidth (this machine, 64 MiB, same run): %.2f GB/s\n", memcpyGBs);
       if (o.rttNs >= 0)
         std::printf("# core-to-core round trip (first two CPUs, same run): %.0f ns\n#\n", o.rttNs);
@@ -367,16 +420,49 @@ struct Bench {
       if (json) {
         std::fprintf(json,
                      "{\"coll\":\"%s\",\"ranks\":%d,\"ranks_as\":\"%s\",\"memcpy_GBps\":%.3f,"
-                     "\"shared_buffers\":%s,\"results\":[",
+                     "\"shared_buffers\":%s,",
                      trib::collName(o.coll), n, how, memcpyGBs, o.shared ? "true" : "false");
+        // Host runs' JSON is as it always was (no "mem": host).
+        if (o.device)
+          std::fprintf(json, "\"mem\":\"device\",\"ranks_per_thread\":%zu,\"gpus\":%d,", g, o.devices);
+        std::fprintf(json, "\"results\":[");
       }
+    }
+    // Device runs: a stream and buffers per rank, sized for the largest call.
+    std::vector<DeviceRank> dev(o.device ? g : 0);
+    if (o.device) {
+      size_t sendMax = 0, recvMax = 0;
+      for (uint64_t s : sizes) {
+        Shape sh = shapeFor(o.coll, std::max<uint64_t>(s / es, 1), n);
+        sendMax = std::max<size_t>(sendMax, sh.inElems * es);
+        recvMax = std::max<size_t>(recvMax, std::max(sh.outElems, sh.inElems) * es);
+      }
+      for (size_t j = 0; j < g; ++j) {
+        DeviceRank& d = dev[j];
+        d.device = deviceFor(o, firstLocal + static_cast<int>(j));
+        trib::Status st = trib::cuda::streamCreate(d.device, &d.stream);
+        if (st.ok()) st = trib::cuda::deviceAlloc(d.device, sendMax, &d.send);
+        if (st.ok()) st = trib::cuda::deviceAlloc(d.device, recvMax, &d.recv);
+        if (!st.ok()) {
+          std::fprintf(stderr, "trib-perf: rank %d on GPU %d: %s\n", ranks[j], d.device,
+                       st.message().c_str());
+          return 1;
+        }
+        d.host.resize(sendMax);
+      }
+      // Every rank has its buffers before any enqueues a call: no allocation while a peer's stream is held.
+      each(g, [&](size_t j) { return tribBarrier(comms[j], nullptr); });
     }
     double busSum = 0;
     int busCount = 0;
     int64_t wrongTotal = 0;
     for (size_t si = 0; si < sizes.size(); ++si) {
       Shape sh = shapeFor(o.coll, std::max<uint64_t>(sizes[si] / es, 1), n);
-      Buffer send(sh.inElems * es, o.shared), recv(std::max(sh.outElems, sh.inElems) * es, o.shared);
+      std::vector<std::unique_ptr<Buffer>> send(g), recv(g);  // host runs: per rank and size, as always
+      for (size_t j = 0; j < g && !o.device; ++j) {
+        send[j] = std::make_unique<Buffer>(sh.inElems * es, o.shared);
+        recv[j] = std::make_unique<Buffer>(std::max(sh.outElems, sh.inElems) * es, o.shared);
+      }
       uint64_t bytesS = (o.coll == Coll::AllReduce || o.coll == Coll::Broadcast || o.coll == Coll::Reduce)
                             ? sh.count * es
                             : std::max(sh.inElems, sh.outElems) * es;
@@ -392,41 +478,77 @@ struct Bench {
         }
       }
       for (int inPlace = 0; inPlace < 2; ++inPlace) {
-        void* out = recv.data();
-        char* inBuf = send.data();
-        if (inPlace) {  // NCCL's in-place layouts
-          inBuf = o.coll == Coll::AllGather ? recv.data() + rank * sh.count * es : recv.data();
-          if (o.coll == Coll::ReduceScatter) {
-            inBuf = recv.data();
-            out = recv.data() + rank * sh.count * es;
+        std::vector<char*> ins(g);
+        std::vector<void*> outs(g);
+        for (size_t j = 0; j < g; ++j) {
+          char* sendBase = o.device ? static_cast<char*>(dev[j].send) : send[j]->data();
+          char* recvBase = o.device ? static_cast<char*>(dev[j].recv) : recv[j]->data();
+          outs[j] = recvBase;
+          ins[j] = sendBase;
+          if (inPlace) {  // NCCL's in-place layouts
+            ins[j] = o.coll == Coll::AllGather ? recvBase + ranks[j] * sh.count * es : recvBase;
+            if (o.coll == Coll::ReduceScatter) {
+              ins[j] = recvBase;
+              outs[j] = recvBase + ranks[j] * sh.count * es;
+            }
           }
         }
-        for (uint64_t i = 0; i < sh.inElems; ++i)
-          trib::storeElement(inBuf, i, dtype, inputValue(rank, i, op));
         std::string error;
-        auto once = [&] {
-          if (error.empty() && call(o.coll, inBuf, out, sh.count, dtype, op, o.root, comm) != tribSuccess)
-            error = tribGetLastError(comm);
+        // The input pattern, written in place (host) or uploaded (device).
+        auto fill = [&] {
+          for (size_t j = 0; j < g && error.empty(); ++j) {
+            char* dst = o.device ? dev[j].host.data() : ins[j];
+            for (uint64_t i = 0; i < sh.inElems; ++i)
+              trib::storeElement(dst, i, dtype, trib::perf::inputValue(ranks[j], i, op));
+            if (!o.device) continue;
+            if (trib::Status st = trib::cuda::copy(ins[j], dst, sh.inElems * es, dev[j].stream); !st.ok())
+              error = "uploading the input: " + st.message();
+          }
         };
+        auto once = [&] {
+          if (!error.empty()) return;
+          tribResult_t r = each(g, [&](size_t j) {
+            return call(o.coll, ins[j], outs[j], sh.count, dtype, op, o.root, comms[j],
+                        o.device ? dev[j].stream : nullptr);
+          });
+          if (r != tribSuccess) error = tribGetLastError(comms[0]);
+        };
+        // Device runs: waits for every stream; a call that failed in flight shows as the async error.
+        auto drain = [&] {
+          for (size_t j = 0; j < dev.size(); ++j) {
+            trib::Status st = trib::cuda::streamSynchronize(dev[j].stream);
+            if (!st.ok() && error.empty()) error = st.message();
+            tribResult_t async = tribSuccess;
+            if (tribCommGetAsyncError(comms[j], &async) == tribSuccess && async != tribSuccess &&
+                error.empty())
+              error = std::string("asynchronous error (tribCommGetAsyncError): ") + tribGetErrorString(async);
+          }
+        };
+        auto barrier = [&] { each(g, [&](size_t j) { return tribBarrier(comms[j], nullptr); }); };
+        fill();
         for (int it = 0; it < o.warmup; ++it) once();
-        tribBarrier(comm, nullptr);
+        drain();
+        barrier();
         auto t0 = Clock::now();
         for (int it = 0; it < o.iters; ++it) once();
+        drain();
         double timeUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
-        int64_t wrong = 0;
+        std::vector<int64_t> wrong(g, 0);
         if (o.check && error.empty()) {
-          for (uint64_t i = 0; i < sh.inElems; ++i)
-            trib::storeElement(inBuf, i, dtype, inputValue(rank, i, op));
-          tribBarrier(comm, nullptr);
+          fill();
+          barrier();
           once();
-          uint64_t outElems = (o.coll == Coll::Reduce && rank != o.root) ? 0 : sh.outElems;
-          for (uint64_t i = 0; i < outElems; ++i) {
-            double want = expected(o.coll, n, rank, o.root, sh.count, i, op, dtype);
-            if (std::isnan(want)) continue;
-            double got = trib::loadElement(out, i, dtype);
-            double tol =
-                op == tribAvg && trib::isFloatType(dtype) ? 1e-2 * std::max(1.0, std::fabs(want)) : 0;
-            if (!(std::fabs(got - want) <= tol)) ++wrong;
+          drain();
+          for (size_t j = 0; j < g && error.empty(); ++j) {
+            uint64_t outElems = (o.coll == Coll::Reduce && ranks[j] != o.root) ? 0 : sh.outElems;
+            if (!o.device) {
+              wrong[j] = countWrong(outs[j], outElems, n, ranks[j], sh.count);
+            } else if (trib::Status st =  // on the device, by a kernel: no copy back
+                       trib::cuda::countMismatches(dev[j].device, dev[j].stream, outs[j], outElems, dtype,
+                                                   checkFor(n, ranks[j], sh.count), &wrong[j]);
+                       !st.ok()) {
+              error = "checking the output on the device: " + st.message();
+            }
           }
         }
         if (!error.empty()) {
@@ -434,12 +556,17 @@ struct Bench {
           return 1;
         }
         // The slowest rank's time and everyone's errors.
-        double stats[1] = {timeUs};
-        int64_t wrongs[1] = {wrong};
-        if (tribAllReduce(stats, stats, 1, tribFloat64, tribMax, comm, nullptr) != tribSuccess ||
-            tribAllReduce(wrongs, wrongs, 1, tribInt64, tribSum, comm, nullptr) != tribSuccess) {
+        std::vector<double> stats(g, timeUs);
+        std::vector<int64_t>& wrongs = wrong;
+        if (each(g,
+                 [&](size_t j) {
+                   return tribAllReduce(&stats[j], &stats[j], 1, tribFloat64, tribMax, comms[j], nullptr);
+                 }) != tribSuccess ||
+            each(g, [&](size_t j) {
+              return tribAllReduce(&wrongs[j], &wrongs[j], 1, tribInt64, tribSum, comms[j], nullptr);
+            }) != tribSuccess) {
           std::fprintf(stderr, "trib-perf: rank %d: combining results failed: %s\n", rank,
-                       tribGetLastError(comm));
+                       tribGetLastError(comms[0]));
           return 1;
         }
         double algbw = bytesS / (stats[0] * 1e-6) / 1e9;
@@ -484,6 +611,7 @@ struct Bench {
 
 int main(int argc, char** argv) {
   Options o;
+  bool gpusGiven = false, threadsGiven = false;
   static const option longOpts[] = {
       {"minbytes", 1, nullptr, 'b'},  {"maxbytes", 1, nullptr, 'e'},  {"stepfactor", 1, nullptr, 'f'},
       {"stepbytes", 1, nullptr, 'i'}, {"iters", 1, nullptr, 'n'},     {"warmup_iters", 1, nullptr, 'w'},
@@ -491,9 +619,9 @@ int main(int argc, char** argv) {
       {"root", 1, nullptr, 'r'},      {"threads", 1, nullptr, 't'},   {"coll", 1, nullptr, 'C'},
       {"algo", 1, nullptr, 'A'},      {"json", 1, nullptr, 'J'},      {"help", 0, nullptr, 'h'},
       {"ranks", 1, nullptr, 'N'},     {"transport", 1, nullptr, 'T'}, {"registered", 1, nullptr, 'R'},
-      {nullptr, 0, nullptr, 0}};
+      {"mem", 1, nullptr, 'm'},       {"gpus", 1, nullptr, 'g'},      {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:N:T:C:A:J:R:h", longOpts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:N:T:C:A:J:R:m:g:h", longOpts, nullptr)) != -1) {
     switch (ch) {
       case 'b':
         o.minBytes = parseSize(optarg);
@@ -527,6 +655,7 @@ int main(int argc, char** argv) {
         break;
       case 't':
         o.threads = std::atoi(optarg);
+        threadsGiven = true;
         break;
       case 'N':
         o.ranks = std::atoi(optarg);
@@ -549,6 +678,17 @@ int main(int argc, char** argv) {
       case 'R':
         o.shared = std::atoi(optarg) != 0;
         break;
+      case 'm':
+        if (std::strcmp(optarg, "host") != 0 && std::strcmp(optarg, "device") != 0) {
+          std::fprintf(stderr, "trib-perf: unknown memory kind '%s' (host, device)\n", optarg);
+          return 2;
+        }
+        o.device = std::strcmp(optarg, "device") == 0;
+        break;
+      case 'g':
+        o.gpus = std::atoi(optarg);
+        gpusGiven = true;
+        break;
       case 'h':
         usage(0);
       default:
@@ -567,10 +707,43 @@ int main(int argc, char** argv) {
   }
   const bool underLauncher = std::getenv("TRIB_RANK") || std::getenv("OMPI_COMM_WORLD_RANK") ||
                              std::getenv("PMI_RANK") || std::getenv("SLURM_PROCID") || std::getenv("RANK");
+  if (gpusGiven && (o.gpus < 1 || o.ranks > 0 || underLauncher)) {
+    std::fprintf(stderr,
+                 "trib-perf: -g N (N >= 1 ranks per thread, driven in a group) needs ranks as threads (-t), "
+                 "not processes\n");
+    return 2;
+  }
+  if (o.device && o.shared) {
+    std::fprintf(stderr,
+                 "trib-perf: -R 1 (tribMemAlloc's host memory) and --mem device exclude each other\n");
+    return 2;
+  }
+  if (o.device && !trib::cuda::built()) {
+    std::fprintf(stderr,
+                 "trib-perf: --mem device: this build has no CUDA (configure with nvcc present, "
+                 "TRIB_WITH_CUDA=AUTO or ON)\n");
+    return 1;
+  }
   if (!o.transport.empty()) setenv("TRIB_TRANSPORT", o.transport.c_str(), 1);
   if (!o.algo.empty()) setenv("TRIB_ALGO", o.algo.c_str(), 1);
+  // (The spawning parent leaves CUDA alone: a process that initialised it cannot fork CUDA users.)
   if (o.ranks > 0 && !underLauncher) return spawnRanks(o, argv);
-  if (o.threads == 0 && !underLauncher) o.threads = 2;
+  if (o.threads == 0 && !underLauncher) o.threads = gpusGiven && !threadsGiven ? 1 : 2;
+  if (o.device) {
+    // Fails fast, before any communicator, where there is no driver or device.
+    if (trib::Status st = trib::cuda::deviceCount(&o.devices); !st.ok()) {
+      std::fprintf(stderr, "trib-perf: --mem device: %s\n", st.message().c_str());
+      return 1;
+    }
+    o.localRanks = o.threads * o.gpus;
+    if (underLauncher) {
+      trib::LaunchInfo info;
+      if (trib::detectLauncher(&info).ok()) {
+        o.localRank = std::max(info.localRank, 0);
+        o.localRanks = std::max(info.localSize, 1);
+      }
+    }
+  }
   if (const char* rtt = std::getenv(kRttEnv)) o.rttNs = std::atof(rtt);  // spawned by trib-perf
   if (!underLauncher) o.rttNs = coreRoundTripNs();                       // threads: none run yet
   if (o.iters < 1 || o.warmup < 0 || o.minBytes > o.maxBytes || (o.step == 0 && o.factor <= 1) ||
@@ -590,19 +763,25 @@ int main(int argc, char** argv) {
                    tribGetLastError(nullptr));
       return 1;
     }
-    int rc = bench.run(comm, "processes");
+    std::vector<tribComm_t> one{comm};
+    int rc = bench.run(one, o.localRank, "processes");
     tribCommDestroy(comm);
     return rc;
   }
-  const int n = o.threads;
-  std::vector<tribComm_t> comms(n);
-  if (n < 1 || tribCommInitAll(comms.data(), n, nullptr) != tribSuccess) {
+  const int g = o.gpus, n = o.threads * g;
+  std::vector<tribComm_t> comms(std::max(n, 0));
+  if (o.threads < 1 || tribCommInitAll(comms.data(), n, nullptr) != tribSuccess) {
     std::fprintf(stderr, "trib-perf: init of %d thread ranks failed: %s\n", n, tribGetLastError(nullptr));
     return 1;
   }
-  std::vector<int> rcs(n, 0);
+  const std::string how = g == 1 ? "threads" : "threads (" + std::to_string(g) + " per thread, in a group)";
+  std::vector<int> rcs(o.threads, 0);
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { rcs[r] = bench.run(comms[r], "threads"); });
+  for (int t = 0; t < o.threads; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<tribComm_t> mine(comms.begin() + t * g, comms.begin() + (t + 1) * g);
+      rcs[t] = bench.run(mine, t * g, how.c_str());
+    });
   for (auto& t : threads) t.join();
   for (tribComm_t c : comms) tribCommDestroy(c);
   return *std::max_element(rcs.begin(), rcs.end());

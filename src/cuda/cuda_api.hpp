@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 
+#include "common/perf_pattern.hpp"
 #include "common/status.hpp"
 #include "exec/engine.hpp"
 #include "exec/stream_order.hpp"
@@ -35,5 +36,29 @@ Status currentDevice(int* device);
 // cudaGetDriverEntryPointByVersion (libcuda is never linked). Any stream, NULL (the legacy default
 // stream) and cudaStreamPerThread included.
 Status createStreamOrdering(int device, std::unique_ptr<StreamOrdering>* out);
+
+// Buffers and streams of a program driving device collectives (bench/trib-perf), so that it needs
+// no CUDA headers. Each fails with deviceStatus()'s error where there is no device.
+// How many devices the driver reports.
+Status deviceCount(int* count);
+// `bytes` of device memory on `device` (cudaMalloc), zero-filled.
+Status deviceAlloc(int device, size_t bytes, void** out);
+// cudaFree; nullptr is a no-op. It may wait for the whole device: call it when no stream of the
+// device can be waiting for another rank.
+void deviceFree(void* p);
+// A copy between host and device memory, either way (cudaMemcpyDefault), on `stream` and waited
+// for: on the stream that later calls use, so they are ordered after it (a pageable cudaMemcpy on
+// the legacy stream may return before its DMA is done, unordered with non-blocking streams).
+Status copy(void* dst, const void* src, size_t bytes, void* stream);
+// A stream on `device` that does not synchronise with the legacy default stream (NCCL's and
+// nccl-tests' choice: cudaStreamNonBlocking).
+Status streamCreate(int device, void** stream);
+void streamDestroy(void* stream);
+Status streamSynchronize(void* stream);
+// trib-perf's device-side check: a kernel on `stream` (of `device`) counts the elements of `out`
+// (device memory, `elems` of `dtype`) that differ from common/perf_pattern.hpp's expected values;
+// waits for it and sets *mismatches.
+Status countMismatches(int device, void* stream, const void* out, uint64_t elems, DataType dtype,
+                       const perf::Check& check, int64_t* mismatches);
 
 }  // namespace trib::cuda

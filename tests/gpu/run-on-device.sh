@@ -2,7 +2,8 @@
 # On a machine with a GPU: configures a CUDA build (warnings as errors), builds what the GPU tests
 # need, runs them (the CUDA engine against the CPU reducer, device-memory classification, the
 # library's contents, stream-ordered collectives on device memory and their CPU counterpart), then
-# compute-sanitizer memcheck over the engine and stream tests, and writes every log
+# compute-sanitizer memcheck over the engine and stream tests, then short trib-perf sweeps on device
+# buffers (their tables: LOG_DIR/trib-perf-*.txt and .json), and writes every log
 # to the folder given as the argument. Bounded to 8 minutes in all (each step gets what is left).
 # Offline: nothing is downloaded; GoogleTest must be installed or its sources found (below).
 #
@@ -79,13 +80,13 @@ googletest's sources in shared/googletest): this machine has no package registry
   say "GoogleTest from sources: $src"
 fi
 
-# ---- configure and build (bench off: not needed here) ----
+# ---- configure and build (of bench/, trib-perf only) ----
 jobs=$(nproc)
 timeout "$(limit 60)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON \
-  -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=OFF "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
+  -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=ON "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
   die "configure failed: see configure.log ($(tail -3 "$out/configure.log" | tr '\n' ' '))"
 tests=(test_cuda_engine test_cuda_stream test_stream_progress test_element_ops test_library_contents test_reduce)
-timeout "$(limit 240)" ninja -C "$build" -j"$jobs" tributary "${tests[@]}" >"$out/build.log" 2>&1 ||
+timeout "$(limit 240)" ninja -C "$build" -j"$jobs" tributary trib-perf "${tests[@]}" >"$out/build.log" 2>&1 ||
   die "build failed: see build.log ($(grep -m3 -E 'error|FAILED' "$out/build.log" | tr '\n' ' '))"
 say "built in $build"
 
@@ -135,6 +136,28 @@ if [ -n "$sanitizer" ]; then
     fail "compute-sanitizer memcheck (stream): see memcheck-stream.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck-stream.log" | tr '\n' ' '))"
   fi
 fi
+
+# ---- trib-perf on device buffers (about a minute in all): 1 rank; 2 ranks as threads sharing the
+# GPU; 2 ranks of one thread in a group (-g 2); 2 processes over shm; another collective and dtype.
+# Each must check clean ("Out of bounds values : 0 OK"); the tables are the run's benchmark record.
+# run_perf NAME ARGS...: runs trib-perf --mem device ARGS, table in trib-perf-NAME.txt.
+run_perf() {
+  local name=$1
+  shift
+  if timeout "$(limit 45)" "$build/bench/trib-perf" --mem device "$@" -J "$out/trib-perf-$name.json" \
+    >"$out/trib-perf-$name.txt" 2>&1 && grep -q 'Out of bounds values : 0 OK' "$out/trib-perf-$name.txt"; then
+    say "passed: trib-perf --mem device $* ($(grep -m1 'Avg bus bandwidth' "$out/trib-perf-$name.txt" | tr -s ' '))"
+  else
+    fail "trib-perf --mem device $*: see trib-perf-$name.txt ($(tail -3 "$out/trib-perf-$name.txt" | tr '\n' ' '))"
+  fi
+}
+sweep=(-b 8 -e 64M -f 8 -n 10 -w 3)
+run_perf t1 -t 1 "${sweep[@]}"
+run_perf t2 -t 2 "${sweep[@]}"
+run_perf g2 -g 2 "${sweep[@]}"
+run_perf N2-shm -N 2 -T shm -b 8 -e 16M -f 8 -n 10 -w 3
+run_perf t2-allgather-bf16 -t 2 -C allgather -d bf16 -b 8 -e 16M -f 8 -n 10 -w 3
+run_perf t2-reducescatter-avg -t 2 -C reducescatter -d half -o avg -b 8 -e 16M -f 8 -n 10 -w 3
 
 if [ "$failed" -ne 0 ]; then
   say "RESULT: FAILED"

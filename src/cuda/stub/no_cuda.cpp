@@ -19,5 +19,15 @@ Status synchronize(Engine&) { return notBuilt(); }
 int deviceOf(const void*) { return -1; }
 Status currentDevice(int*) { return notBuilt(); }
 Status createStreamOrdering(int, std::unique_ptr<StreamOrdering>*) { return notBuilt(); }
+Status deviceCount(int*) { return notBuilt(); }
+Status deviceAlloc(int, size_t, void**) { return notBuilt(); }
+void deviceFree(void*) {}
+Status copy(void*, const void*, size_t, void*) { return notBuilt(); }
+Status streamCreate(int, void**) { return notBuilt(); }
+void streamDestroy(void*) {}
+Status streamSynchronize(void*) { return notBuilt(); }
+Status countMismatches(int, void*, const void*, uint64_t, DataType, const perf::Check&, int64_t*) {
+  return notBuilt();
+}
 
 }  // namespace trib::cuda
