@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -205,6 +206,16 @@ TEST(Api, InitErrors) {
   std::memset(&bad, 0, sizeof bad);
   EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &bad), tribInvalidArgument);
   EXPECT_NE(lastError().find("TRIB_CONFIG_INITIALIZER"), std::string::npos);
+  tribConfig_t share = TRIB_CONFIG_INITIALIZER;
+  share.shareTransports = 7;
+  EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &share), tribInvalidArgument);
+  EXPECT_NE(lastError().find("config.shareTransports must be 0 or 1"), std::string::npos) << lastError();
+  // A struct from a header without the field: what lies past its size is not read.
+  share.size = offsetof(tribConfig_t, shareTransports);
+  ASSERT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &share), tribSuccess) << lastError();
+  EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  c = nullptr;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
   setenv("TRIB_WINDOW_STREAMING", "sometimes", 1);
   EXPECT_EQ(tribCommInitRank(&c, 1, id, 0), tribInvalidArgument);
   EXPECT_NE(lastError().find("TRIB_WINDOW_STREAMING='sometimes' must be auto, 0 or 1"), std::string::npos)

@@ -358,26 +358,32 @@ TEST(TransportRegistry, SplitSharesTheUcxContext) {
 }
 
 // A parent and its split on one shared UCX worker, each driven by threads of its own at the same
-// time: every all-reduce gets its own communicator's sum. With TRIB_SHARE_TRANSPORTS=0 the split
-// gets a worker of its own and works the same.
+// time: every all-reduce gets its own communicator's sum. With config.shareTransports = 0 (what
+// TRIB_SHARE_TRANSPORTS=0 sets) the split gets a worker of its own and works the same.
 TEST(TransportRegistry, CommunicatorsOnASharedUcxWorkerRunAtOnce) {
 #ifndef TRIB_HAVE_UCX
   GTEST_SKIP() << "needs the UCX transport (build with libucx-dev)";
 #else
   for (bool share : {true, false}) {
-    setenv("TRIB_SHARE_TRANSPORTS", share ? "1" : "0", 1);
     std::vector<tribComm_t> comms, subs(2, nullptr);
     std::vector<std::string> errors;
     initThreads(2, "ucx", &comms, &errors);
     for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
     const uint64_t workers = ucxWorkersCreated();
     std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back(
-          [&, r] { EXPECT_EQ(tribCommSplit(comms[r], 0, r, &subs[r], nullptr), tribSuccess); });
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;  // a split's config replaces its parent's
+        cfg.transport = "ucx";
+        cfg.timeoutMs = 30000;  // as the parent's: UCX's keepalive follows it, and a context is per setting
+        cfg.shareTransports = share ? 1 : 0;
+        EXPECT_EQ(tribCommSplit(comms[r], 0, r, &subs[r], &cfg), tribSuccess) << tribGetLastError(nullptr);
+      });
+    }
     for (auto& t : threads) t.join();
     threads.clear();
     ASSERT_TRUE(subs[0] && subs[1]);
+    EXPECT_STREQ(subs[0]->impl()->peers[1]->name(), "ucx");
     EXPECT_EQ(ucxWorkersCreated() - workers, share ? 0u : 2u) << "share " << share;
     // Rank r of comm c adds (c + 1) * (r + 1) * (i + 1) in iteration i: the sums differ per
     // communicator and per iteration, so a message taken by the wrong one shows.
@@ -402,7 +408,6 @@ TEST(TransportRegistry, CommunicatorsOnASharedUcxWorkerRunAtOnce) {
     for (tribComm_t c : subs) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
     for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
   }
-  unsetenv("TRIB_SHARE_TRANSPORTS");
 #endif
 }
 

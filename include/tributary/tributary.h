@@ -106,6 +106,8 @@ typedef struct {
   const char* transport; /* like TRIB_TRANSPORT */
   const char* commName;  /* shown in logs */
   int chunkBytes;        /* pipeline chunk size; like TRIB_CHUNK_BYTES */
+  int shareTransports;   /* 1: share the process's transport contexts (a UCX worker) with its other
+                            communicators, 0: its own; like TRIB_SHARE_TRANSPORTS (NCCL's splitShare) */
 } tribConfig_t;
 
 #define TRIB_CONFIG_MAGIC 0x54524942u /* "TRIB" */
@@ -113,7 +115,7 @@ typedef struct {
   {                                                                                                 \
     sizeof(tribConfig_t), TRIB_CONFIG_MAGIC, TRIB_VERSION_CODE, TRIB_CONFIG_UNDEF_INT,              \
         TRIB_CONFIG_UNDEF_INT, TRIB_CONFIG_UNDEF_PTR, TRIB_CONFIG_UNDEF_PTR, TRIB_CONFIG_UNDEF_PTR, \
-        TRIB_CONFIG_UNDEF_INT                                                                       \
+        TRIB_CONFIG_UNDEF_INT, TRIB_CONFIG_UNDEF_INT                                                \
   }
 
 /* ---- Library and errors ------------------------------------------------------------------ */

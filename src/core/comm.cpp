@@ -130,6 +130,13 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
       if (config->chunkBytes <= 0) return errorf(tribInvalidArgument, "config.chunkBytes must be > 0");
       c.chunkBytes = static_cast<uint64_t>(config->chunkBytes);
     }
+    // A struct from a header older than this field ends before it.
+    if (config->size >= offsetof(tribConfig_t, shareTransports) + sizeof(int) &&
+        config->shareTransports != TRIB_CONFIG_UNDEF_INT) {
+      if (config->shareTransports != 0 && config->shareTransports != 1)
+        return errorf(tribInvalidArgument, "config.shareTransports must be 0 or 1");
+      c.shareTransports = config->shareTransports == 1;
+    }
   }
   if (c.timeout.count() <= 0) c.timeout = std::chrono::milliseconds(1);
   *out = std::move(c);
