@@ -489,5 +489,26 @@ TEST(StreamOrdered, WithoutADeviceAStreamSaysSo) {
   EXPECT_EQ(tribCommDestroy(comms[0]), tribSuccess);
 }
 
+// A refused send or receive takes no sequence number: the pair's next messages still match (a
+// shifted number would leave them waiting for each other until the timeout).
+TEST(StreamOrdered, ARefusedStreamSendShiftsNoSequence) {
+  if (cuda::deviceStatus().ok()) GTEST_SKIP() << "needs a machine without a CUDA device";
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 5000;
+  tribComm_t comm = nullptr;
+  ASSERT_EQ(tribCommInitRankConfig(&comm, 1, id, 0, &cfg), tribSuccess) << lastError();
+  std::vector<float> a(8, 3.f), b(8, 0.f);
+  int notAStream = 0;  // never dereferenced: the call is refused first
+  EXPECT_EQ(tribSend(a.data(), 8, tribFloat32, 0, comm, &notAStream), tribUnhandledCudaError);
+  ASSERT_EQ(tribGroupStart(), tribSuccess);
+  EXPECT_EQ(tribSend(a.data(), 8, tribFloat32, 0, comm, nullptr), tribSuccess);
+  EXPECT_EQ(tribRecv(b.data(), 8, tribFloat32, 0, comm, nullptr), tribSuccess);
+  EXPECT_EQ(tribGroupEnd(), tribSuccess) << lastError();
+  EXPECT_EQ(b[7], 3.f);
+  EXPECT_EQ(tribCommDestroy(comm), tribSuccess);
+}
+
 }  // namespace
 }  // namespace trib

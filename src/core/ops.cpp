@@ -453,7 +453,8 @@ Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
 
 namespace {
 
-// A send or receive, validated, as a one-step execution (its sequence number taken).
+// A send or receive, validated, as a one-step execution. Its sequence number is taken only once
+// nothing can refuse it any more (takeSeq): a refused call must not shift the pair's numbering.
 struct P2pSetup {
   std::shared_ptr<const std::vector<Step>> steps;
   ExecBuffers bufs;
@@ -478,9 +479,7 @@ Status p2pSetup(Communicator* comm, bool isSend, const void* buf, uint64_t count
   }
   TRIB_RETURN_IF_ERROR(checkBuffer(isSend ? "sendbuff" : "recvbuff", buf, count, es, dtype));
   out->kind = classifyMemory(buf, count * es, &comm->registrations);
-  uint32_t& counter = isSend ? comm->p2pSendSeq[peer] : comm->p2pRecvSeq[peer];
   out->opts.dtype = dtype;
-  out->opts.seq = kP2pSeqBit | (counter++ & ~kP2pSeqBit);
   out->opts.rank = comm->rank;
   out->opts.inputKind = out->opts.outputKind = out->kind;
   Region region{isSend ? Buf::Input : Buf::Output, 0, count};
@@ -495,8 +494,14 @@ Status p2pSetup(Communicator* comm, bool isSend, const void* buf, uint64_t count
   return Status::Ok();
 }
 
+void takeSeq(Communicator* comm, bool isSend, int peer, P2pSetup& p) {
+  uint32_t& counter = isSend ? comm->p2pSendSeq[peer] : comm->p2pRecvSeq[peer];
+  p.opts.seq = kP2pSeqBit | (counter++ & ~kP2pSeqBit);
+}
+
 tribRequest* p2pRequest(Communicator* comm, bool isSend, uint64_t count, DataType dtype, int peer,
                         P2pSetup& p) {
+  takeSeq(comm, isSend, peer, p);
   tribRequest* req = newRequest(comm);
   req->call.count = count;
   req->call.dtype = dtype;
@@ -538,6 +543,7 @@ Status runP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, 
   CollCall call;  // what prepareStreamCall checks: the one buffer's kind on both sides
   call.sendKind = call.recvKind = p.kind;
   TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, &buf, 1));
+  takeSeq(comm, isSend, peer, p);
   StreamRun run;
   run.steps = std::move(p.steps);
   run.buffers = p.bufs;
