@@ -466,7 +466,7 @@ TEST(StreamOrdered, BadCombinationsAreRefused) {
   CollCall mixed;
   mixed.sendKind = MemoryKind::Host;
   mixed.recvKind = MemoryKind::Device;
-  const Status st = prepareStreamCall(w.comms[0]->impl(), &mixed, nullptr, 0);
+  const Status st = prepareStreamCall(w.comms[0]->impl(), &mixed, nullptr, nullptr, 0);
   EXPECT_EQ(st.code(), tribInvalidArgument);
   EXPECT_NE(st.message().find("must both be CUDA device memory"), std::string::npos) << st.message();
 }

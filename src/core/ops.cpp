@@ -410,7 +410,7 @@ Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args,
 // A stream-ordered collective (validated, classified): planned here, run by the progress thread.
 static Status enqueueOnStream(Communicator* comm, CollCall call, const CollArgs& args, void* stream) {
   const void* buffers[] = {call.sendbuff, call.recvbuff};
-  TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, buffers, 2));
+  TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, stream, buffers, 2));
   const bool device = callMemoryKind(call) == MemoryKind::Device;
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
@@ -542,7 +542,7 @@ Status runP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, 
   }
   CollCall call;  // what prepareStreamCall checks: the one buffer's kind on both sides
   call.sendKind = call.recvKind = p.kind;
-  TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, &buf, 1));
+  TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, stream, &buf, 1));
   takeSeq(comm, isSend, peer, p);
   StreamRun run;
   run.steps = std::move(p.steps);

@@ -50,7 +50,8 @@ Status setStreamTesting(Communicator* comm, std::unique_ptr<StreamOrdering> orde
   return Status::Ok();
 }
 
-Status prepareStreamCall(Communicator* comm, CollCall* call, const void* const* buffers, size_t n) {
+Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const void* const* buffers,
+                         size_t n) {
   const bool sendDevice = call->sendKind == MemoryKind::Device,
              recvDevice = call->recvKind == MemoryKind::Device;
   if (sendDevice != recvDevice)
@@ -59,6 +60,14 @@ Status prepareStreamCall(Communicator* comm, CollCall* call, const void* const* 
         "rank %d: sendbuff is %s memory and recvbuff %s memory: a call's buffers must both be CUDA device "
         "memory (or both host memory); copy the host buffer to the device first",
         comm->rank, memoryKindName(call->sendKind), memoryKindName(call->recvKind));
+  if (inGroup()) {
+    for (const GroupStreamCall& g : tGroupCalls)
+      if (g.comm == comm && g.stream != stream)
+        return errorf(tribInvalidUsage,
+                      "rank %d: stream-ordered calls of one communicator in one group must use one stream "
+                      "(%p, then %p)",
+                      comm->rank, g.stream, stream);
+  }
   if (!comm->active.empty())
     return errorf(tribInvalidUsage,
                   "rank %d: a stream-ordered call while %zu non-blocking host-memory request(s) of this "
@@ -103,12 +112,6 @@ Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool dev
   run.options.engine = device ? s.deviceEngine.get() : &hostEngine();
   run.scratchPool = device ? s.deviceScratch.get() : &comm->scratchPool;
   if (inGroup()) {
-    for (const GroupStreamCall& g : tGroupCalls)
-      if (g.comm == comm && g.stream != stream)
-        return errorf(tribInvalidUsage,
-                      "rank %d: stream-ordered calls of one communicator in one group must use one stream "
-                      "(%p, then %p)",
-                      comm->rank, g.stream, stream);
     tGroupCalls.push_back({comm, stream, std::move(run)});
     ++s.groupPending;
     return Status::Ok();

@@ -26,8 +26,11 @@ struct StreamState {
 
 // What a stream-ordered call must satisfy before it is planned (call validated and classified):
 // buffers all device or all host memory, device memory of the communicator's device, no host
-// request in flight. Makes the communicator's StreamState (ordering, progress thread, engine).
-Status prepareStreamCall(Communicator* comm, CollCall* call, const void* const* deviceBuffers, size_t n);
+// request in flight, within a group the stream of the communicator's earlier calls. Makes the
+// communicator's StreamState (ordering, progress thread, engine). Nothing it refuses has taken a
+// sequence number.
+Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const void* const* deviceBuffers,
+                         size_t n);
 // Enqueues `run` on `stream` (its engine and scratch pool set from its memory), or, inside a group,
 // keeps it for flushGroupStreamCalls.
 Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool device);
