@@ -316,9 +316,10 @@ Generator<Step> exposeOverwrittenInPlace(CollArgs a, int rank) {
 
 // 2 ranks out of place, like one-shot but exposing the input (in `Halves` exposures), each rank's
 // own term from its input or (`OwnFromWindow`) its window, with or without an exchange at the end.
-// Correct both ways only as <1, false, true>. Without the final exchange, a rank's caller may
-// rewrite its input while the peer still reads it; reading the own term from the window reads
-// back what the rank exposed; two halves make the peer's one get read across two exposures.
+// Correct both ways as <1, *, true>: a rank's read of its own exposed range is a read of the
+// source (the executor resolves it). Without the final exchange, a rank's caller may rewrite its
+// input while the peer still reads it; two halves make the peer's one get read across two
+// exposures.
 template <int Halves, bool OwnFromWindow, bool FinalExchange>
 Generator<Step> exposedOneShot(CollArgs a, int rank) {
   const int p = 1 - rank;
@@ -341,6 +342,29 @@ Generator<Step> exposedOneShot(CollArgs a, int rank) {
   }
 }
 
+// 2 ranks, two-shot by puts: each exposes the peer's half of its input, folds its own half from
+// the peer's exposure, puts the result into the peer's exposure (its buffer, under the alias) and,
+// after the second exchange, copies its window's half to its output (onto itself, under the
+// alias). Correct in place; out of place the put would write the peer's input. `OwnRead`: rank 1
+// also reads the half it exposed while rank 0 may be putting into it.
+template <bool OwnRead>
+Generator<Step> twoShotByPuts(CollArgs a, int rank) {
+  const int p = 1 - rank;
+  const uint64_t c = a.count, h = c / 2;
+  const uint64_t mine = rank == 0 ? 0 : h, mineLen = rank == 0 ? h : c - h;
+  const uint64_t theirs = rank == 0 ? h : 0, theirsLen = c - mineLen;
+  co_yield Step::expose(in(theirs, theirsLen), win(theirs, theirsLen));
+  co_yield Step::signal(p);
+  co_yield Step::wait(p);
+  if (OwnRead && rank == 1) co_yield Step::copy(in(theirs, theirsLen), scr(0, theirsLen));
+  if (!a.inPlace) co_yield Step::copy(in(mine, mineLen), out(mine, mineLen));
+  co_yield Step::getReduce(p, win(mine, mineLen), out(mine, mineLen));
+  co_yield Step::put(p, out(mine, mineLen), win(mine, mineLen));
+  co_yield Step::signal(p);
+  co_yield Step::wait(p);
+  co_yield Step::copy(win(theirs, theirsLen), out(theirs, theirsLen));
+}
+
 TEST(VerifyWindows, ExposeIsProvenAsACopyAndAsAnAlias) {
   struct Case {
     const char* name;
@@ -357,10 +381,14 @@ TEST(VerifyWindows, ExposeIsProvenAsACopyAndAsAnAlias) {
       {"no exchange at the end", exposedOneShot<1, false, false>, false,
        "with expose as an alias of its source: rank 0, step 4 get_reduce(peer 1 win[0+8] -> out[0+8]): "
        "data race: reads rank 1's window[0] (cell 0), which rank 1's caller, once its call returned, wrote"},
-      {"own exposed range read back", exposedOneShot<1, true, true>, false,
-       "with expose as an alias of its source: rank 1, step 4 reduce(win[0+8] into out[0+8]): reads "
-       "window[0] (cell 0)..8, which it exposed (an alias of its own buffer under expose): read the source "
-       "instead"},
+      {"own exposed range read back", exposedOneShot<1, true, true>, false, ""},
+      {"two-shot by puts", twoShotByPuts<false>, true, ""},
+      {"put into an exposed input", twoShotByPuts<false>, false,
+       "with expose as an alias of its source: rank 1, step 5 put(out[4+4] -> peer 0 win[4+4]): puts into "
+       "rank 0's window[4] (cell 0)..8, which rank 0 exposed from its input buffer"},
+      {"exposed buffer read while a peer puts into it", twoShotByPuts<true>, true,
+       "with expose as an alias of its source: rank 0, step 4 put(out[0+4] -> peer 1 win[0+4]): data race: "
+       "writes rank 1's window[0] (cell 0) while rank 1's step 3 (copy) may still be reading it"},
       {"read across two exposures", exposedOneShot<2, false, true>, false,
        "rank 1, step 4 get(peer 0 win[0+8] -> out[0+8]): reads rank 0's window[0] (cell 0)..4, which rank 0 "
        "exposed only in part"},

@@ -28,8 +28,8 @@ class CopyOnlyWindows final : public PeerWindows {
   }
   uint64_t& waitsPosted(int peer) override { return w_->waitsPosted(peer); }
   void unexpose(uint64_t offset, uint64_t bytes) override { w_->unexpose(offset, bytes); }
-  Status readAddress(int rank, uint64_t offset, uint64_t bytes, const uint8_t** at) override {
-    return w_->readAddress(rank, offset, bytes, at);
+  Status peerAddress(int rank, uint64_t offset, uint64_t bytes, uint8_t** at) override {
+    return w_->peerAddress(rank, offset, bytes, at);
   }
   uint64_t exposedReads() const override { return w_->exposedReads(); }
 

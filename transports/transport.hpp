@@ -81,13 +81,20 @@ class PeerWindows {
   }
   // This rank writes its own window's [offset, offset+bytes): the exposures overlapping it end.
   virtual void unexpose(uint64_t /*offset*/, uint64_t /*bytes*/) {}
-  // Where this rank reads [offset, offset+bytes) of `rank`'s window: the buffer that rank exposed
-  // there, or the window itself (errors: the exposed buffer cannot be mapped here).
-  virtual Status readAddress(int rank, uint64_t offset, uint64_t /*bytes*/, const uint8_t** at) {
+  // Where this rank reads or writes (get or put) [offset, offset+bytes) of `rank`'s window: the
+  // buffer that peer exposed there, or the window itself (errors: the exposed buffer cannot be
+  // mapped here). A rank resolves its own window's exposures itself (the executor knows them).
+  virtual Status peerAddress(int rank, uint64_t offset, uint64_t /*bytes*/, uint8_t** at) {
     *at = windowOf(rank) + offset;
     return Status::Ok();
   }
-  // Reads readAddress resolved to a peer's exposed buffer so far (tests, trib-perf).
+  Status readAddress(int rank, uint64_t offset, uint64_t bytes, const uint8_t** at) {
+    uint8_t* p = nullptr;
+    TRIB_RETURN_IF_ERROR(peerAddress(rank, offset, bytes, &p));
+    *at = p;
+    return Status::Ok();
+  }
+  // Reads and writes peerAddress resolved to a peer's exposed buffer so far (tests, trib-perf).
   virtual uint64_t exposedReads() const { return 0; }
 };
 

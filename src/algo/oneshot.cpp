@@ -9,16 +9,20 @@
 // folds into scratch and copies that to the output after the exchange (its input is read until
 // then), which leaves its peers reading the input where it is instead of waiting for a copy.
 // Two-shot (any size, in cell-sized chunks): each rank stages the slices its peers reduce in its
-// cell, folds slice `rank` of every input in rank order, publishes the result in its own cell and,
-// after a second signal exchange, gets the others' results. Two synchronisations per chunk.
+// cell and folds slice `rank` of every input in rank order. Out of place it publishes the result
+// in its own cell and, after a second signal exchange, gets the others' results. In place it folds
+// where its slice lies (foldInRankOrderInPlace, the same bits) and puts the result into every
+// peer's cell, where the peer's own copy of that slice lay: written, not read, so each slice's
+// lines stay with the rank that reduces it, and after the second exchange every rank has all
+// results. Two synchronisations per chunk either way.
 // Chunks alternate between the window's two cells (schedule.hpp), so consecutive chunks and calls
-// need no acknowledgement. In place needs no scratch: the input is in the window before anyone
-// reads it.
+// need no acknowledgement. In place needs no scratch: peers read the input before anyone writes it.
 // Two-shot puts what peers read into its cell with expose (schedule.hpp): where the executor can
 // map a rank's buffers for its peers (tribMemAlloc memory on shm, any memory on loopback threads),
-// peers read the input slices and the reduced slice straight from that rank's buffers, and nothing
-// is staged. The alias is why a call ends with one more signal exchange: a rank's buffers are the
-// caller's again only once every peer has read its reduced slice from them.
+// peers read the input slices and the reduced slice straight from that rank's buffers, and put
+// into them, and nothing is staged. Out of place the alias is why a call ends with one more
+// signal exchange: a rank's buffers are the caller's again only once every peer has read its
+// reduced slice from them. In place nobody reads a rank's buffers after the second exchange.
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
 
@@ -60,6 +64,18 @@ void foldInRankOrder(int n, int rank, uint64_t at, Region own, Region dst, std::
   }
 }
 
+// The same fold in place, where dst holds this rank's own term: nothing is copied aside. The
+// terms before it are folded into `prefix` (a range of the own window nobody reads) and then
+// combined with it, as dst op prefix: the ops commute, so the bits are rank order's.
+void foldInRankOrderInPlace(int n, int rank, uint64_t at, Region dst, Region prefix, std::vector<Step>& out) {
+  if (rank == 1) out.push_back(Step::getReduce(0, winR(at, dst.count), dst));
+  if (rank >= 2) {
+    foldInRankOrder(rank, -1, at, Region{}, prefix, out);
+    out.push_back(Step::reduce(prefix, dst));
+  }
+  for (int j = rank + 1; j < n; ++j) out.push_back(Step::getReduce(j, winR(at, dst.count), dst));
+}
+
 Generator<Step> oneShotAllReduce(CollArgs a, int rank) {
   if (a.count == 0) co_return;
   const int n = a.nranks;
@@ -96,35 +112,45 @@ Generator<Step> twoShotAllReduce(CollArgs a, int rank) {
     const uint64_t len = std::min(cellElems, a.count - at);
     const uint64_t cell = windowCellBegin(a, a.windowCell + k);
     steps.clear();
-    // Expose what the peers read: their slices of this chunk. This rank's own slice is read only by
-    // itself, straight from its input, unless in place (the fold's output overwrites it first: it is
-    // copied, since a rank does not read what it exposed).
+    // Expose what the peers read: their slices of this chunk, before and after this rank's own,
+    // which only this rank reads, straight from its input.
     const uint64_t mine = sliceAt(len, n, rank), mineLen = sliceAt(len, n, rank + 1) - mine;
+    const uint64_t after = mine + mineLen, afterLen = len - after;
     if (mine > 0) steps.push_back(Step::expose(inR(at, mine), winR(cell, mine)));
-    if (a.inPlace && mineLen > 0)
-      steps.push_back(Step::copy(inR(at + mine, mineLen), winR(cell + mine, mineLen)));
-    if (mine + mineLen < len)
-      steps.push_back(Step::expose(inR(at + mine + mineLen, len - mine - mineLen),
-                                   winR(cell + mine + mineLen, len - mine - mineLen)));
+    if (afterLen > 0) steps.push_back(Step::expose(inR(at + after, afterLen), winR(cell + after, afterLen)));
     signalAll(n, rank, steps);
     waitAll(n, rank, steps);
-    // Reduce this rank's slice into the output, then expose it in the cell (over this rank's own
-    // slice there, which only this rank read).
     if (mineLen > 0) {
-      const Region own = a.inPlace ? winR(cell + mine, mineLen) : inR(at + mine, mineLen);
-      foldInRankOrder(n, rank, cell + mine, own, outR(at + mine, mineLen), steps);
-      steps.push_back(Step::expose(outR(at + mine, mineLen), winR(cell + mine, mineLen)));
+      const Region dst = outR(at + mine, mineLen);
+      if (a.inPlace) {
+        // Reduce this rank's slice where it lies and put it where every peer's input slice lay:
+        // through the peer's exposure straight into its buffer, else into its window.
+        foldInRankOrderInPlace(n, rank, cell + mine, dst, winR(cell + mine, mineLen), steps);
+        for (int p = 1; p < n; ++p)
+          steps.push_back(Step::put(mod(rank + p, n), dst, winR(cell + mine, mineLen)));
+      } else {
+        // Reduce it into the output and expose it there, over the own slice of the cell (unread).
+        foldInRankOrder(n, rank, cell + mine, inR(at + mine, mineLen), dst, steps);
+        steps.push_back(Step::expose(dst, winR(cell + mine, mineLen)));
+      }
     }
     signalAll(n, rank, steps);
     waitAll(n, rank, steps);
-    for (int p = 1; p < n; ++p) {
-      const int j = mod(rank + p, n);
-      const uint64_t b = sliceAt(len, n, j), e = sliceAt(len, n, j + 1);
-      if (e > b) steps.push_back(Step::get(j, winR(cell + b, e - b), outR(at + b, e - b)));
-    }
-    if (at + len == a.count) {  // every peer has read this rank's buffers (see the header)
-      signalAll(n, rank, steps);
-      waitAll(n, rank, steps);
+    if (a.inPlace) {
+      // The peers' results are in this rank's buffer already where it was exposed (a copy onto
+      // itself, which the executor skips), else in its window. Nobody reads its buffers now.
+      if (mine > 0) steps.push_back(Step::copy(winR(cell, mine), outR(at, mine)));
+      if (afterLen > 0) steps.push_back(Step::copy(winR(cell + after, afterLen), outR(at + after, afterLen)));
+    } else {
+      for (int p = 1; p < n; ++p) {
+        const int j = mod(rank + p, n);
+        const uint64_t b = sliceAt(len, n, j), e = sliceAt(len, n, j + 1);
+        if (e > b) steps.push_back(Step::get(j, winR(cell + b, e - b), outR(at + b, e - b)));
+      }
+      if (at + len == a.count) {  // every peer has read this rank's buffers (see the header)
+        signalAll(n, rank, steps);
+        waitAll(n, rank, steps);
+      }
     }
     for (const Step& s : steps) co_yield s;
   }

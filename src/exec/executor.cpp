@@ -55,6 +55,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   opts_ = opts;
   if (!prepared_) distinctTransports_.clear();
   first_ = 0;
+  ownExposures_.clear();
   postedEnd_ = 0;
   rescan_ = true;
   finalized_ = false;
@@ -102,23 +103,55 @@ Execution::Range Execution::windowRange(int owner) const {
 
 Status Execution::sourceAddress(const Step& s, const char** at) {
   if (!s.srcIsPeers()) {
+    if (s.src.buf == Buf::Window && s.src.count > 0) return ownWindowAddress(s.src, at);
     *at = address(s.src);
     return Status::Ok();
   }
-  const uint8_t* p = nullptr;
+  uint8_t* p = nullptr;
   TRIB_RETURN_IF_ERROR(
-      opts_.windows->readAddress(s.peer, s.src.offset * elemSize_, s.src.count * elemSize_, &p));
+      opts_.windows->peerAddress(s.peer, s.src.offset * elemSize_, s.src.count * elemSize_, &p));
   *at = reinterpret_cast<const char*>(p);
   return Status::Ok();
 }
 
+Status Execution::putAddress(const Step& s, char** at) {
+  uint8_t* p = nullptr;
+  TRIB_RETURN_IF_ERROR(
+      opts_.windows->peerAddress(s.peer, s.dst.offset * elemSize_, s.dst.count * elemSize_, &p));
+  *at = reinterpret_cast<char*>(p);
+  return Status::Ok();
+}
+
+Status Execution::ownWindowAddress(const Region& r, const char** at) const {
+  const uint64_t offset = r.offset * elemSize_, bytes = r.count * elemSize_;
+  for (const OwnExposure& x : ownExposures_) {
+    if (x.offset >= offset + bytes || offset >= x.offset + x.bytes) continue;
+    if (x.offset > offset || x.offset + x.bytes < offset + bytes)
+      return errorf(tribInternalError, "the schedule reads its window [%llu, +%llu) exposed only in part",
+                    static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes));
+    *at = x.src + (offset - x.offset);
+    return Status::Ok();
+  }
+  *at = address(r);
+  return Status::Ok();
+}
+
+void Execution::dropOwnExposures(uint64_t offset, uint64_t bytes) {
+  std::erase_if(ownExposures_, [&](const OwnExposure& x) {
+    return x.offset < offset + bytes && offset < x.offset + x.bytes;
+  });
+}
+
 bool Execution::exposeOrUnexpose(const Step& s) {
   const uint64_t offset = s.dst.offset * elemSize_, bytes = s.dst.count * elemSize_;
+  dropOwnExposures(offset, bytes);
   // Only the caller's buffers: they outlive the call, which ends after every peer's reads.
   if (s.kind == StepKind::Expose && (s.src.buf == Buf::Input || s.src.buf == Buf::Output) &&
       opts_.windows->expose(offset, address(s.src), bytes,
-                            s.src.buf == Buf::Input ? opts_.inputKind : opts_.outputKind))
+                            s.src.buf == Buf::Input ? opts_.inputKind : opts_.outputKind)) {
+    ownExposures_.push_back(OwnExposure{offset, bytes, address(s.src)});
     return true;
+  }
   opts_.windows->unexpose(offset, bytes);
   return false;
 }
@@ -313,8 +346,10 @@ Status Execution::startStep(size_t i, bool land) {
     into = stage(slot, bytesOf, hostLanding);
     if (!into) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
     slot.phase = Phase::Landing;
+  } else if (s.dstIsPeers()) {
+    TRIB_RETURN_IF_ERROR(putAddress(s, &into));
   } else if (s.writesDst()) {
-    into = address(s.dst, s.dstIsPeers() ? s.peer : -1);
+    into = address(s.dst);
   }
   switch (s.kind) {
     case StepKind::Send:
@@ -360,8 +395,11 @@ Status Execution::startStep(size_t i, bool land) {
       const char* src = nullptr;
       const char* fusedSrc = slot.fusedSrc;
       TRIB_RETURN_IF_ERROR(sourceAddress(s, &src));
-      if (fusedSrc && steps_[i + 1].srcIsPeers())
-        TRIB_RETURN_IF_ERROR(sourceAddress(steps_[i + 1], &fusedSrc));
+      if (fusedSrc) TRIB_RETURN_IF_ERROR(sourceAddress(steps_[i + 1], &fusedSrc));
+      if (!reduce && !fusedSrc && src == into) {  // a copy from the window range aliasing its destination
+        slot.state = State::Done;
+        return Status::Ok();
+      }
       TRIB_RETURN_IF_ERROR(
           fusedSrc  ? engine_->postReduce(into, src, fusedSrc, s.dst.count, opts_.dtype, op, &slot.op)
           : !reduce ? engine_->postCopy(into, src, s.dst.count * elemSize_, &slot.op,

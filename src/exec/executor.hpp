@@ -189,8 +189,18 @@ class Execution {
   bool writesAroundCache(Buf b) const {
     return (b == Buf::Output && streamOut_) || (b == Buf::Window && streamWindow_);
   }
-  // Where step s reads its source now: a peer's window range may be that peer's exposed buffer.
+  // Where step s reads its source now: a window range may be its owner's exposed buffer (a
+  // peer's, which the windows resolve, or this rank's own, from ownExposures_).
   Status sourceAddress(const Step& s, const char** at);
+  // Where a put writes the peer's window range now: the same resolution.
+  Status putAddress(const Step& s, char** at);
+  // This rank's exposures of this run: own-window byte range -> the buffer it aliases.
+  struct OwnExposure {
+    uint64_t offset, bytes;
+    const char* src;
+  };
+  void dropOwnExposures(uint64_t offset, uint64_t bytes);
+  Status ownWindowAddress(const Region& r, const char** at) const;
   // Step s writes its own window: an expose publishes its source there if the windows can map it
   // (true: nothing to copy); any other write ends the exposures it overlaps.
   bool exposeOrUnexpose(const Step& s);
@@ -236,6 +246,7 @@ class Execution {
   // buffers; a rearm over the same ones keeps them (only tags and wait targets are per call).
   bool prepared_ = false;
   std::vector<size_t> activeScratch_;
+  std::vector<OwnExposure> ownExposures_;
   uint64_t stagedBytes_ = 0;
   // Staging of finished steps, for the next to land (pipelined slices have equal sizes).
   struct Spare {

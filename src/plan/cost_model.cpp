@@ -547,11 +547,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // rank, copy the peers' slices into its window (2(n-1)/n S over all chunks), fold its
           // slice of the n inputs, its own from its input (the first two in one reduce, fused as in
           // one-shot, then n-2 more: 3(n-1)/n S), publish it in its window (2S/n) and get the n-1
-          // other slices (2(n-1)/n S): (7n-5)/n S against cache-resident cells. In place a rank
-          // also stages its own slice (2S/n more). Chunks run one after another (a chunk's copy
-          // waits for the previous exchange). One more exchange ends the call (a peer may read a
-          // rank's exposed buffers until then). Priced with every expose a copy (the simulator's
-          // choice: which ranks map is known only at run time).
+          // other slices (2(n-1)/n S): (7n-5)/n S against cache-resident cells. (In place a rank
+          // puts its slice into every peer's window instead, and the call needs no exchange at
+          // the end.) Chunks run one after another (a chunk's copy waits for the previous
+          // exchange). One more exchange ends the call (a peer may read a rank's exposed buffers
+          // until then). Priced with every expose a copy (the simulator's choice: which ranks
+          // map is known only at run time).
           double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
           t = (2 * chunks + 1) * c.aIn + (7.0 * n - 5) / n * S / (c.R * k.boardCacheSpeedup);
           chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));

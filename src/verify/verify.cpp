@@ -657,6 +657,8 @@ class Verifier {
     if (segs.empty()) return;
     segs_ += memOf(r, p).write(p.off, segs);
     if (segs_ > static_cast<int64_t>(peakSegs_)) peakSegs_ = static_cast<uint64_t>(segs_);
+    if (p.owner >= 0 && p.owner != r && !ranks_[p.owner].exposed.empty())
+      mirrorPutIntoExposures(p.owner, p.off, segs);
     if (p.owner >= 0 || ranks_[r].exposed.empty()) return;
     // Under the alias, peers reading an exposed range see these cells too.
     uint64_t len = 0;
@@ -860,15 +862,20 @@ class Verifier {
     const bool rd = s.readsDst() && pd.owner >= 0 && s.dst.count > 0;
     const bool wd = s.writesDst() && pd.owner >= 0 && s.dst.count > 0;
     RankState& st = ranks_[r];
-    // Under the alias, a write of an exposed source is a write of its window cells.
+    // Under the alias, a write of an exposed source is a write of its window cells, and a read of
+    // it a read of them (which a peer's put into them must not race).
     aliasTmp_.clear();
-    if (s.writesDst() && pd.owner < 0 && s.dst.count > 0) {
+    aliasReadTmp_.clear();
+    auto aliased = [&](const Place& p, uint64_t len, std::vector<std::pair<uint64_t, uint64_t>>& out) {
       for (const RankState::Exposure& x : st.exposed) {
-        const uint64_t from = std::max(x.src, pd.off), to = std::min(x.src + x.len, pd.off + s.dst.count);
-        if (from < to) aliasTmp_.emplace_back(x.off + (from - x.src), to - from);
+        const uint64_t from = std::max(x.src, p.off), to = std::min(x.src + x.len, p.off + len);
+        if (from < to) out.emplace_back(x.off + (from - x.src), to - from);
       }
-    }
-    if (!rs && !rd && !wd && aliasTmp_.empty()) return Status::Ok();
+    };
+    if (s.writesDst() && pd.owner < 0 && s.dst.count > 0) aliased(pd, s.dst.count, aliasTmp_);
+    if (s.readsSrc() && ps.owner < 0 && s.src.count > 0) aliased(ps, s.src.count, aliasReadTmp_);
+    if (s.readsDst() && pd.owner < 0 && s.dst.count > 0) aliased(pd, s.dst.count, aliasReadTmp_);
+    if (!rs && !rd && !wd && aliasTmp_.empty() && aliasReadTmp_.empty()) return Status::Ok();
     if (aliasExpose_)
       TRIB_RETURN_IF_ERROR(exposureRules(r, s, rs ? &ps : nullptr, rd ? &pd : nullptr, wd ? &pd : nullptr));
     const uint32_t e = static_cast<uint32_t>(events_.size());
@@ -876,6 +883,10 @@ class Verifier {
     if (rs) TRIB_RETURN_IF_ERROR(windowAccess(r, s, ps, s.src.count, false, k, e));
     if (rd) TRIB_RETURN_IF_ERROR(windowAccess(r, s, pd, s.dst.count, false, k, e));
     if (wd) TRIB_RETURN_IF_ERROR(windowAccess(r, s, pd, s.dst.count, true, k, e));
+    for (const auto& [off, len] : aliasReadTmp_) {
+      const Place w{r, off, static_cast<uint64_t>(r) * W_ + off};
+      TRIB_RETURN_IF_ERROR(windowAccess(r, s, w, len, false, k, e));
+    }
     for (const auto& [off, len] : aliasTmp_) {
       const Place w{r, off, static_cast<uint64_t>(r) * W_ + off};
       TRIB_RETURN_IF_ERROR(windowAccess(r, s, w, len, true, k, e));
@@ -883,7 +894,8 @@ class Verifier {
     if (aliasExpose_ && wd && pd.owner == r) endExposures(r, pd.off, s.dst.count);
     if (aliasExpose_ && s.kind == StepKind::Expose && s.dst.count > 0)
       st.exposed.push_back(RankState::Exposure{pd.off, s.dst.count, ps.off});
-    if (!aliasTmp_.empty() && (st.pendingOwn.empty() || st.pendingOwn.back() != e))
+    if ((!aliasTmp_.empty() || !aliasReadTmp_.empty()) &&
+        (st.pendingOwn.empty() || st.pendingOwn.back() != e))
       st.pendingOwn.push_back(e);
     for (int owner : {rs ? ps.owner : -1, (rd || wd) ? pd.owner : -1}) {
       if (owner < 0) continue;
@@ -893,9 +905,10 @@ class Verifier {
     return Status::Ok();
   }
 
-  // The rules an alias imposes (schedule.hpp): a rank does not read what it exposed, a peer reads an
-  // exposed range whole or not at all (the executor resolves a read to one exposure or the window),
-  // and puts nothing into it.
+  // The rules an alias imposes (schedule.hpp): a window access that touches an exposed range (other
+  // than its owner's write, which ends the exposure) lies in one exposure (the executor resolves it to that
+  // exposure's buffer or to the window), and a put through a peer's exposure writes that peer's buffer, which
+  // must be one it may write.
   Status exposureRules(int r, const Step& s, const Place* src, const Place* dstRead, const Place* dstWrite) {
     for (const Place* p : {src, dstRead, dstWrite}) {
       if (!p) continue;
@@ -905,24 +918,41 @@ class Verifier {
         const std::string range =
             strprintf("%s..%llu", placeName(r, *p, x.off > p->off ? x.off - p->off : 0).c_str(),
                       static_cast<ull>(std::min(x.off + x.len, p->off + len)));
-        if (p->owner == r && p != dstWrite)
+        if (p == dstWrite && p->owner == r) continue;  // the rank's own write ends the exposure
+        if (x.off > p->off || x.off + x.len < p->off + len)
           return fail(r, s,
-                      strprintf("reads %s, which it exposed (an alias of its own buffer under expose): "
-                                "read the source instead",
-                                range.c_str()));
-        if (p->owner != r && p == dstWrite)
+                      strprintf("%s %s, which rank %d exposed only in part: an access of an exposed "
+                                "range lies in one exposure, or in none",
+                                p == dstWrite ? "writes" : "reads", range.c_str(), p->owner));
+        if (p == dstWrite && p->owner != r && !writableByPeer(p->owner, x.src + (p->off - x.off), len))
           return fail(r, s,
-                      strprintf("puts into %s, which rank %d exposed: its readers would still read "
-                                "its buffer",
-                                range.c_str(), p->owner));
-        if (p->owner != r && (x.off > p->off || x.off + x.len < p->off + len))
-          return fail(r, s,
-                      strprintf("reads %s, which rank %d exposed only in part: a read of an exposed "
-                                "range takes all of it from one exposure, or none",
+                      strprintf("puts into %s, which rank %d exposed from its input buffer: the put "
+                                "would write the caller's read-only input",
                                 range.c_str(), p->owner));
       }
     }
     return Status::Ok();
+  }
+  // Whether rank o's cells [u, u+len) of its own memory are its output or scratch.
+  bool writableByPeer(int o, uint64_t u, uint64_t len) const {
+    const Layout& L = this->L(o);
+    const bool inOut = u >= L.base[1] && u + len <= L.base[1] + L.count[1];
+    const bool inScratch = u >= L.base[2] && u + len <= L.base[2] + L.count[2];
+    return inOut || inScratch;
+  }
+  // Under the alias, a put into peer o's window cells [off, off+len) that o exposed writes o's
+  // buffer cells there too.
+  void mirrorPutIntoExposures(int o, uint64_t off, const std::vector<Seg>& segs) {
+    uint64_t len = 0;
+    for (const Seg& g : segs) len += g.len;
+    std::vector<Seg> part;
+    for (const RankState::Exposure& x : ranks_[o].exposed) {
+      const uint64_t from = std::max(x.off, off), to = std::min(x.off + x.len, off + len);
+      if (from >= to) continue;
+      part.clear();
+      sliceSegs(segs, from - off, to - from, part);
+      segs_ += M(o).write(x.src + (from - x.off), part);
+    }
   }
   // Rank r writes its window cells [off, off+len): the exposures overlapping them end, whole (as
   // the executor drops them), and the cells of theirs not written hold nothing a reader may use.
@@ -1574,7 +1604,8 @@ class Verifier {
   bool aliasExpose_;        // expose makes its window range an alias of its source (else a copy)
   bool sawExpose_ = false;  // an expose step ran
   bool atCallEnd_ = false;  // errors are of a rank's call end, not a step (endCallExposures)
-  std::vector<std::pair<uint64_t, uint64_t>> aliasTmp_;  // own window cells a local write reaches
+  std::vector<std::pair<uint64_t, uint64_t>> aliasTmp_;      // own window cells a local write reaches
+  std::vector<std::pair<uint64_t, uint64_t>> aliasReadTmp_;  // and a local read
   std::vector<CallCtx> calls_;
   uint64_t W_ = 0;                // window elements per rank (0: none)
   uint64_t winSpan_ = 0;          // n * W: where a rank's own buffers begin in its causal memory

@@ -148,21 +148,21 @@ class LoopbackWindows final : public PeerWindows {
     return kind != MemoryKind::Device && fabric_->exposes(rank_).publish(offset, bytes, h);
   }
   void unexpose(uint64_t offset, uint64_t bytes) override { fabric_->exposes(rank_).drop(offset, bytes); }
-  Status readAddress(int rank, uint64_t offset, uint64_t bytes, const uint8_t** at) override {
+  Status peerAddress(int rank, uint64_t offset, uint64_t bytes, uint8_t** at) override {
     ExposeHandle h;
     uint64_t into = 0;
     const int found = fabric_->exposes(rank).find(offset, bytes, &h, &into);
     if (found < 0)
       return errorf(tribInternalError, "rank %d's window [%llu, +%llu) is exposed only in part", rank,
                     static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes));
-    if (found == 0) return PeerWindows::readAddress(rank, offset, bytes, at);
+    if (found == 0) return PeerWindows::peerAddress(rank, offset, bytes, at);
     // A rank that failed returned to its caller, who may free what it exposed (a read already
     // past this check is not stopped: see docs/DESIGN.md "Peer memory").
     if (fabric_->dead(rank))
       return errorf(tribRemoteError, "rank %d aborted or failed; the buffer it exposed is its caller's again",
                     rank);
     if (rank != rank_) exposedReads_.fetch_add(1, std::memory_order_relaxed);
-    *at = reinterpret_cast<const uint8_t*>(h.w[0]) + into;
+    *at = reinterpret_cast<uint8_t*>(h.w[0]) + into;
     return Status::Ok();
   }
   uint64_t exposedReads() const override { return exposedReads_.load(std::memory_order_relaxed); }

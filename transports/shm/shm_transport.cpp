@@ -386,7 +386,7 @@ class ShmWindows final : public PeerWindows {
   void unexpose(uint64_t offset, uint64_t bytes) override {
     if (im_->exposeOk) im_->myExposes->drop(offset, bytes);
   }
-  Status readAddress(int rank, uint64_t offset, uint64_t bytes, const uint8_t** at) override {
+  Status peerAddress(int rank, uint64_t offset, uint64_t bytes, uint8_t** at) override {
     const int idx = im_->idxOfRank[rank];
     ExposeHandle h;
     uint64_t into = 0;
@@ -394,7 +394,7 @@ class ShmWindows final : public PeerWindows {
     if (found < 0)
       return errorf(tribInternalError, "shm: rank %d's window [%llu, +%llu) is exposed only in part", rank,
                     static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes));
-    if (found == 0) return PeerWindows::readAddress(rank, offset, bytes, at);
+    if (found == 0) return PeerWindows::peerAddress(rank, offset, bytes, at);
     // A broken peer's caller may have freed the buffer (and its fd number may name another file).
     if (im_->peerBroken(im_->peers[idx])) return im_->brokenPeerError(im_->peers[idx]);
     SharedRegion r;
