@@ -40,6 +40,72 @@ TEST(Generators, DgxH100MultiNodeFatTree) {
   EXPECT_DOUBLE_EQ(t8.bisectionGBps(), 64 * 50 / 2.0);
 }
 
+// The HGX/DGX family: one node each, its NVLink rate and whether its NVSwitch reduces (A100's
+// second-generation NVSwitch has no NVLS); hgx-* names the same systems.
+TEST(Generators, HgxFamilyCounts) {
+  const struct {
+    const char* name;
+    double nvlink, nic;
+    bool nvls;
+  } systems[] = {{"dgx-a100", 300, 25, false},
+                 {"dgx-h100", 450, 50, true},
+                 {"hgx-h200", 450, 50, true},
+                 {"dgx-b200", 900, 50, true}};
+  for (const auto& sys : systems) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(sys.name, {}, &t).ok()) << sys.name;
+    ASSERT_TRUE(t.validate().ok()) << sys.name << ": " << t.validate().message();
+    EXPECT_EQ(t.countType(NodeType::Gpu), 8) << sys.name;
+    EXPECT_EQ(t.countType(NodeType::Nic), 8) << sys.name;
+    EXPECT_EQ(t.numNodes(), 23) << sys.name;
+    EXPECT_DOUBLE_EQ(t.bisectionGBps(), 4 * sys.nvlink) << sys.name;
+    EXPECT_EQ(t.node(t.find("nvsw")).reduce.can(), sys.nvls) << sys.name;
+    Topology two;
+    ASSERT_TRUE(generateTopology(std::string(sys.name) + ":2", {}, &two).ok()) << sys.name;
+    EXPECT_EQ(two.numHosts(), 2) << sys.name;
+    EXPECT_DOUBLE_EQ(two.bisectionGBps(), 16 * sys.nic / 2) << sys.name;  // one leaf: the NICs' links
+  }
+}
+
+// Past `radix` leaves, a fat tree gets a third tier: pods of radix/2 leaves with their own spines,
+// spine s of every pod on core s. Still non-blocking, one aggregation tree per plane, and a route
+// between pods climbs to a core.
+TEST(Generators, ThreeTierFatTreeBeyondTheRadix) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:512", {}, &t).ok());  // 4,096 NICs: 128 leaves of 32 > 64
+  ASSERT_TRUE(t.validate().ok()) << t.validate().message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 4096);
+  EXPECT_EQ(t.countType(NodeType::Switch), 128 + 4 * 16 + 16);  // leaves, 4 pods x 16 spines, cores
+  EXPECT_DOUBLE_EQ(t.bisectionGBps(), 4096 * 50 / 2.0);
+  ASSERT_EQ(t.aggTrees().size(), 16u);
+  std::vector<int> leaves;
+  for (int l = 0; l < 128; ++l) leaves.push_back(t.find(strprintf("leaf%d", l)));
+  int depth = 0;
+  ASSERT_NE(findAggTree(t, leaves, &depth), nullptr);
+  EXPECT_EQ(depth, 2);  // leaf -> pod spine -> core
+  Router r(t);
+  const auto& cross = r.route(t.find("n0.gpu0"), t.find("n511.gpu0"));  // pod 0 to pod 3
+  EXPECT_EQ(cross.size(), 10u);  // gpu-pcie-nic-leaf-spine-core-spine-leaf-nic-pcie-gpu
+  EXPECT_DOUBLE_EQ(r.bottleneckGBps(t.find("n0.gpu0"), t.find("n511.gpu0")), 50);
+  // Forced either way.
+  Topology two, three;
+  ASSERT_TRUE(generateTopology("dgx-h100:512", {"tiers=2"}, &two).ok());
+  EXPECT_EQ(two.countType(NodeType::Switch), 128 + 16);
+  ASSERT_TRUE(generateTopology("dgx-h100:16", {"tiers=3", "radix=4"}, &three).ok());  // 4 leaves, pods of 2
+  EXPECT_EQ(three.countType(NodeType::Switch), 4 + 2 * 16 + 16);
+  EXPECT_TRUE(three.validate().ok()) << three.validate().message();
+}
+
+// The next clusters' size: 1,820 GB300 NVL72 racks (131,040 GPUs) on three tiers.
+TEST(Generators, Nvl72ClusterOf1820Racks) {
+  Topology t = makeNvl72Cluster(1820);
+  ASSERT_TRUE(t.validate().ok()) << t.validate().message();
+  EXPECT_EQ(t.countType(NodeType::Gpu), 131040);
+  EXPECT_EQ(t.numDomains(), 1820);
+  EXPECT_EQ(t.countType(NodeType::Switch), 1820 + 26 * 36 + 36);  // leaves, 26 pods of 72 x 36, cores
+  EXPECT_DOUBLE_EQ(t.bisectionGBps(), 131040 * 100 / 2.0);
+}
+
 TEST(Generators, Nvl72RackCounts) {
   Topology t = makeNvl72();
   ASSERT_TRUE(t.validate().ok()) << t.validate().message();
@@ -82,13 +148,17 @@ TEST(Generators, ParamsAndErrors) {
   EXPECT_NE(s.message().find("rack count"), std::string::npos) << s.message();
   s = generateTopology("dgx-h100", {"bogus=1"}, &t);
   EXPECT_NE(s.message().find("unknown generator parameter 'bogus'"), std::string::npos) << s.message();
+  s = generateTopology("dgx-h100:4", {"tiers=4"}, &t);
+  EXPECT_NE(s.message().find("tiers '4' must be an integer in [2, 3]"), std::string::npos) << s.message();
+  s = generateTopology("dgx-h100:0", {}, &t);
+  EXPECT_NE(s.message().find("dgx-h100 node count '0'"), std::string::npos) << s.message();
   s = generateTopology("tpu-pod", {}, &t);
   EXPECT_NE(s.message().find("unknown system 'tpu-pod'"), std::string::npos) << s.message();
 }
 
 TEST(TopoFile, RoundTripsEveryGenerator) {
-  for (Topology t :
-       {makeDgxH100(), makeDgxH100(8), makeNvl72(), makeNvl72Cluster(3), makeUniform(5, 10, 2, true)}) {
+  for (Topology t : {makeDgxH100(), makeDgxH100(8), makeHgx(*hgxPreset("dgx-a100"), 40), makeNvl72(),
+                     makeNvl72Cluster(3), makeUniform(5, 10, 2, true)}) {
     std::string text = dumpTopology(t);
     Topology back;
     Status s = parseTopology(text, &back, t.name);

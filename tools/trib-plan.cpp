@@ -30,7 +30,8 @@ static int usage() {
       "                 [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
       "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
       "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
-      "systems: dgx-h100[:NODES], gb300-nvl72, nvl72-cluster:RACKS, uniform:N[:GBPS[:US]]\n");
+      "systems: %s (trib-topo gen --help)\n",
+      kGeneratorSystems);
   return 2;
 }
 

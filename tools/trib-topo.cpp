@@ -1,7 +1,7 @@
 // trib-topo: detect the local machine, generate a system's topology, or summarise a topology file.
 //   trib-topo detect [-o FILE]
-//   trib-topo gen SYSTEM [key=value ...] [-o FILE]     (dgx-h100[:N], gb300-nvl72, nvl72-cluster:64,
-//   uniform:N) trib-topo show FILE | trib-topo show --gen SYSTEM [key=value ...]
+//   trib-topo gen SYSTEM [key=value ...] [-o FILE]     (trib-topo gen --help lists the systems)
+//   trib-topo show FILE | trib-topo show --gen SYSTEM [key=value ...]
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -12,14 +12,13 @@
 using namespace trib;
 
 static int usage() {
-  std::fprintf(
-      stderr,
-      "usage: trib-topo detect [-o FILE]\n"
-      "       trib-topo gen SYSTEM [key=value ...] [-o FILE]\n"
-      "       trib-topo show FILE | show --gen SYSTEM [key=value ...]\n"
-      "systems: dgx-h100[:NODES], gb300-nvl72, gb200-nvl72, nvl72-cluster:RACKS, uniform:N[:GBPS[:US]]\n"
-      "params: nvlink_gbps nic_gbps nvls_gbps sharp_gbps net_lat_us nvlink_lat_us leaf_down spines "
-      "sharp=0|1\n");
+  std::fprintf(stderr,
+               "usage: trib-topo detect [-o FILE]\n"
+               "       trib-topo gen SYSTEM [key=value ...] [-o FILE]\n"
+               "       trib-topo show FILE | show --gen SYSTEM [key=value ...]\n"
+               "       trib-topo gen --help\n"
+               "systems: %s\nparams: %s\n",
+               kGeneratorSystems, kGeneratorParams);
   return 2;
 }
 
@@ -82,6 +81,11 @@ int main(int argc, char** argv) {
   }
   if (cmd == "gen") {
     if (args.empty()) return usage();
+    if (args[0] == "--help" || args[0] == "-h") {
+      std::printf("usage: trib-topo gen SYSTEM [key=value ...] [-o FILE]\nsystems:\n%sparams: %s\n",
+                  generatorHelp(), kGeneratorParams);
+      return 0;
+    }
     s = generateTopology(args[0], {args.begin() + 1, args.end()}, &t);
     if (!s.ok()) {
       std::fprintf(stderr, "trib-topo: %s\n", s.message().c_str());

@@ -1,6 +1,8 @@
 // Generators for the systems users ask about. Figures are defaults from shared/REFERENCE.md and
 // vendor data sheets; every one is a parameter. Counts are documented in docs/TOPOLOGY.md.
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "topo/topology.hpp"
 
@@ -25,23 +27,30 @@ void setReduce(Node& n, double gbps, uint32_t dtypes, int maxOps, uint64_t buffe
 
 struct FatTree {
   int leafDown;       // NICs per leaf
-  int spines;         // spine switches when there is more than one leaf
+  int spines;         // spine switches (per pod, with three tiers) when there is more than one leaf
   double nicGBps;     // per NIC port
   double latUs;       // per hop
   double reduceGBps;  // 0: switches do not reduce
+  int tiers;          // 2 or 3; 0: two while one spine can reach every leaf (leaves <= radix), else three
+  int radix;          // switch ports: a two-tier spine takes `radix` leaves, a three-tier pod radix/2
 };
 
-// Non-blocking two-tier fat tree over `nics` (in order): leaf i takes NICs [i*leafDown, ...); each
-// leaf-spine bundle carries leafDown*nic/spines so uplink capacity equals downlink capacity. With
-// reduction, one aggregation tree per spine (SHARP builds several trees; groups spread over them).
+int addSwitch(Topology& t, const std::string& name, const FatTree& f) {
+  int id = t.addNode(name, NodeType::Switch);
+  if (f.reduceGBps > 0) setReduce(t.node(id), f.reduceGBps, kSharpDtypes, 64, 0);
+  return id;
+}
+
+// Non-blocking fat tree over `nics` (in order): leaf i takes NICs [i*leafDown, ...); each switch's
+// uplink capacity equals its downlink capacity (a bundle of parallel cables is one link). Two
+// tiers: every leaf links to every spine. Three tiers: pods of radix/2 leaves, each pod with its
+// own `spines` spines; spine s of every pod links to core s (a plane: one logical node for the
+// core switches of that plane). With reduction, one aggregation tree per spine (two tiers) or per
+// plane (three): SHARP builds several trees, and groups spread over them.
 void buildFatTree(Topology& t, const std::vector<int>& nics, const FatTree& f) {
-  int leaves = (static_cast<int>(nics.size()) + f.leafDown - 1) / f.leafDown;
-  std::vector<int> leafIds, spineIds;
-  for (int l = 0; l < leaves; ++l) {
-    int id = t.addNode(strprintf("leaf%d", l), NodeType::Switch);
-    if (f.reduceGBps > 0) setReduce(t.node(id), f.reduceGBps, kSharpDtypes, 64, 0);
-    leafIds.push_back(id);
-  }
+  const int leaves = (static_cast<int>(nics.size()) + f.leafDown - 1) / f.leafDown;
+  std::vector<int> leafIds;
+  for (int l = 0; l < leaves; ++l) leafIds.push_back(addSwitch(t, strprintf("leaf%d", l), f));
   for (size_t i = 0; i < nics.size(); ++i)
     t.addLink(nics[i], leafIds[i / f.leafDown], LinkType::Net, f.nicGBps, f.latUs);
   if (leaves == 1) {
@@ -53,59 +62,106 @@ void buildFatTree(Topology& t, const std::vector<int>& nics, const FatTree& f) {
     }
     return;
   }
-  double bundle = f.leafDown * f.nicGBps / f.spines;
-  for (int s = 0; s < f.spines; ++s) {
-    int id = t.addNode(strprintf("spine%d", s), NodeType::Switch);
-    if (f.reduceGBps > 0) setReduce(t.node(id), f.reduceGBps, kSharpDtypes, 64, 0);
-    spineIds.push_back(id);
-    for (int l : leafIds) t.addLink(l, id, LinkType::Net, bundle, f.latUs);
-  }
-  if (f.reduceGBps > 0) {
+  const double leafUp = f.leafDown * f.nicGBps / f.spines;  // one leaf-spine bundle
+  const int tiers = f.tiers ? f.tiers : leaves <= f.radix ? 2 : 3;
+  if (tiers == 2) {
+    std::vector<int> spineIds;
     for (int s = 0; s < f.spines; ++s) {
-      AggTree tr;
-      tr.name = strprintf("sharp%d", s);
-      for (int l : leafIds) tr.edges.push_back({l, spineIds[s]});
-      (void)t.addAggTree(tr);  // a star over existing links: always a valid tree
+      spineIds.push_back(addSwitch(t, strprintf("spine%d", s), f));
+      for (int l : leafIds) t.addLink(l, spineIds.back(), LinkType::Net, leafUp, f.latUs);
+    }
+    if (f.reduceGBps > 0) {
+      for (int s = 0; s < f.spines; ++s) {
+        AggTree tr;
+        tr.name = strprintf("sharp%d", s);
+        for (int l : leafIds) tr.edges.push_back({l, spineIds[s]});
+        (void)t.addAggTree(tr);  // a star over existing links: always a valid tree
+      }
+    }
+    return;
+  }
+  const int podLeaves = std::max(1, f.radix / 2);
+  const int pods = (leaves + podLeaves - 1) / podLeaves;
+  std::vector<int> cores;
+  for (int s = 0; s < f.spines; ++s) cores.push_back(addSwitch(t, strprintf("core%d", s), f));
+  std::vector<AggTree> trees(f.reduceGBps > 0 ? f.spines : 0);
+  for (int s = 0; s < static_cast<int>(trees.size()); ++s) trees[s].name = strprintf("sharp%d", s);
+  for (int p = 0; p < pods; ++p) {
+    const int first = p * podLeaves, last = std::min(leaves, first + podLeaves);
+    const double spineUp = (last - first) * leafUp;  // spine s's downlinks in this pod, summed
+    for (int s = 0; s < f.spines; ++s) {
+      const int spine = addSwitch(t, strprintf("pod%d.spine%d", p, s), f);
+      for (int l = first; l < last; ++l) t.addLink(leafIds[l], spine, LinkType::Net, leafUp, f.latUs);
+      t.addLink(spine, cores[s], LinkType::Net, spineUp, f.latUs);
+      if (trees.empty()) continue;
+      for (int l = first; l < last; ++l) trees[s].edges.push_back({leafIds[l], spine});
+      trees[s].edges.push_back({spine, cores[s]});
     }
   }
+  for (AggTree& tr : trees) (void)t.addAggTree(tr);  // leaves -> pod spine -> the plane's core
 }
 
 }  // namespace
 
-Topology makeDgxH100(int nodes) {
-  // Per node: 8 H100 (NVLink4 450 GB/s per direction to the NVSwitch fabric: 4 NVSwitch chips, one
-  // logical node here), 2 CPU sockets, 4 PCIe Gen5 switches (2 GPUs + 2 NICs each), 8 ConnectX-7
-  // 400 Gb/s NICs. NVSwitch reduction (NVLS) throughput per port is fitted to NVLS ~480 GB/s busbw.
+const HgxParams* hgxPreset(const std::string& name) {
+  // Eight GPUs per node on one NVSwitch fabric, one NIC per GPU; figures per direction from the
+  // vendors' data sheets (shared/REFERENCE.md for H100). NVLS rates: H100's fitted to ~480 GB/s
+  // busbw (docs/PLANNER.md); B200's NVSwitch is the NVL72's switch generation, so its rate.
+  static const HgxParams presets[] = {
+      // A100: NVLink3 600 GB/s both ways, second-generation NVSwitch (no reduction), 8 x HDR
+      // 200 Gb/s ConnectX-6, PCIe Gen4; HDR Quantum switches have 40 ports (SHARPv2).
+      {"dgx-a100", 300, 0, 25, 32, 0.5, 0.6, 25, 20, 20, 0, 40, true},
+      // H100 / H200 (the same board and fabric; more HBM on H200): NVLink4 900 GB/s both ways,
+      // 8 x NDR 400 Gb/s ConnectX-7, PCIe Gen5; NDR Quantum-2 switches have 64 ports.
+      {"dgx-h100", 450, 275, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+      {"dgx-h200", 450, 275, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+      // B200: NVLink5 1.8 TB/s both ways, 8 x 400 Gb/s ConnectX-7, PCIe Gen5.
+      {"dgx-b200", 900, 550, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+  };
+  std::string n = name.rfind("hgx-", 0) == 0 ? "dgx-" + name.substr(4) : name;
+  for (const HgxParams& p : presets)
+    if (n == p.name) return &p;
+  return nullptr;
+}
+
+Topology makeHgx(const HgxParams& hp, int nodes) {
+  // Per node: 8 GPUs on the NVSwitch fabric (its chips are one logical node here), 2 CPU
+  // sockets, 4 PCIe switches (2 GPUs + 2 NICs each), 8 NICs.
   Topology t;
-  t.name = nodes == 1 ? "dgx-h100" : strprintf("dgx-h100-x%d", nodes);
+  t.name = nodes == 1 ? hp.name : strprintf("%s-x%d", hp.name.c_str(), nodes);
   std::vector<int> nics;
   for (int h = 0; h < nodes; ++h) {
     std::string p = nodes == 1 ? "" : strprintf("n%d.", h);
     int nvsw = t.addNode(p + "nvsw", NodeType::NvSwitch);
-    setReduce(t.node(nvsw), 275, kNvlsDtypes, 0, 0);
+    if (hp.nvlsReduceGBps > 0) setReduce(t.node(nvsw), hp.nvlsReduceGBps, kNvlsDtypes, 0, 0);
     int cpu[2];
     for (int c = 0; c < 2; ++c) cpu[c] = t.addNode(p + strprintf("cpu%d", c), NodeType::Cpu);
     t.addLink(cpu[0], cpu[1], LinkType::C2C, 64, 0.5);  // inter-socket
     int psw[4];
     for (int s = 0; s < 4; ++s) {
       psw[s] = t.addNode(p + strprintf("pcie%d", s), NodeType::PcieSwitch);
-      t.addLink(psw[s], cpu[s / 2], LinkType::Pcie, 64, 0.3);
+      t.addLink(psw[s], cpu[s / 2], LinkType::Pcie, hp.pcieGBps, 0.3);
     }
     for (int g = 0; g < 8; ++g) {
       int gpu = t.addNode(p + strprintf("gpu%d", g), NodeType::Gpu);
-      t.addLink(gpu, nvsw, LinkType::NvLink, 450, 0.5);
-      t.addLink(gpu, psw[g / 2], LinkType::Pcie, 64, 0.3);
+      t.addLink(gpu, nvsw, LinkType::NvLink, hp.nvlinkGBps, hp.nvlinkLatUs);
+      t.addLink(gpu, psw[g / 2], LinkType::Pcie, hp.pcieGBps, 0.3);
     }
     for (int n = 0; n < 8; ++n) {
       int nic = t.addNode(p + strprintf("nic%d", n), NodeType::Nic);
-      t.addLink(nic, psw[n / 2], LinkType::Pcie, 64, 0.3);
+      t.addLink(nic, psw[n / 2], LinkType::Pcie, hp.pcieGBps, 0.3);
       nics.push_back(nic);
     }
   }
-  if (nodes > 1) buildFatTree(t, nics, {32, 16, 50, 0.6, 50});
+  if (nodes > 1)
+    buildFatTree(t, nics,
+                 {hp.leafDown, hp.spines, hp.nicGBps, hp.netLatUs, hp.sharp ? hp.sharpReduceGBps : 0,
+                  hp.tiers, hp.radix});
   t.finalize();
   return t;
 }
+
+Topology makeDgxH100(int nodes) { return makeHgx(*hgxPreset("dgx-h100"), nodes); }
 
 Topology makeNvl72Cluster(int racks, const Nvl72Params& p) {
   // Per rack: 72 GPUs, 36 Grace CPUs (each C2C to 2 GPUs), the NVLink Switch fabric (18 NVSwitch
@@ -130,7 +186,9 @@ Topology makeNvl72Cluster(int racks, const Nvl72Params& p) {
       nics.push_back(nic);
     }
   }
-  buildFatTree(t, nics, {p.leafDown, p.spines, p.nicGBps, p.netLatUs, p.sharp ? p.sharpReduceGBps : 0});
+  buildFatTree(
+      t, nics,
+      {p.leafDown, p.spines, p.nicGBps, p.netLatUs, p.sharp ? p.sharpReduceGBps : 0, p.tiers, p.radix});
   t.finalize();
   return t;
 }
@@ -174,6 +232,92 @@ static Status parseDouble(const std::string& s, const char* what, double* out) {
   return Status::Ok();
 }
 
+namespace {
+
+// The key=value parameters, applied to whichever system's figures (fields a system lacks are
+// ignored by it: an HGX node has no C2C-to-GPU field, say).
+struct GeneratorOverrides {
+  std::optional<double> nvlinkGBps, nicGBps, nvlsGBps, sharpGBps, netLatUs, nvlinkLatUs;
+  std::optional<int> leafDown, spines, sharp, tiers, radix;
+  template <typename P>
+  void apply(P& p) const {
+    if (nvlinkGBps) p.nvlinkGBps = *nvlinkGBps;
+    if (nicGBps) p.nicGBps = *nicGBps;
+    if (nvlsGBps) p.nvlsReduceGBps = *nvlsGBps;
+    if (sharpGBps) p.sharpReduceGBps = *sharpGBps;
+    if (netLatUs) p.netLatUs = *netLatUs;
+    if (nvlinkLatUs) p.nvlinkLatUs = *nvlinkLatUs;
+    if (leafDown) p.leafDown = *leafDown;
+    if (spines) p.spines = *spines;
+    if (sharp) p.sharp = *sharp != 0;
+    if (tiers) p.tiers = *tiers;
+    if (radix) p.radix = *radix;
+  }
+};
+
+Status parseOverrides(const std::vector<std::string>& params, GeneratorOverrides* o) {
+  for (const auto& kv : params) {
+    auto eq = kv.find('=');
+    std::string k = kv.substr(0, eq), v = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    double d = 0;
+    int i = 0;
+    auto real = [&](std::optional<double>& f) -> Status {
+      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &d));
+      f = d;
+      return Status::Ok();
+    };
+    auto integer = [&](std::optional<int>& f, int lo, int hi) -> Status {
+      TRIB_RETURN_IF_ERROR(parseInt(v, lo, hi, k.c_str(), &i));
+      f = i;
+      return Status::Ok();
+    };
+    Status st;
+    if (k == "nvlink_gbps")
+      st = real(o->nvlinkGBps);
+    else if (k == "nic_gbps")
+      st = real(o->nicGBps);
+    else if (k == "nvls_gbps")
+      st = real(o->nvlsGBps);
+    else if (k == "sharp_gbps")
+      st = real(o->sharpGBps);
+    else if (k == "net_lat_us")
+      st = real(o->netLatUs);
+    else if (k == "nvlink_lat_us")
+      st = real(o->nvlinkLatUs);
+    else if (k == "leaf_down")
+      st = integer(o->leafDown, 1, 1 << 20);
+    else if (k == "spines")
+      st = integer(o->spines, 1, 1 << 20);
+    else if (k == "sharp")
+      st = integer(o->sharp, 0, 1);
+    else if (k == "tiers")
+      st = integer(o->tiers, 2, 3);
+    else if (k == "radix")
+      st = integer(o->radix, 2, 1 << 20);
+    else
+      return errorf(tribInvalidArgument, "unknown generator parameter '%s' (%s)", k.c_str(),
+                    kGeneratorParams);
+    TRIB_RETURN_IF_ERROR(st);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* generatorHelp() {
+  return "  dgx-a100[:N]   N x 8 A100, NVLink3 300 GB/s, no NVLS, 8 x 200 Gb/s HDR per node\n"
+         "  dgx-h100[:N]   N x 8 H100, NVLink4 450 GB/s, NVLS, 8 x 400 Gb/s NDR per node\n"
+         "  dgx-h200[:N]   N x 8 H200 (the H100 board and fabric)\n"
+         "  dgx-b200[:N]   N x 8 B200, NVLink5 900 GB/s, NVLS, 8 x 400 Gb/s per node\n"
+         "                 (hgx-* are the same systems)\n"
+         "  gb300-nvl72, gb200-nvl72            one rack: 72 GPUs, NVLink5 900 GB/s, NVLS, 800 / 400 Gb/s\n"
+         "  nvl72-cluster:R (gb300-/gb200-)     R racks on a fat tree of SHARP switches\n"
+         "  uniform:N[:GBPS[:US]]               N ranks on one switch (the closed-form case)\n"
+         "  Nodes and racks join through a non-blocking fat tree: two tiers while one spine reaches\n"
+         "  every leaf (leaves <= radix), else three (pods of radix/2 leaves; tiers= forces);\n"
+         "  sharp=0 turns the switches' reduction off.\n";
+}
+
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out) {
   std::vector<std::string> parts;
   {
@@ -188,44 +332,17 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
     }
   }
   const std::string& sys = parts[0];
+  GeneratorOverrides o;
+  TRIB_RETURN_IF_ERROR(parseOverrides(params, &o));
   Nvl72Params p;
-  for (const auto& kv : params) {
-    auto eq = kv.find('=');
-    std::string k = kv.substr(0, eq), v = eq == std::string::npos ? "" : kv.substr(eq + 1);
-    double d = 0;
-    int i = 0;
-    if (k == "nvlink_gbps")
-      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlinkGBps));
-    else if (k == "nic_gbps")
-      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nicGBps));
-    else if (k == "nvls_gbps")
-      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlsReduceGBps));
-    else if (k == "sharp_gbps")
-      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.sharpReduceGBps));
-    else if (k == "net_lat_us")
-      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.netLatUs));
-    else if (k == "nvlink_lat_us")
-      TRIB_RETURN_IF_ERROR(parseDouble(v, k.c_str(), &p.nvlinkLatUs));
-    else if (k == "leaf_down")
-      TRIB_RETURN_IF_ERROR(parseInt(v, 1, 1 << 20, k.c_str(), &p.leafDown));
-    else if (k == "spines")
-      TRIB_RETURN_IF_ERROR(parseInt(v, 1, 1 << 20, k.c_str(), &p.spines));
-    else if (k == "sharp") {
-      TRIB_RETURN_IF_ERROR(parseInt(v, 0, 1, k.c_str(), &i));
-      p.sharp = i != 0;
-    } else {
-      return errorf(
-          tribInvalidArgument,
-          "unknown generator parameter '%s' (nvlink_gbps, nic_gbps, nvls_gbps, sharp_gbps, net_lat_us, "
-          "nvlink_lat_us, leaf_down, spines, sharp=0|1)",
-          k.c_str());
-    }
-    (void)d;
-  }
+  o.apply(p);
   int n = 1;
-  if (sys == "dgx-h100") {
-    if (parts.size() > 1) TRIB_RETURN_IF_ERROR(parseInt(parts[1], 1, 4096, "dgx-h100 node count", &n));
-    *out = makeDgxH100(n);
+  if (const HgxParams* preset = hgxPreset(sys)) {
+    if (parts.size() > 1)
+      TRIB_RETURN_IF_ERROR(parseInt(parts[1], 1, 1 << 15, (sys + " node count").c_str(), &n));
+    HgxParams hp = *preset;
+    o.apply(hp);
+    *out = makeHgx(hp, n);
   } else if (sys == "nvl72" || sys == "gb300-nvl72" || sys == "gb200-nvl72") {
     p.gb300 = sys != "gb200-nvl72";
     *out = makeNvl72(p);
@@ -244,10 +361,7 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
     if (parts.size() > 3 && !parts[3].empty()) TRIB_RETURN_IF_ERROR(parseDouble(parts[3], "latency", &lat));
     *out = makeUniform(n, bw, lat, p.sharp);
   } else {
-    return errorf(tribInvalidArgument,
-                  "unknown system '%s' (dgx-h100[:nodes], gb300-nvl72, gb200-nvl72, nvl72-cluster:RACKS, "
-                  "uniform:N[:GBPS[:US]])",
-                  sys.c_str());
+    return errorf(tribInvalidArgument, "unknown system '%s' (%s)", sys.c_str(), kGeneratorSystems);
   }
   return Status::Ok();
 }

@@ -140,14 +140,39 @@ struct Nvl72Params {
   int leafDown = 72;             // NICs per leaf switch (one leaf per rack by default)
   int spines = 36;               // spine switches (non-blocking: leaf uplink = leaf downlink)
   bool sharp = true;             // network switches reduce
+  int tiers = 0;                 // fat-tree tiers, 2 or 3; 0: two while leaves <= radix, else three
+  int radix = 144;               // switch ports (Quantum-X800: 144 x 800 Gb/s)
 };
+// Eight-GPU HGX/DGX nodes, and N of them on a fat tree (hgxPreset: dgx-a100, dgx-h100, dgx-h200,
+// dgx-b200, or hgx-*; the figures are in generators.cpp).
+struct HgxParams {
+  std::string name;
+  double nvlinkGBps;      // per GPU per direction
+  double nvlsReduceGBps;  // NVSwitch reduction per port; 0: the NVSwitch does not reduce
+  double nicGBps;         // one NIC per GPU
+  double pcieGBps;        // per x16 link
+  double nvlinkLatUs, netLatUs;
+  double sharpReduceGBps;  // network switches' reduction per port
+  int leafDown, spines, tiers, radix;
+  bool sharp;
+};
+const HgxParams* hgxPreset(const std::string& name);  // nullptr: not an HGX system
+Topology makeHgx(const HgxParams& p, int nodes = 1);
 Topology makeDgxH100(int nodes = 1);  // nodes > 1: on a non-blocking fat tree of 400G NICs
 Topology makeNvl72(const Nvl72Params& p = {});
 Topology makeNvl72Cluster(int racks, const Nvl72Params& p = {});
 // n ranks, each on its own link (bw GB/s, latency µs per hop) to one switch: the closed-form case.
 Topology makeUniform(int n, double bwGBps, double latencyUs, bool switchReduces = false);
-// Build a generator's topology by name: "dgx-h100[:nodes]", "nvl72", "gb200-nvl72", "nvl72-cluster:<racks>",
-// "uniform:<n>[:bw[:lat]]". Extra "key=value" params override Nvl72Params fields.
+// Build a generator's topology by name: "dgx-a100|h100|h200|b200[:nodes]", "nvl72", "gb200-nvl72",
+// "nvl72-cluster:<racks>", "uniform:<n>[:bw[:lat]]". Extra "key=value" params override the
+// system's figures (kGeneratorParams).
+inline constexpr const char* kGeneratorSystems =
+    "dgx-a100|dgx-h100|dgx-h200|dgx-b200[:nodes], gb300-nvl72, gb200-nvl72, nvl72-cluster:RACKS, "
+    "uniform:N[:GBPS[:US]]";
+inline constexpr const char* kGeneratorParams =
+    "nvlink_gbps, nic_gbps, nvls_gbps, sharp_gbps, net_lat_us, nvlink_lat_us, leaf_down, spines, sharp=0|1, "
+    "tiers=2|3, radix";
+const char* generatorHelp();  // one line per system, for trib-topo gen --help
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out);
 
 // ---- Discovery -------------------------------------------------------------------------------
