@@ -8,6 +8,7 @@
 //             the prediction on this machine's topology (or FILE), ranks placed as the communicator
 //             places them, next to trib-perf's measured busbw (docs/PLANNER.md, bench/calibrate.sh)
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,9 +60,15 @@ int main(int argc, char** argv) {
       coll = val();
     else if (a == "--bytes" || a == "-b")
       bytesS = val();
-    else if (a == "--ranks" || a == "-n")
-      ranks = std::atoi(val().c_str());
-    else if (a == "--dtype" || a == "-d")
+    else if (a == "--ranks" || a == "-n") {
+      const std::string v = val();
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != 0 || n < 1 || n > INT32_MAX)
+        return fail(
+            errorf(tribInvalidArgument, "--ranks '%s' must be an integer in [1, %d]", v.c_str(), INT32_MAX));
+      ranks = static_cast<int>(n);
+    } else if (a == "--dtype" || a == "-d")
       dtypeS = val();
     else if (a == "--op" || a == "-o")
       opS = val();
@@ -138,6 +145,11 @@ int main(int argc, char** argv) {
   if (!parseRedOp(opS.c_str(), &req.op))
     return fail(errorf(tribInvalidArgument, "unknown op '%s'", opS.c_str()));
   req.nranks = ranks > 0 ? ranks : static_cast<int>(topo.rankNodes().size());
+  // GPUs take one rank each; CPUs take any number (processes of one host).
+  const bool gpuRanks = !topo.rankNodes().empty() && topo.node(topo.rankNodes()[0]).type == NodeType::Gpu;
+  if (gpuRanks && req.nranks > static_cast<int>(topo.rankNodes().size()))
+    return fail(errorf(tribInvalidArgument, "--ranks %d: topology '%s' has %zu GPUs, one rank each",
+                       req.nranks, topo.name.c_str(), topo.rankNodes().size()));
   req.includeModelOnly = !execOnly;
 
   auto t0 = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <queue>
+#include <tuple>
 #include <unordered_map>
 
 #include "topo/route.hpp"
@@ -929,57 +930,75 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
       for (int s : domOrder) members.push_back(nodes[dom[s][i]]);
       TRIB_RETURN_IF_ERROR(groups[i].init(t, members, static_cast<int>(i)).prefix("nvls_switch: "));
     }
-    // Stage by stage over all chunks, so each link sees its messages in time order (a link used in
-    // two stages carries the first stage's chunks, then the second's: the same total work).
+    // Every stage of every chunk is an event, run in the order of the time it becomes ready, so
+    // each link (which books its messages first come, first served) sees them in time order and
+    // chunk j's all-gather overlaps chunk j+1's reduction, as it does on the wire.
+    //   1: every GPU's chunk into its switch, which reduces it;
+    //   2 (nvls_switch): slice i of the reduced chunk to local GPU i;
+    //   3: GPU i of every domain reduces slice i in the network (once all domains' slices are there);
+    //   4: back into the switch;
+    //   5: the switch multicasts the result (a slice, or the chunk for nvls) to every GPU.
     const size_t m = domOrder.size();
-    auto at = [&](std::vector<double>& v, size_t dom, size_t i, uint64_t j) -> double& {
-      return v[(dom * d + i) * nChunks + j];
+    const bool across = algo == PlanAlgo::NvlsSwitch;
+    const size_t slices = across ? d : 1;
+    struct Event {
+      double ready;
+      int stage;
+      uint64_t j;
+      size_t x, i;
+      // Ties in chunk order, then stage order: the same run every time.
+      bool operator>(const Event& o) const {
+        return std::tie(ready, j, stage, x, i) > std::tie(o.ready, o.j, o.stage, o.x, o.i);
+      }
     };
-    std::vector<double> ready(m * nChunks), slice(m * d * nChunks);
-    for (uint64_t j = 0; j < nChunks; ++j) {  // 1: every GPU's chunk into its switch, which reduces
-      for (size_t x = 0; x < m; ++x) {
-        int s = domOrder[x];
-        double r = 0;
-        for (int rk : dom[s]) {
-          std::vector<DirLink> p{dirLinkBetween(t, nodes[rk], s)};
-          r = std::max(r, links.send(p, links.overhead(p), chunkBytes(j), nullptr));
-        }
-        ready[x * nChunks + j] = links.reduce(s, 0, r, chunkBytes(j), t.node(s).reduce.reduceGBps);
-        out->messages += d;
-      }
-    }
-    for (uint64_t j = 0; j < nChunks; ++j)
-      for (size_t x = 0; x < m; ++x)
-        for (size_t i = 0; i < d; ++i) at(slice, x, i, j) = ready[x * nChunks + j];
-    if (algo == PlanAlgo::NvlsSwitch) {
-      for (uint64_t j = 0; j < nChunks; ++j)  // 2: slice i of the reduced chunk to local GPU i
-        for (size_t x = 0; x < m; ++x)
-          for (size_t i = 0; i < d; ++i)
-            at(slice, x, i, j) = links.send({dirLinkBetween(t, domOrder[x], nodes[dom[domOrder[x]][i]])},
-                                            ready[x * nChunks + j], chunkBytes(j) / d, nullptr);
-      for (uint64_t j = 0; j < nChunks; ++j) {  // 3: GPU i of every domain reduces slice i in the network
-        for (size_t i = 0; i < d; ++i) {
-          std::vector<double> departs(m);
-          for (size_t x = 0; x < m; ++x) departs[x] = at(slice, x, i, j);
-          auto res = groups[i].run(t, links, k, chunkBytes(j) / d, departs);
-          for (size_t x = 0; x < m; ++x) {  // 4: back into the switch
-            std::vector<DirLink> p{dirLinkBetween(t, nodes[dom[domOrder[x]][i]], domOrder[x])};
-            at(slice, x, i, j) = links.send(p, res[x] + links.overhead(p), chunkBytes(j) / d, nullptr);
+    std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+    for (size_t x = 0; x < m; ++x) events.push({0, 1, 0, x, 0});
+    std::vector<size_t> slicesIn(across ? d * nChunks : 0);  // stage 2 done for (i, j), over domains
+    std::vector<double> departs(across ? m * d * nChunks : 0);
+    while (!events.empty()) {
+      const Event e = events.top();
+      events.pop();
+      const int s = domOrder[e.x];
+      const double bytes = chunkBytes(e.j) / static_cast<double>(slices);
+      switch (e.stage) {
+        case 1: {
+          double r = 0;
+          for (int rk : dom[s]) {
+            std::vector<DirLink> p{dirLinkBetween(t, nodes[rk], s)};
+            r = std::max(r, links.send(p, e.j == 0 ? links.overhead(p) : e.ready, chunkBytes(e.j), nullptr));
           }
-          out->messages += 4 * m;
+          const double done = links.reduce(s, 0, r, chunkBytes(e.j), t.node(s).reduce.reduceGBps);
+          out->messages += d;
+          // A GPU sends its next chunk once its link has taken this one.
+          if (e.j + 1 < nChunks) events.push({r, 1, e.j + 1, e.x, 0});
+          for (size_t i = 0; i < slices; ++i) events.push({done, across ? 2 : 5, e.j, e.x, i});
+          break;
         }
-      }
-    }
-    for (uint64_t j = 0; j < nChunks; ++j) {  // 5: the switch multicasts the result to every GPU
-      for (size_t x = 0; x < m; ++x) {
-        int s = domOrder[x];
-        for (size_t i = 0; i < (algo == PlanAlgo::NvlsSwitch ? d : 1); ++i) {
-          double bytes = algo == PlanAlgo::NvlsSwitch ? chunkBytes(j) / d : chunkBytes(j);
+        case 2: {
+          const double at = links.send({dirLinkBetween(t, s, nodes[dom[s][e.i]])}, e.ready, bytes, nullptr);
+          departs[(e.i * nChunks + e.j) * m + e.x] = at;
+          if (++slicesIn[e.i * nChunks + e.j] == m) events.push({at, 3, e.j, 0, e.i});
+          out->messages += 1;
+          break;
+        }
+        case 3: {
+          const double* dep = &departs[(e.i * nChunks + e.j) * m];
+          auto res = groups[e.i].run(t, links, k, bytes, std::vector<double>(dep, dep + m));
+          for (size_t x = 0; x < m; ++x) events.push({res[x], 4, e.j, x, e.i});
+          out->messages += 2 * m;
+          break;
+        }
+        case 4: {
+          std::vector<DirLink> p{dirLinkBetween(t, nodes[dom[s][e.i]], s)};
+          events.push({links.send(p, e.ready + links.overhead(p), bytes, nullptr), 5, e.j, e.x, e.i});
+          out->messages += 1;
+          break;
+        }
+        case 5:
           for (int rk : dom[s])
-            end = std::max(end,
-                           links.send({dirLinkBetween(t, s, nodes[rk])}, at(slice, x, i, j), bytes, nullptr));
-        }
-        out->messages += d;
+            end = std::max(end, links.send({dirLinkBetween(t, s, nodes[rk])}, e.ready, bytes, nullptr));
+          out->messages += d / slices;
+          break;
       }
     }
   } else {
