@@ -132,6 +132,24 @@ Status connectTransports(Communicator* comm, const std::vector<RankLocation>& lo
     comm->ownedTransports.push_back(std::move(t));
     summary += (summary.empty() ? "" : "+") + std::string(d->name);
   }
+  // Window providers (device windows) beside them: reaching no pair, mapping every rank's window.
+  for (const TransportDescriptor* d : chooseWindowProviders(locations, static_cast<bool>(oob))) {
+    TransportConnectArgs args;
+    args.rank = comm->rank;
+    args.nranks = comm->nranks;
+    args.commId = comm->commId;
+    args.locations = &locations;
+    args.oob = oob;
+    args.timeout = comm->config.timeout;
+    args.shareContexts = comm->config.shareTransports;
+    std::unique_ptr<Transport> t;
+    TRIB_RETURN_IF_ERROR(d->connect(args, &t).prefix("communicator init: "));
+    t->setMemoryReach(d->caps.reads, d->caps.writes);
+    PeerWindows* w = t->windows();
+    if (w && w->device() >= 0 && !comm->deviceWindows) comm->deviceWindows = w;
+    comm->ownedTransports.push_back(std::move(t));
+    if (w) summary += "+" + std::string(d->name);
+  }
   for (int p = 0; p < comm->nranks; ++p) {
     if (!comm->peers[p])
       return errorf(tribInternalError, "communicator init: no transport reaches rank %d", p);

@@ -152,8 +152,10 @@ CollArgs argsFor(const Communicator* comm, const CollCall& call) {
   a.root = call.root;
   a.count = call.count;
   a.inPlace = matchesInPlace(comm, call, dataTypeSize(call.dtype));
-  if (comm->windows) a.windowElems = comm->windows->windowBytes() / dataTypeSize(call.dtype);
-  a.windowCell = comm->windowCell;
+  if (PeerWindows* w = callWindows(comm, call)) a.windowElems = w->windowBytes() / dataTypeSize(call.dtype);
+  a.windowCell = comm->deviceWindows && callWindows(comm, call) == comm->deviceWindows
+                     ? comm->deviceWindowCell
+                     : comm->windowCell;
   return a;
 }
 
