@@ -18,14 +18,18 @@
 #include <thread>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/registration.hpp"
+#include "core/stream_coll.hpp"
 #include "cuda/cuda_api.hpp"
+#include "exec/host_stream.hpp"
 #include "fork_util.hpp"
 #include "transports/nvlink/fd_passing.hpp"
 #include "transports/nvlink/nvlink_blob.hpp"
 #include "transports/nvlink/nvlink_transport.hpp"
 #include "transports/nvlink/nvlink_windows.hpp"
 #include "transports/nvlink/pair_choice.hpp"
+#include "tributary/tributary.h"
 
 namespace trib {
 namespace {
@@ -586,6 +590,107 @@ TEST(NvlinkWindows, MismatchedWindowSizesAreRefusedOnEveryRank) {
   const auto results = testing::waitChildren(pids, 60);
   std::filesystem::remove_all(dir);
   for (int r = 0; r < n; ++r) EXPECT_EQ(results[r].code, 0) << "rank " << r;
+}
+
+// ---- the core path: device calls run one-shot and two-shot over the provider's windows -------
+
+// The host engine posing as a device one (completing inline), so that stream-ordered calls on host
+// buffers are planned and run as device memory, over the device windows a test gives the comms.
+class DevicePose final : public Engine {
+ public:
+  const char* name() const override { return "device pose"; }
+  MemoryKind memory() const override { return MemoryKind::Device; }
+  Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool) override {
+    return hostEngine().postCopy(dst, src, bytes, op, false);
+  }
+  Status postReduce(void* dst, const void* a, const void* b, uint64_t count, DataType dtype, RedOp rop,
+                    TransferOp* op) override {
+    return hostEngine().postReduce(dst, a, b, count, dtype, rop, op);
+  }
+  Status postDivide(void* buf, uint64_t count, DataType dtype, uint64_t divisor, TransferOp* op) override {
+    return hostEngine().postDivide(buf, count, dtype, divisor, op);
+  }
+  Status progress() override { return Status::Ok(); }
+  void* allocScratch(size_t bytes) override { return hostEngine().allocScratch(bytes); }
+  void freeScratch(void* p, size_t bytes) override { hostEngine().freeScratch(p, bytes); }
+};
+
+TEST(NvlinkWindows, DeviceCallsRunOneShotAndTwoShotOverTheDeviceWindows) {
+  const int n = 3;
+  for (const char* algo : {"oneshot", "twoshot"}) {
+    SCOPED_TRACE(algo);
+    setenv("TRIB_ALGO", algo, 1);
+    setenv("TRIB_ALGO_STRICT", "1", 1);  // a call that cannot run it fails instead of running another
+    std::vector<tribComm_t> comms(n);
+    ASSERT_EQ(tribCommInitAll(comms.data(), n, nullptr), tribSuccess) << tribGetLastError(nullptr);
+    unsetenv("TRIB_ALGO");
+    unsetenv("TRIB_ALGO_STRICT");
+    std::vector<std::unique_ptr<HostStream>> streams;
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(setStreamTesting(comms[r]->impl(), std::make_unique<HostStreamOrdering>(),
+                                   std::make_unique<DevicePose>())
+                      .ok());
+      streams.push_back(std::make_unique<HostStream>());
+    }
+    // The provider's windows (host stand-in, one process: pointers), given to the comms as theirs.
+    const std::string dir = tempDir();
+    std::vector<std::unique_ptr<nvlink::NvlinkWindows>> w(n);
+    std::vector<std::thread> threads;
+    std::vector<RankLocation> locations(n, thisRankLocation());
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        std::string why;
+        EXPECT_TRUE(nvlink::NvlinkWindows::create(argsFor(r, n, dir, locations), nvlink::hostWindowMemory(),
+                                                  &w[r], &why)
+                        .ok());
+      });
+    for (auto& t : threads) t.join();
+    threads.clear();
+    std::filesystem::remove_all(dir);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_NE(w[r], nullptr);
+      comms[r]->impl()->deviceWindows = w[r].get();
+    }
+    // Windows of 64 KiB: cells of 32 KiB. One-shot takes up to a cell, two-shot a cell at a time.
+    const bool oneShot = std::string(algo) == "oneshot";
+    for (size_t count : {size_t{1000}, oneShot ? size_t{8000} : size_t{20000}, size_t{4099}}) {
+      std::vector<std::vector<float>> in(n), out(n);
+      for (int r = 0; r < n; ++r) {
+        in[r].resize(count);
+        out[r].assign(count, -1.f);
+        for (size_t i = 0; i < count; ++i) in[r][i] = static_cast<float>((r + 1) * (i % 97));
+      }
+      for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+          EXPECT_EQ(tribAllReduce(in[r].data(), out[r].data(), count, tribFloat32, tribSum, comms[r],
+                                  streams[r].get()),
+                    tribSuccess)
+              << tribGetLastError(comms[r]);
+        });
+      for (auto& t : threads) t.join();
+      threads.clear();
+      for (int r = 0; r < n; ++r) ASSERT_TRUE(streams[r]->synchronize(std::chrono::milliseconds(20000)));
+      for (int r = 0; r < n; ++r) {
+        tribResult_t async = tribSuccess;
+        EXPECT_EQ(tribCommGetAsyncError(comms[r], &async), tribSuccess);
+        ASSERT_EQ(async, tribSuccess) << tribGetLastError(comms[r]);
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(out[r][i], static_cast<float>(6 * (i % 97))) << "rank " << r << " element " << i;
+      }
+    }
+    // The peer-memory steps waited on the device windows' signals, never on the host windows'.
+    for (int r = 0; r < n; ++r) {
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        EXPECT_GT(w[r]->waitsPosted(p), 0u) << r << " " << p;
+        if (PeerWindows* host = comms[r]->impl()->windows) {
+          EXPECT_EQ(host->waitsPosted(p), 0u);
+        }
+      }
+    }
+    for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+    streams.clear();
+  }
 }
 
 // ---- the registry entry -----------------------------------------------------------------------

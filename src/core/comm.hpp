@@ -331,6 +331,8 @@ CollectiveOffload* offloadFor(const Communicator* comm, Algo algo);
 // The windows a call's peer-memory steps use: the device windows for device memory on their
 // device, the host windows for host memory (nullptr: none).
 PeerWindows* callWindows(const Communicator* comm, const CollCall& call);
+// Sets a's window size and cell from callWindows (none: no window size).
+void setWindowArgs(const Communicator* comm, const CollCall& call, CollArgs* a);
 // The schedule's request for a validated call on this communicator (its window cell included).
 CollArgs argsFor(const Communicator* comm, const CollCall& call);
 // What an execution of `algo` for `call` runs on besides the transports: sets opts' nranks and

@@ -109,6 +109,12 @@ PeerWindows* callWindows(const Communicator* comm, const CollCall& call) {
   return w && comm->streams && w->device() == comm->streams->device ? w : nullptr;
 }
 
+void setWindowArgs(const Communicator* comm, const CollCall& call, CollArgs* a) {
+  PeerWindows* w = callWindows(comm, call);
+  a->windowElems = w ? w->windowBytes() / dataTypeSize(call.dtype) : 0;
+  a->windowCell = w && w == comm->deviceWindows ? comm->deviceWindowCell : comm->windowCell;
+}
+
 void attachRunResources(Communicator* comm, const CollCall& call, const CollArgs& args, Algo algo,
                         ExecOptions* opts) {
   opts->nranks = comm->nranks;
