@@ -34,17 +34,13 @@ class CudaWindowMemory final : public WindowMemory {
   }
 
   Status allocate(size_t bytes, WindowHandle handle, LocalWindow* out) override {
-    if (handle == WindowHandle::LegacyIpc) {
+    if (handle != WindowHandle::VmmFd && handle != WindowHandle::LegacyIpc && handle != WindowHandle::None)
+      return errorf(tribInternalError, "CUDA windows cannot be shared as %s", windowHandleName(handle));
+    // Legacy IPC, or one process only (None) on a device without VMM: cudaMalloc'd memory.
+    if (handle == WindowHandle::LegacyIpc || !facts_.vmmFd) {
       TRIB_RETURN_IF_ERROR(cuda::ipcAlloc(device_, bytes, &out->ptr, out->ipc));
       out->mappedBytes = bytes;
       out->token = 0;
-      return Status::Ok();
-    }
-    if (handle != WindowHandle::VmmFd && handle != WindowHandle::None)
-      return errorf(tribInternalError, "CUDA windows cannot be shared as %s", windowHandleName(handle));
-    if (!facts_.vmmFd) {  // one process only (None): any device memory will do
-      TRIB_RETURN_IF_ERROR(cuda::ipcAlloc(device_, bytes, &out->ptr, out->ipc));
-      out->mappedBytes = bytes;
       return Status::Ok();
     }
     cuda::VmmAllocation a;
