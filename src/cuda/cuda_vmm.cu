@@ -122,6 +122,18 @@ Status mapAt(const Vmm& v, CUmemGenericAllocationHandle handle, size_t bytes, si
   return Status::Ok();
 }
 
+// Zero-fills new device memory on a stream of its own, waited for: neither the legacy stream nor
+// the device is synchronised, since a caller's stream may be held for another rank's call.
+cudaError_t zeroFill(void* p, size_t bytes) {
+  cudaStream_t s = nullptr;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return e;
+  e = cudaMemsetAsync(p, 0, bytes, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  return e;
+}
+
 // tribMemAlloc's device allocations, by address.
 std::mutex gMemMu;
 std::unordered_map<uintptr_t, VmmAllocation> gMem;
@@ -218,7 +230,7 @@ Status vmmAlloc(int device, size_t bytes, VmmAllocation* out) {
   out->bytes = rounded;
   out->handle = h;
   out->device = device;
-  if (const cudaError_t e = cudaMemset(out->ptr, 0, rounded); e != cudaSuccess) {
+  if (const cudaError_t e = zeroFill(out->ptr, rounded); e != cudaSuccess) {
     vmmFree(*out);
     return cudaFailure(e, "cudaMemset of a new VMM allocation");
   }
@@ -278,7 +290,7 @@ Status ipcAlloc(int device, size_t bytes, void** ptr, uint8_t* handle64) {
   void* p = nullptr;
   TRIB_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
   cudaIpcMemHandle_t h{};
-  cudaError_t e = cudaMemset(p, 0, bytes);
+  cudaError_t e = zeroFill(p, bytes);
   if (e == cudaSuccess) e = cudaIpcGetMemHandle(&h, p);
   if (e != cudaSuccess) {
     cudaFree(p);
