@@ -370,7 +370,11 @@ TEST(NvlinkRegistrationCache, HostMemoryKeepsItsPath) {
   EXPECT_TRUE(regs.covers(buf.data(), 16));
   EXPECT_TRUE(regs.checkDevice(buf.data(), 16).ok());  // host registrations are not device ones
   // Unmapped and unknown to the allocator: refused as before.
-  const Status st = regs.add(reinterpret_cast<void*>(0x7e1000000000), 4096, &h);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* hole = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(hole, MAP_FAILED);
+  ASSERT_EQ(munmap(hole, page), 0);
+  const Status st = regs.add(hole, page, &h);
   EXPECT_TRUE(contains(st, "is not mapped")) << st.message();
 }
 
@@ -445,7 +449,10 @@ int runWindowsRank(nvlink::NvlinkWindows& w, int rank, int nranks) {
     uint32_t fp = 0;
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     do {
-      if (!w.pollSignals(p, 1, &count, &fp).ok()) return 11;
+      if (Status st = w.pollSignals(p, 1, &count, &fp); !st.ok()) {
+        std::fprintf(stderr, "rank %d waiting for rank %d: %s\n", rank, p, st.message().c_str());
+        return 11;
+      }
       if (std::chrono::steady_clock::now() > deadline) return 12;
     } while (count < 1);
     if (count != 1 || fp != 0xbeef) return 13;

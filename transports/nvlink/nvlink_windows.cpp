@@ -69,6 +69,7 @@ Status NvlinkWindows::connect(const WindowsArgs& args, std::string* why) {
   const int n = nranks_;
   windows_.assign(n, nullptr);
   peerPages_.assign(n, nullptr);
+  pageMapped_.assign(n, false);
   sent_.assign(n, 0);
   waitsPosted_.assign(n, 0);
   peerProcess_.assign(n, ProcessIdentity{});
@@ -190,6 +191,7 @@ Status NvlinkWindows::exchangeFds(const WindowsArgs& args, const std::vector<Dev
         sendFds(s.get(), &msg, sizeof msg, fds, nfds).prefix(strprintf("nvlink windows: to rank %d: ", p)));
     sent.push_back(std::move(s));
   }
+  std::vector<bool> came(n, false);
   for (int k = 0; k < n - 1; ++k) {
     UniqueFd s;
     TRIB_RETURN_IF_ERROR(
@@ -204,14 +206,22 @@ Status NvlinkWindows::exchangeFds(const WindowsArgs& args, const std::vector<Dev
         recvFds(s.get(), &got, sizeof got, in, nfds, left(), from).prefix("nvlink windows: "));
     int q = -1;
     TRIB_RETURN_IF_ERROR(checkFdMessage(got, n, args.commId, from, &q).prefix("nvlink windows: "));
-    if (q == rank_ || peerPages_[q])
+    if (q == rank_ || came[q])
       return errorf(tribRemoteError,
                     "nvlink windows: rank %d sent its descriptors twice (or claims to be rank %d)", q, rank_);
+    came[q] = true;
+    if (paths_[q] == PairPath::Direct) {
+      // The same process: its own mapping (one address for the signal word, which is also what
+      // ThreadSanitizer needs to see the release and the acquire pair up).
+      peerPages_[q] = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(blobs[q].signalAddress));
+      continue;
+    }
     void* page = mmap(nullptr, signalBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, in[0].get(), 0);
     if (page == MAP_FAILED)
       return errorf(tribSystemError, "nvlink windows: mapping rank %d's signal page: %s", q,
                     std::strerror(errno));
     peerPages_[q] = static_cast<uint8_t*>(page);
+    pageMapped_[q] = true;
     if (paths_[q] == PairPath::VmmFd) {
       MappedWindow m;
       TRIB_RETURN_IF_ERROR(
@@ -228,7 +238,7 @@ NvlinkWindows::~NvlinkWindows() {
   for (MappedWindow& m : mapped_) memory_->unmap(m);
   if (local_.ptr) memory_->free(local_);
   for (int p = 0; p < nranks_; ++p) {
-    if (peerPages_[p] && p != rank_) munmap(peerPages_[p], signalBytes_);
+    if (pageMapped_[p]) munmap(peerPages_[p], signalBytes_);
   }
   if (signalPage_) munmap(signalPage_, signalBytes_);
 }
@@ -240,10 +250,13 @@ void NvlinkWindows::signal(int peer, uint32_t fingerprint) {
 }
 
 Status NvlinkWindows::pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) {
-  const uint64_t word = line(signalPage_, peer)->load(std::memory_order_acquire);
-  *count = word >> 16;
-  *fingerprint = static_cast<uint32_t>(word & kFingerprintMask);
-  if (*count >= target) return Status::Ok();
+  auto load = [&] {
+    const uint64_t word = line(signalPage_, peer)->load(std::memory_order_acquire);
+    *count = word >> 16;
+    *fingerprint = static_cast<uint32_t>(word & kFingerprintMask);
+    return *count >= target;
+  };
+  if (load()) return Status::Ok();
   if (aborted_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(abortMu_);
     return abortWhy_;
@@ -254,7 +267,8 @@ Status NvlinkWindows::pollSignals(int peer, uint64_t target, uint64_t* count, ui
   const auto now = Clock::now();
   if (now >= nextLivenessCheck_[peer] && id.pid != self.pid && samePidSpace(self, id)) {
     nextLivenessCheck_[peer] = now + kLivenessInterval;
-    if (!processAlive(id))
+    // Loaded again once it is known gone: it may have signalled just before it exited.
+    if (!processAlive(id) && !load())
       return errorf(tribRemoteError, "rank %d (pid %d) is gone: its process exited", peer,
                     static_cast<int>(id.pid));
   }

@@ -78,6 +78,7 @@ class NvlinkWindows final : public PeerWindows {
   std::vector<void*> windows_;                // every rank's window, mapped here
   std::vector<MappedWindow> mapped_;          // the imported ones (unmapped at destruction)
   std::vector<uint8_t*> peerPages_;           // every peer's signal page, mapped here
+  std::vector<bool> pageMapped_;              // mapped by this object (the pages of other processes)
   std::vector<PairPath> paths_;               // this rank's path to each rank
   std::vector<uint64_t> sent_, waitsPosted_;  // signals sent to / waited for from each peer
   std::vector<ProcessIdentity> peerProcess_;  // watched where the peer is another process
