@@ -29,6 +29,15 @@ int main() {
                 trib::memoryKindSetNames(t.caps.writes).c_str(), t.caps.twoSided ? "two-sided" : "",
                 t.caps.windows ? ", windows" : "", t.caps.zeroCopy ? ", zero-copy" : "");
   }
+  // Window providers (device windows): never a pair's transport, connected beside them.
+  for (const trib::TransportDescriptor& t : trib::windowProviderRegistry()) {
+    if (t.notBuilt)
+      std::printf("\n  windows        : %s: not built (%s)", t.name, t.notBuilt);
+    else
+      std::printf("\n  windows        : %s (%s); reads %s; writes %s; windows only%s", t.name, t.reaches,
+                  trib::memoryKindSetNames(t.caps.reads).c_str(), trib::memoryKindSetNames(t.caps.writes).c_str(),
+                  t.caps.zeroCopy ? ", zero-copy" : "");
+  }
   std::printf("\n  switch client  : links");
   sep = " ";
   for (trib::sw::LinkKind k : {trib::sw::LinkKind::Tcp, trib::sw::LinkKind::Ucx}) {

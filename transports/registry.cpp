@@ -9,6 +9,7 @@
 
 #include "common/process.hpp"
 #include "transports/loopback/loopback.hpp"
+#include "transports/nvlink/nvlink_transport.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/switch/switch_client.hpp"
 #ifdef TRIB_HAVE_UCX
@@ -52,6 +53,7 @@ RankLocation thisRankLocation() {
   std::snprintf(loc.host, sizeof loc.host, "%s/%.20s", name, bootId().c_str());
   loc.process = processToken();
   loc.pid = static_cast<int32_t>(getpid());
+  loc.flags = nvlink::locationFlags();
   return loc;
 }
 
@@ -225,6 +227,24 @@ Status chooseTransports(const std::vector<RankLocation>& locations, int rank, co
   }
   *out = std::move(choice);
   return Status::Ok();
+}
+
+const std::vector<TransportDescriptor>& windowProviderRegistry() {
+  static const std::vector<TransportDescriptor> table = {nvlinkTransportDescriptor()};
+  return table;
+}
+
+std::vector<const TransportDescriptor*> chooseWindowProviders(const std::vector<RankLocation>& locations,
+                                                              bool haveExchange) {
+  std::vector<const TransportDescriptor*> out;
+  if (locations.size() < 2) return out;
+  for (const TransportDescriptor& d : windowProviderRegistry()) {
+    if (d.notBuilt || (d.needsExchange && !haveExchange)) continue;
+    bool all = true;
+    for (size_t r = 1; r < locations.size() && all; ++r) all = d.canConnect(locations[0], locations[r]);
+    if (all) out.push_back(&d);
+  }
+  return out;
 }
 
 const std::vector<OffloadDescriptor>& offloadRegistry() {

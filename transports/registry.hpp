@@ -27,8 +27,10 @@ struct RankLocation {
   char host[64] = {};    // hostname + boot id: equal means "same kernel", so shared memory works
   uint64_t process = 0;  // random per process: with the pid, equal means "same address space"
   int32_t pid = 0;
-  uint32_t reserved = 0;
+  uint32_t flags = 0;  // kLocation* bits
 };
+// RankLocation::flags: its process had a current CUDA context at init (it set its device).
+constexpr uint32_t kLocationCudaContext = 1;
 RankLocation thisRankLocation();  // this process's location (the same for all its ranks)
 bool sameHost(const RankLocation& a, const RankLocation& b);
 bool sameProcess(const RankLocation& a, const RankLocation& b);  // implies sameHost
@@ -90,6 +92,16 @@ struct TransportChoice {
 // built transport connects, or one that needs an exchange on a communicator without one.
 Status chooseTransports(const std::vector<RankLocation>& locations, int rank, const std::string& forced,
                         bool haveExchange, TransportChoice* out);
+
+// ---- window providers ------------------------------------------------------------------------
+// Transports that only map every rank's window (no two-sided messages: caps.twoSided false), such
+// as the CUDA-IPC / NVLink one for device memory. They are never a pair's choice; a communicator
+// connects each one beside its pair transports when it connects every pair of its ranks.
+const std::vector<TransportDescriptor>& windowProviderRegistry();
+// The built providers that connect every pair of `locations` (in registry order, the same on
+// every rank); none for a single rank or without an exchange when they need one.
+std::vector<const TransportDescriptor*> chooseWindowProviders(const std::vector<RankLocation>& locations,
+                                                              bool haveExchange);
 
 // ---- collective offloads -------------------------------------------------------------------
 // Services a communicator's ranks attach to as a group, beside their transports: an aggregation

@@ -96,6 +96,8 @@ class PeerWindows {
   }
   // Reads and writes peerAddress resolved to a peer's exposed buffer so far (tests, trib-perf).
   virtual uint64_t exposedReads() const { return 0; }
+  // The CUDA device the windows are on (device memory, the nvlink provider's); -1: host memory.
+  virtual int device() const { return -1; }
 };
 
 class Transport {

@@ -137,6 +137,11 @@ TRIB_API tribResult_t tribDataTypeSize(tribDataType_t dtype, size_t* bytes);
  * with its parent instead of getting a copy. */
 TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size);
 TRIB_API tribResult_t tribMemFree(void* ptr);
+/* The device form (ncclMemAlloc's): CUDA device memory of the calling thread's current device, a
+ * VMM allocation rounded up to its granularity and exportable to the other processes of the host
+ * (POSIX file-descriptor handle); freed by tribMemFree, which first waits for the device's work.
+ * Without CUDA, a driver or a device: tribUnhandledCudaError "no CUDA driver/device: ...". */
+TRIB_API tribResult_t tribMemAllocDevice(void** ptr, size_t size);
 
 /* ---- Buffer registration ----------------------------------------------------------------- *
  * As ncclCommRegister: register a buffer the communicator's calls will use again and again, so that

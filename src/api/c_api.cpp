@@ -10,6 +10,7 @@
 #include "core/comm.hpp"
 #include "core/group.hpp"
 #include "core/stream_coll.hpp"
+#include "cuda/cuda_vmm.hpp"
 
 using trib::Coll;
 using trib::CollCall;
@@ -136,7 +137,20 @@ TRIB_API tribResult_t tribMemAlloc(void** ptr, size_t size) {
 }
 
 TRIB_API tribResult_t tribMemFree(void* ptr) {
-  return guarded("tribMemFree", [&] { return trib::sharedFree(ptr); });
+  return guarded("tribMemFree", [&]() -> Status {
+    bool device = false;  // tribMemAllocDevice's
+    TRIB_RETURN_IF_ERROR(trib::cuda::memFreeDevice(ptr, &device));
+    return device ? Status::Ok() : trib::sharedFree(ptr);
+  });
+}
+
+TRIB_API tribResult_t tribMemAllocDevice(void** ptr, size_t size) {
+  return guarded("tribMemAllocDevice", [&]() -> Status {
+    if (!ptr) return trib::errorf(tribInvalidArgument, "tribMemAllocDevice: ptr is NULL");
+    *ptr = nullptr;
+    if (size == 0) return trib::errorf(tribInvalidArgument, "tribMemAllocDevice: size is 0");
+    return trib::cuda::memAllocDevice(size, ptr);
+  });
 }
 
 TRIB_API tribResult_t tribCommRegister(const tribComm_t comm, void* buff, size_t size, void** handle) {

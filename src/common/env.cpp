@@ -54,6 +54,10 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_SHM_MAPPED", "1",
        "Shared-memory transport: peers read each other's tribMemAlloc buffers directly (pidfd_getfd) "
        "where a schedule exposes them, instead of staging copies in the windows."},
+      {"TRIB_NVLINK", "1",
+       "CUDA-IPC / NVLink device windows (transports/nvlink): 1 connects them where every rank of a "
+       "communicator is on one host and set its CUDA device before init; 0: never (device calls stage "
+       "through host memory)."},
       {"TRIB_WINDOW_BYTES", "2097152",
        "Peer window per rank (bytes, two cells), when a transport maps every rank's (shm: all on one "
        "host; loopback: all in one process): one-shot all-reduce takes up to a cell, two-shot runs a "

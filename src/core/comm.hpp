@@ -166,6 +166,9 @@ struct Communicator {
   // windowCell: the cell the next such call starts in (algo/schedule.hpp), the same on every rank.
   trib::PeerWindows* windows = nullptr;
   int windowCell = 0;
+  // The same for device memory: every rank's device window (the nvlink provider's), and its cell.
+  trib::PeerWindows* deviceWindows = nullptr;
+  int deviceWindowCell = 0;
   trib::WindowWriteModes windowWrites{config.windowStreaming};  // plain or streaming window stores
   bool switchDisabled = false;  // set on every rank alike once the ranks agreed the switch failed
   // Collectives (a bit each) whose forced algorithm could not run and was warned about.
@@ -325,6 +328,11 @@ Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs*
                        ChoiceFor purpose = ChoiceFor::Call);
 // The collective offload that runs `algo`'s switch_reduce steps (nullptr for host algorithms).
 CollectiveOffload* offloadFor(const Communicator* comm, Algo algo);
+// The windows a call's peer-memory steps use: the device windows for device memory on their
+// device, the host windows for host memory (nullptr: none).
+PeerWindows* callWindows(const Communicator* comm, const CollCall& call);
+// Sets a's window size and cell from callWindows (none: no window size).
+void setWindowArgs(const Communicator* comm, const CollCall& call, CollArgs* a);
 // The schedule's request for a validated call on this communicator (its window cell included).
 CollArgs argsFor(const Communicator* comm, const CollCall& call);
 // What an execution of `algo` for `call` runs on besides the transports: sets opts' nranks and

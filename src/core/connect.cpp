@@ -110,14 +110,20 @@ Status connectTransports(Communicator* comm, const std::vector<RankLocation>& lo
       chooseTransports(locations, comm->rank, comm->config.transport, static_cast<bool>(oob), &choice));
   comm->peers.assign(comm->nranks, nullptr);
   std::string summary;
-  // Every rank connects the same transports in the same order: connecting may be collective.
-  for (const TransportDescriptor* d : choice.used) {
+  // Every rank connects the same transports in the same order: connecting may be collective. The
+  // window providers (device windows) come after the pair transports, reaching no pair.
+  std::vector<const TransportDescriptor*> all = choice.used;
+  const size_t pairTransports = all.size();
+  for (const TransportDescriptor* d : chooseWindowProviders(locations, static_cast<bool>(oob)))
+    all.push_back(d);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const TransportDescriptor* d = all[i];
     TransportConnectArgs args;
     args.rank = comm->rank;
     args.nranks = comm->nranks;
     args.commId = comm->commId;
     args.locations = &locations;
-    for (int p = 0; p < comm->nranks; ++p) {
+    for (int p = 0; p < comm->nranks && i < pairTransports; ++p) {
       if (choice.peer[p] == d) args.peers.push_back(p);
     }
     args.oob = oob;
@@ -127,10 +133,16 @@ Status connectTransports(Communicator* comm, const std::vector<RankLocation>& lo
     TRIB_RETURN_IF_ERROR(d->connect(args, &t).prefix("communicator init: "));
     t->setMemoryReach(d->caps.reads, d->caps.writes);
     for (int p : args.peers) comm->peers[p] = t.get();
-    // Peer-memory schedules need every rank's window: a transport that maps them all has them.
-    if (PeerWindows* w = t->windows(); w && !comm->windows) comm->windows = w;
+    // Peer-memory schedules need every rank's window: a transport that maps them all has them
+    // (device memory's apart from host memory's).
+    PeerWindows* w = t->windows();
+    if (w && w->device() >= 0) {
+      if (!comm->deviceWindows) comm->deviceWindows = w;
+    } else if (w && !comm->windows) {
+      comm->windows = w;
+    }
     comm->ownedTransports.push_back(std::move(t));
-    summary += (summary.empty() ? "" : "+") + std::string(d->name);
+    if (i < pairTransports || w) summary += (summary.empty() ? "" : "+") + std::string(d->name);
   }
   for (int p = 0; p < comm->nranks; ++p) {
     if (!comm->peers[p])

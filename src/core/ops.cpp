@@ -152,8 +152,7 @@ CollArgs argsFor(const Communicator* comm, const CollCall& call) {
   a.root = call.root;
   a.count = call.count;
   a.inPlace = matchesInPlace(comm, call, dataTypeSize(call.dtype));
-  if (comm->windows) a.windowElems = comm->windows->windowBytes() / dataTypeSize(call.dtype);
-  a.windowCell = comm->windowCell;
+  setWindowArgs(comm, call, &a);
   return a;
 }
 
@@ -408,9 +407,11 @@ Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args,
 }  // namespace
 
 // A stream-ordered collective (validated, classified): planned here, run by the progress thread.
-static Status enqueueOnStream(Communicator* comm, CollCall call, const CollArgs& args, void* stream) {
+static Status enqueueOnStream(Communicator* comm, CollCall call, const CollArgs& callArgs, void* stream) {
   const void* buffers[] = {call.sendbuff, call.recvbuff};
   TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, stream, buffers, 2));
+  CollArgs args = callArgs;
+  setWindowArgs(comm, call, &args);  // the windows of its memory kind, now that it is final
   const bool device = callMemoryKind(call) == MemoryKind::Device;
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));

@@ -6,6 +6,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/comm.hpp"
+#include "core/stream_coll.hpp"
 #include "core/switch_coll.hpp"
 #include "plan/planner.hpp"
 #include "topo/topology.hpp"
@@ -102,15 +103,29 @@ static uint32_t callFingerprint(const CollCall& call, Algo algo) {
   return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
+PeerWindows* callWindows(const Communicator* comm, const CollCall& call) {
+  if (callMemoryKind(call) != MemoryKind::Device) return comm->windows;
+  PeerWindows* w = comm->deviceWindows;
+  return w && comm->streams && w->device() == comm->streams->device ? w : nullptr;
+}
+
+void setWindowArgs(const Communicator* comm, const CollCall& call, CollArgs* a) {
+  PeerWindows* w = callWindows(comm, call);
+  a->windowElems = w ? w->windowBytes() / dataTypeSize(call.dtype) : 0;
+  a->windowCell = w && w == comm->deviceWindows ? comm->deviceWindowCell : comm->windowCell;
+}
+
 void attachRunResources(Communicator* comm, const CollCall& call, const CollArgs& args, Algo algo,
                         ExecOptions* opts) {
   opts->nranks = comm->nranks;
   opts->offload = offloadFor(comm, algo);
   if (!needsWindows(algo)) return;
-  opts->windows = comm->windows;
-  opts->windowWrites = &comm->windowWrites;
+  opts->windows = callWindows(comm, call);
+  const bool device = opts->windows && opts->windows == comm->deviceWindows;
+  opts->windowWrites = device ? nullptr : &comm->windowWrites;  // streaming stores are the CPU's
   opts->callFingerprint = callFingerprint(call, algo);
-  comm->windowCell = static_cast<int>((comm->windowCell + windowChunks(algo, args)) % 2);
+  int& cell = device ? comm->deviceWindowCell : comm->windowCell;
+  cell = static_cast<int>((cell + windowChunks(algo, args)) % 2);
 }
 
 Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs* args, const AlgoInfo** out,
@@ -127,14 +142,16 @@ Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs*
   // The planner knows the attached switch (attachSwitch told it); this communicator may have
   // given it up since (failover) -- the same on every rank, so the choice stays the same.
   const bool hostOnly = purpose == ChoiceFor::SwitchAgreement;
-  // Device memory runs over transports (staged through host memory where they cannot reach it): the
-  // windows are host memory a kernel cannot read, and the switch client takes host buffers.
+  // Device memory runs over the device windows where every rank's is mapped (nvlink), else over
+  // transports (staged through host memory where they cannot reach it); the host windows are
+  // host memory a kernel cannot read, and the switch client takes host buffers.
   const bool device = req.memory == MemoryKind::Device;
-  const bool windows = comm->windows && !device;
+  PeerWindows* const callWin = callWindows(comm, call);
+  const bool windows = callWin != nullptr;
   req.switchDown = hostOnly || device || !switchUsable(comm);
   req.sliceStride = !hostOnly && !device && sliceUsable(comm) ? comm->sliceStride : 0;
   // One-shot takes what fits in one window cell; two-shot any size, a cell at a time.
-  req.oneShotBytes = windows ? comm->windows->windowBytes() / 2 / elemSize * elemSize : 0;
+  req.oneShotBytes = windows ? callWin->windowBytes() / 2 / elemSize * elemSize : 0;
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:

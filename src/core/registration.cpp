@@ -43,6 +43,12 @@ Registrations::Registrations()
         return next.fetch_add(1, std::memory_order_relaxed);
       }()) {}
 
+bool Registrations::freedSince(const Range& r, uintptr_t start) const {
+  cuda::DeviceAllocation now;
+  return !lookup_(reinterpret_cast<void*>(start), &now) || now.base != r.alloc.base ||
+         now.bufferId != r.alloc.bufferId;
+}
+
 Status Registrations::add(void* buf, size_t bytes, void** handle) {
   if (!handle) return errorf(tribInvalidArgument, "tribCommRegister: handle is NULL");
   *handle = nullptr;
@@ -53,7 +59,15 @@ Status Registrations::add(void* buf, size_t bytes, void** handle) {
   if (__builtin_add_overflow(lo, bytes, &hi))
     return errorf(tribInvalidArgument, "tribCommRegister: %p + %zu bytes wraps the address space", buf,
                   bytes);
-  if (!mapped(lo, bytes))
+  cuda::DeviceAllocation alloc;
+  const bool device = lookup_(buf, &alloc);
+  if (device && (lo < alloc.base || hi > alloc.base + alloc.bytes))
+    return errorf(
+        tribInvalidArgument,
+        "tribCommRegister: [%p, +%zu bytes) runs past its CUDA allocation [%p, +%zu bytes) (freed, or "
+        "a range of two allocations)",
+        buf, bytes, reinterpret_cast<void*>(alloc.base), alloc.bytes);
+  if (!device && !mapped(lo, bytes))
     return errorf(tribInvalidArgument,
                   "tribCommRegister: [%p, +%zu bytes) is not mapped in this process (freed, or never "
                   "allocated)",
@@ -67,12 +81,15 @@ Status Registrations::add(void* buf, size_t bytes, void** handle) {
   if (clash != ranges_.end())
     return errorf(tribInvalidArgument,
                   "tribCommRegister: [%p, +%zu bytes) overlaps the registration [%p, +%zu bytes) of this "
-                  "communicator; deregister it first",
+                  "communicator%s; deregister it first",
                   buf, bytes, reinterpret_cast<void*>(clash->first),
-                  static_cast<size_t>(clash->second.end - clash->first));
+                  static_cast<size_t>(clash->second.end - clash->first),
+                  clash->second.device && freedSince(clash->second, clash->first)
+                      ? " (whose device memory was freed since it was registered)"
+                      : "");
   if (nextId_ >> kIdBits) return errorf(tribSystemError, "tribCommRegister: out of registration handles");
   const uint64_t id = nextId_++;
-  ranges_.emplace(lo, Range{hi, id});
+  ranges_.emplace(lo, Range{hi, id, device, alloc});
   count_.store(ranges_.size(), std::memory_order_relaxed);
   *handle = makeHandle(owner_, id);
   return Status::Ok();
@@ -103,7 +120,27 @@ bool Registrations::covers(const void* p, size_t bytes) const {
   auto it = ranges_.upper_bound(lo);
   if (it == ranges_.begin()) return false;
   --it;
-  return lo < it->second.end && bytes <= it->second.end - lo;
+  return !it->second.device && lo < it->second.end && bytes <= it->second.end - lo;
+}
+
+Status Registrations::checkDevice(const void* p, size_t bytes, cuda::DeviceAllocation* alloc) const {
+  if (alloc) *alloc = cuda::DeviceAllocation{};
+  if (count_.load(std::memory_order_relaxed) == 0) return Status::Ok();
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.upper_bound(lo);
+  if (it == ranges_.begin()) return Status::Ok();
+  --it;
+  const Range& r = it->second;
+  if (!r.device || lo >= r.end) return Status::Ok();
+  if (freedSince(r, lo))
+    return errorf(
+        tribInvalidArgument,
+        "%p lies in the registration [%p, +%zu bytes) of this communicator, whose CUDA memory was freed "
+        "since it was registered; deregister it (and register the new buffer)",
+        p, reinterpret_cast<void*>(it->first), static_cast<size_t>(r.end - it->first));
+  if (alloc && bytes <= r.end - lo) *alloc = r.alloc;  // a buffer past its end is simply not registered
+  return Status::Ok();
 }
 
 size_t Registrations::size() const {

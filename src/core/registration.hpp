@@ -12,33 +12,48 @@
 
 #include "common/memory_kind.hpp"
 #include "common/status.hpp"
+#include "cuda/cuda_vmm.hpp"
 
 namespace trib {
+
+// What the registrations learn of device memory: the allocation that `p` lies in (false: not
+// device memory, or freed). cuda::deviceAllocation; tests pass a fake allocator's.
+using DeviceAllocationLookup = bool (*)(const void* p, cuda::DeviceAllocation* out);
 
 class Registrations {
  public:
   // `owner` tells this communicator's handles from other communicators'; by default the next of a
   // process-wide count (handles tell 2^24 communicators apart).
   Registrations();
-  explicit Registrations(uint64_t owner) : owner_(owner) {}
+  explicit Registrations(uint64_t owner, DeviceAllocationLookup lookup = cuda::deviceAllocation)
+      : owner_(owner), lookup_(lookup) {}
 
   // Registers [buf, buf + bytes). Errors (tribInvalidArgument): NULL, 0 bytes, a range that wraps
-  // the address space, memory not mapped in this process (for instance freed with munmap), or
-  // overlap with a registration of this communicator.
+  // the address space, memory not mapped in this process (for instance freed with munmap), device
+  // memory past the end of its allocation, or overlap with a registration of this communicator.
   Status add(void* buf, size_t bytes, void** handle);
   // Errors (tribInvalidArgument): NULL, a handle of another communicator, one deregistered
   // already or never returned.
   Status remove(void* handle);
-  // Whether [p, p + bytes) lies inside one registration.
+  // Whether [p, p + bytes) lies inside one registration of host memory.
   bool covers(const void* p, size_t bytes) const;
+  // Device memory: tribInvalidArgument when `p` lies in a registration whose allocation was freed
+  // since (or freed and allocated anew at the same address); else Ok, and *alloc (when given) is
+  // the registered allocation where [p, p + bytes) lies inside a registration.
+  Status checkDevice(const void* p, size_t bytes, cuda::DeviceAllocation* alloc = nullptr) const;
   size_t size() const;
 
  private:
   struct Range {
     uintptr_t end;
     uint64_t id;
+    bool device = false;
+    cuda::DeviceAllocation alloc;  // device: the allocation when registered
   };
+  // Whether the allocation a device registration was made on is gone.
+  bool freedSince(const Range& r, uintptr_t start) const;
   const uint64_t owner_;
+  const DeviceAllocationLookup lookup_ = cuda::deviceAllocation;
   mutable std::mutex mu_;
   std::map<uintptr_t, Range> ranges_;  // by start address; disjoint
   // ranges_.size(), readable without the lock: covers() runs on every call, mostly with none.

@@ -91,6 +91,9 @@ Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const
   if (!device) return Status::Ok();
   if (!s.hostAsDevice) {
     for (size_t i = 0; i < n; ++i) {
+      // A registered buffer whose memory was freed since is refused before anything runs.
+      if (Status st = comm->registrations.checkDevice(buffers[i], 1); !st.ok())
+        return st.prefix(strprintf("rank %d: ", comm->rank));
       const int dev = cuda::deviceOf(buffers[i]);
       if (dev >= 0 && s.device >= 0 && dev != s.device)
         return errorf(

@@ -526,7 +526,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         }
         case PlanAlgo::OneShot:
           if (c.multi) return unsupported("one-shot needs every rank's window mapped (one host)");
-          if (!f.hostRanks) return unsupported("one-shot over GPU windows is not modelled yet");
+          if (!f.hostRanks) {
+            // GPU windows (transports/nvlink): copy S into its window, then one fold that reads
+            // the n-1 peers' windows over NVLink/PCIe and its own, bound by the link or HBM.
+            t = 2 * c.aIn + S / c.R + (n - 1) * S / std::min(c.bIn, c.R);
+            chunk = clampChunk(S, k);
+            p.reason = "one exchange; every GPU reduces the n inputs off the peer windows";
+            break;
+          }
           // The window schedule (algo/oneshot.cpp), per rank: one signal exchange; copy S into its
           // window (2S of traffic: read, write); fold the n windows into the output in rank order,
           // the first two in one reduce (the executor fuses a copy and the reduce after it: 3S:
@@ -541,7 +548,16 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           break;
         case PlanAlgo::TwoShot: {
           if (c.multi) return unsupported("two-shot needs every rank's window mapped (one host)");
-          if (!f.hostRanks) return unsupported("two-shot over GPU windows is not modelled yet");
+          if (!f.hostRanks) {
+            // GPU windows: per cell, copy in, reduce its slice reading the n-1 peers' over the
+            // link, get the n-1 other slices over it: S/R + 2(n-1)/n S over the link.
+            double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
+            t = (2 * chunks + 1) * c.aIn + S / c.R + 2.0 * (n - 1) / n * S / std::min(c.bIn, c.R);
+            chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
+            p.reason =
+                "per window cell: each GPU reduces its slice off the peer windows, then gets the others'";
+            break;
+          }
           // The window schedule (algo/oneshot.cpp), out of place (the planner plans every rank
           // alike, and in-place-ness may differ), per cell-sized chunk: two signal exchanges; per
           // rank, copy the peers' slices into its window (2(n-1)/n S over all chunks), fold its

@@ -85,7 +85,8 @@ jobs=$(nproc)
 timeout "$(limit 60)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON \
   -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=ON "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
   die "configure failed: see configure.log ($(tail -3 "$out/configure.log" | tr '\n' ' '))"
-tests=(test_cuda_engine test_cuda_stream test_stream_progress test_element_ops test_library_contents test_reduce)
+tests=(test_cuda_engine test_cuda_stream test_stream_progress test_element_ops test_library_contents test_reduce
+  test_nvlink test_nvlink_gpu)
 timeout "$(limit 240)" ninja -C "$build" -j"$jobs" tributary trib-perf "${tests[@]}" >"$out/build.log" 2>&1 ||
   die "build failed: see build.log ($(grep -m3 -E 'error|FAILED' "$out/build.log" | tr '\n' ' '))"
 say "built in $build"
@@ -112,9 +113,12 @@ for t in "${tests[@]}"; do
   [ "$t" = test_stream_progress ] && filter='-StreamOrdered.WithoutADeviceAStreamSaysSo'
   # The fork test needs a parent that has not initialised CUDA: its own process (below).
   [ "$t" = test_cuda_stream ] && filter='-CudaStream.TwoProcessesShareOneGpu'
+  [ "$t" = test_nvlink_gpu ] && filter='-NvlinkGpu.TwoProcessesAllReduceOverDeviceWindows'
   run_test "$t" "$t" "$filter"
 done
 run_test test_cuda_stream-processes test_cuda_stream CudaStream.TwoProcessesShareOneGpu
+# The CUDA-IPC windows between processes (VMM fds over a Unix socket), one-shot and two-shot.
+run_test test_nvlink_gpu-processes test_nvlink_gpu NvlinkGpu.TwoProcessesAllReduceOverDeviceWindows
 
 # ---- compute-sanitizer memcheck over the engine (out-of-bounds or misaligned device accesses) ----
 sanitizer=$(command -v compute-sanitizer || true)
@@ -134,6 +138,16 @@ if [ -n "$sanitizer" ]; then
     say "passed: compute-sanitizer memcheck (test_cuda_stream)"
   else
     fail "compute-sanitizer memcheck (stream): see memcheck-stream.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck-stream.log" | tr '\n' ' '))"
+  fi
+fi
+
+# The device windows of one process's ranks (peer-memory steps: copy engine and kernels on them).
+if [ -n "$sanitizer" ]; then
+  if timeout "$(limit 120)" "$sanitizer" --tool memcheck --error-exitcode 3 "$build/tests/test_nvlink_gpu" \
+    --gtest_filter='NvlinkGpu.ThreeRanksOfOneProcessAllReduceOverDeviceWindows' >"$out/memcheck-nvlink.log" 2>&1; then
+    say "passed: compute-sanitizer memcheck (test_nvlink_gpu)"
+  else
+    fail "compute-sanitizer memcheck (nvlink): see memcheck-nvlink.log ($(grep -m2 -E 'ERROR SUMMARY|Invalid' "$out/memcheck-nvlink.log" | tr '\n' ' '))"
   fi
 fi
 

@@ -3,6 +3,8 @@
 
 namespace trib::cuda {
 
+Status notBuiltStatus();
+
 namespace {
 Status notBuilt() {
   return errorf(tribUnhandledCudaError,
@@ -11,6 +13,7 @@ Status notBuilt() {
 }
 }  // namespace
 
+Status notBuiltStatus() { return notBuilt(); }
 bool built() { return false; }
 Status deviceStatus() { return notBuilt(); }
 bool isDevicePointer(const void*) { return false; }
@@ -28,6 +31,39 @@ void streamDestroy(void*) {}
 Status streamSynchronize(void*) { return notBuilt(); }
 Status countMismatches(int, void*, const void*, uint64_t, DataType, const perf::Check&, int64_t*) {
   return notBuilt();
+}
+
+}  // namespace trib::cuda
+
+// cuda_vmm.hpp without CUDA.
+#include "cuda/cuda_vmm.hpp"
+
+namespace trib::cuda {
+
+Status deviceInfo(int, DeviceInfo* out) {
+  *out = DeviceInfo{};
+  return notBuiltStatus();
+}
+int deviceWithUuid(const uint8_t*) { return -1; }
+bool canAccessPeer(int, int) { return false; }
+Status enablePeerAccess(int, int) { return notBuiltStatus(); }
+bool hasCurrentContext() { return false; }
+Status vmmAlloc(int, size_t, VmmAllocation*) { return notBuiltStatus(); }
+Status vmmExportFd(const VmmAllocation&, int*) { return notBuiltStatus(); }
+Status vmmImportFd(int, int, size_t, VmmAllocation*) { return notBuiltStatus(); }
+void vmmFree(VmmAllocation&) {}
+Status ipcAlloc(int, size_t, void**, uint8_t*) { return notBuiltStatus(); }
+void ipcFree(void*) {}
+Status ipcOpen(int, const uint8_t*, void**) { return notBuiltStatus(); }
+void ipcClose(void*) {}
+bool deviceAllocation(const void*, DeviceAllocation* out) {
+  *out = DeviceAllocation{};
+  return false;
+}
+Status memAllocDevice(size_t, void**) { return notBuiltStatus(); }
+Status memFreeDevice(void*, bool* mine) {
+  *mine = false;
+  return Status::Ok();
 }
 
 }  // namespace trib::cuda
