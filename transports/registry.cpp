@@ -14,6 +14,9 @@
 #ifdef TRIB_HAVE_UCX
 #include "transports/ucx/ucx_transport.hpp"
 #endif
+#ifdef TRIB_HAVE_VERBS
+#include "transports/verbs/verbs_transport.hpp"
+#endif
 
 namespace trib {
 
@@ -42,6 +45,20 @@ TransportDescriptor ucxNotBuilt() {
 }
 #endif
 
+#ifndef TRIB_HAVE_VERBS
+bool bothRdma(const RankLocation& a, const RankLocation& b) { return a.rdma && b.rdma; }
+TransportDescriptor verbsNotBuilt() {
+  TransportDescriptor d{};
+  d.name = "verbs";
+  d.reaches = "ranks on other hosts, where every rank has an active RDMA port";
+  d.notBuilt = "libibverbs-dev was not found at build time; install it and rebuild";
+  d.priority = 150;
+  d.needsExchange = true;
+  d.canConnect = bothRdma;
+  return d;
+}
+#endif
+
 }  // namespace
 
 // Not cached: a forked child must see its own pid (the token alone is inherited).
@@ -52,6 +69,9 @@ RankLocation thisRankLocation() {
   std::snprintf(loc.host, sizeof loc.host, "%s/%.20s", name, bootId().c_str());
   loc.process = processToken();
   loc.pid = static_cast<int32_t>(getpid());
+#ifdef TRIB_HAVE_VERBS
+  loc.rdma = verbsPortAvailable() ? 1 : 0;
+#endif
   return loc;
 }
 
@@ -87,6 +107,11 @@ const std::vector<TransportDescriptor>& transportRegistry() {
         ucxTransportDescriptor(),
 #else
         ucxNotBuilt(),
+#endif
+#ifdef TRIB_HAVE_VERBS
+        verbsTransportDescriptor(),
+#else
+        verbsNotBuilt(),
 #endif
     };
     std::stable_sort(t.begin(), t.end(), [](const TransportDescriptor& a, const TransportDescriptor& b) {

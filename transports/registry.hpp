@@ -27,7 +27,7 @@ struct RankLocation {
   char host[64] = {};    // hostname + boot id: equal means "same kernel", so shared memory works
   uint64_t process = 0;  // random per process: with the pid, equal means "same address space"
   int32_t pid = 0;
-  uint32_t reserved = 0;
+  uint32_t rdma = 0;  // 1: this process has an active RDMA port (what the verbs transport needs)
 };
 RankLocation thisRankLocation();  // this process's location (the same for all its ranks)
 bool sameHost(const RankLocation& a, const RankLocation& b);

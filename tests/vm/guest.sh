@@ -26,8 +26,10 @@ done
 sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.all.accept_local=1
 ip rule add pref 200 lookup local
 ip rule del pref 0
-ip route add 10.77.0.0/24 dev veth0 src $ip0 table 100
-ip route add 10.77.0.0/24 dev veth1 src $ip1 table 101
+# Only the other end's address: a device's own address stays local (rxe's loopback, for two
+# ranks on one device).
+ip route add $ip1 dev veth0 src $ip0 table 100
+ip route add $ip0 dev veth1 src $ip1 table 101
 ip rule add pref 100 iif lo oif veth0 lookup 100
 ip rule add pref 101 iif lo oif veth1 lookup 101
 mac0=$(cat /sys/class/net/veth0/address) mac1=$(cat /sys/class/net/veth1/address)
@@ -58,6 +60,7 @@ export TRIB_VM_HCA0=rxe0 TRIB_VM_HCA1=rxe1 TRIB_VM_IP0=$ip0 TRIB_VM_IP1=$ip1
 TRIB_VM_GID0=$(roce_v2_gid rxe0) TRIB_VM_GID1=$(roce_v2_gid rxe1)
 export TRIB_VM_GID0 TRIB_VM_GID1
 log "RoCEv2 GID index: rxe0 ${TRIB_VM_GID0:-none}, rxe1 ${TRIB_VM_GID1:-none}"
+echo "rdma-vm: ran on rxe0 (veth0 $ip0, port ${s0:-none}, RoCE v2 GID ${TRIB_VM_GID0:-none}) and rxe1 (veth1 $ip1, port ${s1:-none}, RoCE v2 GID ${TRIB_VM_GID1:-none}) in kernel $(uname -r)" > "$out/devices"
 
 summary=$out/summary.tmp
 : > "$summary"
