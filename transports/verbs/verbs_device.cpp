@@ -48,7 +48,7 @@ Status chooseGid(ibv_context* ctx, const ibv_port_attr& pa, PortChoice* c) {
   if (forced >= 0) {
     if (forced >= pa.gid_tbl_len)
       return errorf(
-          tribInvalidArgument, "TRIB_IB_GID_INDEX=%lld is out of range: %s port %d has %d GIDs (0..%d)",
+          tribInvalidArgument, "TRIB_IB_GID_INDEX=%lld is out of range: %s port %d has %d GIDs, 0..%d",
           static_cast<long long>(forced), c->device.c_str(), c->port, pa.gid_tbl_len, pa.gid_tbl_len - 1);
     ibv_gid g{};
     if (ibv_query_gid(ctx, c->port, static_cast<int>(forced), &g) != 0 || zeroGid(g))
@@ -76,7 +76,7 @@ Status chooseGid(ibv_context* ctx, const ibv_port_attr& pa, PortChoice* c) {
   }
   if (best < 0)
     return errorf(tribNotSupported,
-                  "verbs: %s port %d has no usable GID (does its network device have an address?)",
+                  "verbs: %s port %d has no usable GID: does its network device have an address?",
                   c->device.c_str(), c->port);
   c->gidIndex = best;
   c->gid = bestGid;
@@ -93,7 +93,7 @@ Status choosePort(PortChoice* out) {
   ibv_device** list = ibv_get_device_list(&n);
   if (!list || n == 0) {
     if (list) ibv_free_device_list(list);
-    return errorf(tribNotSupported, "verbs: no RDMA device (libibverbs lists none)");
+    return errorf(tribNotSupported, "verbs: no RDMA device: libibverbs lists none");
   }
   std::string seen;
   Status result = errorf(tribInvalidArgument, "verbs: TRIB_IB_HCA='%s' selects no active port", hca.c_str());
@@ -109,7 +109,7 @@ Status choosePort(PortChoice* out) {
         if (ibv_query_port(ctx, p, &pa) != 0) continue;
         const bool active = pa.state == IBV_PORT_ACTIVE;
         seen +=
-            strprintf("%s%s:%d (%s)", seen.empty() ? "" : ", ", name.c_str(), p, active ? "active" : "down");
+            strprintf("%s%s:%d %s", seen.empty() ? "" : ", ", name.c_str(), p, active ? "active" : "down");
         if (!active || !hcaSelected(spec, name, p)) continue;
         PortChoice c;
         c.device = name;
@@ -126,10 +126,11 @@ Status choosePort(PortChoice* out) {
   }
   ibv_free_device_list(list);
   if (!found) {
-    return hca.empty() ? errorf(tribNotSupported, "verbs: no RDMA port is active (ports: %s)", seen.c_str())
-                       : errorf(tribInvalidArgument,
-                                "verbs: TRIB_IB_HCA='%s' selects no active port; the ports are: %s",
-                                hca.c_str(), seen.c_str());
+    return hca.empty()
+               ? errorf(tribNotSupported, "verbs: no RDMA port is active; the ports are: %s", seen.c_str())
+               : errorf(tribInvalidArgument,
+                        "verbs: TRIB_IB_HCA='%s' selects no active port; the ports are: %s", hca.c_str(),
+                        seen.c_str());
   }
   return result;
 }

@@ -900,7 +900,7 @@ TransportDescriptor verbsTransportDescriptor() {
   // TRIB_TRANSPORT=verbs that cannot connect reports.
   static const std::string reaches =
       std::string("ranks on other hosts, where every rank has an active RDMA port") +
-      (haveRdmaPort() ? "" : " (this process has none: " + rdmaPortStatus().message() + ")");
+      (haveRdmaPort() ? "" : "; this process has none: " + rdmaPortStatus().message());
   d.reaches = reaches.c_str();
   d.caps.reads = d.caps.writes = kHostMemoryKinds;
   d.caps.twoSided = true;
