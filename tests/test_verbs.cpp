@@ -264,4 +264,38 @@ TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
   }
 }
 
+// A link that goes down under a job (the guest's veth end, TRIB_VM_LINK): both ranks' receives
+// fail within the timeout naming the other, and none hangs. Only in the RDMA test guest, which
+// lets a test take its link down; the link comes back up afterwards.
+TEST(Verbs, LinkDownFailsWithinTheTimeout) {
+  REQUIRE_RDMA_PORT();
+  const char* link = std::getenv("TRIB_VM_LINK");
+  if (!link) GTEST_SKIP() << "needs the RDMA test guest's link to take down (TRIB_VM_LINK, tests/vm/)";
+  const std::string down = std::string("ip link set ") + link + " down",
+                    up = std::string("ip link set ") + link + " up";
+  std::string failures = run(2, 1, [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+    Comm c = join(2, rank, ids[0], 20000);
+    if (!c.comm) return report = "init: " + c.error, 1;
+    float x = 1, y = 0;
+    if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 2)
+      return report = "warm-up: " + std::string(tribGetLastError(c.comm)), 1;
+    if (rank == 0 && std::system(down.c_str()) != 0) return report = "cannot run: " + down, 1;
+    std::vector<uint8_t> in(3u << 20);
+    const auto start = Clock::now();
+    tribResult_t r = tribRecv(in.data(), in.size(), tribUint8, 1 - rank, c.comm, nullptr);
+    const double sec = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string err = tribGetLastError(c.comm);
+    if (r == tribSuccess) return report = "a receive over the downed link succeeded", 1;
+    if (err.find("rank " + std::to_string(1 - rank)) == std::string::npos)
+      return report = "error does not name the peer: " + err, 1;
+    if (sec > 21) return report = strprintf("failing took %.1f s", sec), 1;
+    std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
+    tribCommAbort(c.comm);
+    tribCommDestroy(c.comm);
+    return 0;
+  });
+  EXPECT_EQ(std::system(up.c_str()), 0) << up;
+  EXPECT_EQ(failures, "");
+}
+
 }  // namespace

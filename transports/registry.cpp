@@ -30,32 +30,33 @@ uint64_t processToken() {
   return token;
 }
 
+// A transport this build lacks, listed so that TRIB_TRANSPORT and trib-info can say why.
+[[maybe_unused]] TransportDescriptor notBuilt(const char* name, const char* reaches, const char* why,
+                                              int priority,
+                                              bool (*canConnect)(const RankLocation&, const RankLocation&)) {
+  TransportDescriptor d{};
+  d.name = name;
+  d.reaches = reaches;
+  d.notBuilt = why;
+  d.priority = priority;
+  d.needsExchange = true;
+  d.canConnect = canConnect;
+  return d;
+}
+
 #ifndef TRIB_HAVE_UCX
-// Listed so that TRIB_TRANSPORT=ucx and trib-info can say why it is missing.
 bool anyPair(const RankLocation&, const RankLocation&) { return true; }
 TransportDescriptor ucxNotBuilt() {
-  TransportDescriptor d{};
-  d.name = "ucx";
-  d.reaches = "ranks on other hosts";
-  d.notBuilt = "libucx-dev was not found at build time; install it and rebuild";
-  d.priority = 100;
-  d.needsExchange = true;
-  d.canConnect = anyPair;
-  return d;
+  return notBuilt("ucx", "ranks on other hosts",
+                  "libucx-dev was not found at build time; install it and rebuild", 100, anyPair);
 }
 #endif
 
 #ifndef TRIB_HAVE_VERBS
 bool bothRdma(const RankLocation& a, const RankLocation& b) { return a.rdma && b.rdma; }
 TransportDescriptor verbsNotBuilt() {
-  TransportDescriptor d{};
-  d.name = "verbs";
-  d.reaches = "ranks on other hosts, where every rank has an active RDMA port";
-  d.notBuilt = "libibverbs-dev was not found at build time; install it and rebuild";
-  d.priority = 150;
-  d.needsExchange = true;
-  d.canConnect = bothRdma;
-  return d;
+  return notBuilt("verbs", "ranks on other hosts, where every rank has an active RDMA port",
+                  "libibverbs-dev was not found at build time; install it and rebuild", 150, bothRdma);
 }
 #endif
 

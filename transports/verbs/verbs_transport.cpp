@@ -675,13 +675,12 @@ void VerbsTransport::handle(const ibv_wc& wc) {
   const WrKind kind = wrKind(wc.wr_id);
   if (kind != kWrRecv && pe.sqOutstanding) --pe.sqOutstanding;
   if (wc.status != IBV_WC_SUCCESS) {
+    const char* why = wc.status == IBV_WC_REM_ACCESS_ERR
+                          ? "the peer refused the access: a remote key or address that does not match"
+                          : "the peer process died or exited, or its link is down";
     if (!pe.lost)
-      markLost(
-          p,
-          errorf(
-              tribRemoteError,
-              "verbs: the connection to %s broke: %s (the peer process died or exited, or its link is down)",
-              who(p).c_str(), ibv_wc_status_str(wc.status)));
+      markLost(p, errorf(tribRemoteError, "verbs: the connection to %s broke: %s (%s)", who(p).c_str(),
+                         ibv_wc_status_str(wc.status), why));
     return;
   }
   switch (kind) {
