@@ -10,6 +10,9 @@
 #include "shm_util.hpp"
 #include "support/launcher.hpp"
 #include "transports/shm/shm_transport.hpp"
+#ifdef TRIB_HAVE_VERBS
+#include "transports/verbs/verbs_transport.hpp"
+#endif
 
 namespace trib::conformance {
 namespace {
@@ -121,11 +124,20 @@ TEST_P(MultiProcess, EveryCollectiveAlgorithmDtypeOp) {
 #ifndef TRIB_HAVE_UCX
   if (std::string(s.transport) == "ucx") GTEST_SKIP() << "needs the UCX transport (build with libucx-dev)";
 #endif
+  if (std::string(s.transport) == "verbs") {
+#ifdef TRIB_HAVE_VERBS
+    if (!verbsPortAvailable())
+#endif
+      GTEST_SKIP() << "needs an RDMA device (no active RDMA port here; tests/vm/ has one)";
+  }
   if (s.ucxTls) setenv("UCX_TLS", s.ucxTls, 1);
   testing::ParentChannel channel(s.nranks);
   auto results = testing::runProcesses(
       s.nranks,
       [&](int rank, std::string& report) {
+        // Over verbs in the RDMA test guest (tests/vm/), ranks alternate between its two devices.
+        if (const char* hca = std::getenv(rank % 2 ? "TRIB_VM_HCA1" : "TRIB_VM_HCA0"))
+          setenv("TRIB_IB_HCA", hca, 1);
         tribUniqueId id;
         if (!channel.receive(rank, &id, sizeof id, 30000)) {
           report = "no unique id from the parent";
@@ -147,7 +159,10 @@ INSTANTIATE_TEST_SUITE_P(Transports, MultiProcess,
                          ::testing::Values(TransportSetup{"shm", nullptr, 2},
                                            TransportSetup{"shm", nullptr, 3},
                                            TransportSetup{"shm", nullptr, 4}, TransportSetup{"ucx", "tcp", 2},
-                                           TransportSetup{"ucx", "tcp", 3}, TransportSetup{"ucx", "sm", 4}),
+                                           TransportSetup{"ucx", "tcp", 3}, TransportSetup{"ucx", "sm", 4},
+                                           TransportSetup{"verbs", nullptr, 2},
+                                           TransportSetup{"verbs", nullptr, 3},
+                                           TransportSetup{"verbs", nullptr, 4}),
                          [](const auto& info) { return info.param.name(); });
 
 }  // namespace

@@ -43,7 +43,7 @@ bool ucxBuilt() {
 
 TEST(TransportRegistry, ListsEveryTransportInPriorityOrderWithCapabilities) {
   const auto& reg = transportRegistry();
-  ASSERT_EQ(reg.size(), 3u);
+  ASSERT_EQ(reg.size(), 4u);
   std::set<std::string> names;
   for (size_t i = 0; i < reg.size(); ++i) {
     const TransportDescriptor& d = reg[i];
@@ -62,7 +62,7 @@ TEST(TransportRegistry, ListsEveryTransportInPriorityOrderWithCapabilities) {
     EXPECT_EQ(d.caps.writes, kHostMemoryKinds) << d.name;
     EXPECT_FALSE(d.caps.reads & memoryKindBit(MemoryKind::Device)) << d.name;
   }
-  EXPECT_EQ(names, (std::set<std::string>{"loopback", "shm", "ucx"}));
+  EXPECT_EQ(names, (std::set<std::string>{"loopback", "shm", "verbs", "ucx"}));
   EXPECT_TRUE(findTransport("shm")->caps.windows);
   EXPECT_FALSE(findTransport("loopback")->needsExchange);
   EXPECT_EQ(findTransport("nope"), nullptr);
@@ -180,7 +180,7 @@ TEST(TransportRegistry, ForcedTransportThatCannotConnectAPairIsAClearError) {
 
   st = chooseTransports(twoHosts, 0, "tcp", true, &c);
   EXPECT_EQ(st.code(), tribInvalidArgument);
-  EXPECT_NE(st.message().find("TRIB_TRANSPORT='tcp' is not one of loopback, shm, ucx"), std::string::npos)
+  EXPECT_NE(st.message().find("TRIB_TRANSPORT='tcp' is not one of loopback, shm, verbs, ucx"), std::string::npos)
       << st.message();
 
   // Ranks created together in one process (no exchange) cannot be given shm.
@@ -250,7 +250,7 @@ TEST(TransportRegistry, InitRankUnknownTransportFailsOnEveryRank) {
   initThreads(2, "carrier-pigeon", &comms, &errors);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(comms[r], nullptr);
-    EXPECT_NE(errors[r].find("'carrier-pigeon' is not one of loopback, shm, ucx"), std::string::npos)
+    EXPECT_NE(errors[r].find("'carrier-pigeon' is not one of loopback, shm, verbs, ucx"), std::string::npos)
         << errors[r];
   }
 }

@@ -3,6 +3,9 @@
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   libucx-dev ucx-utils libhwloc-dev libibverbs-dev libopenmpi-dev openmpi-bin libgloo-dev)
+# The RDMA test guest (tests/vm/): qemu, a static busybox for its initramfs, kmod for the module
+# order, rdma-core's verbs programs and perftest inside it.
+PACKAGES+=(qemu-system-x86 busybox-static cpio kmod ibverbs-utils perftest)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

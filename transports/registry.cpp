@@ -15,6 +15,9 @@
 #ifdef TRIB_HAVE_UCX
 #include "transports/ucx/ucx_transport.hpp"
 #endif
+#ifdef TRIB_HAVE_VERBS
+#include "transports/verbs/verbs_transport.hpp"
+#endif
 
 namespace trib {
 
@@ -28,18 +31,33 @@ uint64_t processToken() {
   return token;
 }
 
+// A transport this build lacks, listed so that TRIB_TRANSPORT and trib-info can say why.
+[[maybe_unused]] TransportDescriptor notBuilt(const char* name, const char* reaches, const char* why,
+                                              int priority,
+                                              bool (*canConnect)(const RankLocation&, const RankLocation&)) {
+  TransportDescriptor d{};
+  d.name = name;
+  d.reaches = reaches;
+  d.notBuilt = why;
+  d.priority = priority;
+  d.needsExchange = true;
+  d.canConnect = canConnect;
+  return d;
+}
+
 #ifndef TRIB_HAVE_UCX
-// Listed so that TRIB_TRANSPORT=ucx and trib-info can say why it is missing.
 bool anyPair(const RankLocation&, const RankLocation&) { return true; }
 TransportDescriptor ucxNotBuilt() {
-  TransportDescriptor d{};
-  d.name = "ucx";
-  d.reaches = "ranks on other hosts";
-  d.notBuilt = "libucx-dev was not found at build time; install it and rebuild";
-  d.priority = 100;
-  d.needsExchange = true;
-  d.canConnect = anyPair;
-  return d;
+  return notBuilt("ucx", "ranks on other hosts",
+                  "libucx-dev was not found at build time; install it and rebuild", 100, anyPair);
+}
+#endif
+
+#ifndef TRIB_HAVE_VERBS
+bool bothRdma(const RankLocation& a, const RankLocation& b) { return a.flags & b.flags & kLocationRdma; }
+TransportDescriptor verbsNotBuilt() {
+  return notBuilt("verbs", "ranks on other hosts, where every rank has an active RDMA port",
+                  "libibverbs-dev was not found at build time; install it and rebuild", 150, bothRdma);
 }
 #endif
 
@@ -54,6 +72,9 @@ RankLocation thisRankLocation() {
   loc.process = processToken();
   loc.pid = static_cast<int32_t>(getpid());
   loc.flags = nvlink::locationFlags();
+#ifdef TRIB_HAVE_VERBS
+  if (verbsPortAvailable()) loc.flags |= kLocationRdma;
+#endif
   return loc;
 }
 
@@ -89,6 +110,11 @@ const std::vector<TransportDescriptor>& transportRegistry() {
         ucxTransportDescriptor(),
 #else
         ucxNotBuilt(),
+#endif
+#ifdef TRIB_HAVE_VERBS
+        verbsTransportDescriptor(),
+#else
+        verbsNotBuilt(),
 #endif
     };
     std::stable_sort(t.begin(), t.end(), [](const TransportDescriptor& a, const TransportDescriptor& b) {

@@ -31,6 +31,8 @@ struct RankLocation {
 };
 // RankLocation::flags: its process had a current CUDA context at init (it set its device).
 constexpr uint32_t kLocationCudaContext = 1;
+// RankLocation::flags: its process has an active RDMA port (what the verbs transport needs).
+constexpr uint32_t kLocationRdma = 2;
 RankLocation thisRankLocation();  // this process's location (the same for all its ranks)
 bool sameHost(const RankLocation& a, const RankLocation& b);
 bool sameProcess(const RankLocation& a, const RankLocation& b);  // implies sameHost

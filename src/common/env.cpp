@@ -29,7 +29,7 @@ const std::vector<EnvVarInfo>& envVars() {
        "Seconds any wait may last before failing with tribTimeout (fractions allowed)."},
       {"TRIB_CHUNK_BYTES", "0",
        "Pipeline slice size in bytes for chunked schedules (0: the planner chooses)."},
-      {"TRIB_TRANSPORT", "", "Force the transport: loopback, shm or ucx (default: per peer pair)."},
+      {"TRIB_TRANSPORT", "", "Force the transport: loopback, shm, ucx or verbs (default: per peer pair)."},
       {"TRIB_TUNE", "",
        "Tune rules by size range (UCC-style), e.g. 'allreduce:0-64k:@rhd#allreduce:64k-inf:@ring'; see "
        "docs/PLANNER.md."},
@@ -68,6 +68,15 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_SHARE_TRANSPORTS", "1",
        "1: the communicators of a process share transport contexts (a UCX worker serves up to 256 of "
        "them, so a split opens no interfaces); 0: every communicator gets its own."},
+      {"TRIB_IB_HCA", "",
+       "Verbs transport: the RDMA device(s) and port to use, NCCL's syntax: 'mlx5_0:1,mlx5_1', '^mlx5_2' "
+       "excludes, '=' before the list makes names exact (default: the first active port)."},
+      {"TRIB_IB_GID_INDEX", "-1",
+       "Verbs transport: the GID index to use (default -1: on RoCE the RoCE v2 GID of an IPv4 address)."},
+      {"TRIB_IB_REG_CACHE", "0",
+       "Verbs transport: released memory registrations kept for reuse (0: none; only for applications "
+       "that never free and reallocate a buffer they sent or received, see docs/VERBS.md)."},
+      {"TRIB_IB_CHUNK_BYTES", "1048576", "Verbs transport: the largest RDMA write of a large message."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_ATTACH_TIMEOUT", "1",
        "Seconds a communicator waits at init for its aggregation switch to accept it (fractions "

@@ -1,0 +1,301 @@
+// The verbs transport on a real RDMA device, through the public API: forked ranks forced onto
+// TRIB_TRANSPORT=verbs, each "host" a device of its own where there are two (the RDMA test guest's
+// rxe0 and rxe1: TRIB_VM_HCA0/1, tests/vm/). Without an active RDMA port every test skips.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.hpp"
+#include "support/launcher.hpp"
+#include "tributary/tributary.h"
+#ifdef TRIB_HAVE_VERBS
+#include "transports/verbs/verbs_transport.hpp"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using trib::strprintf;
+
+#define REQUIRE_RDMA_PORT()                                                                                  \
+  do {                                                                                                       \
+    if (!haveDevice()) GTEST_SKIP() << "needs an RDMA device (no active RDMA port here; tests/vm/ has one)"; \
+  } while (0)
+
+bool haveDevice() {
+#ifdef TRIB_HAVE_VERBS
+  return trib::verbsPortAvailable();
+#else
+  return false;
+#endif
+}
+
+// Rank r's device: alternating between the guest's two, so each pair of neighbours spans "hosts".
+void pickDevice(int rank) {
+  const char* hca = std::getenv(rank % 2 ? "TRIB_VM_HCA1" : "TRIB_VM_HCA0");
+  if (hca) setenv("TRIB_IB_HCA", hca, 1);
+}
+
+struct Comm {
+  tribComm_t comm = nullptr;
+  std::string error;
+};
+
+Comm join(int nranks, int rank, const tribUniqueId& id, int timeoutMs = 30000) {
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.timeoutMs = timeoutMs;
+  cfg.transport = "verbs";
+  Comm c;
+  if (tribCommInitRankConfig(&c.comm, nranks, id, rank, &cfg) != tribSuccess) {
+    c.error = tribGetLastError(nullptr);
+    c.comm = nullptr;
+  }
+  return c;
+}
+
+uint8_t pattern(int src, size_t i, size_t n) {
+  return static_cast<uint8_t>(i * 131 + src * 17 + n * 7 + (i >> 12));
+}
+
+// Runs body(rank, ids, report) in nranks processes, handing each `ids` fresh unique ids.
+std::string run(int nranks, int ids,
+                const std::function<int(int, const std::vector<tribUniqueId>&, std::string&)>& body,
+                const std::function<void(const std::vector<int>&)>& whileRunning = {}) {
+  trib::testing::ParentChannel channel(nranks);
+  auto results = trib::testing::runProcesses(
+      nranks,
+      [&](int rank, std::string& report) {
+        pickDevice(rank);
+        std::vector<tribUniqueId> got(ids);
+        for (auto& id : got)
+          if (!channel.receive(rank, &id, sizeof id, 30000)) return report = "no unique id", 1;
+        return body(rank, got, report);
+      },
+      std::chrono::minutes(4),
+      [&](const std::vector<int>& pids) {
+        for (int i = 0; i < ids; ++i) {
+          tribUniqueId id;
+          ASSERT_EQ(tribGetUniqueId(&id), tribSuccess) << tribGetLastError(nullptr);
+          for (int r = 0; r < nranks; ++r) channel.send(r, &id, sizeof id);
+        }
+        if (whileRunning) whileRunning(pids);
+      });
+  return trib::testing::describeFailures(results);
+}
+
+// Every size class both ways: empty, eager, just past the eager buffer, zero-copy in one chunk
+// and in several.
+TEST(Verbs, SendRecvEverySize) {
+  REQUIRE_RDMA_PORT();
+  const std::vector<size_t> sizes = {0, 1, 8000, 8200, (1u << 20) + 3, (5u << 20) + 1};
+  EXPECT_EQ(
+      run(2, 1,
+          [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+            Comm c = join(2, rank, ids[0]);
+            if (!c.comm) return report = "init: " + c.error, 1;
+            const int other = 1 - rank;
+            for (size_t n : sizes) {
+              std::vector<uint8_t> out(n), in(n, 0xee);
+              for (size_t i = 0; i < n; ++i) out[i] = pattern(rank, i, n);
+              // Rank 0 sends first, rank 1 receives first: both orders of post and arrival.
+              for (int step = 0; step < 2; ++step) {
+                tribResult_t r = (step == rank) ? tribSend(out.data(), n, tribUint8, other, c.comm, nullptr)
+                                                : tribRecv(in.data(), n, tribUint8, other, c.comm, nullptr);
+                if (r != tribSuccess)
+                  return report = "size " + std::to_string(n) + ": " + tribGetLastError(c.comm), 1;
+              }
+              for (size_t i = 0; i < n; ++i)
+                if (in[i] != pattern(other, i, n))
+                  return report = "size " + std::to_string(n) + ": byte " + std::to_string(i) + " differs", 1;
+            }
+            tribCommDestroy(c.comm);
+            return 0;
+          }),
+      "");
+}
+
+TEST(Verbs, AllReduceEagerAndZeroCopy) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(run(3, 1,
+                [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                  Comm c = join(3, rank, ids[0]);
+                  if (!c.comm) return report = "init: " + c.error, 1;
+                  for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+                    std::vector<double> x(count), y(count, -1);
+                    for (size_t i = 0; i < count; ++i) x[i] = static_cast<double>(rank + 1) * (i % 97);
+                    if (tribAllReduce(x.data(), y.data(), count, tribFloat64, tribSum, c.comm, nullptr) !=
+                        tribSuccess)
+                      return report = tribGetLastError(c.comm), 1;
+                    for (size_t i = 0; i < count; ++i)
+                      if (y[i] != 6.0 * (i % 97))
+                        return report = "count " + std::to_string(count) + ": wrong sum", 1;
+                  }
+                  tribCommDestroy(c.comm);
+                  return 0;
+                }),
+            "");
+}
+
+// A message longer or shorter than the posted receive, eager and zero-copy: both ranks get a
+// clear error (tribInvalidUsage, naming the sizes), nothing is written past the buffer.
+TEST(Verbs, SizeMismatchIsAClearError) {
+  REQUIRE_RDMA_PORT();
+  struct Case {
+    size_t sent, posted;
+  };
+  const std::vector<Case> cases = {
+      {100, 64}, {64, 100}, {2u << 20, 1u << 20}, {1u << 20, 2u << 20}, {4000, 1u << 20}};
+  EXPECT_EQ(run(2, static_cast<int>(cases.size()),
+                [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                  for (size_t k = 0; k < cases.size(); ++k) {
+                    Comm c = join(2, rank, ids[k], 15000);
+                    if (!c.comm) return report = "init: " + c.error, 1;
+                    const auto [sent, posted] = cases[k];
+                    tribResult_t r;
+                    std::vector<uint8_t> buf(std::max(sent, posted) + 64, 0x5a);
+                    if (rank == 0) {
+                      r = tribSend(buf.data(), sent, tribUint8, 1, c.comm, nullptr);
+                    } else {
+                      r = tribRecv(buf.data(), posted, tribUint8, 0, c.comm, nullptr);
+                      for (size_t i = posted; i < buf.size(); ++i)
+                        if (buf[i] != 0x5a) return report = "written past the receive buffer", 1;
+                    }
+                    const std::string err = tribGetLastError(c.comm);
+                    // A sender learns of the mismatch only when its message is large (the receiver answers
+                    // it).
+                    const bool mustFail = rank == 1 || sent + 24 > 8192;
+                    if (mustFail && r == tribSuccess)
+                      return report = strprintf("%zu into %zu: rank %d succeeded", sent, posted, rank), 1;
+                    if (r != tribSuccess && (err.find(std::to_string(posted)) == std::string::npos ||
+                                             err.find(std::to_string(sent)) == std::string::npos))
+                      return report = strprintf("%zu into %zu: rank %d: unclear error: %s", sent, posted,
+                                                rank, err.c_str()),
+                             1;
+                    tribCommDestroy(c.comm);
+                  }
+                  return 0;
+                }),
+            "");
+}
+
+// Where the victim says it is ready: named in the parent, before the fork.
+std::string& readyFile() {
+  static std::string path = "/tmp/trib_verbs_victim." + std::to_string(getpid());
+  return path;
+}
+
+// A rank killed mid-job: the survivors' operations with it fail within the timeout with an error
+// naming it, and no hang.
+TEST(Verbs, KilledPeerFailsWithinTheTimeout) {
+  REQUIRE_RDMA_PORT();
+  unlink(readyFile().c_str());
+  EXPECT_EQ(
+      run(
+          3, 1,
+          [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+            Comm c = join(3, rank, ids[0], 20000);
+            if (!c.comm) return report = "init: " + c.error, 1;
+            float x = 1, y = 0;
+            if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 3)
+              return report = "warm-up: " + std::string(tribGetLastError(c.comm)), 1;
+            if (rank == 2) {
+              std::FILE* f = std::fopen(readyFile().c_str(), "w");
+              if (f) std::fclose(f);
+              for (;;) pause();  // until SIGKILL
+            }
+            std::vector<uint8_t> in(3u << 20);
+            const auto start = Clock::now();
+            tribResult_t r = tribRecv(in.data(), in.size(), tribUint8, 2, c.comm, nullptr);
+            const double sec = std::chrono::duration<double>(Clock::now() - start).count();
+            const std::string err = tribGetLastError(c.comm);
+            if (r == tribSuccess) return report = "a receive from the killed rank succeeded", 1;
+            if (err.find("rank 2") == std::string::npos)
+              return report = "error does not name rank 2: " + err, 1;
+            if (sec > 21) return report = strprintf("failing took %.1f s", sec), 1;
+            std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
+            tribCommAbort(c.comm);
+            tribCommDestroy(c.comm);
+            return 0;
+          },
+          [](const std::vector<int>& pids) {
+            const auto deadline = Clock::now() + std::chrono::seconds(90);
+            while (access(readyFile().c_str(), F_OK) != 0 && Clock::now() < deadline)
+              std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors post
+            kill(pids[2], SIGKILL);
+            unlink(readyFile().c_str());
+          }),
+      "rank 2: signal 9\n");
+}
+
+// An unknown device and a GID index out of range: init fails with a clear error.
+TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
+  REQUIRE_RDMA_PORT();
+  struct Bad {
+    const char* var;
+    const char* value;
+    const char* expect;
+  };
+  for (const Bad& b : {Bad{"TRIB_IB_HCA", "nosuchdev", "TRIB_IB_HCA='nosuchdev'"},
+                       Bad{"TRIB_IB_GID_INDEX", "4000", "TRIB_IB_GID_INDEX=4000 is out of range"}}) {
+    EXPECT_EQ(run(2, 1,
+                  [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                    if (rank == 0) setenv(b.var, b.value, 1);
+                    Comm c = join(2, rank, ids[0], 4000);  // rank 1 waits for rank 0's blob: bounded
+                    if (c.comm) {
+                      tribCommDestroy(c.comm);
+                      return report = std::string("init succeeded with ") + b.var + "=" + b.value, 1;
+                    }
+                    if (rank == 0 && c.error.find(b.expect) == std::string::npos)
+                      return report = "unclear error: " + c.error, 1;
+                    return 0;
+                  }),
+              "")
+        << b.var;
+  }
+}
+
+// A link that goes down under a job (the guest's veth end, TRIB_VM_LINK): both ranks' receives
+// fail within the timeout naming the other, and none hangs. Only in the RDMA test guest, which
+// lets a test take its link down; the link comes back up afterwards.
+TEST(Verbs, LinkDownFailsWithinTheTimeout) {
+  REQUIRE_RDMA_PORT();
+  const char* link = std::getenv("TRIB_VM_LINK");
+  if (!link) GTEST_SKIP() << "needs the RDMA test guest's link to take down (TRIB_VM_LINK, tests/vm/)";
+  const std::string down = std::string("ip link set ") + link + " down",
+                    up = std::string("ip link set ") + link + " up";
+  std::string failures = run(2, 1, [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+    Comm c = join(2, rank, ids[0], 20000);
+    if (!c.comm) return report = "init: " + c.error, 1;
+    float x = 1, y = 0;
+    if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 2)
+      return report = "warm-up: " + std::string(tribGetLastError(c.comm)), 1;
+    if (rank == 0 && std::system(down.c_str()) != 0) return report = "cannot run: " + down, 1;
+    std::vector<uint8_t> in(3u << 20);
+    const auto start = Clock::now();
+    tribResult_t r = tribRecv(in.data(), in.size(), tribUint8, 1 - rank, c.comm, nullptr);
+    const double sec = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string err = tribGetLastError(c.comm);
+    if (r == tribSuccess) return report = "a receive over the downed link succeeded", 1;
+    if (err.find("rank " + std::to_string(1 - rank)) == std::string::npos)
+      return report = "error does not name the peer: " + err, 1;
+    if (sec > 21) return report = strprintf("failing took %.1f s", sec), 1;
+    std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
+    tribCommAbort(c.comm);
+    tribCommDestroy(c.comm);
+    return 0;
+  });
+  EXPECT_EQ(std::system(up.c_str()), 0) << up;
+  EXPECT_EQ(failures, "");
+}
+
+}  // namespace

@@ -1,0 +1,270 @@
+// The verbs transport's protocol logic that needs no RDMA device (transports/verbs/verbs_wire.hpp,
+// verbs_reg_cache.hpp) and its registry entry: runs everywhere.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+
+#include "transports/registry.hpp"
+#include "transports/verbs/verbs_reg_cache.hpp"
+#include "transports/verbs/verbs_wire.hpp"
+
+namespace trib::verbs {
+namespace {
+
+Blob sampleBlob(int rank, int nranks) {
+  Blob b;
+  b.header.rank = rank;
+  b.header.nranks = nranks;
+  b.header.eagerBytes = 8192;
+  b.header.recvBuffers = 64;
+  b.header.fifoSlots = 64;
+  b.header.gid[15] = 7;
+  std::snprintf(b.header.device, sizeof b.header.device, "rxe1");
+  b.qp.resize(nranks);
+  for (int p = 0; p < nranks; ++p)
+    b.qp[p] = QpInfo{uint32_t(100 + p), uint32_t(p), 0x1000u * p, 5, 6, 0x2000u * p};
+  return b;
+}
+
+TEST(VerbsBlob, RoundTrips) {
+  const Blob b = sampleBlob(2, 4);
+  Blob out;
+  ASSERT_TRUE(decodeBlob(encodeBlob(b), 2, 4, &out).ok());
+  EXPECT_STREQ(out.header.device, "rxe1");
+  EXPECT_EQ(out.header.gid[15], 7);
+  ASSERT_EQ(out.qp.size(), 4u);
+  EXPECT_EQ(out.qp[3].qpn, 103u);
+  EXPECT_EQ(out.qp[3].fifoAddr, 0x3000u);
+  EXPECT_EQ(out.qp[3].creditAddr, 0x6000u);
+}
+
+// Every malformed blob is refused with tribRemoteError naming the rank that sent it.
+TEST(VerbsBlob, MalformedIsRefusedNamingThePeer) {
+  auto refused = [](std::vector<uint8_t> bytes, int from, int nranks, const char* what) {
+    Blob out;
+    Status s = decodeBlob(bytes, from, nranks, &out);
+    ASSERT_FALSE(s.ok()) << what;
+    EXPECT_EQ(s.code(), tribRemoteError) << what;
+    EXPECT_NE(s.message().find("rank " + std::to_string(from)), std::string::npos) << s.message();
+  };
+  const std::vector<uint8_t> good = encodeBlob(sampleBlob(1, 3));
+  refused({}, 1, 3, "empty");
+  refused(std::vector<uint8_t>(good.begin(), good.begin() + 10), 1, 3, "shorter than the header");
+  refused(std::vector<uint8_t>(good.begin(), good.end() - 1), 1, 3, "one byte short");
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  refused(longer, 1, 3, "one byte long");
+  std::vector<uint8_t> magic = good;
+  magic[0] ^= 1;
+  refused(magic, 1, 3, "bad magic");
+  std::vector<uint8_t> version = good;
+  version[offsetof(BlobHeader, version)] = kBlobVersion + 1;
+  refused(version, 1, 3, "other version");
+  refused(good, 2, 3, "says another rank");
+  refused(good, 1, 4, "another communicator size");
+  Blob zeroBuffers = sampleBlob(1, 3);
+  zeroBuffers.header.recvBuffers = 0;
+  refused(encodeBlob(zeroBuffers), 1, 3, "no receive buffers");
+  Blob name = sampleBlob(1, 3);
+  std::memset(name.header.device, 'x', sizeof name.header.device);
+  refused(encodeBlob(name), 1, 3, "unterminated device name");
+}
+
+TEST(VerbsCts, SlotsWrapAndEntriesCountOnlyWhenWhole) {
+  CtsReader reader(4);
+  CtsWriter writer(4);
+  std::vector<CtsEntry> fifo(4);
+  for (int i = 0; i < 11; ++i) {
+    EXPECT_EQ(writer.slot(), uint32_t(i % 4));
+    EXPECT_EQ(reader.nextSlot(), uint32_t(i % 4));
+    CtsEntry& e = fifo[writer.slot()];
+    const CtsEntry stale = e;
+    EXPECT_FALSE(reader.ready(stale)) << "a slot's previous entry is not the next one";
+    e.seq = writer.seq();  // first half landed
+    EXPECT_FALSE(reader.ready(e));
+    e.seqEnd = writer.seq();
+    EXPECT_TRUE(reader.ready(e));
+    writer.advance();
+    reader.consume();
+  }
+  EXPECT_EQ(reader.consumed(), 11u);
+}
+
+TEST(VerbsCts, NoticesInFlightNeverExceedTheSlots) {
+  CtsReader reader(4);
+  uint64_t sent = 0;
+  while (reader.maySend(sent)) ++sent;
+  EXPECT_EQ(sent, 4u);
+  reader.consume();
+  EXPECT_TRUE(reader.maySend(sent));
+  EXPECT_FALSE(reader.maySend(sent + 1));
+}
+
+TEST(VerbsCredits, ConsumedCreditsReturnOnlyThroughReposts) {
+  Credits c(3);
+  EXPECT_TRUE(c.take(0));
+  EXPECT_TRUE(c.take(0));
+  EXPECT_TRUE(c.take(0));
+  EXPECT_FALSE(c.take(0));
+  EXPECT_EQ(c.available(0), 0u);
+  EXPECT_TRUE(c.take(1));  // the peer reposted one buffer
+  EXPECT_FALSE(c.take(1));
+  EXPECT_EQ(c.available(5), 4u);
+  EXPECT_EQ(c.consumed(), 4u);
+}
+
+TEST(VerbsCredits, RepostsAdvertiseInBatchesAndOnFlush) {
+  Reposts r(4);
+  for (int i = 0; i < 3; ++i) r.reposted();
+  EXPECT_FALSE(r.shouldAdvertise());
+  EXPECT_TRUE(r.pending());
+  r.reposted();
+  EXPECT_TRUE(r.shouldAdvertise());
+  EXPECT_EQ(r.advertise(), 4u);
+  EXPECT_FALSE(r.pending());
+  r.reposted();
+  EXPECT_EQ(r.advertise(), 5u);
+}
+
+TEST(VerbsChunks, CoverTheMessageExactlyOnce) {
+  for (uint64_t bytes : {0ull, 1ull, 4095ull, 4096ull, 4097ull, 10ull << 20}) {
+    const auto chunks = chunksOf(bytes, 4096);
+    uint64_t next = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      EXPECT_EQ(chunks[i].offset, next);
+      EXPECT_LE(chunks[i].bytes, 4096u);
+      EXPECT_EQ(chunks[i].last, i + 1 == chunks.size());
+      next += chunks[i].bytes;
+    }
+    EXPECT_EQ(next, bytes);
+    EXPECT_EQ(chunks.size(), bytes == 0 ? 1 : (bytes + 4095) / 4096);
+  }
+}
+
+struct FakeRegion {
+  int id = 0;
+};
+
+TEST(VerbsRegCache, SharesInUseRangesAndEvictsLeastRecentlyUsed) {
+  std::set<int> live;
+  int next = 0;
+  RegCache<FakeRegion> cache(
+      2,
+      [&](uintptr_t, uint64_t, FakeRegion* r) {
+        r->id = ++next;
+        live.insert(r->id);
+        return Status::Ok();
+      },
+      [&](FakeRegion& r) { live.erase(r.id); });
+  uint64_t a, b, c, d, inner;
+  FakeRegion *ra, *rb, *rc, *rd, *rin;
+  ASSERT_TRUE(cache.acquire(0x1000, 0x1000, &a, &ra).ok());
+  ASSERT_TRUE(cache.acquire(0x1100, 0x100, &inner, &rin).ok());  // inside a: shared
+  EXPECT_EQ(rin->id, ra->id);
+  const int idA = ra->id;
+  EXPECT_EQ(cache.registered(), 1u);
+  ASSERT_TRUE(cache.acquire(0x5000, 0x1000, &b, &rb).ok());
+  ASSERT_TRUE(cache.acquire(0x9000, 0x1000, &c, &rc).ok());
+  EXPECT_EQ(live.size(), 3u);  // all in use: nothing evicted whatever the limit
+  cache.release(a);
+  EXPECT_EQ(cache.kept(), 0u) << "a still has a user";
+  cache.release(inner);
+  cache.release(b);
+  cache.release(c);  // kept: a, b, c, limit 2: a (least recently released) goes
+  EXPECT_EQ(cache.kept(), 2u);
+  EXPECT_EQ(live.count(idA), 0u) << "a was deregistered";
+  EXPECT_EQ(live.size(), 2u);
+  ASSERT_TRUE(cache.acquire(0x5000, 0x800, &d, &rd).ok());  // b reused from the kept ones
+  EXPECT_EQ(cache.registered(), 3u);
+  EXPECT_EQ(cache.hits(), 2u);
+  cache.release(d);
+  cache.clear();
+  EXPECT_TRUE(live.empty());
+}
+
+TEST(VerbsRegCache, KeepZeroDeregistersOnRelease) {
+  int live = 0;
+  RegCache<FakeRegion> cache(
+      0,
+      [&](uintptr_t, uint64_t, FakeRegion*) {
+        ++live;
+        return Status::Ok();
+      },
+      [&](FakeRegion&) { --live; });
+  uint64_t id;
+  FakeRegion* r;
+  ASSERT_TRUE(cache.acquire(0x1000, 10, &id, &r).ok());
+  EXPECT_EQ(live, 1);
+  cache.release(id);
+  EXPECT_EQ(live, 0);
+  cache.release(id);  // twice: ignored
+  EXPECT_EQ(live, 0);
+}
+
+TEST(VerbsRegCache, AFailedRegistrationIsReturnedAndNotCached) {
+  RegCache<FakeRegion> cache(
+      4, [](uintptr_t, uint64_t, FakeRegion*) { return errorf(tribSystemError, "no memlock"); },
+      [](FakeRegion&) {});
+  uint64_t id;
+  FakeRegion* r;
+  Status s = cache.acquire(0x1000, 10, &id, &r);
+  EXPECT_EQ(s.code(), tribSystemError);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(VerbsHca, NcclSyntax) {
+  HcaSpec s;
+  ASSERT_TRUE(parseHcaSpec("", &s).ok());
+  EXPECT_TRUE(hcaSelected(s, "rxe0", 1));
+  ASSERT_TRUE(parseHcaSpec("mlx5_0:1,rxe", &s).ok());
+  EXPECT_TRUE(hcaSelected(s, "mlx5_0", 1));
+  EXPECT_FALSE(hcaSelected(s, "mlx5_0", 2));
+  EXPECT_TRUE(hcaSelected(s, "rxe1", 1)) << "a name is a prefix";
+  EXPECT_FALSE(hcaSelected(s, "mlx5_1", 1));
+  ASSERT_TRUE(parseHcaSpec("=rxe", &s).ok());
+  EXPECT_FALSE(hcaSelected(s, "rxe1", 1)) << "'=': exact names";
+  ASSERT_TRUE(parseHcaSpec("^=rxe1", &s).ok());
+  EXPECT_TRUE(hcaSelected(s, "rxe0", 1));
+  EXPECT_FALSE(hcaSelected(s, "rxe1", 1));
+  for (const char* bad : {"rxe0:", "rxe0:0", "rxe0:x", ",rxe0", "rxe0,,rxe1", "^"}) {
+    Status st = parseHcaSpec(bad, &s);
+    EXPECT_EQ(st.code(), tribInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("TRIB_IB_HCA"), std::string::npos) << st.message();
+  }
+}
+
+// The registry lists verbs, connects a pair only where both ranks have an RDMA port, and refuses
+// TRIB_TRANSPORT=verbs on ranks without one with a clear error.
+TEST(VerbsRegistry, ChosenOnlyBetweenRanksWithRdmaPorts) {
+  const TransportDescriptor* d = findTransport("verbs");
+  ASSERT_NE(d, nullptr);
+  RankLocation a{}, b{};
+  std::snprintf(a.host, sizeof a.host, "hostA/1");
+  std::snprintf(b.host, sizeof b.host, "hostB/2");
+  a.pid = 1, b.pid = 2, a.process = 1, b.process = 2;
+  EXPECT_FALSE(d->canConnect(a, b));
+  a.flags = b.flags = kLocationRdma;
+  EXPECT_TRUE(d->canConnect(a, b));
+  b.flags = 0;
+  EXPECT_FALSE(d->canConnect(a, b));
+  // Two hosts without RDMA: forcing verbs names the pair and why.
+  a.flags = 0;
+  TransportChoice choice;
+  Status s = chooseTransports({a, b}, 0, "verbs", true, &choice);
+  if (d->notBuilt) {
+    EXPECT_EQ(s.code(), tribNotSupported);
+  } else {
+    EXPECT_EQ(s.code(), tribInvalidArgument);
+    EXPECT_NE(s.message().find("RDMA port"), std::string::npos) << s.message();
+  }
+  // With ports on both hosts (and the transport built) verbs is the first choice between them.
+  a.flags = b.flags = kLocationRdma;
+  if (!d->notBuilt) {
+    ASSERT_TRUE(chooseTransports({a, b}, 0, "", true, &choice).ok());
+    EXPECT_STREQ(choice.peer[1]->name, "verbs");
+  }
+}
+
+}  // namespace
+}  // namespace trib::verbs

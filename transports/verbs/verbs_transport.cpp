@@ -1,0 +1,916 @@
+#include "transports/verbs/verbs_transport.hpp"
+
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "reduce/reduce.hpp"
+#include "transports/match_queue.hpp"
+#include "transports/registry.hpp"
+#include "transports/verbs/verbs_device.hpp"
+#include "transports/verbs/verbs_reg_cache.hpp"
+#include "transports/verbs/verbs_wire.hpp"
+
+namespace trib {
+namespace {
+
+using namespace verbs;
+using Clock = std::chrono::steady_clock;
+
+// Work request ids: [kind:8][peer:24][index:32].
+enum WrKind : uint64_t { kWrRecv = 1, kWrEager, kWrCts, kWrCredit, kWrData, kWrProbe };
+uint64_t wrId(WrKind k, int peer, uint32_t index) {
+  return uint64_t{k} << 56 | (uint64_t(peer) & 0xffffff) << 32 | index;
+}
+WrKind wrKind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
+int wrPeer(uint64_t id) { return static_cast<int>((id >> 32) & 0xffffff); }
+uint32_t wrIndex(uint64_t id) { return static_cast<uint32_t>(id); }
+
+struct Mr {
+  ibv_mr* mr = nullptr;
+};
+
+// One registered slab of this transport's own buffers.
+struct Slab {
+  std::unique_ptr<uint8_t[]> mem;
+  size_t bytes = 0;
+  ibv_mr* mr = nullptr;
+};
+
+struct Options {
+  uint32_t eagerBytes = 8192;  // per pre-posted buffer, header included
+  uint32_t recvBuffers = 64;   // per peer
+  uint32_t fifoSlots = 64;
+  uint64_t chunkBytes = 1 << 20;
+  uint32_t sqDepth = 256;
+  size_t regKeep = 0;
+};
+
+// A posted receive, waiting in the match queue or for its data.
+struct Recv {
+  TransferOp* op = nullptr;
+  void* buf = nullptr;
+  size_t bytes = 0;
+  bool reduce = false;
+  ReduceSpec spec;
+};
+// A message that arrived before its receive: an eager payload or a ready-to-send notice.
+struct Arrived {
+  bool notice = false;
+  uint64_t bytes = 0;
+  uint32_t sendId = 0;
+  std::vector<uint8_t> payload;
+};
+
+// A send or write waiting for a slot on the send queue (and a credit, where it consumes one).
+struct Work {
+  WrKind kind;
+  bool needsCredit;
+  uint32_t index;  // eager: send buffer; data: send id; cts: slot
+  // data chunk
+  uint64_t localAddr = 0, remoteAddr = 0, length = 0;
+  uint32_t lkey = 0, rkey = 0, imm = 0;
+  bool last = false;
+};
+
+// A message through the peer's pre-posted buffers, before it has a send buffer of its own.
+struct OutMsg {
+  uint32_t type;
+  uint64_t tag;
+  const void* buf;
+  uint64_t bytes;
+  uint32_t sendId;
+  TransferOp* op;  // eager: completed with the send; notice: nullptr
+};
+
+struct LargeSend {
+  TransferOp* op = nullptr;
+  const void* buf = nullptr;
+  size_t bytes = 0;
+  uint64_t tag = 0;
+  uint64_t reg = 0;          // registration id (0: none yet)
+  uint32_t outstanding = 0;  // data writes posted, not completed
+  bool allPosted = false;
+};
+
+struct LargeRecv {
+  Recv r;
+  int peer = 0;
+  uint64_t tag = 0;
+  uint64_t reg = 0;
+  std::unique_ptr<uint8_t[]> bounce;  // a reduce-receive lands here
+};
+
+struct Peer {
+  bool active = false;
+  ibv_qp* qp = nullptr;
+  QpInfo remote;
+  BlobHeader remoteHeader;
+  Credits credits{1};
+  Reposts reposts{1};
+  CtsReader ctsIn{1};
+  CtsWriter ctsOut{1};
+  uint64_t noticesSent = 0;
+  uint32_t localPsn = 0;
+  std::deque<OutMsg> outbox;  // waiting for a send buffer (or, notices, a FIFO slot)
+  std::deque<Work> work;      // waiting for the send queue and credits, posted in order
+  std::vector<uint32_t> freeSendBufs;
+  std::vector<TransferOp*> eagerOps;    // per send buffer: the op its completion completes
+  std::map<uint32_t, LargeSend> large;  // by send id
+  uint32_t sqOutstanding = 0;
+  bool lost = false;
+  Status lostWhy;
+  Clock::time_point lastProbe{};
+  bool probeInFlight = false;
+};
+
+class VerbsTransport final : public Transport {
+ public:
+  VerbsTransport(int rank, int nranks, Options o, std::chrono::milliseconds timeout)
+      : rank_(rank),
+        nranks_(nranks),
+        opt_(o),
+        timeout_(timeout),
+        peers_(nranks),
+        sendRegs_(
+            o.regKeep, [this](uintptr_t a, uint64_t n, Mr* m) { return reg(a, n, 0, m); }, dereg),
+        recvRegs_(
+            o.regKeep,
+            [this](uintptr_t a, uint64_t n, Mr* m) {
+              return reg(a, n, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, m);
+            },
+            dereg) {}
+  ~VerbsTransport() override { close(); }
+  const char* name() const override { return "verbs"; }
+
+  Status init(const std::vector<int>& peers, const OobAllGather& oob);
+  Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) override;
+  Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
+                  TransferOp* op) override;
+  Status progress() override;
+  void abort(const Status& why) override;
+
+ private:
+  static void dereg(Mr& m) {
+    if (m.mr) ibv_dereg_mr(m.mr);
+    m.mr = nullptr;
+  }
+  Status reg(uintptr_t addr, uint64_t bytes, int access, Mr* out) {
+    // Zero bytes cannot be registered; a one-byte registration serves (nothing is transferred).
+    out->mr = ibv_reg_mr(dev_->pd(), reinterpret_cast<void*>(addr), std::max<uint64_t>(bytes, 1), access);
+    if (!out->mr)
+      return errorf(tribSystemError, "verbs: registering %llu bytes at %#llx on %s failed: %s",
+                    static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(addr),
+                    dev_->port().device.c_str(), std::strerror(errno));
+    return Status::Ok();
+  }
+  Status makeSlab(Slab* s, size_t bytes, int access);
+  Status connectQp(int p);
+  std::string who(int p) const {
+    return strprintf("rank %d (%s)", p,
+                     peers_[p].remoteHeader.device[0] ? peers_[p].remoteHeader.device : "?");
+  }
+  uint8_t* recvBuf(int p, uint32_t i) {
+    return recvSlab_.mem.get() + (size_t(p) * opt_.recvBuffers + i) * opt_.eagerBytes;
+  }
+  uint8_t* sendBuf(int p, uint32_t i) {
+    return sendSlab_.mem.get() + (size_t(p) * opt_.recvBuffers + i) * opt_.eagerBytes;
+  }
+  CtsEntry* fifo(int p) {
+    return reinterpret_cast<CtsEntry*>(fifoSlab_.mem.get()) + size_t(p) * opt_.fifoSlots;
+  }
+  CtsEntry* ctsSrc(int p) {
+    return reinterpret_cast<CtsEntry*>(ctsSlab_.mem.get()) + size_t(p) * opt_.fifoSlots;
+  }
+  volatile uint64_t* creditWord(int p) {
+    return reinterpret_cast<volatile uint64_t*>(creditSlab_.mem.get()) + 2 * p;
+  }
+  uint64_t* creditSrc(int p) { return reinterpret_cast<uint64_t*>(creditSlab_.mem.get()) + 2 * p + 1; }
+  uint64_t repostedByPeer(int p) { return __atomic_load_n(creditWord(p), __ATOMIC_ACQUIRE); }
+
+  Status postRecvBuf(int p, uint32_t i);
+  void queueEager(int p, uint32_t type, uint64_t tag, const void* buf, size_t bytes, uint32_t sendId,
+                  TransferOp* op);
+  void flush(int p);
+  void handle(const ibv_wc& wc);
+  void onMessage(int p, uint32_t bufIndex, uint32_t len);
+  void deliverEager(Recv& r, int p, uint64_t tag, const uint8_t* data, uint64_t n);
+  void matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uint32_t sendId);
+  void writeCts(int p, const CtsEntry& e);
+  void onCts(int p, const CtsEntry& e);
+  void finishLargeRecv(uint32_t recvId);
+  void markLost(int p, const Status& why, bool warn = true);
+  void failAll(const Status& why);
+  void probe(int p);
+  void close();
+
+  int rank_, nranks_;
+  Options opt_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::shared_ptr<DeviceContext> dev_;
+  std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+  std::vector<Peer> peers_;
+  Slab recvSlab_, sendSlab_, fifoSlab_, ctsSlab_, creditSlab_;
+  RegCache<Mr> sendRegs_, recvRegs_;
+  MatchQueue<Recv, Arrived> match_;
+  std::map<uint32_t, LargeRecv> largeRecvs_;
+  uint32_t nextSendId_ = 1, nextRecvId_ = 1;
+  bool aborted_ = false;
+  Status abortWhy_;
+};
+
+Status VerbsTransport::makeSlab(Slab* s, size_t bytes, int access) {
+  s->bytes = std::max<size_t>(bytes, 64);
+  s->mem.reset(new (std::align_val_t(64)) uint8_t[s->bytes]());
+  s->mr = ibv_reg_mr(dev_->pd(), s->mem.get(), s->bytes, access);
+  if (!s->mr)
+    return errorf(tribSystemError,
+                  "verbs: registering %zu bytes of buffers on %s failed: %s (RLIMIT_MEMLOCK?)", s->bytes,
+                  dev_->port().device.c_str(), std::strerror(errno));
+  return Status::Ok();
+}
+
+Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather& oob) {
+  PortChoice choice;
+  TRIB_RETURN_IF_ERROR(choosePort(&choice));
+  TRIB_RETURN_IF_ERROR(DeviceContext::open(choice, &dev_));
+  TRIB_INFO("transport", "verbs: rank %d uses %s port %d, GID index %d (%s), MTU %s", rank_,
+            choice.device.c_str(), choice.port, choice.gidIndex, gidText(choice.gid).c_str(),
+            mtuName(choice.mtu));
+  const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  const size_t perPeer = size_t(opt_.recvBuffers) * opt_.eagerBytes;
+  TRIB_RETURN_IF_ERROR(makeSlab(&recvSlab_, perPeer * nranks_, IBV_ACCESS_LOCAL_WRITE));
+  TRIB_RETURN_IF_ERROR(makeSlab(&sendSlab_, perPeer * nranks_, 0));
+  TRIB_RETURN_IF_ERROR(makeSlab(&fifoSlab_, sizeof(CtsEntry) * opt_.fifoSlots * nranks_, rw));
+  TRIB_RETURN_IF_ERROR(makeSlab(&ctsSlab_, sizeof(CtsEntry) * opt_.fifoSlots * nranks_, 0));
+  TRIB_RETURN_IF_ERROR(makeSlab(&creditSlab_, 16 * size_t(nranks_), rw));
+
+  Blob mine;
+  mine.header.rank = rank_;
+  mine.header.nranks = nranks_;
+  std::memcpy(mine.header.gid, choice.gid.raw, 16);
+  mine.header.lid = choice.lid;
+  mine.header.port = static_cast<uint8_t>(choice.port);
+  mine.header.mtu = static_cast<uint8_t>(choice.mtu);
+  mine.header.eagerBytes = opt_.eagerBytes;
+  mine.header.recvBuffers = opt_.recvBuffers;
+  mine.header.fifoSlots = opt_.fifoSlots;
+  std::snprintf(mine.header.device, sizeof mine.header.device, "%s", choice.device.c_str());
+  mine.qp.resize(nranks_);
+  std::mt19937 rng(std::random_device{}());
+  for (int p : peerList) {
+    if (p == rank_ || p < 0 || p >= nranks_) continue;
+    Peer& pe = peers_[p];
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = dev_->cq();
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = opt_.sqDepth;
+    ia.cap.max_recv_wr = opt_.recvBuffers;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    pe.qp = ibv_create_qp(dev_->pd(), &ia);
+    if (!pe.qp)
+      return errorf(tribSystemError, "verbs: creating a queue pair for rank %d on %s failed: %s", p,
+                    choice.device.c_str(), std::strerror(errno));
+    dev_->route(pe.qp->qp_num, inbox_);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = static_cast<uint8_t>(choice.port);
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_modify_qp(pe.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      return errorf(tribSystemError, "verbs: queue pair for rank %d: INIT failed: %s", p,
+                    std::strerror(errno));
+    pe.active = true;
+    pe.credits = Credits(0);
+    pe.reposts = Reposts(std::max(1u, opt_.recvBuffers / 4));
+    pe.ctsIn = CtsReader(opt_.fifoSlots);
+    pe.ctsOut = CtsWriter(opt_.fifoSlots);
+    pe.eagerOps.assign(opt_.recvBuffers, nullptr);
+    for (uint32_t i = opt_.recvBuffers; i-- > 0;) pe.freeSendBufs.push_back(i);
+    for (uint32_t i = 0; i < opt_.recvBuffers; ++i) TRIB_RETURN_IF_ERROR(postRecvBuf(p, i));
+    QpInfo& q = mine.qp[p];
+    q.qpn = pe.qp->qp_num;
+    q.psn = rng() & 0xffffff;
+    q.fifoAddr = reinterpret_cast<uintptr_t>(fifo(p));
+    q.fifoRkey = fifoSlab_.mr->rkey;
+    q.creditAddr = reinterpret_cast<uintptr_t>(creditWord(p));
+    q.creditRkey = creditSlab_.mr->rkey;
+  }
+  std::vector<std::vector<uint8_t>> all;
+  TRIB_RETURN_IF_ERROR(oob(encodeBlob(mine), all).prefix("verbs: exchanging connection blobs: "));
+  if (static_cast<int>(all.size()) != nranks_)
+    return errorf(tribInternalError, "verbs: the exchange returned %zu blobs for %d ranks", all.size(),
+                  nranks_);
+  for (int p = 0; p < nranks_; ++p) {
+    if (!peers_[p].active) continue;
+    Blob b;
+    TRIB_RETURN_IF_ERROR(decodeBlob(all[p], p, nranks_, &b));
+    peers_[p].remoteHeader = b.header;
+    peers_[p].remote = b.qp[rank_];
+    peers_[p].localPsn = mine.qp[p].psn;
+    if (b.qp[rank_].qpn == 0)
+      return errorf(tribRemoteError,
+                    "verbs: rank %d (%s) made no queue pair for rank %d (the ranks disagree "
+                    "on which transport connects them)",
+                    p, b.header.device, rank_);
+    peers_[p].credits = Credits(b.header.recvBuffers);
+    if (b.header.eagerBytes != opt_.eagerBytes || b.header.fifoSlots != opt_.fifoSlots)
+      return errorf(tribInvalidUsage,
+                    "verbs: rank %d uses %u-byte eager buffers and %u FIFO slots, this rank %u and %u "
+                    "(TRIB_IB_* settings must agree across ranks)",
+                    p, b.header.eagerBytes, b.header.fifoSlots, opt_.eagerBytes, opt_.fifoSlots);
+    TRIB_RETURN_IF_ERROR(connectQp(p));
+  }
+  return Status::Ok();
+}
+
+Status VerbsTransport::connectQp(int p) {
+  Peer& pe = peers_[p];
+  const PortChoice& me = dev_->port();
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = std::min(me.mtu, static_cast<ibv_mtu>(pe.remoteHeader.mtu));
+  a.dest_qp_num = pe.remote.qpn;
+  a.rq_psn = pe.remote.psn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.port_num = static_cast<uint8_t>(me.port);
+  a.ah_attr.dlid = pe.remoteHeader.lid;
+  if (me.ethernet || pe.remoteHeader.lid == 0) {
+    a.ah_attr.is_global = 1;
+    std::memcpy(a.ah_attr.grh.dgid.raw, pe.remoteHeader.gid, 16);
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(me.gidIndex);
+    a.ah_attr.grh.hop_limit = 64;
+  }
+  if (ibv_modify_qp(pe.qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return errorf(tribSystemError, "verbs: connecting the queue pair to %s: RTR failed: %s", who(p).c_str(),
+                  std::strerror(errno));
+  ibv_qp_attr s{};
+  s.qp_state = IBV_QPS_RTS;
+  s.timeout = 16;  // 4.096 us * 2^16 = 268 ms per try; 7 tries: a dead peer shows in about 2 s
+  s.retry_cnt = 7;
+  s.rnr_retry = 7;
+  s.sq_psn = pe.localPsn;
+  s.max_rd_atomic = 1;
+  if (ibv_modify_qp(pe.qp, &s,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                        IBV_QP_MAX_QP_RD_ATOMIC))
+    return errorf(tribSystemError, "verbs: connecting the queue pair to %s: RTS failed: %s", who(p).c_str(),
+                  std::strerror(errno));
+  return Status::Ok();
+}
+
+Status VerbsTransport::postRecvBuf(int p, uint32_t i) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(recvBuf(p, i)), opt_.eagerBytes, recvSlab_.mr->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = wrId(kWrRecv, p, i);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (ibv_post_recv(peers_[p].qp, &wr, &bad))
+    return errorf(tribSystemError, "verbs: posting a receive buffer for %s failed: %s", who(p).c_str(),
+                  std::strerror(errno));
+  return Status::Ok();
+}
+
+// Moves what waits in the outbox into send buffers, then posts what the send queue and the
+// peer's credits allow, in order.
+void VerbsTransport::flush(int p) {
+  Peer& pe = peers_[p];
+  if (pe.lost) return;
+  while (!pe.outbox.empty() && !pe.freeSendBufs.empty()) {
+    const OutMsg m = pe.outbox.front();
+    if (m.type == kReadyToSend && !pe.ctsIn.maySend(pe.noticesSent)) break;  // its CTS needs a free slot
+    pe.outbox.pop_front();
+    const uint32_t b = pe.freeSendBufs.back();
+    pe.freeSendBufs.pop_back();
+    MsgHeader h{m.type, m.sendId, m.tag, m.bytes};
+    std::memcpy(sendBuf(p, b), &h, sizeof h);
+    if (m.type == kEager && m.bytes) std::memcpy(sendBuf(p, b) + sizeof h, m.buf, m.bytes);
+    if (m.type == kReadyToSend) ++pe.noticesSent;
+    pe.eagerOps[b] = m.op;
+    Work w{kWrEager, true, b};
+    w.length = sizeof h + (m.type == kEager ? m.bytes : 0);
+    pe.work.push_back(w);
+  }
+  while (!pe.work.empty() && pe.sqOutstanding < opt_.sqDepth) {
+    Work& w = pe.work.front();
+    if (w.needsCredit && !pe.credits.take(repostedByPeer(p))) break;
+    ibv_sge sge{};
+    ibv_send_wr wr{};
+    wr.wr_id = wrId(w.kind, p, w.index);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    switch (w.kind) {
+      case kWrEager:
+        sge = {reinterpret_cast<uintptr_t>(sendBuf(p, w.index)), static_cast<uint32_t>(w.length),
+               sendSlab_.mr->lkey};
+        wr.opcode = IBV_WR_SEND;
+        break;
+      case kWrCts:
+        sge = {reinterpret_cast<uintptr_t>(&ctsSrc(p)[w.index]), sizeof(CtsEntry), ctsSlab_.mr->lkey};
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.wr.rdma.remote_addr = pe.remote.fifoAddr + w.index * sizeof(CtsEntry);
+        wr.wr.rdma.rkey = pe.remote.fifoRkey;
+        break;
+      case kWrCredit:
+      case kWrProbe:
+        *creditSrc(p) = pe.reposts.total();
+        sge = {reinterpret_cast<uintptr_t>(creditSrc(p)), sizeof(uint64_t), creditSlab_.mr->lkey};
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.wr.rdma.remote_addr = pe.remote.creditAddr;
+        wr.wr.rdma.rkey = pe.remote.creditRkey;
+        break;
+      case kWrData:
+        sge = {w.localAddr, static_cast<uint32_t>(w.length), w.lkey};
+        wr.num_sge = w.length ? 1 : 0;
+        wr.opcode = w.last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        wr.imm_data = htobe32(w.imm);
+        wr.wr.rdma.remote_addr = w.remoteAddr;
+        wr.wr.rdma.rkey = w.rkey;
+        break;
+      default:
+        break;
+    }
+    ibv_send_wr* bad = nullptr;
+    if (int e = ibv_post_send(pe.qp, &wr, &bad)) {
+      markLost(p,
+               errorf(tribSystemError, "verbs: posting to %s failed: %s", who(p).c_str(), std::strerror(e)));
+      return;
+    }
+    ++pe.sqOutstanding;
+    pe.work.pop_front();
+  }
+}
+
+Status VerbsTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) {
+  if (!op) return errorf(tribInvalidArgument, "verbs: postSend without a TransferOp");
+  if (peer < 0 || peer >= nranks_ || !peers_[peer].active)
+    return errorf(tribInvalidArgument, "verbs: rank %d is not a peer of this transport", peer);
+  if (bytes && !buf) return errorf(tribInvalidArgument, "verbs: send of %zu bytes from NULL", bytes);
+  op->error = Status();
+  op->state.store(TransferOp::kPending, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  Peer& pe = peers_[peer];
+  if (aborted_) return op->fail(abortWhy_), Status::Ok();
+  if (pe.lost) return op->fail(pe.lostWhy), Status::Ok();
+  if (bytes + sizeof(MsgHeader) <= opt_.eagerBytes) {
+    pe.outbox.push_back({kEager, tag, buf, bytes, 0, op});
+  } else {
+    const uint32_t id = nextSendId_++;
+    LargeSend& l = pe.large[id];
+    l.op = op;
+    l.buf = buf;
+    l.bytes = bytes;
+    l.tag = tag;
+    pe.outbox.push_back({kReadyToSend, tag, nullptr, bytes, id, nullptr});
+  }
+  flush(peer);
+  return Status::Ok();
+}
+
+Status VerbsTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
+                                TransferOp* op) {
+  if (!op) return errorf(tribInvalidArgument, "verbs: postRecv without a TransferOp");
+  if (peer < 0 || peer >= nranks_ || !peers_[peer].active)
+    return errorf(tribInvalidArgument, "verbs: rank %d is not a peer of this transport", peer);
+  if (bytes && !buf) return errorf(tribInvalidArgument, "verbs: receive of %zu bytes into NULL", bytes);
+  if (reduce) {
+    if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
+      return errorf(tribInvalidArgument, "verbs: invalid reduction (dtype %d, op %d)",
+                    static_cast<int>(reduce->dtype), static_cast<int>(reduce->op));
+    if (bytes % dataTypeSize(reduce->dtype) != 0)
+      return errorf(tribInvalidArgument,
+                    "verbs: reduce-receive of %zu bytes is not a whole number of %s elements", bytes,
+                    dataTypeName(reduce->dtype));
+    if (!reduce->local && bytes > 0)
+      return errorf(tribInvalidArgument, "verbs: reduce-receive with null local operand");
+  }
+  op->error = Status();
+  op->state.store(TransferOp::kPending, std::memory_order_relaxed);
+  Recv r{op, buf, bytes, reduce && bytes > 0, reduce ? *reduce : ReduceSpec{}};
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return op->fail(abortWhy_), Status::Ok();
+  Arrived a;
+  if (match_.takeMessage(peer, tag, &a)) {
+    if (a.notice)
+      matchLarge(std::move(r), peer, tag, a.bytes, a.sendId);
+    else
+      deliverEager(r, peer, tag, a.payload.data(), a.payload.size());
+    flush(peer);
+    return Status::Ok();
+  }
+  if (peers_[peer].lost) return op->fail(peers_[peer].lostWhy), Status::Ok();
+  match_.addRecv(peer, tag, std::move(r));
+  return Status::Ok();
+}
+
+void VerbsTransport::deliverEager(Recv& r, int p, uint64_t tag, const uint8_t* data, uint64_t n) {
+  if (n != r.bytes) {
+    r.op->fail(errorf(
+        tribInvalidUsage,
+        "verbs receive from %s (tag %#llx): it sent %llu bytes but %zu were expected (mismatched count "
+        "or datatype across ranks)",
+        who(p).c_str(), static_cast<unsigned long long>(tag), static_cast<unsigned long long>(n), r.bytes));
+    return;
+  }
+  if (r.reduce)
+    trib::reduce(r.buf, r.spec.local, data, n / dataTypeSize(r.spec.dtype), r.spec.dtype, r.spec.op);
+  else if (n)
+    std::memcpy(r.buf, data, n);
+  r.op->complete();
+}
+
+// A large message's notice met its receive: tell the sender where to write (or that its length
+// is wrong: an entry with no address, carrying the length expected).
+void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uint32_t sendId) {
+  CtsEntry e{};
+  e.sendId = sendId;
+  e.bytes = r.bytes;
+  if (bytes != r.bytes) {
+    r.op->fail(errorf(
+        tribInvalidUsage,
+        "verbs receive from %s (tag %#llx): it sent %llu bytes but %zu were expected (mismatched count "
+        "or datatype across ranks)",
+        who(p).c_str(), static_cast<unsigned long long>(tag), static_cast<unsigned long long>(bytes),
+        r.bytes));
+    writeCts(p, e);
+    return;
+  }
+  const uint32_t id = nextRecvId_++;
+  LargeRecv& l = largeRecvs_[id];
+  l.peer = p;
+  l.tag = tag;
+  uint8_t* target = static_cast<uint8_t*>(r.buf);
+  if (r.reduce) {
+    l.bounce.reset(new uint8_t[r.bytes]);
+    target = l.bounce.get();
+  }
+  Mr* m = nullptr;
+  if (Status s = recvRegs_.acquire(reinterpret_cast<uintptr_t>(target), r.bytes, &l.reg, &m); !s.ok()) {
+    r.op->fail(s);
+    largeRecvs_.erase(id);
+    writeCts(p, e);  // refused: the sender fails too instead of waiting
+    return;
+  }
+  l.r = std::move(r);
+  e.addr = reinterpret_cast<uintptr_t>(target);
+  e.rkey = m->mr->rkey;
+  e.recvId = id;
+  writeCts(p, e);
+}
+
+void VerbsTransport::writeCts(int p, const CtsEntry& entry) {
+  Peer& pe = peers_[p];
+  const uint32_t slot = pe.ctsOut.slot();
+  CtsEntry e = entry;
+  e.seq = e.seqEnd = pe.ctsOut.seq();
+  pe.ctsOut.advance();
+  ctsSrc(p)[slot] = e;
+  pe.work.push_back(Work{kWrCts, false, slot});
+}
+
+// The receiver's answer to a notice: write the data from the caller's buffer, in chunks.
+void VerbsTransport::onCts(int p, const CtsEntry& e) {
+  Peer& pe = peers_[p];
+  auto it = pe.large.find(e.sendId);
+  if (it == pe.large.end()) {
+    markLost(p, errorf(tribRemoteError, "verbs: %s answered send %u, which this rank never announced",
+                       who(p).c_str(), e.sendId));
+    return;
+  }
+  LargeSend& l = it->second;
+  if (e.addr == 0 || e.bytes != l.bytes) {
+    l.op->fail(errorf(
+        tribInvalidUsage,
+        "verbs send to %s (tag %#llx): it expected %llu bytes but this rank sent %zu (mismatched count or "
+        "datatype across ranks)",
+        who(p).c_str(), static_cast<unsigned long long>(l.tag), static_cast<unsigned long long>(e.bytes),
+        l.bytes));
+    pe.large.erase(it);
+    return;
+  }
+  Mr* m = nullptr;
+  if (Status s = sendRegs_.acquire(reinterpret_cast<uintptr_t>(l.buf), l.bytes, &l.reg, &m); !s.ok()) {
+    // The receiver waits for data that cannot come: the peer is unusable from here on.
+    l.op->fail(s);
+    pe.large.erase(it);
+    markLost(p, s);
+    return;
+  }
+  for (const Chunk& c : chunksOf(l.bytes, opt_.chunkBytes)) {
+    Work w{kWrData, c.last, e.sendId};
+    w.localAddr = reinterpret_cast<uintptr_t>(l.buf) + c.offset;
+    w.remoteAddr = e.addr + c.offset;
+    w.length = c.bytes;
+    w.lkey = m->mr->lkey;
+    w.rkey = e.rkey;
+    w.imm = e.recvId;
+    w.last = c.last;
+    pe.work.push_back(w);
+    ++l.outstanding;
+  }
+  l.allPosted = true;
+}
+
+void VerbsTransport::finishLargeRecv(uint32_t recvId) {
+  auto it = largeRecvs_.find(recvId);
+  if (it == largeRecvs_.end()) return;
+  LargeRecv& l = it->second;
+  if (l.r.reduce)
+    trib::reduce(l.r.buf, l.r.spec.local, l.bounce.get(), l.r.bytes / dataTypeSize(l.r.spec.dtype),
+                 l.r.spec.dtype, l.r.spec.op);
+  recvRegs_.release(l.reg);
+  l.r.op->complete();
+  largeRecvs_.erase(it);
+}
+
+void VerbsTransport::onMessage(int p, uint32_t bufIndex, uint32_t len) {
+  const uint8_t* b = recvBuf(p, bufIndex);
+  MsgHeader h;
+  if (len < sizeof h) {
+    markLost(p, errorf(tribRemoteError, "verbs: %s sent a %u-byte message, shorter than a header",
+                       who(p).c_str(), len));
+    return;
+  }
+  std::memcpy(&h, b, sizeof h);
+  if ((h.type == kEager && h.bytes != len - sizeof h) || (h.type != kEager && h.type != kReadyToSend)) {
+    markLost(p, errorf(tribRemoteError, "verbs: %s sent a malformed message (type %u, %llu bytes in %u)",
+                       who(p).c_str(), h.type, static_cast<unsigned long long>(h.bytes), len));
+    return;
+  }
+  Recv r;
+  if (match_.takeRecv(p, h.tag, &r)) {
+    if (h.type == kEager)
+      deliverEager(r, p, h.tag, b + sizeof h, h.bytes);
+    else
+      matchLarge(std::move(r), p, h.tag, h.bytes, h.sendId);
+    return;
+  }
+  Arrived a;
+  a.notice = h.type == kReadyToSend;
+  a.bytes = h.bytes;
+  a.sendId = h.sendId;
+  if (!a.notice) a.payload.assign(b + sizeof h, b + sizeof h + h.bytes);
+  match_.addMessage(p, h.tag, std::move(a));
+}
+
+void VerbsTransport::handle(const ibv_wc& wc) {
+  const int p = wrPeer(wc.wr_id);
+  if (p < 0 || p >= nranks_ || !peers_[p].active) return;
+  Peer& pe = peers_[p];
+  const WrKind kind = wrKind(wc.wr_id);
+  if (kind != kWrRecv && pe.sqOutstanding) --pe.sqOutstanding;
+  if (wc.status != IBV_WC_SUCCESS) {
+    const char* why = wc.status == IBV_WC_REM_ACCESS_ERR
+                          ? "the peer refused the access: a remote key or address that does not match"
+                          : "the peer process died or exited, or its link is down";
+    if (!pe.lost)
+      markLost(p, errorf(tribRemoteError, "verbs: the connection to %s broke: %s (%s)", who(p).c_str(),
+                         ibv_wc_status_str(wc.status), why));
+    return;
+  }
+  switch (kind) {
+    case kWrRecv: {
+      const uint32_t i = wrIndex(wc.wr_id);
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+        finishLargeRecv(be32toh(wc.imm_data));
+      else
+        onMessage(p, i, wc.byte_len);
+      if (pe.lost) return;
+      if (Status s = postRecvBuf(p, i); !s.ok()) return markLost(p, s);
+      pe.reposts.reposted();
+      break;
+    }
+    case kWrEager: {
+      const uint32_t b = wrIndex(wc.wr_id);
+      if (TransferOp* op = pe.eagerOps[b]) op->complete();
+      pe.eagerOps[b] = nullptr;
+      pe.freeSendBufs.push_back(b);
+      break;
+    }
+    case kWrData: {
+      auto it = pe.large.find(wrIndex(wc.wr_id));
+      if (it == pe.large.end()) break;
+      if (--it->second.outstanding == 0 && it->second.allPosted) {
+        sendRegs_.release(it->second.reg);
+        it->second.op->complete();
+        pe.large.erase(it);
+      }
+      break;
+    }
+    case kWrProbe:
+      pe.probeInFlight = false;
+      break;
+    default:
+      break;
+  }
+}
+
+// While work waits on a peer, a small RDMA write goes to it every interval: the peer's NIC (not
+// its process) acknowledges it, so a live peer answers however busy it is. One that is not
+// acknowledged within a quarter of the timeout (soft-RoCE may not exhaust its retries for long)
+// or that fails means the peer is gone: what waits on it fails, naming it, before TRIB_TIMEOUT.
+void VerbsTransport::probe(int p) {
+  Peer& pe = peers_[p];
+  const auto now = Clock::now();
+  const auto deadline = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), timeout_ / 4);
+  if (pe.probeInFlight) {
+    if (now - pe.lastProbe > deadline)
+      markLost(
+          p,
+          errorf(tribRemoteError,
+                 "verbs: %s did not acknowledge an RDMA write within %.1f s: the peer process died, or its "
+                 "host or link is down",
+                 who(p).c_str(), std::chrono::duration<double>(deadline).count()));
+    return;
+  }
+  const bool waiting = !pe.large.empty() || match_.hasRecvsFrom(p);
+  if (!waiting || now - pe.lastProbe < deadline / 2) return;
+  pe.lastProbe = now;
+  pe.probeInFlight = true;
+  pe.work.push_back(Work{kWrProbe, false, 0});
+}
+
+Status VerbsTransport::progress() {
+  TRIB_RETURN_IF_ERROR(dev_->poll());
+  std::deque<ibv_wc> wcs;
+  {
+    std::lock_guard<std::mutex> l(inbox_->mu);
+    wcs.swap(inbox_->wcs);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const ibv_wc& wc : wcs) handle(wc);
+  for (int p = 0; p < nranks_; ++p) {
+    Peer& pe = peers_[p];
+    if (!pe.active || pe.lost) continue;
+    for (;;) {
+      CtsEntry e;
+      std::memcpy(&e, const_cast<const CtsEntry*>(&fifo(p)[pe.ctsIn.nextSlot()]), sizeof e);
+      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      if (!pe.ctsIn.ready(e)) break;
+      pe.ctsIn.consume();
+      onCts(p, e);
+      if (pe.lost) break;
+    }
+    if (pe.lost) continue;
+    if (pe.reposts.pending()) {
+      pe.reposts.advertise();
+      pe.work.push_back(Work{kWrCredit, false, 0});
+    }
+    probe(p);
+    flush(p);
+  }
+  return Status::Ok();
+}
+
+void VerbsTransport::markLost(int p, const Status& why, bool warn) {
+  Peer& pe = peers_[p];
+  if (pe.lost) return;
+  pe.lost = true;
+  pe.lostWhy = why;
+  if (warn) TRIB_WARN("transport", "%s", why.message().c_str());
+  for (auto& [id, l] : pe.large) {
+    if (l.reg) sendRegs_.release(l.reg);
+    l.op->fail(why);
+  }
+  pe.large.clear();
+  for (OutMsg& m : pe.outbox)
+    if (m.op) m.op->fail(why);
+  pe.outbox.clear();
+  pe.work.clear();
+  for (TransferOp*& op : pe.eagerOps) {
+    if (op) op->fail(why);
+    op = nullptr;
+  }
+  match_.eraseRecvsIf([&](int src, uint64_t, Recv& r) {
+    if (src != p) return false;
+    r.op->fail(why);
+    return true;
+  });
+  for (auto it = largeRecvs_.begin(); it != largeRecvs_.end();) {
+    if (it->second.peer != p) {
+      ++it;
+      continue;
+    }
+    recvRegs_.release(it->second.reg);
+    it->second.r.op->fail(why);
+    it = largeRecvs_.erase(it);
+  }
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  ibv_modify_qp(pe.qp, &a, IBV_QP_STATE);
+}
+
+void VerbsTransport::failAll(const Status& why) {
+  for (int p = 0; p < nranks_; ++p)
+    if (peers_[p].active && !peers_[p].lost) markLost(p, why, false);
+  match_.eraseRecvsIf([&](int, uint64_t, Recv& r) {
+    r.op->fail(why);
+    return true;
+  });
+}
+
+void VerbsTransport::abort(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return;
+  aborted_ = true;
+  abortWhy_ = why;
+  failAll(why);
+}
+
+// Queue pairs go to the error state and their flushed work is drained (bounded) before they are
+// destroyed, so that no completion of theirs reaches a later queue pair with the same number.
+void VerbsTransport::close() {
+  if (!dev_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) {
+      aborted_ = true;
+      abortWhy_ = errorf(tribAborted, "verbs: the transport closed");
+      failAll(abortWhy_);
+    }
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    (void)dev_->poll();
+    std::deque<ibv_wc> wcs;
+    {
+      std::lock_guard<std::mutex> l(inbox_->mu);
+      wcs.swap(inbox_->wcs);
+    }
+    bool busy = false;
+    for (const ibv_wc& wc : wcs)
+      if (wrKind(wc.wr_id) != kWrRecv && peers_[wrPeer(wc.wr_id)].sqOutstanding)
+        --peers_[wrPeer(wc.wr_id)].sqOutstanding;
+    for (const Peer& pe : peers_) busy |= pe.active && pe.sqOutstanding > 0;
+    if (!busy || Clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (Peer& pe : peers_) {
+    if (!pe.qp) continue;
+    dev_->unroute(pe.qp->qp_num);
+    ibv_destroy_qp(pe.qp);
+    pe.qp = nullptr;
+  }
+  sendRegs_.clear();
+  recvRegs_.clear();
+  for (Slab* s : {&recvSlab_, &sendSlab_, &fifoSlab_, &ctsSlab_, &creditSlab_})
+    if (s->mr) ibv_dereg_mr(s->mr), s->mr = nullptr;
+  dev_.reset();
+}
+
+Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
+  if (!args.oob) return errorf(tribInvalidArgument, "verbs: no out-of-band exchange given");
+  Options o;
+  o.regKeep = static_cast<size_t>(std::max<int64_t>(0, envInt("TRIB_IB_REG_CACHE")));
+  const int64_t chunk = envInt("TRIB_IB_CHUNK_BYTES");
+  if (chunk > 0) o.chunkBytes = static_cast<uint64_t>(chunk);
+  auto t = std::make_unique<VerbsTransport>(args.rank, args.nranks, o, args.timeout);
+  TRIB_RETURN_IF_ERROR(t->init(args.peers, args.oob));
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+// Both ranks must have a port: decided from the locations alone, the same on every rank.
+bool verbsCanConnect(const RankLocation& self, const RankLocation& peer) {
+  return self.flags & peer.flags & kLocationRdma;
+}
+
+}  // namespace
+
+bool verbsPortAvailable() { return haveRdmaPort(); }
+
+TransportDescriptor verbsTransportDescriptor() {
+  TransportDescriptor d{};
+  d.name = "verbs";
+  // Where this process has no port, say why (an unknown TRIB_IB_HCA, say): what a forced
+  // TRIB_TRANSPORT=verbs that cannot connect reports.
+  static const std::string reaches =
+      std::string("ranks on other hosts, where every rank has an active RDMA port") +
+      (haveRdmaPort() ? "" : "; this process has none: " + rdmaPortStatus().message());
+  d.reaches = reaches.c_str();
+  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.twoSided = true;
+  d.caps.zeroCopy = true;  // large sends are RDMA-written from the caller's buffer
+  d.priority = 150;        // above UCX for hosts with RDMA; below shm, which serves one host
+  d.needsExchange = true;
+  d.canConnect = verbsCanConnect;
+  d.connect = verbsConnect;
+  return d;
+}
+
+}  // namespace trib

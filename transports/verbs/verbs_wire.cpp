@@ -1,0 +1,101 @@
+#include "transports/verbs/verbs_wire.hpp"
+
+#include <cstring>
+
+namespace trib::verbs {
+
+std::vector<uint8_t> encodeBlob(const Blob& b) {
+  std::vector<uint8_t> out(sizeof(BlobHeader) + b.qp.size() * sizeof(QpInfo));
+  std::memcpy(out.data(), &b.header, sizeof(BlobHeader));
+  if (!b.qp.empty()) std::memcpy(out.data() + sizeof(BlobHeader), b.qp.data(), b.qp.size() * sizeof(QpInfo));
+  return out;
+}
+
+Status decodeBlob(const std::vector<uint8_t>& bytes, int from, int nranks, Blob* out) {
+  auto bad = [&](const std::string& why) {
+    return errorf(tribRemoteError, "verbs: the connection blob of rank %d is malformed: %s", from,
+                  why.c_str());
+  };
+  if (bytes.size() < sizeof(BlobHeader))
+    return bad(strprintf("%zu bytes, less than its %zu-byte header", bytes.size(), sizeof(BlobHeader)));
+  BlobHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.magic != kBlobMagic) return bad(strprintf("magic %#x, not %#x", h.magic, kBlobMagic));
+  if (h.version != kBlobVersion || h.headerBytes != sizeof(BlobHeader))
+    return bad(
+        strprintf("version %u with a %u-byte header; this build speaks version %u (%zu bytes): "
+                  "every rank must run the same Tributary",
+                  h.version, h.headerBytes, kBlobVersion, sizeof(BlobHeader)));
+  if (h.rank != from || h.nranks != nranks)
+    return bad(strprintf("it says rank %d of %d, expected rank %d of %d", h.rank, h.nranks, from, nranks));
+  const size_t want = sizeof(BlobHeader) + static_cast<size_t>(nranks) * sizeof(QpInfo);
+  if (bytes.size() != want)
+    return bad(strprintf("%zu bytes, expected %zu for %d ranks", bytes.size(), want, nranks));
+  if (h.recvBuffers == 0 || h.fifoSlots == 0 || h.eagerBytes <= sizeof(MsgHeader))
+    return bad(
+        strprintf("%u receive buffers of %u bytes, %u FIFO slots", h.recvBuffers, h.eagerBytes, h.fifoSlots));
+  if (h.device[sizeof h.device - 1] != 0) return bad("device name not terminated");
+  out->header = h;
+  out->qp.resize(nranks);
+  std::memcpy(out->qp.data(), bytes.data() + sizeof(BlobHeader), nranks * sizeof(QpInfo));
+  return Status::Ok();
+}
+
+std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk) {
+  std::vector<Chunk> out;
+  if (bytes == 0 || chunk == 0) {
+    out.push_back({0, bytes, true});
+    return out;
+  }
+  for (uint64_t off = 0; off < bytes; off += chunk) {
+    const uint64_t n = std::min(chunk, bytes - off);
+    out.push_back({off, n, off + n == bytes});
+  }
+  return out;
+}
+
+Status parseHcaSpec(const std::string& text, HcaSpec* out) {
+  HcaSpec s;
+  size_t i = 0;
+  if (i < text.size() && text[i] == '^') s.exclude = true, ++i;
+  if (i < text.size() && text[i] == '=') s.exact = true, ++i;
+  std::string rest = text.substr(i);
+  if (rest.empty() && !text.empty())
+    return errorf(tribInvalidArgument, "TRIB_IB_HCA='%s' names no device", text.c_str());
+  size_t start = 0;
+  while (start <= rest.size() && !rest.empty()) {
+    size_t comma = rest.find(',', start);
+    std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    HcaSpec::Item it;
+    size_t colon = item.find(':');
+    it.name = item.substr(0, colon);
+    if (it.name.empty())
+      return errorf(tribInvalidArgument, "TRIB_IB_HCA='%s': an empty device name", text.c_str());
+    if (colon != std::string::npos) {
+      const std::string p = item.substr(colon + 1);
+      char* end = nullptr;
+      long v = std::strtol(p.c_str(), &end, 10);
+      if (p.empty() || *end || v < 1 || v > 255)
+        return errorf(tribInvalidArgument, "TRIB_IB_HCA='%s': port '%s' of %s is not a number 1..255",
+                      text.c_str(), p.c_str(), it.name.c_str());
+      it.port = static_cast<int>(v);
+    }
+    s.items.push_back(it);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+bool hcaSelected(const HcaSpec& spec, const std::string& name, int port) {
+  if (spec.items.empty()) return true;
+  bool listed = false;
+  for (const HcaSpec::Item& it : spec.items) {
+    const bool nameMatches = spec.exact ? name == it.name : name.compare(0, it.name.size(), it.name) == 0;
+    if (nameMatches && (it.port == 0 || it.port == port)) listed = true;
+  }
+  return spec.exclude ? !listed : listed;
+}
+
+}  // namespace trib::verbs

@@ -1,0 +1,174 @@
+// What the verbs transport puts on the wire and in the bootstrap's exchange, and the protocol
+// bookkeeping that needs no device (tests/test_verbs_protocol.cpp runs it everywhere):
+//  - the connection blob every rank publishes: versioned, size-checked, one entry per peer;
+//  - the header of the messages that go through pre-posted receive buffers (eager payloads and
+//    ready-to-send notices of large ones);
+//  - the clear-to-send FIFO a receiver writes into its sender's memory by RDMA;
+//  - credits for the pre-posted buffers, and the chunks of a large RDMA write.
+// Layouts are little-endian structs of fixed size (every rank runs this build on x86-64/aarch64).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace trib::verbs {
+
+// ---- connection blob ----------------------------------------------------------------------
+constexpr uint32_t kBlobMagic = 0x42565254;  // "TRVB"
+constexpr uint16_t kBlobVersion = 1;
+
+// What a rank tells one peer about the queue pair it made for it.
+struct QpInfo {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint64_t fifoAddr = 0;  // this rank's CTS FIFO for messages it sends to that peer
+  uint32_t fifoRkey = 0;
+  uint32_t creditRkey = 0;  // the word into which that peer writes how many buffers it reposted
+  uint64_t creditAddr = 0;
+};
+
+struct BlobHeader {
+  uint32_t magic = kBlobMagic;
+  uint16_t version = kBlobVersion;
+  uint16_t headerBytes = sizeof(BlobHeader);
+  int32_t rank = 0;
+  int32_t nranks = 0;
+  uint8_t gid[16] = {};
+  uint16_t lid = 0;
+  uint8_t port = 0;
+  uint8_t mtu = 0;           // enum ibv_mtu of the port
+  uint32_t eagerBytes = 0;   // size of each pre-posted receive buffer
+  uint32_t recvBuffers = 0;  // pre-posted per peer (the sender's credits)
+  uint32_t fifoSlots = 0;
+  char device[32] = {};  // for messages
+};
+
+struct Blob {
+  BlobHeader header;
+  std::vector<QpInfo> qp;  // qp[r]: for peer r (zeros where it is not a peer)
+};
+
+std::vector<uint8_t> encodeBlob(const Blob& b);
+// Checks magic, version, sizes, rank and nranks against what `from` should have sent; the error
+// names the peer.
+Status decodeBlob(const std::vector<uint8_t>& bytes, int from, int nranks, Blob* out);
+
+// ---- messages through pre-posted buffers --------------------------------------------------
+enum MsgType : uint32_t { kEager = 1, kReadyToSend = 2 };
+struct MsgHeader {
+  uint32_t type = 0;
+  uint32_t sendId = 0;  // ready-to-send: the sender's id, echoed in the CTS
+  uint64_t tag = 0;
+  uint64_t bytes = 0;  // the message's length (eager: the payload that follows)
+};
+static_assert(sizeof(MsgHeader) == 24);
+
+// ---- clear-to-send FIFO -------------------------------------------------------------------
+// The receiver of a large message writes one entry into its sender's FIFO (slot = index % slots)
+// once it has matched the sender's ready-to-send with a posted receive. `seq` is index + 1 at both
+// ends of the entry, so the sender reads an entry only when all of it has landed.
+struct CtsEntry {
+  uint64_t seq = 0;
+  uint64_t addr = 0;   // where to write; 0: refused (bytes then says what the receiver expected)
+  uint64_t bytes = 0;  // the receiver's length
+  uint32_t rkey = 0;
+  uint32_t sendId = 0;  // the ready-to-send it answers
+  uint32_t recvId = 0;  // echoed in the immediate of the last write
+  uint32_t pad = 0;
+  uint64_t seqEnd = 0;
+};
+static_assert(sizeof(CtsEntry) == 48);
+
+// Sender side: which slot holds the next entry, and whether it has fully arrived.
+class CtsReader {
+ public:
+  explicit CtsReader(uint32_t slots) : slots_(slots) {}
+  uint32_t nextSlot() const { return static_cast<uint32_t>(consumed_ % slots_); }
+  bool ready(const CtsEntry& e) const { return e.seq == consumed_ + 1 && e.seqEnd == consumed_ + 1; }
+  void consume() { ++consumed_; }
+  uint64_t consumed() const { return consumed_; }
+  // Ready-to-send notices in flight may not exceed the slots (each gets one entry): whether one
+  // more may go, given how many were sent.
+  bool maySend(uint64_t noticesSent) const { return noticesSent < consumed_ + slots_; }
+
+ private:
+  uint32_t slots_;
+  uint64_t consumed_ = 0;
+};
+
+// Receiver side: where the next entry goes and its sequence number.
+class CtsWriter {
+ public:
+  explicit CtsWriter(uint32_t slots) : slots_(slots) {}
+  uint32_t slot() const { return static_cast<uint32_t>(written_ % slots_); }
+  uint64_t seq() const { return written_ + 1; }
+  void advance() { ++written_; }
+
+ private:
+  uint32_t slots_;
+  uint64_t written_ = 0;
+};
+
+// ---- credits --------------------------------------------------------------------------------
+// A send or write-with-immediate consumes one of the peer's pre-posted buffers. The peer writes
+// how many it has reposted so far into our credit word (RDMA, no buffer consumed), so the credits
+// never deadlock: available = initial + reposted - consumed.
+class Credits {
+ public:
+  explicit Credits(uint32_t initial) : initial_(initial) {}
+  uint64_t available(uint64_t repostedByPeer) const { return initial_ + repostedByPeer - consumed_; }
+  bool take(uint64_t repostedByPeer) {
+    if (available(repostedByPeer) == 0) return false;
+    ++consumed_;
+    return true;
+  }
+  uint64_t consumed() const { return consumed_; }
+
+ private:
+  uint64_t initial_;
+  uint64_t consumed_ = 0;
+};
+
+// The receiver's side: reposts counted, and when to tell the sender (every `batch`, and whenever
+// asked to flush what is pending).
+class Reposts {
+ public:
+  explicit Reposts(uint32_t batch) : batch_(batch ? batch : 1) {}
+  void reposted() { ++total_; }
+  bool shouldAdvertise() const { return total_ - advertised_ >= batch_; }
+  bool pending() const { return total_ != advertised_; }
+  uint64_t advertise() { return advertised_ = total_; }
+  uint64_t total() const { return total_; }
+
+ private:
+  uint32_t batch_;
+  uint64_t total_ = 0, advertised_ = 0;
+};
+
+// ---- chunks of a large write ------------------------------------------------------------------
+struct Chunk {
+  uint64_t offset, bytes;
+  bool last;
+};
+// [0, bytes) in chunks of at most `chunk` (> 0); an empty message is one empty last chunk.
+std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk);
+
+// ---- TRIB_IB_HCA (NCCL's syntax) --------------------------------------------------------------
+// "mlx5_0:1,mlx5_1" picks those devices (port optional); "^mlx5_2" excludes; a leading '=' makes
+// names exact instead of prefixes.
+struct HcaSpec {
+  bool exclude = false, exact = false;
+  struct Item {
+    std::string name;
+    int port = 0;  // 0: any
+  };
+  std::vector<Item> items;
+};
+Status parseHcaSpec(const std::string& text, HcaSpec* out);
+// Whether device `name` port `port` is selected by spec (an empty spec selects everything).
+bool hcaSelected(const HcaSpec& spec, const std::string& name, int port);
+
+}  // namespace trib::verbs
