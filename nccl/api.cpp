@@ -405,12 +405,47 @@ NCCL_ALIAS(ncclCommWindowDeregister)
 // ---- Reduction operators ------------------------------------------------------------------
 NCCL_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                                    ncclScalarResidence_t residence, ncclComm_t comm) {
-  return refuse("ncclRedOpCreatePreMulSum", "Tributary has no pre-multiplied sum yet");
+  return guarded("ncclRedOpCreatePreMulSum", [&] {
+    NCCL_CHECK(needComm("ncclRedOpCreatePreMulSum", comm));
+    if (!op) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op is NULL");
+    CallScope scope(comm);
+    tribDataType_t dt;
+    NCCL_CHECK(dataType("ncclRedOpCreatePreMulSum", datatype, &dt));
+    tribScalarResidence_t where;
+    if (!tribnccl::scalarResidenceToTrib(residence, &where)) {
+      return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unknown ncclScalarResidence_t %d",
+                  static_cast<int>(residence));
+    }
+    std::lock_guard<std::mutex> lock(comm->opsMu);
+    if (comm->nextOp == ncclMaxRedOp)
+      return fail(ncclInternalError, "ncclRedOpCreatePreMulSum: this communicator has made 2^31 operators");
+    tribRedOp_t top;
+    NCCL_CHECK(fromTrib(tribRedOpCreatePreMulSum(&top, scalar, dt, where, comm->trib)));
+    const int value = comm->nextOp++;
+    comm->ops.emplace(value, top);
+    *op = static_cast<ncclRedOp_t>(value);
+    return ncclSuccess;
+  });
 }
 NCCL_ALIAS(ncclRedOpCreatePreMulSum)
 
 NCCL_EXPORT ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  return refuse("ncclRedOpDestroy", "Tributary has no pre-multiplied sum yet");
+  return guarded("ncclRedOpDestroy", [&] {
+    NCCL_CHECK(needComm("ncclRedOpDestroy", comm));
+    CallScope scope(comm);
+    std::lock_guard<std::mutex> lock(comm->opsMu);
+    auto it = comm->ops.find(static_cast<int>(op));
+    if (it == comm->ops.end()) {
+      return fail(
+          ncclInvalidArgument,
+          "ncclRedOpDestroy: operator %d was not made by ncclRedOpCreatePreMulSum on this communicator "
+          "(or is already destroyed)",
+          static_cast<int>(op));
+    }
+    NCCL_CHECK(fromTrib(tribRedOpDestroy(it->second, comm->trib)));
+    comm->ops.erase(it);
+    return ncclSuccess;
+  });
 }
 NCCL_ALIAS(ncclRedOpDestroy)
 

@@ -160,14 +160,16 @@ bool builtinOpToTrib(ncclRedOp_t in, tribRedOp_t* out) {
   }
 }
 
-const char* scalarResidenceName(ncclScalarResidence_t r) {
-  switch (r) {
+bool scalarResidenceToTrib(ncclScalarResidence_t in, tribScalarResidence_t* out) {
+  switch (in) {
     case ncclScalarDevice:
-      return "ncclScalarDevice";
+      *out = tribScalarDevice;
+      return true;
     case ncclScalarHostImmediate:
-      return "ncclScalarHostImmediate";
+      *out = tribScalarHostImmediate;
+      return true;
     default:
-      return "an unknown residence";
+      return false;
   }
 }
 

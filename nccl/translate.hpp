@@ -20,7 +20,7 @@ const char* resultString(ncclResult_t r);
 // false for a value NCCL does not define (the caller reports it).
 bool dataTypeToTrib(ncclDataType_t in, tribDataType_t* out);
 bool builtinOpToTrib(ncclRedOp_t in, tribRedOp_t* out);
-const char* scalarResidenceName(ncclScalarResidence_t r);
+bool scalarResidenceToTrib(ncclScalarResidence_t in, tribScalarResidence_t* out);
 
 // ncclConfig_t by NCCL's rule: the magic proves it was initialised with NCCL_CONFIG_INITIALIZER, the
 // caller's `size` says which fields its header had (later ones take defaults), fields left at

@@ -263,6 +263,24 @@ TRIB_API tribResult_t tribWait(tribRequest_t* request, int timeoutMs);
 /* Free a request without waiting: only legal once complete or after abort. */
 TRIB_API tribResult_t tribRequestFree(tribRequest_t* request);
 
+/* ---- Pre-multiplied sums ----------------------------------------------------------------- *
+ * As NCCL's ncclRedOpCreatePreMulSum (gradient pre-scaling): an operator that multiplies each
+ * rank's input by `scalar` (one element of `datatype`, multiplied in that type) and then sums.
+ * Usable with comm's reduction collectives (AllReduce, Reduce, ReduceScatter; blocking, grouped
+ * and non-blocking) on `datatype` only; its value is tribNumOps or above, unique on comm.
+ * tribScalarHostImmediate copies the scalar now; tribScalarDevice keeps the pointer and reads it
+ * when each call starts (it must be host memory: a CUDA device scalar is tribNotSupported, and so
+ * is a stream-ordered call with such an operator, for now). A call reads the scalar when it
+ * starts, so the operator may be destroyed as soon as the last call given it has returned. */
+typedef enum {
+  tribScalarDevice = 0,
+  tribScalarHostImmediate = 1,
+  tribScalarResidence_MAX_ENUM = 0x7fffffff
+} tribScalarResidence_t;
+TRIB_API tribResult_t tribRedOpCreatePreMulSum(tribRedOp_t* op, void* scalar, tribDataType_t datatype,
+                                               tribScalarResidence_t residence, tribComm_t comm);
+TRIB_API tribResult_t tribRedOpDestroy(tribRedOp_t op, tribComm_t comm);
+
 /* ---- Group calls ------------------------------------------------------------------------- *
  * Between tribGroupStart and tribGroupEnd, blocking collectives are queued; tribGroupEnd launches
  * them together and waits for all. Required when one thread drives several ranks. Nestable. */

@@ -9,6 +9,7 @@
 #include "common/shared_alloc.hpp"
 #include "core/comm.hpp"
 #include "core/group.hpp"
+#include "core/premul.hpp"
 #include "core/stream_coll.hpp"
 
 using trib::Coll;
@@ -407,6 +408,22 @@ TRIB_API tribResult_t tribRequestFree(tribRequest_t* request) {
     trib::requestFree(req);
     *request = nullptr;
     return Status::Ok();
+  });
+}
+
+TRIB_API tribResult_t tribRedOpCreatePreMulSum(tribRedOp_t* op, void* scalar, tribDataType_t datatype,
+                                               tribScalarResidence_t residence, tribComm_t comm) {
+  return guarded("tribRedOpCreatePreMulSum", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribRedOpCreatePreMulSum", comm));
+    if (!op) return errorf(tribInvalidArgument, "tribRedOpCreatePreMulSum: op is NULL");
+    return trib::createPreMulSum(comm->impl(), scalar, datatype, residence, op);
+  });
+}
+
+TRIB_API tribResult_t tribRedOpDestroy(tribRedOp_t op, tribComm_t comm) {
+  return guarded("tribRedOpDestroy", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribRedOpDestroy", comm));
+    return trib::destroyPreMulSum(comm->impl(), op);
   });
 }
 

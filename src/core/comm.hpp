@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,14 @@ struct CollCall {
   // What the buffers are (classified once, at the API, after validation; Host for a NULL one).
   MemoryKind sendKind = MemoryKind::Host, recvKind = MemoryKind::Host;
 };
+// A tribRedOpCreatePreMulSum operator (core/premul.hpp).
+struct PreMulSum {
+  DataType dtype = tribFloat32;
+  bool immediate = true;            // the scalar was copied at creation (tribScalarHostImmediate)
+  std::vector<uint8_t> scalar;      // its bytes when immediate
+  const void* scalarPtr = nullptr;  // read at each launch otherwise (tribScalarDevice)
+};
+
 // The kind a call's plan is made for: the kinds of both buffers, folded into the least capable.
 MemoryKind callMemoryKind(const CollCall& call);
 
@@ -154,6 +163,9 @@ struct Communicator {
   std::atomic<int> outstanding{0};   // live requests
   std::vector<tribRequest*> active;  // requests still running: progressed together
   std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> planCache;
+  // tribRedOpCreatePreMulSum's operators, by value (from tribNumOps up; core/premul.hpp).
+  std::map<int, trib::PreMulSum> preMulSums;
+  int nextPreMulSum = tribNumOps;
 
   // In-network reduction (core/switch_coll.cpp): this rank's aggregation-switch client, if any.
   std::unique_ptr<trib::CollectiveOffload> switchOffload;
@@ -209,7 +221,8 @@ struct tribComm {
 struct tribRequest {
   trib::Communicator* comm = nullptr;
   std::unique_ptr<trib::Execution> exec;
-  trib::Scratch scratch;  // from the communicator's pool
+  trib::Scratch scratch;      // from the communicator's pool
+  trib::Scratch preMulInput;  // a pre-multiplied sum's scaled input (core/premul.hpp)
   // What it runs, for messages ("allreduce(count 1024, float32, sum) on rank 0 of 4 [ring]"):
   // kept as fields and formatted by what() only when a message needs it, off the hot path.
   trib::CollCall call;

@@ -402,11 +402,53 @@ static int checkMovement(Ranks* rs, ncclDataType_t dt) {
   return failures + bad;
 }
 
+/* ---- Pre-multiplied sums: each rank scales its input by rank + 1, then all are summed -------- */
+typedef struct {
+  ncclRedOp_t op[kMaxLocal];
+  float scalar[kMaxLocal];
+} PreMul;
+
+static ncclResult_t callPreMulAllReduce(Ranks* rs, int l, void* ctx) {
+  PreMul* c = (PreMul*)ctx;
+  return ncclAllReduce(rs->send[l], rs->recv[l], kCount, ncclFloat32, c->op[l], rs->comm[l], NULL);
+}
+
+static int checkPreMulSum(Ranks* rs) {
+  int failures = 0;
+  PreMul c;
+  for (int l = 0; l < rs->n; ++l) {
+    c.scalar[l] = (float)(rs->rank[l] + 1);
+    NCCL_OK(
+        ncclRedOpCreatePreMulSum(&c.op[l], &c.scalar[l], ncclFloat32, ncclScalarHostImmediate, rs->comm[l]));
+    if ((int)c.op[l] < (int)ncclNumOps)
+      FAIL("ncclRedOpCreatePreMulSum gave a built-in value %d", (int)c.op[l]);
+  }
+  allocBuffers(rs, kCount * 4, kCount * 4);
+  for (int l = 0; l < rs->n; ++l)
+    for (size_t i = 0; i < kCount; ++i) setElem(ncclFloat32, rs->send[l], i, smallValue(rs->rank[l], i));
+  failures += issue(rs, callPreMulAllReduce, &c, "ncclAllReduce(premulsum)");
+  for (int l = 0; l < rs->n && !failures; ++l) {
+    for (size_t i = 0; i < kCount; ++i) {
+      double want = 0;
+      for (int r = 0; r < rs->nranks; ++r) want += (r + 1) * smallValue(r, i);
+      double got = getElem(ncclFloat32, rs->recv[l], i);
+      if (got != want) {
+        FAIL("ncclAllReduce(premulsum) rank %d [%zu]: got %g, want %g", rs->rank[l], i, got, want);
+        break;
+      }
+    }
+  }
+  freeBuffers(rs);
+  for (int l = 0; l < rs->n; ++l) NCCL_OK(ncclRedOpDestroy(c.op[l], rs->comm[l]));
+  return failures;
+}
+
 int ncclCheckAll(ncclComm_t* comms, int ncomms, int useGroup) {
   Ranks rs;
   int failures = setup(&rs, comms, ncomms, useGroup);
   if (failures) return failures;
   failures += checkAllReduce(&rs);
+  if (!failures) failures += checkPreMulSum(&rs);
   if (!failures) failures += checkMovement(&rs, ncclFloat32);
   if (!failures) failures += checkMovement(&rs, ncclFloat64);
   return failures;
@@ -442,6 +484,17 @@ int ncclCheckBadInput(ncclComm_t comm) {
   EXPECT_CODE(ncclGetVersion(NULL), ncclInvalidArgument, "version is NULL");
   EXPECT_CODE(ncclCommWindowRegister(comm, buf, sizeof buf, NULL, NCCL_WIN_DEFAULT), ncclInvalidUsage,
               "not supported");
+  ncclRedOp_t premul;
+  float two = 2.0f;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&premul, &two, ncclFloat32, ncclScalarHostImmediate, comm));
+  EXPECT_CODE(ncclAllReduce(buf, buf, 4, ncclFloat64, premul, comm, NULL), ncclInvalidArgument,
+              "made for float32");
+  NCCL_OK(ncclRedOpDestroy(premul, comm));
+  EXPECT_CODE(ncclRedOpDestroy(premul, comm), ncclInvalidArgument, "already destroyed");
+  EXPECT_CODE(ncclAllReduce(buf, buf, 4, ncclFloat32, premul, comm, NULL), ncclInvalidArgument,
+              "ncclRedOp_t");
+  EXPECT_CODE(ncclRedOpCreatePreMulSum(&premul, &two, ncclFloat32, (ncclScalarResidence_t)9, comm),
+              ncclInvalidArgument, "ncclScalarResidence_t 9");
   /* A config not made with NCCL_CONFIG_INITIALIZER, and one whose size is no config's. */
   ncclConfig_t cfg;
   memset(&cfg, 0, sizeof cfg);
