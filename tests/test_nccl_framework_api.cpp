@@ -2,6 +2,7 @@
 // pre-multiplied sums on every reduction collective, with their bad input.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -193,6 +194,126 @@ TEST(PreMulSum, BadInput) {
   EXPECT_EQ(tribRedOpDestroy(op, c), tribInvalidArgument);
   EXPECT_NE(lastError().find("already destroyed"), std::string::npos) << lastError();
   EXPECT_EQ(tribAllReduce(buf, buf, 4, tribFloat32, op, c, nullptr), tribInvalidArgument);
+}
+
+}  // namespace
+
+namespace {
+
+// config.blocking = 0: init returns tribInProgress at once; the communicator is usable once
+// tribCommGetAsyncError stops reporting tribInProgress. Rank 1 joins late, so rank 0's handle is
+// seen in progress (and refuses calls) for a while.
+TEST(NonBlockingInit, ReportsInProgressUntilJoined) {
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  std::string name = "nonblocking";
+  cfg.commName = name.c_str();
+  tribComm_t c0 = nullptr, c1 = nullptr;
+  ASSERT_EQ(tribCommInitRankConfig(&c0, 2, id, 0, &cfg), tribInProgress) << lastError();
+  ASSERT_NE(c0, nullptr);
+  name = "overwritten";  // the join keeps its own copy of the config's strings
+  tribResult_t state = tribSuccess;
+  ASSERT_EQ(tribCommGetAsyncError(c0, &state), tribSuccess);
+  EXPECT_EQ(state, tribInProgress);
+  float x = 1.0f;
+  EXPECT_EQ(tribAllReduce(&x, &x, 1, tribFloat32, tribSum, c0, nullptr), tribInProgress);
+  EXPECT_NE(lastError().find("still being initialised"), std::string::npos) << lastError();
+  int rank = -1;
+  EXPECT_EQ(tribCommUserRank(c0, &rank), tribInProgress);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(tribCommInitRankConfig(&c1, 2, id, 1, &cfg), tribInProgress);
+  });
+  late.join();
+  auto waitReady = [](tribComm_t c) {
+    tribResult_t s = tribInProgress;
+    for (int i = 0; i < 30000 && s == tribInProgress; ++i) {
+      EXPECT_EQ(tribCommGetAsyncError(c, &s), tribSuccess);
+      if (s == tribInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return s;
+  };
+  EXPECT_EQ(waitReady(c0), tribSuccess);
+  EXPECT_EQ(waitReady(c1), tribSuccess);
+  ASSERT_EQ(tribCommUserRank(c1, &rank), tribSuccess);
+  EXPECT_EQ(rank, 1);
+  float a = 1.0f, b = 2.0f;
+  std::thread t([&] { EXPECT_EQ(tribAllReduce(&b, &b, 1, tribFloat32, tribSum, c1, nullptr), tribSuccess); });
+  EXPECT_EQ(tribAllReduce(&a, &a, 1, tribFloat32, tribSum, c0, nullptr), tribSuccess) << lastError();
+  t.join();
+  EXPECT_EQ(a, 3.0f);
+  EXPECT_EQ(b, 3.0f);
+  EXPECT_EQ(tribCommDestroy(c0), tribSuccess);
+  EXPECT_EQ(tribCommDestroy(c1), tribSuccess);
+}
+
+// A join that cannot complete (the other rank never comes) ends with the timeout's error; an abort
+// meanwhile returns at once; destroy waits for the join.
+TEST(NonBlockingInit, FailedJoinAndAbort) {
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.timeoutMs = 300;
+  tribComm_t c = nullptr;
+  ASSERT_EQ(tribCommInitRankConfig(&c, 2, id, 0, &cfg), tribInProgress);
+  tribResult_t s = tribInProgress;
+  const auto start = std::chrono::steady_clock::now();
+  while (s == tribInProgress && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    ASSERT_EQ(tribCommGetAsyncError(c, &s), tribSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_NE(s, tribInProgress);
+  EXPECT_NE(s, tribSuccess);
+  float x = 1.0f;
+  EXPECT_EQ(tribAllReduce(&x, &x, 1, tribFloat32, tribSum, c, nullptr), s);
+  EXPECT_NE(lastError().find("non-blocking init failed"), std::string::npos) << lastError();
+  EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+
+  tribComm_t d = nullptr;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  ASSERT_EQ(tribCommInitRankConfig(&d, 2, id, 0, &cfg), tribInProgress);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(tribCommAbort(d), tribSuccess);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200))
+      << "abort waited for the join";
+  EXPECT_EQ(tribCommDestroy(d), tribSuccess);  // waits for the join (bounded by its 300 ms timeout)
+}
+
+// The tribConfig_t versioning rule (tributary.h).
+TEST(ConfigVersioning, MinimumSizeVersionAndNewerFields) {
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  tribComm_t c = nullptr;
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.size = TRIB_CONFIG_MIN_SIZE - 1;
+  EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribInvalidArgument);
+  EXPECT_NE(lastError().find("TRIB_CONFIG_INITIALIZER"), std::string::npos) << lastError();
+  cfg = tribConfig_t TRIB_CONFIG_INITIALIZER;
+  cfg.magic = 0;
+  EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribInvalidArgument);
+  cfg = tribConfig_t TRIB_CONFIG_INITIALIZER;
+  cfg.version = 7;
+  EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribInvalidArgument);
+  EXPECT_NE(lastError().find("config.version 7"), std::string::npos) << lastError();
+  cfg = tribConfig_t TRIB_CONFIG_INITIALIZER;
+  cfg.blocking = 2;
+  EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribInvalidArgument);
+  EXPECT_NE(lastError().find("config.blocking 2"), std::string::npos) << lastError();
+  EXPECT_EQ(c, nullptr);
+  // An older header's struct ends before shareTransports: the garbage past its size is not read.
+  cfg = tribConfig_t TRIB_CONFIG_INITIALIZER;
+  cfg.size = TRIB_CONFIG_MIN_SIZE;
+  cfg.shareTransports = 12345;
+  ASSERT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribSuccess) << lastError();
+  EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  // ... and the same value in a current struct is refused, so the size is what decided.
+  cfg.size = sizeof(tribConfig_t);
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribInvalidArgument);
+  EXPECT_NE(lastError().find("shareTransports"), std::string::npos) << lastError();
 }
 
 }  // namespace

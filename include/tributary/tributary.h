@@ -93,14 +93,19 @@ typedef struct {
 
 /* ---- Communicator configuration ---------------------------------------------------------- */
 /* Always initialise with TRIB_CONFIG_INITIALIZER: size and version let the library accept
- * structs from older headers. Fields left at TRIB_CONFIG_UNDEF_* take the environment's value. */
+ * structs from older headers. Fields left at TRIB_CONFIG_UNDEF_* take the environment's value.
+ * Versioning rule: the fields from size to chunkBytes are frozen (TRIB_CONFIG_MIN_SIZE bytes: a
+ * smaller size, or a wrong magic, is tribInvalidArgument); new fields are only appended, and each
+ * is read only when the caller's size covers it and its version is at least the release that added
+ * it; otherwise it takes its default. A version older than TRIB_CONFIG_FIRST_VERSION is refused.
+ * blocking = 0 makes tribCommInitRankConfig return at once (see there). */
 #define TRIB_CONFIG_UNDEF_INT INT32_MIN
 #define TRIB_CONFIG_UNDEF_PTR NULL
 typedef struct {
   size_t size;           /* sizeof(tribConfig_t) */
   unsigned int magic;    /* TRIB_CONFIG_MAGIC */
   unsigned int version;  /* TRIB_VERSION_CODE of the header compiled against */
-  int blocking;          /* 1: init returns when ready (default); 0 reserved */
+  int blocking;          /* 1: init returns when ready (default); 0: non-blocking init */
   int timeoutMs;         /* every wait's timeout; overrides TRIB_TIMEOUT (ms) */
   const char* algo;      /* like TRIB_ALGO, e.g. "ring" or "allreduce:rhd;broadcast:chain" */
   const char* transport; /* like TRIB_TRANSPORT */
@@ -111,6 +116,8 @@ typedef struct {
 } tribConfig_t;
 
 #define TRIB_CONFIG_MAGIC 0x54524942u /* "TRIB" */
+#define TRIB_CONFIG_MIN_SIZE (offsetof(tribConfig_t, chunkBytes) + sizeof(int))
+#define TRIB_CONFIG_FIRST_VERSION 100u /* 0.1.0 */
 #define TRIB_CONFIG_INITIALIZER                                                                     \
   {                                                                                                 \
     sizeof(tribConfig_t), TRIB_CONFIG_MAGIC, TRIB_VERSION_CODE, TRIB_CONFIG_UNDEF_INT,              \
@@ -160,6 +167,13 @@ TRIB_API tribResult_t tribCommDeregister(const tribComm_t comm, void* handle);
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* uniqueId);
 /* Join communicator `uniqueId` as `rank` of `nranks`. Blocks until all ranks joined or timeout. */
 TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueId commId, int rank);
+/* With config->blocking = 0 it returns at once: *comm is set, tribInProgress is returned (after the
+ * arguments and config were checked), and the ranks join in the background (bounded by the
+ * timeout). Until joined, tribCommGetAsyncError reports tribInProgress and every other call on comm
+ * returns tribInProgress without doing anything; then it reports tribSuccess, or the init's
+ * error (every call then returns that error; tribCommDestroy frees it). tribCommAbort during the
+ * join returns at once and aborts the communicator as soon as it exists; tribCommDestroy waits for
+ * the join to end. */
 TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId commId, int rank,
                                              const tribConfig_t* config);
 /* Create `ndev` ranks in this process (threads; the loopback transport). devlist may be NULL. */

@@ -1,6 +1,8 @@
 // The C ABI: argument checks that need no communicator, error-string plumbing, and the
 // guarantee that no C++ exception crosses into the caller.
+#include <cstddef>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -43,7 +45,38 @@ tribResult_t guarded(const char* fn, F&& body) {
 
 Status needComm(const char* fn, const tribComm* comm) {
   if (!comm) return errorf(tribInvalidArgument, "%s: comm is NULL", fn);
-  return Status::Ok();
+  Status st = comm->ready();  // a non-blocking init still joining, or failed
+  if (!st.ok()) st.prefix(std::string(fn) + ": ");
+  return st;
+}
+
+// config->blocking = 0 (a config resolveConfig accepted): the join runs in the background, with
+// its own copy of the config and of the strings it points to.
+Status initNonBlocking(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config,
+                       tribComm_t* comm) {
+  struct Copy {
+    tribConfig_t cfg;
+    std::string algo, transport, name;
+  };
+  auto copy = std::make_shared<Copy>();
+  copy->cfg = *config;
+  copy->cfg.size = sizeof(tribConfig_t);
+  if (config->size < offsetof(tribConfig_t, shareTransports) + sizeof(int))  // an older header's struct
+    copy->cfg.shareTransports = TRIB_CONFIG_UNDEF_INT;
+  copy->cfg.blocking = 1;
+  auto keep = [](const char* s, std::string* into) -> const char* {
+    if (!s) return nullptr;
+    *into = s;
+    return into->c_str();
+  };
+  copy->cfg.algo = keep(config->algo, &copy->algo);
+  copy->cfg.transport = keep(config->transport, &copy->transport);
+  copy->cfg.commName = keep(config->commName, &copy->name);
+  *comm = tribComm::initInBackground([copy, nranks, id, rank](tribComm** out) {
+    return trib::commInitRank(nranks, id, rank, &copy->cfg, out);
+  });
+  return errorf(tribInProgress, "tribCommInitRank: rank %d of %d joins in the background (non-blocking init)",
+                rank, nranks);
 }
 
 // Blocking collective: on host memory without a stream, launch, then wait (or join the current
@@ -170,6 +203,11 @@ TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribU
     if (rank < 0 || rank >= nranks) {
       return errorf(tribInvalidArgument, "tribCommInitRank: rank %d is out of range 0..%d", rank, nranks - 1);
     }
+    if (config) {
+      trib::CommConfig checked;  // a bad config fails now, not in the background
+      TRIB_RETURN_IF_ERROR(trib::resolveConfig(config, &checked));
+      if (config->blocking == 0) return initNonBlocking(nranks, id, rank, config, comm);
+    }
     return trib::commInitRank(nranks, id, rank, config, comm);
   });
 }
@@ -220,15 +258,16 @@ TRIB_API tribResult_t tribCommDestroy(tribComm_t comm) {
 TRIB_API tribResult_t tribCommAbort(tribComm_t comm) {
   return guarded("tribCommAbort", [&]() -> Status {
     if (!comm) return Status::Ok();
-    return trib::commAbort(comm->impl());
+    return comm->abortWhenJoined();
   });
 }
 
 TRIB_API tribResult_t tribCommGetAsyncError(tribComm_t comm, tribResult_t* asyncError) {
   return guarded("tribCommGetAsyncError", [&]() -> Status {
-    TRIB_RETURN_IF_ERROR(needComm("tribCommGetAsyncError", comm));
+    if (!comm) return errorf(tribInvalidArgument, "tribCommGetAsyncError: comm is NULL");
     if (!asyncError) return errorf(tribInvalidArgument, "tribCommGetAsyncError: asyncError is NULL");
-    *asyncError = comm->asyncError();
+    const Status ready = comm->ready();  // a non-blocking init: tribInProgress, or its error
+    *asyncError = ready.ok() ? comm->asyncError() : ready.code();
     return Status::Ok();
   });
 }

@@ -81,7 +81,60 @@ trib::Status trib::Communicator::checkUsable() const {
 }
 
 tribComm::tribComm(std::unique_ptr<trib::Communicator> impl) : impl_(std::move(impl)) {}
-tribComm::~tribComm() = default;
+tribComm::~tribComm() {
+  if (joinThread_.joinable()) joinThread_.join();
+}
+
+tribComm* tribComm::initInBackground(std::function<trib::Status(tribComm**)> join) {
+  auto* h = new tribComm();
+  h->joining_ = true;
+  h->joinThread_ = std::thread([h, join = std::move(join)] {
+    tribComm* made = nullptr;
+    trib::Status st = join(&made);
+    std::lock_guard<std::mutex> lock(h->joinMu_);
+    if (st.ok() && made) {
+      h->impl_ = std::move(made->impl_);
+      delete made;
+      if (h->abortAfterJoin_) (void)trib::commAbort(h->impl_.get());
+    } else if (st.ok()) {
+      st = trib::errorf(tribInternalError, "non-blocking init made no communicator");
+    }
+    h->joinResult_ = st;
+    h->joining_ = false;
+  });
+  return h;
+}
+
+bool tribComm::joining() const {
+  std::lock_guard<std::mutex> lock(joinMu_);
+  return joining_;
+}
+
+trib::Status tribComm::ready() const {
+  std::lock_guard<std::mutex> lock(joinMu_);
+  if (joining_) {
+    return trib::errorf(tribInProgress,
+                        "the communicator is still being initialised (non-blocking init): poll "
+                        "tribCommGetAsyncError until it is no longer tribInProgress");
+  }
+  if (!joinResult_.ok()) {
+    trib::Status e = joinResult_;
+    return e.prefix("the communicator's non-blocking init failed: ");
+  }
+  return trib::Status::Ok();
+}
+
+trib::Status tribComm::abortWhenJoined() {
+  {
+    std::lock_guard<std::mutex> lock(joinMu_);
+    if (joining_) {
+      abortAfterJoin_ = true;
+      return trib::Status::Ok();
+    }
+    if (!impl_) return trib::Status::Ok();  // a failed join: nothing to abort
+  }
+  return trib::commAbort(impl_.get());
+}
 int tribComm::rank() const { return impl_->rank; }
 int tribComm::nranks() const { return impl_->nranks; }
 tribResult_t tribComm::asyncError() const {
@@ -100,6 +153,10 @@ trib::Status tribComm::deregisterBuffer(void* handle) {
 
 namespace trib {
 
+namespace {
+constexpr unsigned kShareTransportsSince = 100;  // the version that added tribConfig_t.shareTransports
+}  // namespace
+
 Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   CommConfig c;
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(envDouble("TRIB_TIMEOUT") * 1000.0));
@@ -113,12 +170,21 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   c.windowStreaming = streaming == "auto" ? -1 : streaming == "1" ? 1 : 0;
   c.shareTransports = envBool("TRIB_SHARE_TRANSPORTS");
   if (config) {
-    if (config->magic != TRIB_CONFIG_MAGIC ||
-        config->size < offsetof(tribConfig_t, chunkBytes) + sizeof(int)) {
+    // The versioning rule (tributary.h): a frozen first part, then fields read only when the
+    // caller's size covers them and its version is at least the one that added them.
+    if (config->magic != TRIB_CONFIG_MAGIC || config->size < TRIB_CONFIG_MIN_SIZE) {
       return errorf(
           tribInvalidArgument,
           "config struct not initialised: declare it as 'tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;'");
     }
+    if (config->version < TRIB_CONFIG_FIRST_VERSION) {
+      return errorf(tribInvalidArgument,
+                    "config.version %u is older than the first tribConfig_t (%u): initialise it with "
+                    "TRIB_CONFIG_INITIALIZER",
+                    config->version, TRIB_CONFIG_FIRST_VERSION);
+    }
+    if (config->blocking != TRIB_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+      return errorf(tribInvalidArgument, "config.blocking %d must be 0 or 1", config->blocking);
     if (config->timeoutMs != TRIB_CONFIG_UNDEF_INT) {
       if (config->timeoutMs <= 0) return errorf(tribInvalidArgument, "config.timeoutMs must be > 0");
       c.timeout = std::chrono::milliseconds(config->timeoutMs);
@@ -132,7 +198,7 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
     }
     // A struct from a header older than this field ends before it.
     if (config->size >= offsetof(tribConfig_t, shareTransports) + sizeof(int) &&
-        config->shareTransports != TRIB_CONFIG_UNDEF_INT) {
+        config->version >= kShareTransportsSince && config->shareTransports != TRIB_CONFIG_UNDEF_INT) {
       if (config->shareTransports != 0 && config->shareTransports != 1)
         return errorf(tribInvalidArgument, "config.shareTransports must be 0 or 1");
       c.shareTransports = config->shareTransports == 1;
@@ -260,6 +326,10 @@ Status commFinalize(Communicator* comm) {
 
 Status commDestroy(tribComm* handle) {
   const Communicator* comm = handle->impl();
+  if (!comm) {  // a non-blocking init that is joining (the destructor waits for it) or failed
+    delete handle;
+    return Status::Ok();
+  }
   TRIB_RETURN_IF_ERROR(comm->checkProcess());
   if (int n = comm->outstanding.load(); n > 0) {
     return errorf(tribInvalidUsage,

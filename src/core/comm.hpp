@@ -4,10 +4,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -205,6 +207,14 @@ struct tribComm {
   explicit tribComm(std::unique_ptr<trib::Communicator> impl);
   ~tribComm();
   trib::Communicator* impl() const { return impl_.get(); }
+  // Non-blocking init (tribConfig_t.blocking = 0): the handle exists before its communicator.
+  // `join` runs on a thread of its own and makes the communicator; until it has, ready() is
+  // tribInProgress; a failed join leaves its error there. tribCommAbort meanwhile is kept for when
+  // it exists. The destructor waits for the join.
+  static tribComm* initInBackground(std::function<trib::Status(tribComm**)> join);
+  trib::Status ready() const;
+  bool joining() const;
+  trib::Status abortWhenJoined();  // an abort: now, or once the join has made the communicator
   // What the C API answers or checks directly (comm.cpp).
   int rank() const;
   int nranks() const;
@@ -214,7 +224,12 @@ struct tribComm {
   trib::Status deregisterBuffer(void* handle);
 
  private:
+  tribComm() = default;
   std::unique_ptr<trib::Communicator> impl_;
+  mutable std::mutex joinMu_;
+  bool joining_ = false, abortAfterJoin_ = false;
+  trib::Status joinResult_;
+  std::thread joinThread_;
 };
 
 // The C ABI's opaque request: one rank's run of one operation.
