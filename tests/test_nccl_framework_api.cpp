@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tributary/tributary.h"
+#include "tributary/tributary.hpp"
 
 namespace {
 
@@ -314,6 +315,63 @@ TEST(ConfigVersioning, MinimumSizeVersionAndNewerFields) {
   ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
   EXPECT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribInvalidArgument);
   EXPECT_NE(lastError().find("shareTransports"), std::string::npos) << lastError();
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CxxApi, AlltoAllRefusesSizesNotDivisibleByRanks) {
+  auto comms = tributary::Communicator::createLocal(3);
+  std::vector<float> send(10, 1.0f), recv(10, 0.0f);
+  try {
+    comms[0].alltoAll<float>(send, recv);
+    FAIL() << "alltoAll of 10 elements over 3 ranks was accepted";
+  } catch (const tributary::Error& e) {
+    EXPECT_EQ(e.code(), tribInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("10 elements do not divide into equal blocks for 3 ranks"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(recv[0], 0.0f);
+  // Divisible sizes run (each rank from its own thread).
+  std::vector<std::vector<int32_t>> in(3), out(3, std::vector<int32_t>(6));
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 6; ++i) in[r].push_back(r * 10 + i);
+  std::vector<std::thread> t;
+  for (int r = 0; r < 3; ++r) t.emplace_back([&, r] { comms[r].alltoAll<int32_t>(in[r], out[r]); });
+  for (auto& th : t) th.join();
+  EXPECT_EQ(out[1], (std::vector<int32_t>{2, 3, 12, 13, 22, 23}));
+}
+
+// A Request destroyed while its peer never comes: a warning after a second, not a silent wait for
+// the whole timeout.
+TEST(CxxApi, RequestDestructorSaysWhenItWaits) {
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<tribComm_t> c(2);
+  std::vector<std::thread> t;
+  for (int r = 0; r < 2; ++r)
+    t.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.timeoutMs = 2500;
+      EXPECT_EQ(tribCommInitRankConfig(&c[r], 2, id, r, &cfg), tribSuccess) << lastError();
+    });
+  for (auto& th : t) th.join();
+  tributary::Communicator c0(c[0]), c1(c[1]);
+  std::vector<float> a(4, 1.0f), b(4, 0.0f);
+  testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  { tributary::Request r = c0.iallReduce<float>(a, b); }  // rank 1 never joins
+  const auto waited = std::chrono::steady_clock::now() - start;
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("tributary::Request destroyed while its operation is still running"), std::string::npos)
+      << err;
+  EXPECT_GE(waited, std::chrono::milliseconds(900));
+  EXPECT_LT(waited, std::chrono::seconds(20));
+  tribResult_t s = tribSuccess;
+  ASSERT_EQ(tribCommGetAsyncError(c[0], &s), tribSuccess);
+  EXPECT_NE(s, tribSuccess) << "the communicator's timeout broke it";
 }
 
 }  // namespace
