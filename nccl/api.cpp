@@ -336,7 +336,28 @@ NCCL_ALIAS(ncclCommRevoke)
 
 NCCL_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return refuse("ncclCommShrink", "Tributary has no communicator shrink yet");
+  return guarded("ncclCommShrink", [&] {
+    NCCL_CHECK(needComm("ncclCommShrink", comm));
+    if (!newcomm) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
+    *newcomm = nullptr;
+    int flags;  // NCCL_SHRINK_DEFAULT 0, NCCL_SHRINK_ABORT 1
+    if (shrinkFlags == 0) {
+      flags = TRIB_SHRINK_DEFAULT;
+    } else if (shrinkFlags == 1) {
+      flags = TRIB_SHRINK_ABORT;
+    } else {
+      return fail(ncclInvalidArgument,
+                  "ncclCommShrink: shrinkFlags %d must be NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT",
+                  shrinkFlags);
+    }
+    CallScope scope(comm);
+    tribConfig_t tc;
+    NCCL_CHECK(tribnccl::configToTrib("ncclCommShrink", config, &tc));
+    tribComm_t t = nullptr;
+    NCCL_CHECK(fromTrib(
+        tribCommShrink(comm->trib, excludeRanksList, excludeRanksCount, &t, config ? &tc : nullptr, flags)));
+    return wrap("ncclCommShrink", t, newcomm);
+  });
 }
 NCCL_ALIAS(ncclCommShrink)
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "fork_util.hpp"
 #include "tributary/tributary.h"
 #include "tributary/tributary.hpp"
 
@@ -372,6 +373,108 @@ TEST(CxxApi, RequestDestructorSaysWhenItWaits) {
   tribResult_t s = tribSuccess;
   ASSERT_EQ(tribCommGetAsyncError(c[0], &s), tribSuccess);
   EXPECT_NE(s, tribSuccess) << "the communicator's timeout broke it";
+}
+
+}  // namespace
+
+namespace {
+
+// Ranks 0, 1 and 3 of 4 (threads) make a communicator without rank 2, which never calls anything.
+TEST(CommShrink, ThreadsWithoutAnAbsentRank) {
+  Comms comms(4);
+  const int exclude[] = {2};
+  std::vector<tribComm_t> sub(4, nullptr);
+  std::vector<std::thread> t;
+  for (int r : {0, 1, 3})
+    t.emplace_back([&, r] {
+      EXPECT_EQ(tribCommShrink(comms.c[r], exclude, 1, &sub[r], nullptr, TRIB_SHRINK_DEFAULT), tribSuccess)
+          << lastError();
+    });
+  for (auto& th : t) th.join();
+  t.clear();
+  std::vector<int> ranks(4, -1);
+  for (int r : {0, 1, 3}) {
+    ASSERT_NE(sub[r], nullptr);
+    int n = 0;
+    EXPECT_EQ(tribCommCount(sub[r], &n), tribSuccess);
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(tribCommUserRank(sub[r], &ranks[r]), tribSuccess);
+  }
+  EXPECT_EQ(ranks[0], 0);
+  EXPECT_EQ(ranks[1], 1);
+  EXPECT_EQ(ranks[3], 2);
+  std::vector<float> v(4);
+  for (int r : {0, 1, 3})
+    t.emplace_back([&, r] {
+      v[r] = static_cast<float>(r);
+      EXPECT_EQ(tribAllReduce(&v[r], &v[r], 1, tribFloat32, tribSum, sub[r], nullptr), tribSuccess)
+          << lastError();
+    });
+  for (auto& th : t) th.join();
+  EXPECT_EQ(v[0], 4.0f);
+  EXPECT_EQ(v[3], 4.0f);
+  for (int r : {0, 1, 3}) EXPECT_EQ(tribCommDestroy(sub[r]), tribSuccess);
+}
+
+TEST(CommShrink, BadInput) {
+  Comms comms(3);
+  tribComm_t c = comms.c[0], out = nullptr;
+  const int self[] = {0}, twice[] = {1, 1}, range[] = {5}, all[] = {1, 2};
+  EXPECT_EQ(tribCommShrink(c, self, 1, &out, nullptr, 0), tribInvalidArgument);
+  EXPECT_NE(lastError().find("excludes itself"), std::string::npos) << lastError();
+  EXPECT_EQ(tribCommShrink(c, twice, 2, &out, nullptr, 0), tribInvalidArgument);
+  EXPECT_NE(lastError().find("excluded twice"), std::string::npos) << lastError();
+  EXPECT_EQ(tribCommShrink(c, range, 1, &out, nullptr, 0), tribInvalidArgument);
+  EXPECT_NE(lastError().find("out of range"), std::string::npos) << lastError();
+  EXPECT_EQ(tribCommShrink(c, nullptr, 1, &out, nullptr, 0), tribInvalidArgument);
+  EXPECT_EQ(tribCommShrink(c, all, 3, &out, nullptr, 0), tribInvalidArgument);
+  EXPECT_EQ(tribCommShrink(c, all, 1, &out, nullptr, 7), tribInvalidArgument);
+  EXPECT_NE(lastError().find("flags 7"), std::string::npos) << lastError();
+  EXPECT_EQ(tribCommShrink(c, all, 1, nullptr, nullptr, 0), tribInvalidArgument);
+  EXPECT_EQ(out, nullptr);
+  // Every other rank excluded: a communicator of one.
+  ASSERT_EQ(tribCommShrink(c, all, 2, &out, nullptr, TRIB_SHRINK_ABORT), tribSuccess) << lastError();
+  int n = 0;
+  EXPECT_EQ(tribCommCount(out, &n), tribSuccess);
+  EXPECT_EQ(n, 1);
+  float x = 2.0f;
+  EXPECT_EQ(tribAllReduce(&x, &x, 1, tribFloat32, tribSum, out, nullptr), tribSuccess);
+  EXPECT_EQ(tribCommDestroy(out), tribSuccess);
+  // TRIB_SHRINK_ABORT aborted the parent.
+  EXPECT_EQ(tribAllReduce(&x, &x, 1, tribFloat32, tribSum, c, nullptr), tribAborted);
+}
+
+// Processes: rank 2 dies; the others see the failure on their communicator, shrink without it,
+// and go on.
+TEST(CommShrink, ProcessesAfterARankDied) {
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  auto pids = trib::testing::forkChildren(3, 60, [&](int r) {
+    tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 3000;
+    tribComm_t c = nullptr;
+    if (tribCommInitRankConfig(&c, 3, id, r, &cfg) != tribSuccess) return 1;
+    if (r == 2) _exit(0);  // dies without a word
+    float x = 1.0f;
+    if (tribAllReduce(&x, &x, 1, tribFloat32, tribSum, c, nullptr) == tribSuccess) return 2;
+    const int dead[] = {2};
+    tribComm_t s = nullptr;
+    if (tribCommShrink(c, dead, 1, &s, nullptr, TRIB_SHRINK_ABORT) != tribSuccess) {
+      std::fprintf(stderr, "rank %d shrink: %s\n", r, tribGetLastError(nullptr));
+      return 3;
+    }
+    float y = static_cast<float>(r + 1);
+    if (tribAllReduce(&y, &y, 1, tribFloat32, tribSum, s, nullptr) != tribSuccess) {
+      std::fprintf(stderr, "rank %d allreduce: %s\n", r, tribGetLastError(nullptr));
+      return 4;
+    }
+    if (y != 3.0f) return 5;
+    tribCommDestroy(s);
+    tribCommAbort(c);
+    tribCommDestroy(c);
+    return 0;
+  });
+  for (const auto& res : trib::testing::waitChildren(pids, 60)) EXPECT_EQ(res.code, 0) << "pid " << res.pid;
 }
 
 }  // namespace

@@ -186,6 +186,17 @@ TRIB_API tribResult_t tribCommInitFromEnv(tribComm_t* comm, const tribConfig_t* 
  * color TRIB_SPLIT_NOCOLOR returns *newcomm = NULL. Collective over comm. */
 TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribComm_t* newcomm,
                                     const tribConfig_t* config);
+/* Fault tolerance (as ncclCommShrink): a new communicator of comm's ranks except the
+ * excludeCount ranks in excludeRanks (the same list on every caller), in their old order, made by
+ * those ranks alone: the excluded ones (dead, say) do not call it, and nothing runs on comm, so a
+ * comm broken by a peer's failure or aborted can be shrunk. TRIB_SHRINK_ABORT aborts comm first
+ * (its blocked calls return). Ranks in other processes meet through comm's store, so the process
+ * that served the unique id must survive. Errors (tribInvalidArgument): a NULL list with a count,
+ * ranks out of range or repeated, the caller excluded, or all ranks excluded; flags not listed. */
+#define TRIB_SHRINK_DEFAULT 0x00
+#define TRIB_SHRINK_ABORT 0x01
+TRIB_API tribResult_t tribCommShrink(tribComm_t comm, const int* excludeRanks, int excludeCount,
+                                     tribComm_t* newcomm, const tribConfig_t* config, int flags);
 /* Finish outstanding work (waits with the timeout), then stop accepting new work. */
 TRIB_API tribResult_t tribCommFinalize(tribComm_t comm);
 TRIB_API tribResult_t tribCommDestroy(tribComm_t comm);

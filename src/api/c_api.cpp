@@ -241,6 +241,16 @@ TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribCom
   });
 }
 
+TRIB_API tribResult_t tribCommShrink(tribComm_t comm, const int* excludeRanks, int excludeCount,
+                                     tribComm_t* newcomm, const tribConfig_t* config, int flags) {
+  return guarded("tribCommShrink", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommShrink", comm));
+    if (!newcomm) return errorf(tribInvalidArgument, "tribCommShrink: newcomm is NULL");
+    *newcomm = nullptr;
+    return trib::commShrink(comm->impl(), excludeRanks, excludeCount, config, flags, newcomm);
+  });
+}
+
 TRIB_API tribResult_t tribCommFinalize(tribComm_t comm) {
   return guarded("tribCommFinalize", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommFinalize", comm));

@@ -264,36 +264,84 @@ Status finishSplit(Communicator* parent, const int32_t* table, uint32_t splitSeq
   std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
     return a.key != b.key ? a.key < b.key : a.oldRank < b.oldRank;
   });
-  int newRank = 0;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].oldRank == parent->rank) newRank = static_cast<int>(i);
-  }
-  CommSpec spec;
-  spec.rank = newRank;
-  spec.nranks = static_cast<int>(members.size());
-  spec.commId =
+  std::vector<int> oldRanks;
+  for (const Member& m : members) oldRanks.push_back(m.oldRank);
+  const uint64_t commId =
       mix(parent->commId ^ mix(splitSeq) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(color)) << 1));
+  return commOfMembers(parent, oldRanks, commId, strprintf("/split%u/%d", splitSeq, color), cfg, out);
+}
+
+// A communicator of `oldRanks` (the parent's ranks, in their new order; the caller among them):
+// what split and shrink make. Its ranks' locations and hosts' topologies are the parent's, so
+// nothing is exchanged on the parent; ranks in other processes meet under the parent's store.
+Status commOfMembers(Communicator* parent, const std::vector<int>& oldRanks, uint64_t commId,
+                     const std::string& prefixSuffix, const tribConfig_t* cfg, tribComm** out) {
+  CommSpec spec;
+  for (size_t i = 0; i < oldRanks.size(); ++i) {
+    if (oldRanks[i] == parent->rank) spec.rank = static_cast<int>(i);
+  }
+  spec.nranks = static_cast<int>(oldRanks.size());
+  spec.commId = commId;
   spec.config = parent->config;
   if (cfg) TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &spec.config));
   const Communicator::Origin& from = parent->origin;
-  // Ranks in other processes connect through the parent's store.
   spec.store = from.store;
   spec.server = from.storeServer;
-  if (spec.store) spec.prefix = from.prefix + strprintf("/split%u/%d", splitSeq, color);
-  // The members' locations and their hosts' topologies are the parent's: nothing to exchange.
-  std::vector<int> hostIndex(from.hostDumps.size(), -1);  // the parent's host -> the split's
-  for (const Member& m : members) {
-    spec.locations.push_back(from.locations[m.oldRank]);
+  if (spec.store) spec.prefix = from.prefix + prefixSuffix;
+  std::vector<int> hostIndex(from.hostDumps.size(), -1);  // the parent's host -> the new one's
+  for (int old : oldRanks) {
+    spec.locations.push_back(from.locations[old]);
     if (from.hostDumps.empty()) continue;
-    int& h = hostIndex[from.hostOfRank[m.oldRank]];
+    int& h = hostIndex[from.hostOfRank[old]];
     if (h < 0) {
       h = static_cast<int>(spec.hostDumps.size());
-      spec.hostDumps.push_back(from.hostDumps[from.hostOfRank[m.oldRank]]);
+      spec.hostDumps.push_back(from.hostDumps[from.hostOfRank[old]]);
     }
   }
   // Ranks created together share one planner, as the parent's do, while the shape is the same.
   if (!spec.store && spec.nranks == parent->nranks && !cfg) spec.planner = parent->planner;
   return createComm(spec, out);
+}
+
+Status commShrink(Communicator* parent, const int* exclude, int excludeCount, const tribConfig_t* cfg,
+                  int flags, tribComm** out) {
+  *out = nullptr;
+  TRIB_RETURN_IF_ERROR(parent->checkProcess());  // a broken or aborted parent may shrink
+  if (parent->finalized.load())
+    return errorf(tribInvalidUsage, "tribCommShrink: the communicator was finalized");
+  if (flags != TRIB_SHRINK_DEFAULT && flags != TRIB_SHRINK_ABORT)
+    return errorf(tribInvalidArgument,
+                  "tribCommShrink: flags %d must be TRIB_SHRINK_DEFAULT or TRIB_SHRINK_ABORT", flags);
+  if (excludeCount < 0 || excludeCount >= parent->nranks) {
+    return errorf(tribInvalidArgument, "tribCommShrink: excludeRanksCount %d must be in 0..%d", excludeCount,
+                  parent->nranks - 1);
+  }
+  if (excludeCount > 0 && !exclude)
+    return errorf(tribInvalidArgument, "tribCommShrink: excludeRanksList is NULL but the count is %d",
+                  excludeCount);
+  std::vector<bool> gone(static_cast<size_t>(parent->nranks), false);
+  uint64_t listHash = 0;
+  for (int i = 0; i < excludeCount; ++i) {
+    const int r = exclude[i];
+    if (r < 0 || r >= parent->nranks) {
+      return errorf(tribInvalidArgument, "tribCommShrink: excluded rank %d is out of range 0..%d", r,
+                    parent->nranks - 1);
+    }
+    if (gone[r]) return errorf(tribInvalidArgument, "tribCommShrink: rank %d is excluded twice", r);
+    if (r == parent->rank) {
+      return errorf(tribInvalidArgument,
+                    "tribCommShrink: rank %d excludes itself (excluded ranks do not call tribCommShrink)", r);
+    }
+    gone[r] = true;
+    listHash ^= mix(static_cast<uint64_t>(r) + 1);
+  }
+  if (flags == TRIB_SHRINK_ABORT) TRIB_RETURN_IF_ERROR(commAbort(parent));
+  std::vector<int> survivors;
+  for (int r = 0; r < parent->nranks; ++r)
+    if (!gone[r]) survivors.push_back(r);
+  const uint32_t seq = parent->shrinkSeq++;
+  const uint64_t commId = mix(parent->commId ^ mix((uint64_t{0x5348524bu} << 32) | seq) ^ listHash);
+  return commOfMembers(parent, survivors, commId, strprintf("/shrink%u", seq), cfg, out);
 }
 
 Status commAbort(Communicator* comm) {

@@ -152,6 +152,7 @@ struct Communicator {
   uint32_t collSeq = 0;  // tags of collectives
   std::vector<uint32_t> p2pSendSeq, p2pRecvSeq;
   uint32_t splitSeq = 0;
+  uint32_t shrinkSeq = 0;  // the same on every surviving rank: each makes the same shrinks
 
   // Set only after every transport has let go of in-flight operations (abortTransports), so a
   // thread that sees it may free its requests at once.
@@ -290,6 +291,12 @@ Status connectTransports(Communicator* comm, const std::vector<RankLocation>& lo
                          const OobAllGather& oob);
 Status makeUniqueId(tribUniqueId* id);
 Status commSplit(Communicator* comm, int color, int key, const tribConfig_t* config, tribComm** out);
+// tribCommShrink: a communicator of the ranks not excluded, made by them alone (no call on comm).
+Status commShrink(Communicator* comm, const int* exclude, int excludeCount, const tribConfig_t* config,
+                  int flags, tribComm** out);
+// A communicator of the parent's `oldRanks`, in that order (split and shrink).
+Status commOfMembers(Communicator* parent, const std::vector<int>& oldRanks, uint64_t commId,
+                     const std::string& prefixSuffix, const tribConfig_t* cfg, tribComm** out);
 Status commAbort(Communicator* comm);
 Status commDestroy(tribComm* comm);  // the handle and its communicator
 Status commFinalize(Communicator* comm);

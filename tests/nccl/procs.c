@@ -34,6 +34,26 @@ static int rankMain(ncclUniqueId id, int nranks, int rank) {
   int failures = ncclCheckAll(&comm, 1, 0);
   if (!failures) failures += ncclCheckAll(&comm, 1, 1);
   if (!failures) failures += ncclCheckBadInput(comm);
+  if (!failures && nranks >= 3 && rank != nranks - 1) {
+    /* The others go on without the last rank (which calls nothing). */
+    int exclude[1] = {nranks - 1};
+    ncclComm_t shrunk = NULL;
+    r = ncclCommShrink(comm, exclude, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT);
+    if (r != ncclSuccess) {
+      fprintf(stderr, "FAIL rank %d ncclCommShrink: %s: %s\n", rank, ncclGetErrorString(r),
+              ncclGetLastError(NULL));
+      ++failures;
+    } else {
+      int n = 0;
+      ncclCommCount(shrunk, &n);
+      if (n != nranks - 1) {
+        fprintf(stderr, "FAIL rank %d: shrunk communicator has %d ranks\n", rank, n);
+        ++failures;
+      }
+      failures += ncclCheckAll(&shrunk, 1, 0);
+      ncclCommDestroy(shrunk);
+    }
+  }
   ncclResult_t async = ncclInternalError;
   if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) {
     fprintf(stderr, "FAIL rank %d async error %d\n", rank, (int)async);
