@@ -2,6 +2,7 @@
 // pre-multiplied sums on every reduction collective, with their bad input.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -475,6 +476,86 @@ TEST(CommShrink, ProcessesAfterARankDied) {
     return 0;
   });
   for (const auto& res : trib::testing::waitChildren(pids, 60)) EXPECT_EQ(res.code, 0) << "pid " << res.pid;
+}
+
+}  // namespace
+
+namespace {
+
+// The thread-safety contract (tributary.h): different communicators from different threads at
+// once, while a third thread polls tribCommGetAsyncError on all of them.
+TEST(ThreadSafety, DifferentCommunicatorsConcurrently) {
+  Comms a(2), b(2);
+  std::vector<tribComm_t> all = {a.c[0], a.c[1], b.c[0], b.c[1]};
+  std::atomic<bool> stop{false};
+  std::atomic<int> badAsync{0};
+  std::thread poller([&] {
+    while (!stop.load()) {
+      for (tribComm_t c : all) {
+        tribResult_t s = tribInternalError;
+        if (tribCommGetAsyncError(c, &s) != tribSuccess || s != tribSuccess) badAsync.fetch_add(1);
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::vector<int> wrong(4, 0);
+  std::vector<std::thread> t;
+  for (int i = 0; i < 4; ++i)
+    t.emplace_back([&, i] {
+      std::vector<int32_t> v(257);
+      for (int iter = 0; iter < 100; ++iter) {
+        for (size_t k = 0; k < v.size(); ++k) v[k] = i * 1000 + iter + static_cast<int32_t>(k);
+        if (tribAllReduce(v.data(), v.data(), v.size(), tribInt32, tribSum, all[i], nullptr) != tribSuccess) {
+          ++wrong[i];
+          return;
+        }
+        const int peer = i ^ 1;  // ranks 0/1 of a, 2/3 of b
+        for (size_t k = 0; k < v.size(); ++k)
+          if (v[k] != (i + peer) * 1000 + 2 * (iter + static_cast<int32_t>(k))) ++wrong[i];
+      }
+    });
+  for (auto& th : t) th.join();
+  stop.store(true);
+  poller.join();
+  EXPECT_EQ(wrong, (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_EQ(badAsync.load(), 0);
+}
+
+// tribCommAbort from another thread releases a call blocked on the communicator long before its
+// timeout, and tribCommGetAsyncError from a third thread then reports the abort.
+TEST(ThreadSafety, AbortFromAnotherThreadReleasesABlockedCall) {
+  tribUniqueId id;
+  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<tribComm_t> c(2);
+  std::vector<std::thread> t;
+  for (int r = 0; r < 2; ++r)
+    t.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.timeoutMs = 60000;
+      EXPECT_EQ(tribCommInitRankConfig(&c[r], 2, id, r, &cfg), tribSuccess) << lastError();
+    });
+  for (auto& th : t) th.join();
+  tribResult_t blocked = tribSuccess;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread caller([&] {
+    float x = 1.0f;  // rank 1 never joins: blocks until aborted
+    blocked = tribAllReduce(&x, &x, 1, tribFloat32, tribSum, c[0], nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  tribResult_t s = tribInternalError;
+  std::thread observer([&] { EXPECT_EQ(tribCommGetAsyncError(c[0], &s), tribSuccess); });
+  observer.join();
+  EXPECT_EQ(s, tribSuccess) << "not broken while the call waits";
+  std::thread aborter([&] { EXPECT_EQ(tribCommAbort(c[0]), tribSuccess); });
+  aborter.join();
+  caller.join();
+  EXPECT_EQ(blocked, tribAborted);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  std::thread observer2([&] { EXPECT_EQ(tribCommGetAsyncError(c[0], &s), tribSuccess); });
+  observer2.join();
+  EXPECT_EQ(s, tribAborted);
+  EXPECT_EQ(tribCommDestroy(c[0]), tribSuccess);
+  EXPECT_EQ(tribCommDestroy(c[1]), tribSuccess);
 }
 
 }  // namespace

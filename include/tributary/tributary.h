@@ -17,6 +17,18 @@
 extern "C" {
 #endif
 
+/* ---- Thread safety ----------------------------------------------------------------------- *
+ * - One communicator: one call at a time. Its calls (collectives, tribTest/tribWait/tribRequestFree
+ *   of its requests, register, split, shrink, finalize, destroy...) may come from any thread, but
+ *   not concurrently; a thread that drives several ranks puts their calls in a group.
+ * - Except: tribCommAbort and tribCommGetAsyncError may be called from any thread at any time,
+ *   also while another thread is blocked in a call on the same communicator (abort makes that call
+ *   return tribAborted). tribCommDestroy must not overlap any other call on the communicator.
+ * - Different communicators: calls on each may run concurrently from different threads, also when
+ *   they share a process's transports (config.shareTransports).
+ * - Group state and tribGetLastError's message are per thread. tribGetUniqueId, tribMemAlloc,
+ *   tribMemFree, tribGetVersion and the name/string functions may be called from any thread. */
+
 /* ---- Result codes ------------------------------------------------------------------------ */
 typedef enum {
   tribSuccess = 0,

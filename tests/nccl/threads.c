@@ -2,8 +2,11 @@
  * ncclGroupStart/End, as single-process multi-GPU NCCL programs do. Also ncclCommSplit. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "checks.h"
 
@@ -75,6 +78,47 @@ static int run(int nranks) {
   return failures;
 }
 
+/* ncclCommAbort from the main thread while another thread is blocked in a call on the
+ * communicator (its peer never calls): the call returns, then the communicator is freed. */
+typedef struct {
+  ncclComm_t comm;
+  ncclResult_t result;
+} Blocked;
+
+static void* blockedAllReduce(void* arg) {
+  Blocked* b = (Blocked*)arg;
+  float x = 1.0f;
+  b->result = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, b->comm, NULL);
+  return NULL;
+}
+
+static int checkAbortFromAnotherThread(void) {
+  ncclComm_t comms[2];
+  if (ncclCommInitAll(comms, 2, NULL) != ncclSuccess) {
+    fprintf(stderr, "FAIL ncclCommInitAll(2): %s\n", ncclGetLastError(NULL));
+    return 1;
+  }
+  Blocked b = {comms[0], ncclSuccess};
+  pthread_t t;
+  pthread_create(&t, NULL, blockedAllReduce, &b);
+  struct timespec pause = {0, 100 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  int failures = 0;
+  ncclResult_t r = ncclCommAbort(comms[0]);
+  if (r != ncclSuccess) {
+    fprintf(stderr, "FAIL ncclCommAbort: %s: %s\n", ncclGetErrorString(r), ncclGetLastError(NULL));
+    ++failures;
+  }
+  pthread_join(t, NULL);
+  if (b.result != ncclInvalidUsage) {
+    fprintf(stderr, "FAIL the blocked call returned %d, want ncclInvalidUsage (aborted)\n", (int)b.result);
+    ++failures;
+  }
+  ncclCommDestroy(comms[1]);
+  printf("abort from another thread: %s\n", failures ? "FAILED" : "the blocked call returned");
+  return failures;
+}
+
 int main(int argc, char** argv) {
   /* Which libnccl.so.2 the loader picked (the drop-in test checks it is Tributary's). */
   Dl_info info;
@@ -83,5 +127,6 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (int i = 1; i < argc; ++i) failures += run(atoi(argv[i]));
   if (argc < 2) failures += run(2) + run(3);
+  failures += checkAbortFromAnotherThread();
   return failures ? 1 : 0;
 }
