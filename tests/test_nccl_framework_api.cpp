@@ -18,6 +18,22 @@ namespace {
 
 std::string lastError() { return tribGetLastError(nullptr); }
 
+// `n` ranks (threads) whose every wait times out after `ms`.
+std::vector<tribComm_t> commsWithTimeout(int n, int ms) {
+  tribUniqueId id;
+  EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
+  std::vector<tribComm_t> c(n);
+  std::vector<std::thread> t;
+  for (int r = 0; r < n; ++r)
+    t.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.timeoutMs = ms;
+      EXPECT_EQ(tribCommInitRankConfig(&c[r], n, id, r, &cfg), tribSuccess) << lastError();
+    });
+  for (auto& th : t) th.join();
+  return c;
+}
+
 struct Comms {
   explicit Comms(int n) : c(n) {
     EXPECT_EQ(tribCommInitAll(c.data(), n, nullptr), tribSuccess) << lastError();
@@ -349,17 +365,7 @@ TEST(CxxApi, AlltoAllRefusesSizesNotDivisibleByRanks) {
 // A Request destroyed while its peer never comes: a warning after a second, not a silent wait for
 // the whole timeout.
 TEST(CxxApi, RequestDestructorSaysWhenItWaits) {
-  tribUniqueId id;
-  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
-  std::vector<tribComm_t> c(2);
-  std::vector<std::thread> t;
-  for (int r = 0; r < 2; ++r)
-    t.emplace_back([&, r] {
-      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-      cfg.timeoutMs = 2500;
-      EXPECT_EQ(tribCommInitRankConfig(&c[r], 2, id, r, &cfg), tribSuccess) << lastError();
-    });
-  for (auto& th : t) th.join();
+  std::vector<tribComm_t> c = commsWithTimeout(2, 2500);
   tributary::Communicator c0(c[0]), c1(c[1]);
   std::vector<float> a(4, 1.0f), b(4, 0.0f);
   testing::internal::CaptureStderr();
@@ -524,17 +530,7 @@ TEST(ThreadSafety, DifferentCommunicatorsConcurrently) {
 // tribCommAbort from another thread releases a call blocked on the communicator long before its
 // timeout, and tribCommGetAsyncError from a third thread then reports the abort.
 TEST(ThreadSafety, AbortFromAnotherThreadReleasesABlockedCall) {
-  tribUniqueId id;
-  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
-  std::vector<tribComm_t> c(2);
-  std::vector<std::thread> t;
-  for (int r = 0; r < 2; ++r)
-    t.emplace_back([&, r] {
-      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-      cfg.timeoutMs = 60000;
-      EXPECT_EQ(tribCommInitRankConfig(&c[r], 2, id, r, &cfg), tribSuccess) << lastError();
-    });
-  for (auto& th : t) th.join();
+  std::vector<tribComm_t> c = commsWithTimeout(2, 60000);
   tribResult_t blocked = tribSuccess;
   const auto start = std::chrono::steady_clock::now();
   std::thread caller([&] {
