@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -328,6 +329,26 @@ TEST(ConfigVersioning, MinimumSizeVersionAndNewerFields) {
   cfg.shareTransports = 12345;
   ASSERT_EQ(tribCommInitRankConfig(&c, 1, id, 0, &cfg), tribSuccess) << lastError();
   EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  // A non-blocking init reads no more of an older, smaller struct than its size (ASan would see it).
+  {
+    tribConfig_t full = TRIB_CONFIG_INITIALIZER;
+    full.size = TRIB_CONFIG_MIN_SIZE;
+    full.blocking = 0;
+    std::unique_ptr<uint8_t[]> old(new uint8_t[TRIB_CONFIG_MIN_SIZE]);
+    std::memcpy(old.get(), &full, TRIB_CONFIG_MIN_SIZE);
+    tribComm_t nb = nullptr;
+    ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
+    ASSERT_EQ(tribCommInitRankConfig(&nb, 1, id, 0, reinterpret_cast<const tribConfig_t*>(old.get())),
+              tribInProgress)
+        << lastError();
+    tribResult_t st = tribInProgress;
+    for (int i = 0; i < 10000 && st == tribInProgress; ++i) {
+      ASSERT_EQ(tribCommGetAsyncError(nb, &st), tribSuccess);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(st, tribSuccess) << lastError();
+    EXPECT_EQ(tribCommDestroy(nb), tribSuccess);
+  }
   // ... and the same value in a current struct is refused, so the size is what decided.
   cfg.size = sizeof(tribConfig_t);
   ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);

@@ -24,8 +24,7 @@ extern "C" {
  * - Except: tribCommAbort and tribCommGetAsyncError may be called from any thread at any time,
  *   also while another thread is blocked in a call on the same communicator (abort makes that call
  *   return tribAborted). tribCommDestroy must not overlap any other call on the communicator.
- * - Different communicators: calls on each may run concurrently from different threads, also when
- *   they share a process's transports (config.shareTransports).
+ * - Different communicators: calls on each may run concurrently from different threads.
  * - Group state and tribGetLastError's message are per thread. tribGetUniqueId, tribMemAlloc,
  *   tribMemFree, tribGetVersion and the name/string functions may be called from any thread. */
 

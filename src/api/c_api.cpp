@@ -1,5 +1,6 @@
 // The C ABI: argument checks that need no communicator, error-string plumbing, and the
 // guarantee that no C++ exception crosses into the caller.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -59,10 +60,10 @@ Status initNonBlocking(int nranks, const tribUniqueId& id, int rank, const tribC
     std::string algo, transport, name;
   };
   auto copy = std::make_shared<Copy>();
-  copy->cfg = *config;
+  copy->cfg = tribConfig_t TRIB_CONFIG_INITIALIZER;
+  // An older header's struct is smaller: only its bytes are read; later fields keep their defaults.
+  std::memcpy(&copy->cfg, config, std::min(config->size, sizeof(tribConfig_t)));
   copy->cfg.size = sizeof(tribConfig_t);
-  if (config->size < offsetof(tribConfig_t, shareTransports) + sizeof(int))  // an older header's struct
-    copy->cfg.shareTransports = TRIB_CONFIG_UNDEF_INT;
   copy->cfg.blocking = 1;
   auto keep = [](const char* s, std::string* into) -> const char* {
     if (!s) return nullptr;
