@@ -17,6 +17,17 @@
 extern "C" {
 #endif
 
+/* ---- Thread safety ----------------------------------------------------------------------- *
+ * - One communicator: one call at a time. Its calls (collectives, tribTest/tribWait/tribRequestFree
+ *   of its requests, register, split, shrink, finalize, destroy...) may come from any thread, but
+ *   not concurrently; a thread that drives several ranks puts their calls in a group.
+ * - Except: tribCommAbort and tribCommGetAsyncError may be called from any thread at any time,
+ *   also while another thread is blocked in a call on the same communicator (abort makes that call
+ *   return tribAborted). tribCommDestroy must not overlap any other call on the communicator.
+ * - Different communicators: calls on each may run concurrently from different threads.
+ * - Group state and tribGetLastError's message are per thread. tribGetUniqueId, tribMemAlloc,
+ *   tribMemFree, tribGetVersion and the name/string functions may be called from any thread. */
+
 /* ---- Result codes ------------------------------------------------------------------------ */
 typedef enum {
   tribSuccess = 0,
@@ -93,14 +104,19 @@ typedef struct {
 
 /* ---- Communicator configuration ---------------------------------------------------------- */
 /* Always initialise with TRIB_CONFIG_INITIALIZER: size and version let the library accept
- * structs from older headers. Fields left at TRIB_CONFIG_UNDEF_* take the environment's value. */
+ * structs from older headers. Fields left at TRIB_CONFIG_UNDEF_* take the environment's value.
+ * Versioning rule: the fields from size to chunkBytes are frozen (TRIB_CONFIG_MIN_SIZE bytes: a
+ * smaller size, or a wrong magic, is tribInvalidArgument); new fields are only appended, and each
+ * is read only when the caller's size covers it and its version is at least the release that added
+ * it; otherwise it takes its default. A version older than TRIB_CONFIG_FIRST_VERSION is refused.
+ * blocking = 0 makes tribCommInitRankConfig return at once (see there). */
 #define TRIB_CONFIG_UNDEF_INT INT32_MIN
 #define TRIB_CONFIG_UNDEF_PTR NULL
 typedef struct {
   size_t size;           /* sizeof(tribConfig_t) */
   unsigned int magic;    /* TRIB_CONFIG_MAGIC */
   unsigned int version;  /* TRIB_VERSION_CODE of the header compiled against */
-  int blocking;          /* 1: init returns when ready (default); 0 reserved */
+  int blocking;          /* 1: init returns when ready (default); 0: non-blocking init */
   int timeoutMs;         /* every wait's timeout; overrides TRIB_TIMEOUT (ms) */
   const char* algo;      /* like TRIB_ALGO, e.g. "ring" or "allreduce:rhd;broadcast:chain" */
   const char* transport; /* like TRIB_TRANSPORT */
@@ -111,6 +127,8 @@ typedef struct {
 } tribConfig_t;
 
 #define TRIB_CONFIG_MAGIC 0x54524942u /* "TRIB" */
+#define TRIB_CONFIG_MIN_SIZE (offsetof(tribConfig_t, chunkBytes) + sizeof(int))
+#define TRIB_CONFIG_FIRST_VERSION 100u /* 0.1.0 */
 #define TRIB_CONFIG_INITIALIZER                                                                     \
   {                                                                                                 \
     sizeof(tribConfig_t), TRIB_CONFIG_MAGIC, TRIB_VERSION_CODE, TRIB_CONFIG_UNDEF_INT,              \
@@ -165,6 +183,13 @@ TRIB_API tribResult_t tribCommDeregister(const tribComm_t comm, void* handle);
 TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* uniqueId);
 /* Join communicator `uniqueId` as `rank` of `nranks`. Blocks until all ranks joined or timeout. */
 TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueId commId, int rank);
+/* With config->blocking = 0 it returns at once: *comm is set, tribInProgress is returned (after the
+ * arguments and config were checked), and the ranks join in the background (bounded by the
+ * timeout). Until joined, tribCommGetAsyncError reports tribInProgress and every other call on comm
+ * returns tribInProgress without doing anything; then it reports tribSuccess, or the init's
+ * error (every call then returns that error; tribCommDestroy frees it). tribCommAbort during the
+ * join returns at once and aborts the communicator as soon as it exists; tribCommDestroy waits for
+ * the join to end. */
 TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId commId, int rank,
                                              const tribConfig_t* config);
 /* Create `ndev` ranks in this process (threads; the loopback transport). devlist may be NULL. */
@@ -177,6 +202,17 @@ TRIB_API tribResult_t tribCommInitFromEnv(tribComm_t* comm, const tribConfig_t* 
  * color TRIB_SPLIT_NOCOLOR returns *newcomm = NULL. Collective over comm. */
 TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribComm_t* newcomm,
                                     const tribConfig_t* config);
+/* Fault tolerance (as ncclCommShrink): a new communicator of comm's ranks except the
+ * excludeCount ranks in excludeRanks (the same list on every caller), in their old order, made by
+ * those ranks alone: the excluded ones (dead, say) do not call it, and nothing runs on comm, so a
+ * comm broken by a peer's failure or aborted can be shrunk. TRIB_SHRINK_ABORT aborts comm first
+ * (its blocked calls return). Ranks in other processes meet through comm's store, so the process
+ * that served the unique id must survive. Errors (tribInvalidArgument): a NULL list with a count,
+ * ranks out of range or repeated, the caller excluded, or all ranks excluded; flags not listed. */
+#define TRIB_SHRINK_DEFAULT 0x00
+#define TRIB_SHRINK_ABORT 0x01
+TRIB_API tribResult_t tribCommShrink(tribComm_t comm, const int* excludeRanks, int excludeCount,
+                                     tribComm_t* newcomm, const tribConfig_t* config, int flags);
 /* Finish outstanding work (waits with the timeout), then stop accepting new work. */
 TRIB_API tribResult_t tribCommFinalize(tribComm_t comm);
 TRIB_API tribResult_t tribCommDestroy(tribComm_t comm);
@@ -267,6 +303,24 @@ TRIB_API tribResult_t tribTest(tribRequest_t* request, int* done);
 TRIB_API tribResult_t tribWait(tribRequest_t* request, int timeoutMs);
 /* Free a request without waiting: only legal once complete or after abort. */
 TRIB_API tribResult_t tribRequestFree(tribRequest_t* request);
+
+/* ---- Pre-multiplied sums ----------------------------------------------------------------- *
+ * As NCCL's ncclRedOpCreatePreMulSum (gradient pre-scaling): an operator that multiplies each
+ * rank's input by `scalar` (one element of `datatype`, multiplied in that type) and then sums.
+ * Usable with comm's reduction collectives (AllReduce, Reduce, ReduceScatter; blocking, grouped
+ * and non-blocking) on `datatype` only; its value is tribNumOps or above, unique on comm.
+ * tribScalarHostImmediate copies the scalar now; tribScalarDevice keeps the pointer and reads it
+ * when each call starts (it must be host memory: a CUDA device scalar is tribNotSupported, and so
+ * is a stream-ordered call with such an operator, for now). A call reads the scalar when it
+ * starts, so the operator may be destroyed as soon as the last call given it has returned. */
+typedef enum {
+  tribScalarDevice = 0,
+  tribScalarHostImmediate = 1,
+  tribScalarResidence_MAX_ENUM = 0x7fffffff
+} tribScalarResidence_t;
+TRIB_API tribResult_t tribRedOpCreatePreMulSum(tribRedOp_t* op, void* scalar, tribDataType_t datatype,
+                                               tribScalarResidence_t residence, tribComm_t comm);
+TRIB_API tribResult_t tribRedOpDestroy(tribRedOp_t op, tribComm_t comm);
 
 /* ---- Group calls ------------------------------------------------------------------------- *
  * Between tribGroupStart and tribGroupEnd, blocking collectives are queued; tribGroupEnd launches

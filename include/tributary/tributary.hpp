@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -82,7 +83,9 @@ class SharedBuffer {
   size_t n_ = 0;
 };
 
-// A non-blocking operation; waits for completion in its destructor if still running.
+// A non-blocking operation. Destroying one still running waits for it (its buffers must not be
+// freed under it): quietly for up to a second, then with a warning on stderr naming the operation,
+// up to the communicator's timeout. wait() or test() it first to avoid that.
 class Request {
  public:
   Request() = default;
@@ -116,8 +119,19 @@ class Request {
   }
 
  private:
+  static constexpr int kQuietWaitMs = 1000;
   void finish() noexcept {
-    if (req_ && tribWait(&req_, TRIB_TIMEOUT_DEFAULT) != tribSuccess) tribRequestFree(&req_);
+    if (!req_) return;
+    tribResult_t r = tribWait(&req_, kQuietWaitMs);
+    if (r == tribTimeout && req_) {
+      std::fprintf(
+          stderr,
+          "tributary::Request destroyed while its operation is still running after %d ms: waiting for "
+          "it up to the communicator's timeout (wait() or test() a Request before destroying it)\n",
+          kQuietWaitMs);
+      r = tribWait(&req_, TRIB_TIMEOUT_DEFAULT);
+    }
+    if (r != tribSuccess && req_) tribRequestFree(&req_);
   }
   tribRequest_t req_ = nullptr;
 };
@@ -212,8 +226,13 @@ class Communicator {
   template <typename T>
   void alltoAll(std::span<const T> send, std::span<T> recv) {
     sameSize(send.size(), recv.size(), "alltoAll");
-    check(tribAlltoAll(send.data(), recv.data(), send.size() / static_cast<size_t>(size()), dtypeOf<T>, comm_,
-                       nullptr));
+    const size_t n = static_cast<size_t>(size());
+    if (send.size() % n != 0) {  // refused rather than truncated to a multiple
+      throw Error(tribInvalidArgument, "alltoAll: " + std::to_string(send.size()) +
+                                           " elements do not divide into equal blocks for " +
+                                           std::to_string(n) + " ranks");
+    }
+    check(tribAlltoAll(send.data(), recv.data(), send.size() / n, dtypeOf<T>, comm_, nullptr));
   }
   template <typename T>
   void send(std::span<const T> buf, int peer) {

@@ -1,6 +1,9 @@
 // The C ABI: argument checks that need no communicator, error-string plumbing, and the
 // guarantee that no C++ exception crosses into the caller.
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -9,6 +12,7 @@
 #include "common/shared_alloc.hpp"
 #include "core/comm.hpp"
 #include "core/group.hpp"
+#include "core/premul.hpp"
 #include "core/stream_coll.hpp"
 #include "cuda/cuda_vmm.hpp"
 
@@ -43,7 +47,38 @@ tribResult_t guarded(const char* fn, F&& body) {
 
 Status needComm(const char* fn, const tribComm* comm) {
   if (!comm) return errorf(tribInvalidArgument, "%s: comm is NULL", fn);
-  return Status::Ok();
+  Status st = comm->ready();  // a non-blocking init still joining, or failed
+  if (!st.ok()) st.prefix(std::string(fn) + ": ");
+  return st;
+}
+
+// config->blocking = 0 (a config resolveConfig accepted): the join runs in the background, with
+// its own copy of the config and of the strings it points to.
+Status initNonBlocking(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config,
+                       tribComm_t* comm) {
+  struct Copy {
+    tribConfig_t cfg;
+    std::string algo, transport, name;
+  };
+  auto copy = std::make_shared<Copy>();
+  copy->cfg = tribConfig_t TRIB_CONFIG_INITIALIZER;
+  // An older header's struct is smaller: only its bytes are read; later fields keep their defaults.
+  std::memcpy(&copy->cfg, config, std::min(config->size, sizeof(tribConfig_t)));
+  copy->cfg.size = sizeof(tribConfig_t);
+  copy->cfg.blocking = 1;
+  auto keep = [](const char* s, std::string* into) -> const char* {
+    if (!s) return nullptr;
+    *into = s;
+    return into->c_str();
+  };
+  copy->cfg.algo = keep(config->algo, &copy->algo);
+  copy->cfg.transport = keep(config->transport, &copy->transport);
+  copy->cfg.commName = keep(config->commName, &copy->name);
+  *comm = tribComm::initInBackground([copy, nranks, id, rank](tribComm** out) {
+    return trib::commInitRank(nranks, id, rank, &copy->cfg, out);
+  });
+  return errorf(tribInProgress, "tribCommInitRank: rank %d of %d joins in the background (non-blocking init)",
+                rank, nranks);
 }
 
 // Blocking collective: on host memory without a stream, launch, then wait (or join the current
@@ -183,6 +218,11 @@ TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribU
     if (rank < 0 || rank >= nranks) {
       return errorf(tribInvalidArgument, "tribCommInitRank: rank %d is out of range 0..%d", rank, nranks - 1);
     }
+    if (config) {
+      trib::CommConfig checked;  // a bad config fails now, not in the background
+      TRIB_RETURN_IF_ERROR(trib::resolveConfig(config, &checked));
+      if (config->blocking == 0) return initNonBlocking(nranks, id, rank, config, comm);
+    }
     return trib::commInitRank(nranks, id, rank, config, comm);
   });
 }
@@ -216,6 +256,16 @@ TRIB_API tribResult_t tribCommSplit(tribComm_t comm, int color, int key, tribCom
   });
 }
 
+TRIB_API tribResult_t tribCommShrink(tribComm_t comm, const int* excludeRanks, int excludeCount,
+                                     tribComm_t* newcomm, const tribConfig_t* config, int flags) {
+  return guarded("tribCommShrink", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribCommShrink", comm));
+    if (!newcomm) return errorf(tribInvalidArgument, "tribCommShrink: newcomm is NULL");
+    *newcomm = nullptr;
+    return trib::commShrink(comm->impl(), excludeRanks, excludeCount, config, flags, newcomm);
+  });
+}
+
 TRIB_API tribResult_t tribCommFinalize(tribComm_t comm) {
   return guarded("tribCommFinalize", [&]() -> Status {
     TRIB_RETURN_IF_ERROR(needComm("tribCommFinalize", comm));
@@ -233,15 +283,16 @@ TRIB_API tribResult_t tribCommDestroy(tribComm_t comm) {
 TRIB_API tribResult_t tribCommAbort(tribComm_t comm) {
   return guarded("tribCommAbort", [&]() -> Status {
     if (!comm) return Status::Ok();
-    return trib::commAbort(comm->impl());
+    return comm->abortWhenJoined();
   });
 }
 
 TRIB_API tribResult_t tribCommGetAsyncError(tribComm_t comm, tribResult_t* asyncError) {
   return guarded("tribCommGetAsyncError", [&]() -> Status {
-    TRIB_RETURN_IF_ERROR(needComm("tribCommGetAsyncError", comm));
+    if (!comm) return errorf(tribInvalidArgument, "tribCommGetAsyncError: comm is NULL");
     if (!asyncError) return errorf(tribInvalidArgument, "tribCommGetAsyncError: asyncError is NULL");
-    *asyncError = comm->asyncError();
+    const Status ready = comm->ready();  // a non-blocking init: tribInProgress, or its error
+    *asyncError = ready.ok() ? comm->asyncError() : ready.code();
     return Status::Ok();
   });
 }
@@ -421,6 +472,22 @@ TRIB_API tribResult_t tribRequestFree(tribRequest_t* request) {
     trib::requestFree(req);
     *request = nullptr;
     return Status::Ok();
+  });
+}
+
+TRIB_API tribResult_t tribRedOpCreatePreMulSum(tribRedOp_t* op, void* scalar, tribDataType_t datatype,
+                                               tribScalarResidence_t residence, tribComm_t comm) {
+  return guarded("tribRedOpCreatePreMulSum", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribRedOpCreatePreMulSum", comm));
+    if (!op) return errorf(tribInvalidArgument, "tribRedOpCreatePreMulSum: op is NULL");
+    return trib::createPreMulSum(comm->impl(), scalar, datatype, residence, op);
+  });
+}
+
+TRIB_API tribResult_t tribRedOpDestroy(tribRedOp_t op, tribComm_t comm) {
+  return guarded("tribRedOpDestroy", [&]() -> Status {
+    TRIB_RETURN_IF_ERROR(needComm("tribRedOpDestroy", comm));
+    return trib::destroyPreMulSum(comm->impl(), op);
   });
 }
 

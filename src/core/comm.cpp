@@ -81,7 +81,60 @@ trib::Status trib::Communicator::checkUsable() const {
 }
 
 tribComm::tribComm(std::unique_ptr<trib::Communicator> impl) : impl_(std::move(impl)) {}
-tribComm::~tribComm() = default;
+tribComm::~tribComm() {
+  if (joinThread_.joinable()) joinThread_.join();
+}
+
+tribComm* tribComm::initInBackground(std::function<trib::Status(tribComm**)> join) {
+  auto* h = new tribComm();
+  h->joining_ = true;
+  h->joinThread_ = std::thread([h, join = std::move(join)] {
+    tribComm* made = nullptr;
+    trib::Status st = join(&made);
+    std::lock_guard<std::mutex> lock(h->joinMu_);
+    if (st.ok() && made) {
+      h->impl_ = std::move(made->impl_);
+      delete made;
+      if (h->abortAfterJoin_) (void)trib::commAbort(h->impl_.get());
+    } else if (st.ok()) {
+      st = trib::errorf(tribInternalError, "non-blocking init made no communicator");
+    }
+    h->joinResult_ = st;
+    h->joining_ = false;
+  });
+  return h;
+}
+
+bool tribComm::joining() const {
+  std::lock_guard<std::mutex> lock(joinMu_);
+  return joining_;
+}
+
+trib::Status tribComm::ready() const {
+  std::lock_guard<std::mutex> lock(joinMu_);
+  if (joining_) {
+    return trib::errorf(tribInProgress,
+                        "the communicator is still being initialised (non-blocking init): poll "
+                        "tribCommGetAsyncError until it is no longer tribInProgress");
+  }
+  if (!joinResult_.ok()) {
+    trib::Status e = joinResult_;
+    return e.prefix("the communicator's non-blocking init failed: ");
+  }
+  return trib::Status::Ok();
+}
+
+trib::Status tribComm::abortWhenJoined() {
+  {
+    std::lock_guard<std::mutex> lock(joinMu_);
+    if (joining_) {
+      abortAfterJoin_ = true;
+      return trib::Status::Ok();
+    }
+    if (!impl_) return trib::Status::Ok();  // a failed join: nothing to abort
+  }
+  return trib::commAbort(impl_.get());
+}
 int tribComm::rank() const { return impl_->rank; }
 int tribComm::nranks() const { return impl_->nranks; }
 tribResult_t tribComm::asyncError() const {
@@ -100,6 +153,10 @@ trib::Status tribComm::deregisterBuffer(void* handle) {
 
 namespace trib {
 
+namespace {
+constexpr unsigned kShareTransportsSince = 100;  // the version that added tribConfig_t.shareTransports
+}  // namespace
+
 Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   CommConfig c;
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(envDouble("TRIB_TIMEOUT") * 1000.0));
@@ -113,12 +170,21 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
   c.windowStreaming = streaming == "auto" ? -1 : streaming == "1" ? 1 : 0;
   c.shareTransports = envBool("TRIB_SHARE_TRANSPORTS");
   if (config) {
-    if (config->magic != TRIB_CONFIG_MAGIC ||
-        config->size < offsetof(tribConfig_t, chunkBytes) + sizeof(int)) {
+    // The versioning rule (tributary.h): a frozen first part, then fields read only when the
+    // caller's size covers them and its version is at least the one that added them.
+    if (config->magic != TRIB_CONFIG_MAGIC || config->size < TRIB_CONFIG_MIN_SIZE) {
       return errorf(
           tribInvalidArgument,
           "config struct not initialised: declare it as 'tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;'");
     }
+    if (config->version < TRIB_CONFIG_FIRST_VERSION) {
+      return errorf(tribInvalidArgument,
+                    "config.version %u is older than the first tribConfig_t (%u): initialise it with "
+                    "TRIB_CONFIG_INITIALIZER",
+                    config->version, TRIB_CONFIG_FIRST_VERSION);
+    }
+    if (config->blocking != TRIB_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+      return errorf(tribInvalidArgument, "config.blocking %d must be 0 or 1", config->blocking);
     if (config->timeoutMs != TRIB_CONFIG_UNDEF_INT) {
       if (config->timeoutMs <= 0) return errorf(tribInvalidArgument, "config.timeoutMs must be > 0");
       c.timeout = std::chrono::milliseconds(config->timeoutMs);
@@ -132,7 +198,7 @@ Status resolveConfig(const tribConfig_t* config, CommConfig* out) {
     }
     // A struct from a header older than this field ends before it.
     if (config->size >= offsetof(tribConfig_t, shareTransports) + sizeof(int) &&
-        config->shareTransports != TRIB_CONFIG_UNDEF_INT) {
+        config->version >= kShareTransportsSince && config->shareTransports != TRIB_CONFIG_UNDEF_INT) {
       if (config->shareTransports != 0 && config->shareTransports != 1)
         return errorf(tribInvalidArgument, "config.shareTransports must be 0 or 1");
       c.shareTransports = config->shareTransports == 1;
@@ -198,36 +264,84 @@ Status finishSplit(Communicator* parent, const int32_t* table, uint32_t splitSeq
   std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
     return a.key != b.key ? a.key < b.key : a.oldRank < b.oldRank;
   });
-  int newRank = 0;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].oldRank == parent->rank) newRank = static_cast<int>(i);
-  }
-  CommSpec spec;
-  spec.rank = newRank;
-  spec.nranks = static_cast<int>(members.size());
-  spec.commId =
+  std::vector<int> oldRanks;
+  for (const Member& m : members) oldRanks.push_back(m.oldRank);
+  const uint64_t commId =
       mix(parent->commId ^ mix(splitSeq) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(color)) << 1));
+  return commOfMembers(parent, oldRanks, commId, strprintf("/split%u/%d", splitSeq, color), cfg, out);
+}
+
+// A communicator of `oldRanks` (the parent's ranks, in their new order; the caller among them):
+// what split and shrink make. Its ranks' locations and hosts' topologies are the parent's, so
+// nothing is exchanged on the parent; ranks in other processes meet under the parent's store.
+Status commOfMembers(Communicator* parent, const std::vector<int>& oldRanks, uint64_t commId,
+                     const std::string& prefixSuffix, const tribConfig_t* cfg, tribComm** out) {
+  CommSpec spec;
+  for (size_t i = 0; i < oldRanks.size(); ++i) {
+    if (oldRanks[i] == parent->rank) spec.rank = static_cast<int>(i);
+  }
+  spec.nranks = static_cast<int>(oldRanks.size());
+  spec.commId = commId;
   spec.config = parent->config;
   if (cfg) TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &spec.config));
   const Communicator::Origin& from = parent->origin;
-  // Ranks in other processes connect through the parent's store.
   spec.store = from.store;
   spec.server = from.storeServer;
-  if (spec.store) spec.prefix = from.prefix + strprintf("/split%u/%d", splitSeq, color);
-  // The members' locations and their hosts' topologies are the parent's: nothing to exchange.
-  std::vector<int> hostIndex(from.hostDumps.size(), -1);  // the parent's host -> the split's
-  for (const Member& m : members) {
-    spec.locations.push_back(from.locations[m.oldRank]);
+  if (spec.store) spec.prefix = from.prefix + prefixSuffix;
+  std::vector<int> hostIndex(from.hostDumps.size(), -1);  // the parent's host -> the new one's
+  for (int old : oldRanks) {
+    spec.locations.push_back(from.locations[old]);
     if (from.hostDumps.empty()) continue;
-    int& h = hostIndex[from.hostOfRank[m.oldRank]];
+    int& h = hostIndex[from.hostOfRank[old]];
     if (h < 0) {
       h = static_cast<int>(spec.hostDumps.size());
-      spec.hostDumps.push_back(from.hostDumps[from.hostOfRank[m.oldRank]]);
+      spec.hostDumps.push_back(from.hostDumps[from.hostOfRank[old]]);
     }
   }
   // Ranks created together share one planner, as the parent's do, while the shape is the same.
   if (!spec.store && spec.nranks == parent->nranks && !cfg) spec.planner = parent->planner;
   return createComm(spec, out);
+}
+
+Status commShrink(Communicator* parent, const int* exclude, int excludeCount, const tribConfig_t* cfg,
+                  int flags, tribComm** out) {
+  *out = nullptr;
+  TRIB_RETURN_IF_ERROR(parent->checkProcess());  // a broken or aborted parent may shrink
+  if (parent->finalized.load())
+    return errorf(tribInvalidUsage, "tribCommShrink: the communicator was finalized");
+  if (flags != TRIB_SHRINK_DEFAULT && flags != TRIB_SHRINK_ABORT)
+    return errorf(tribInvalidArgument,
+                  "tribCommShrink: flags %d must be TRIB_SHRINK_DEFAULT or TRIB_SHRINK_ABORT", flags);
+  if (excludeCount < 0 || excludeCount >= parent->nranks) {
+    return errorf(tribInvalidArgument, "tribCommShrink: excludeRanksCount %d must be in 0..%d", excludeCount,
+                  parent->nranks - 1);
+  }
+  if (excludeCount > 0 && !exclude)
+    return errorf(tribInvalidArgument, "tribCommShrink: excludeRanksList is NULL but the count is %d",
+                  excludeCount);
+  std::vector<bool> gone(static_cast<size_t>(parent->nranks), false);
+  uint64_t listHash = 0;
+  for (int i = 0; i < excludeCount; ++i) {
+    const int r = exclude[i];
+    if (r < 0 || r >= parent->nranks) {
+      return errorf(tribInvalidArgument, "tribCommShrink: excluded rank %d is out of range 0..%d", r,
+                    parent->nranks - 1);
+    }
+    if (gone[r]) return errorf(tribInvalidArgument, "tribCommShrink: rank %d is excluded twice", r);
+    if (r == parent->rank) {
+      return errorf(tribInvalidArgument,
+                    "tribCommShrink: rank %d excludes itself (excluded ranks do not call tribCommShrink)", r);
+    }
+    gone[r] = true;
+    listHash ^= mix(static_cast<uint64_t>(r) + 1);
+  }
+  if (flags == TRIB_SHRINK_ABORT) TRIB_RETURN_IF_ERROR(commAbort(parent));
+  std::vector<int> survivors;
+  for (int r = 0; r < parent->nranks; ++r)
+    if (!gone[r]) survivors.push_back(r);
+  const uint32_t seq = parent->shrinkSeq++;
+  const uint64_t commId = mix(parent->commId ^ mix((uint64_t{0x5348524bu} << 32) | seq) ^ listHash);
+  return commOfMembers(parent, survivors, commId, strprintf("/shrink%u", seq), cfg, out);
 }
 
 Status commAbort(Communicator* comm) {
@@ -260,6 +374,10 @@ Status commFinalize(Communicator* comm) {
 
 Status commDestroy(tribComm* handle) {
   const Communicator* comm = handle->impl();
+  if (!comm) {  // a non-blocking init that is joining (the destructor waits for it) or failed
+    delete handle;
+    return Status::Ok();
+  }
   TRIB_RETURN_IF_ERROR(comm->checkProcess());
   if (int n = comm->outstanding.load(); n > 0) {
     return errorf(tribInvalidUsage,

@@ -4,9 +4,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -57,6 +60,14 @@ struct CollCall {
   // What the buffers are (classified once, at the API, after validation; Host for a NULL one).
   MemoryKind sendKind = MemoryKind::Host, recvKind = MemoryKind::Host;
 };
+// A tribRedOpCreatePreMulSum operator (core/premul.hpp).
+struct PreMulSum {
+  DataType dtype = tribFloat32;
+  bool immediate = true;            // the scalar was copied at creation (tribScalarHostImmediate)
+  std::vector<uint8_t> scalar;      // its bytes when immediate
+  const void* scalarPtr = nullptr;  // read at each launch otherwise (tribScalarDevice)
+};
+
 // The kind a call's plan is made for: the kinds of both buffers, folded into the least capable.
 MemoryKind callMemoryKind(const CollCall& call);
 
@@ -141,6 +152,7 @@ struct Communicator {
   uint32_t collSeq = 0;  // tags of collectives
   std::vector<uint32_t> p2pSendSeq, p2pRecvSeq;
   uint32_t splitSeq = 0;
+  uint32_t shrinkSeq = 0;  // the same on every surviving rank: each makes the same shrinks
 
   // Set only after every transport has let go of in-flight operations (abortTransports), so a
   // thread that sees it may free its requests at once.
@@ -154,6 +166,9 @@ struct Communicator {
   std::atomic<int> outstanding{0};   // live requests
   std::vector<tribRequest*> active;  // requests still running: progressed together
   std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> planCache;
+  // tribRedOpCreatePreMulSum's operators, by value (from tribNumOps up; core/premul.hpp).
+  std::map<int, trib::PreMulSum> preMulSums;
+  int nextPreMulSum = tribNumOps;
 
   // In-network reduction (core/switch_coll.cpp): this rank's aggregation-switch client, if any.
   std::unique_ptr<trib::CollectiveOffload> switchOffload;
@@ -196,6 +211,14 @@ struct tribComm {
   explicit tribComm(std::unique_ptr<trib::Communicator> impl);
   ~tribComm();
   trib::Communicator* impl() const { return impl_.get(); }
+  // Non-blocking init (tribConfig_t.blocking = 0): the handle exists before its communicator.
+  // `join` runs on a thread of its own and makes the communicator; until it has, ready() is
+  // tribInProgress; a failed join leaves its error there. tribCommAbort meanwhile is kept for when
+  // it exists. The destructor waits for the join.
+  static tribComm* initInBackground(std::function<trib::Status(tribComm**)> join);
+  trib::Status ready() const;
+  bool joining() const;
+  trib::Status abortWhenJoined();  // an abort: now, or once the join has made the communicator
   // What the C API answers or checks directly (comm.cpp).
   int rank() const;
   int nranks() const;
@@ -205,14 +228,20 @@ struct tribComm {
   trib::Status deregisterBuffer(void* handle);
 
  private:
+  tribComm() = default;
   std::unique_ptr<trib::Communicator> impl_;
+  mutable std::mutex joinMu_;
+  bool joining_ = false, abortAfterJoin_ = false;
+  trib::Status joinResult_;
+  std::thread joinThread_;
 };
 
 // The C ABI's opaque request: one rank's run of one operation.
 struct tribRequest {
   trib::Communicator* comm = nullptr;
   std::unique_ptr<trib::Execution> exec;
-  trib::Scratch scratch;  // from the communicator's pool
+  trib::Scratch scratch;      // from the communicator's pool
+  trib::Scratch preMulInput;  // a pre-multiplied sum's scaled input (core/premul.hpp)
   // What it runs, for messages ("allreduce(count 1024, float32, sum) on rank 0 of 4 [ring]"):
   // kept as fields and formatted by what() only when a message needs it, off the hot path.
   trib::CollCall call;
@@ -265,6 +294,12 @@ Status connectTransports(Communicator* comm, const std::vector<RankLocation>& lo
                          const OobAllGather& oob);
 Status makeUniqueId(tribUniqueId* id);
 Status commSplit(Communicator* comm, int color, int key, const tribConfig_t* config, tribComm** out);
+// tribCommShrink: a communicator of the ranks not excluded, made by them alone (no call on comm).
+Status commShrink(Communicator* comm, const int* exclude, int excludeCount, const tribConfig_t* config,
+                  int flags, tribComm** out);
+// A communicator of the parent's `oldRanks`, in that order (split and shrink).
+Status commOfMembers(Communicator* parent, const std::vector<int>& oldRanks, uint64_t commId,
+                     const std::string& prefixSuffix, const tribConfig_t* cfg, tribComm** out);
 Status commAbort(Communicator* comm);
 Status commDestroy(tribComm* comm);  // the handle and its communicator
 Status commFinalize(Communicator* comm);

@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "core/comm.hpp"
 #include "core/group.hpp"
+#include "core/premul.hpp"
 #include "core/stream_coll.hpp"
 #include "core/switch_coll.hpp"
 #include "reduce/reduce.hpp"
@@ -162,12 +163,7 @@ Status validateCall(const Communicator* comm, const CollCall& call) {
     return errorf(tribInvalidArgument, "unknown datatype %d (valid: 0..%d, see tribDataType_t)",
                   static_cast<int>(call.dtype), tribNumTypes - 1);
   }
-  if (usesOp(call.coll) && !validRedOp(call.op)) {
-    return errorf(tribInvalidArgument,
-                  "unknown reduction operator %d (valid: tribSum, tribProd, tribMin, tribMax, "
-                  "tribAvg)",
-                  static_cast<int>(call.op));
-  }
+  if (usesOp(call.coll) && !validRedOp(call.op)) TRIB_RETURN_IF_ERROR(checkPreMulSum(comm, call));
   bool rooted = call.coll == Coll::Reduce || call.coll == Coll::Broadcast || call.coll == Coll::Gather ||
                 call.coll == Coll::Scatter;
   if (rooted && (call.root < 0 || call.root >= comm->nranks)) {
@@ -310,9 +306,17 @@ Status launchCollective(Communicator* comm, const CollCall& userCall, tribReques
                   "runs stream-ordered, through the blocking form with a stream (tribAllReduce(..., stream))",
                   comm->rank, collName(call.coll), memoryKindName(call.sendKind),
                   memoryKindName(call.recvKind));
+  CollCall run = call;
+  Scratch scaled;
+  if (usesOp(call.coll) && isPreMulSum(call.op)) {
+    TRIB_RETURN_IF_ERROR(applyPreMulSum(comm, &run, &scaled));
+    args = argsFor(comm, run);
+  }
   const CachedPlan* plan = nullptr;
-  TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
-  return launchPlan(comm, call, args, plan, out);
+  TRIB_RETURN_IF_ERROR(planFor(comm, run, args, &plan));
+  TRIB_RETURN_IF_ERROR(launchPlan(comm, run, args, plan, out));
+  (*out)->preMulInput = std::move(scaled);  // the request reads it until done
+  return Status::Ok();
 }
 
 namespace {
@@ -441,14 +445,31 @@ Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
   CollArgs args = argsFor(comm, userCall);
   const CollCall call = classified(comm, userCall, args);
   // Device memory is stream-ordered on the legacy default stream when the stream is NULL (NCCL's).
-  if (stream || callMemoryKind(call) == MemoryKind::Device) return enqueueOnStream(comm, call, args, stream);
+  const bool preMul = usesOp(call.coll) && isPreMulSum(call.op);
+  if (stream || callMemoryKind(call) == MemoryKind::Device) {
+    if (preMul) {
+      return errorf(
+          tribNotSupported,
+          "rank %d: %s with a tribRedOpCreatePreMulSum operator is not supported stream-ordered yet "
+          "(a stream or device memory): use host memory without a stream",
+          comm->rank, collName(call.coll));
+    }
+    return enqueueOnStream(comm, call, args, stream);
+  }
   TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
+  CollCall run = call;
+  Scratch scaled;
+  if (preMul) {
+    TRIB_RETURN_IF_ERROR(applyPreMulSum(comm, &run, &scaled));
+    args = argsFor(comm, run);
+  }
   const CachedPlan* plan = nullptr;
-  TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
+  TRIB_RETURN_IF_ERROR(planFor(comm, run, args, &plan));
   if (comm->active.empty() && !inGroup() && !isSwitchAlgo(plan->algo->algo))
-    return runInline(comm, call, args, plan);
+    return runInline(comm, run, args, plan);
   tribRequest* req = nullptr;
-  TRIB_RETURN_IF_ERROR(launchPlan(comm, call, args, plan, &req));
+  TRIB_RETURN_IF_ERROR(launchPlan(comm, run, args, plan, &req));
+  req->preMulInput = std::move(scaled);  // a grouped call's request outlives this function
   return finishBlocking(req);
 }
 
