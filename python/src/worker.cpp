@@ -10,14 +10,15 @@ Worker::Worker(tribComm_t comm, std::string label, std::chrono::milliseconds tim
     : comm_(comm), label_(std::move(label)), timeout_(timeout), thread_([this] { loop(); }) {}
 
 Worker::~Worker() {
+  // A job's last reference to a tensor, and a future's Python callbacks, take the GIL on the
+  // worker thread: let go of it (before taking mu_) while the worker finishes.
+  PyThreadState* saved = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  // A future's Python callbacks run on the worker and take the GIL: let go of it while joining.
-  PyThreadState* saved = nullptr;
-  if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
   thread_.join();
   if (saved) PyEval_RestoreThread(saved);
 }
@@ -43,10 +44,11 @@ void Worker::loop() {
       }
     }
     if (!queue_.empty()) {
-      Job job = std::move(queue_.front());
+      auto job = std::make_unique<Job>(std::move(queue_.front()));
       queue_.pop_front();
       lk.unlock();
-      run(job);
+      run(*job);
+      job.reset();  // unlocked: dropping its tensors may take the GIL
       lk.lock();
     }
     if (!started_.empty()) {
