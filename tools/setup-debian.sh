@@ -3,6 +3,7 @@
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   libucx-dev ucx-utils libhwloc-dev libibverbs-dev libopenmpi-dev openmpi-bin libgloo-dev)
+PACKAGES+=(python3-torch libtorch-dev pybind11-dev)  # the PyTorch backend (python/, docs/PYTORCH.md)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -280,6 +280,14 @@ def check_bad_input(rank, world):
     t = value(rank, 4, torch.float32)
     dist.all_reduce(t)
     assert_close(t, expected("sum", world, 4, torch.float32))
+    # sizes that differ across ranks: Tributary sees the mismatch; it breaks that group only
+    other = dist.new_group(list(range(world)))
+    expect_error(RuntimeError, ["allreduce", "mismatched"], lambda: dist.all_reduce(torch.ones(100 + rank),
+                                                                                   group=other))
+    expect_error(RuntimeError, ["failed earlier"], lambda: dist.all_reduce(torch.ones(4), group=other))
+    t = value(rank, 4, torch.float32)
+    dist.all_reduce(t)
+    assert_close(t, expected("sum", world, 4, torch.float32))
 
 
 def main(rank, world):
