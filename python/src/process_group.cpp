@@ -131,6 +131,20 @@ void ProcessGroupTributary::checkRoot(int64_t root, const char* op) const {
                     " is not in a group of ", size_);
 }
 
+std::vector<at::Tensor> ProcessGroupTributary::rootList(const std::vector<std::vector<at::Tensor>>& lists,
+                                                        const at::Tensor& like, int root, const char* op,
+                                                        const char* what) const {
+  if (rank_ != root) {
+    TORCH_CHECK_VALUE(lists.empty() || (lists.size() == 1 && lists[0].empty()), "tributary ", op,
+                      ": only the root (rank ", root, ") takes ", what, " tensors");
+    return {};
+  }
+  TORCH_CHECK_VALUE(lists.size() == 1 && lists[0].size() == static_cast<size_t>(size_), "tributary ", op,
+                    ": the root expects one list of ", size_, " ", what, " tensors");
+  checkSameShape(lists[0], like, like.numel(), op, what);
+  return lists[0];
+}
+
 void ProcessGroupTributary::checkPeer(int peer, const char* op) const {
   TORCH_CHECK_VALUE(peer >= 0 && peer < size_, "tributary ", op, ": peer rank ", peer,
                     " is not in a group of ", size_);
@@ -279,16 +293,7 @@ Ptr ProcessGroupTributary::gather(std::vector<std::vector<at::Tensor>>& outputs,
   const at::Tensor& in = single(inputs, "gather");
   checkRoot(opts.rootRank, "gather");
   int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> outs;
-  if (rank_ == root) {
-    TORCH_CHECK_VALUE(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
-                      "tributary gather: the root expects one list of ", size_, " output tensors");
-    checkSameShape(outputs[0], in, in.numel(), "gather", "output");
-    outs = outputs[0];
-  } else {
-    TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
-                      "tributary gather: only the root (rank ", root, ") takes output tensors");
-  }
+  std::vector<at::Tensor> outs = rootList(outputs, in, root, "gather", "output");
   return post(c10d::OpType::GATHER, "gather", outs, [this, in, outs, root] {
     at::Tensor src = in.contiguous();
     at::Tensor flat = rank_ == root ? at::empty({size_ * in.numel()}, in.options()) : at::Tensor();
@@ -306,16 +311,7 @@ Ptr ProcessGroupTributary::scatter(std::vector<at::Tensor>& outputs,
   const at::Tensor& out = single(outputs, "scatter");
   checkRoot(opts.rootRank, "scatter");
   int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> ins;
-  if (rank_ == root) {
-    TORCH_CHECK_VALUE(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
-                      "tributary scatter: the root expects one list of ", size_, " input tensors");
-    checkSameShape(inputs[0], out, out.numel(), "scatter", "input");
-    ins = inputs[0];
-  } else {
-    TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
-                      "tributary scatter: only the root (rank ", root, ") takes input tensors");
-  }
+  std::vector<at::Tensor> ins = rootList(inputs, out, root, "scatter", "input");
   return post(c10d::OpType::SCATTER, "scatter", outputs, [this, out, ins, root] {
     at::Tensor flat = ins.empty() ? at::Tensor() : flatten(ins);
     Output o(out);

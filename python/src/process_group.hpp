@@ -71,6 +71,10 @@ class ProcessGroupTributary : public BackendBase {
                                       Worker::Task task, Worker::After after = {});
   void checkRoot(int64_t root, const char* op) const;
   void checkPeer(int peer, const char* op) const;
+  // The root's list of `size` tensors shaped like `like` (gather's outputs, scatter's inputs),
+  // checked; off the root the list must be empty, and {} is returned.
+  std::vector<at::Tensor> rootList(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like,
+                                   int root, const char* op, const char* what) const;
 
   tribComm_t comm_ = nullptr;
   std::unique_ptr<Worker> worker_;

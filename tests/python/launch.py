@@ -31,7 +31,7 @@ def _child(fn, rank, world, store_path, backend, timeout_s, deadline_s, queue, a
         os._exit(1)
 
 
-def run(fn, world, backend="tributary", timeout_s=30, deadline_s=120, args=(), dying=()):
+def run(fn, world, backend="tributary", timeout_s=60, deadline_s=240, args=(), dying=()):
     """Runs fn(rank, world, *args) on `world` fork()ed ranks; raises if any rank failed. The
     ranks in `dying` are expected to die without a report."""
     ctx = mp.get_context("fork")
