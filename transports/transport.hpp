@@ -42,6 +42,18 @@ struct ReduceSpec {
   DataType dtype = tribFloat32;
   RedOp op = tribSum;
 };
+// The checks every transport's postRecv makes of a reduce-receive of `bytes` ("UCX: invalid ...").
+inline Status checkReduceSpec(const char* transport, const ReduceSpec& r, size_t bytes) {
+  if (!validDataType(r.dtype) || !validRedOp(r.op))
+    return errorf(tribInvalidArgument, "%s: invalid reduction (dtype %d, op %d)", transport,
+                  static_cast<int>(r.dtype), static_cast<int>(r.op));
+  if (bytes % dataTypeSize(r.dtype) != 0)
+    return errorf(tribInvalidArgument, "%s: reduce-receive of %zu bytes is not a whole number of %s elements",
+                  transport, bytes, dataTypeName(r.dtype));
+  if (!r.local && bytes > 0)
+    return errorf(tribInvalidArgument, "%s: reduce-receive with null local operand", transport);
+  return Status::Ok();
+}
 
 // Out-of-band exchange used while connecting (the bootstrap provides it): every rank passes its
 // blob (e.g. a UCX worker address or a shm segment name) and receives all ranks' blobs, in rank order.

@@ -468,17 +468,7 @@ Status UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, c
                               TransferOp* op) {
   uint64_t ucpTag = 0;
   TRIB_RETURN_IF_ERROR(checkPost(peer, tag, buf, bytes, op, false, &ucpTag));
-  if (reduce) {
-    if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
-      return errorf(tribInvalidArgument, "UCX: invalid reduction (dtype %d, op %d)",
-                    static_cast<int>(reduce->dtype), static_cast<int>(reduce->op));
-    if (bytes % dataTypeSize(reduce->dtype) != 0)
-      return errorf(tribInvalidArgument,
-                    "UCX: reduce-receive of %zu bytes is not a whole number of %s elements", bytes,
-                    dataTypeName(reduce->dtype));
-    if (!reduce->local && bytes > 0)
-      return errorf(tribInvalidArgument, "UCX: reduce-receive with null local operand");
-  }
+  if (reduce) TRIB_RETURN_IF_ERROR(checkReduceSpec("UCX", *reduce, bytes));
   op->error = Status();
   op->state.store(TransferOp::kPending, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu());

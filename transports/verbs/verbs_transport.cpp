@@ -488,17 +488,7 @@ Status VerbsTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
   if (peer < 0 || peer >= nranks_ || !peers_[peer].active)
     return errorf(tribInvalidArgument, "verbs: rank %d is not a peer of this transport", peer);
   if (bytes && !buf) return errorf(tribInvalidArgument, "verbs: receive of %zu bytes into NULL", bytes);
-  if (reduce) {
-    if (!validDataType(reduce->dtype) || !validRedOp(reduce->op))
-      return errorf(tribInvalidArgument, "verbs: invalid reduction (dtype %d, op %d)",
-                    static_cast<int>(reduce->dtype), static_cast<int>(reduce->op));
-    if (bytes % dataTypeSize(reduce->dtype) != 0)
-      return errorf(tribInvalidArgument,
-                    "verbs: reduce-receive of %zu bytes is not a whole number of %s elements", bytes,
-                    dataTypeName(reduce->dtype));
-    if (!reduce->local && bytes > 0)
-      return errorf(tribInvalidArgument, "verbs: reduce-receive with null local operand");
-  }
+  if (reduce) TRIB_RETURN_IF_ERROR(checkReduceSpec("verbs", *reduce, bytes));
   op->error = Status();
   op->state.store(TransferOp::kPending, std::memory_order_relaxed);
   Recv r{op, buf, bytes, reduce && bytes > 0, reduce ? *reduce : ReduceSpec{}};
