@@ -17,7 +17,16 @@ if mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose $msize hostroot /
   mount -t devtmpfs dev /host/dev
   mkdir -p /host/dev/shm
   mount -t tmpfs shm /host/dev/shm
+  # A writable /tmp that still shows the host's /tmp folders (read-only): the tree under test may
+  # live there (a CI clone made by mktemp -d).
+  mkdir -p /hosttmp
+  mount -o bind /host/tmp /hosttmp
   mount -t tmpfs tmp /host/tmp
+  for d in /hosttmp/*/ /hosttmp/.[!.]*/; do
+    [ -d "$d" ] || continue
+    name=$(basename "$d")
+    mkdir -p "/host/tmp/$name" && mount -o bind "$d" "/host/tmp/$name"
+  done
   mount -t tmpfs run /host/run
   # Last: the output folder may lie below one of the tmpfs mounts (/tmp).
   mkdir -p "/host$TRIB_VM_OUT" 2> /dev/null
