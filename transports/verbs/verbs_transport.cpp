@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -748,9 +749,13 @@ Status VerbsTransport::progress() {
     Peer& pe = peers_[p];
     if (!pe.active || pe.lost) continue;
     for (;;) {
+      // The receiver's NIC writes the entry in address order: once its last word holds the expected
+      // sequence number (loaded with acquire, which orders the loads after it), the rest has landed.
+      const CtsEntry* slot = const_cast<const CtsEntry*>(&fifo(p)[pe.ctsIn.nextSlot()]);
+      const uint64_t seqEnd = __atomic_load_n(&slot->seqEnd, __ATOMIC_ACQUIRE);
       CtsEntry e;
-      std::memcpy(&e, const_cast<const CtsEntry*>(&fifo(p)[pe.ctsIn.nextSlot()]), sizeof e);
-      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      std::memcpy(static_cast<void*>(&e), slot, sizeof e);
+      e.seqEnd = seqEnd;
       if (!pe.ctsIn.ready(e)) break;
       pe.ctsIn.consume();
       onCts(p, e);
