@@ -9,10 +9,17 @@ JOBS=${JOBS:-2}
 
 setup() { bash tools/setup-debian.sh; }
 
+# ccache (when installed: setup does), keyed on paths relative to the checkout, so another clone of
+# the same sources (CI's clean clone) reuses what an earlier build compiled.
 configure_build() {  # dir, extra cmake args...
-  local dir=$1
+  local dir=$1 launchers=()
   shift
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON "$@" >/dev/null
+  if command -v ccache >/dev/null; then
+    export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+    launchers=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+      -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON "${launchers[@]}" "$@" >/dev/null
   ninja -C "$dir" -j"$JOBS"
 }
 
