@@ -154,6 +154,13 @@ TEST(Generators, ParamsAndErrors) {
   EXPECT_NE(s.message().find("dgx-h100 node count '0'"), std::string::npos) << s.message();
   s = generateTopology("tpu-pod", {}, &t);
   EXPECT_NE(s.message().find("unknown system 'tpu-pod'"), std::string::npos) << s.message();
+  // A count on a one-rack system, or fields beyond what a system takes, are refused, not ignored.
+  s = generateTopology("nvl72:64", {}, &t);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("use nvl72-cluster:64"), std::string::npos) << s.message();
+  s = generateTopology("dgx-h100:2:3", {}, &t);
+  EXPECT_NE(s.message().find("too many ':' fields"), std::string::npos) << s.message();
+  EXPECT_TRUE(generateTopology("uniform:8:100:2", {}, &t).ok());
 }
 
 TEST(TopoFile, RoundTripsEveryGenerator) {

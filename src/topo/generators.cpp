@@ -332,6 +332,10 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
     }
   }
   const std::string& sys = parts[0];
+  const size_t maxParts = sys == "uniform" ? 4 : 2;  // uniform:N:GBPS:US; the others SYSTEM[:N]
+  if (parts.size() > maxParts)
+    return errorf(tribInvalidArgument, "system '%s': too many ':' fields (%zu; at most %zu)", spec.c_str(),
+                  parts.size(), maxParts);
   GeneratorOverrides o;
   TRIB_RETURN_IF_ERROR(parseOverrides(params, &o));
   Nvl72Params p;
@@ -344,6 +348,10 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
     o.apply(hp);
     *out = makeHgx(hp, n);
   } else if (sys == "nvl72" || sys == "gb300-nvl72" || sys == "gb200-nvl72") {
+    if (parts.size() > 1)  // a count here used to be ignored: one rack came back for "nvl72:64"
+      return errorf(tribInvalidArgument,
+                    "%s is one rack and takes no count: for %s racks use nvl72-cluster:%s", sys.c_str(),
+                    parts[1].c_str(), parts[1].c_str());
     p.gb300 = sys != "gb200-nvl72";
     *out = makeNvl72(p);
   } else if (sys == "nvl72-cluster" || sys == "gb300-nvl72-cluster" || sys == "gb200-nvl72-cluster") {
