@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "algo/schedule.hpp"
+#include "bench_util.hpp"
 #include "bootstrap/launcher.hpp"
 #include "bootstrap/store.hpp"
 #include "bootstrap/unique_id.hpp"
@@ -37,6 +38,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using trib::Coll;
+using trib::bench::call;
+using trib::bench::parseSize;
+using trib::bench::perfKind;
+using trib::bench::Shape;
+using trib::bench::shapeFor;
 
 struct Options {
   uint64_t minBytes = 8, maxBytes = 64 << 20;
@@ -124,47 +130,6 @@ class Buffer {
   std::exit(code);
 }
 
-uint64_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  switch (end && *end ? *end : ' ') {
-    case 'K':
-    case 'k':
-      v *= 1024;
-      break;
-    case 'M':
-    case 'm':
-      v *= 1024 * 1024;
-      break;
-    case 'G':
-    case 'g':
-      v *= 1024.0 * 1024 * 1024;
-      break;
-    default:
-      break;
-  }
-  return static_cast<uint64_t>(v);
-}
-
-// nccl-tests' S: the bytes of the full array (the per-rank count for allreduce, the total for
-// allgather/reducescatter).
-struct Shape {
-  uint64_t count;  // the count argument of the call
-  uint64_t inElems, outElems;
-};
-Shape shapeFor(Coll c, uint64_t elems, int n) {
-  switch (c) {
-    case Coll::AllGather:
-      return {elems / n, elems / n, (elems / n) * n};
-    case Coll::ReduceScatter:
-      return {elems / n, (elems / n) * n, elems / n};
-    case Coll::AlltoAll:
-      return {elems / n, (elems / n) * n, (elems / n) * n};
-    default:
-      return {elems, elems, elems};
-  }
-}
-
 double memcpyBandwidth() {
   const size_t bytes = 64 << 20;
   std::vector<char> a(bytes, 1), b(bytes, 2);
@@ -223,91 +188,6 @@ double coreRoundTripNs() {
   ping.join();
   echo.join();
   return ns;
-}
-
-tribResult_t call(Coll c, const void* s, void* r, uint64_t count, tribDataType_t dt, tribRedOp_t op, int root,
-                  tribComm_t comm, tribStream_t stream) {
-  switch (c) {
-    case Coll::AllReduce:
-      return tribAllReduce(s, r, count, dt, op, comm, stream);
-    case Coll::ReduceScatter:
-      return tribReduceScatter(s, r, count, dt, op, comm, stream);
-    case Coll::AllGather:
-      return tribAllGather(s, r, count, dt, comm, stream);
-    case Coll::Broadcast:
-      return tribBroadcast(s, r, count, dt, root, comm, stream);
-    case Coll::Reduce:
-      return tribReduce(s, r, count, dt, op, root, comm, stream);
-    case Coll::AlltoAll:
-      return tribAlltoAll(s, r, count, dt, comm, stream);
-    default:
-      return tribNotSupported;
-  }
-}
-
-// The pattern of trib-perf's calls, as common/perf_pattern.hpp needs it.
-trib::perf::Kind perfKind(Coll c) {
-  using trib::perf::Kind;
-  switch (c) {
-    case Coll::AllReduce:
-      return Kind::AllReduce;
-    case Coll::Reduce:
-      return Kind::Reduce;
-    case Coll::ReduceScatter:
-      return Kind::ReduceScatter;
-    case Coll::AllGather:
-      return Kind::AllGather;
-    case Coll::Broadcast:
-      return Kind::Broadcast;
-    case Coll::AlltoAll:
-      return Kind::AlltoAll;
-    default:
-      return Kind::Other;
-  }
-}
-
-// Spawns `o.ranks` copies of this program, each one rank (TRIB_RANK/TRIB_NRANKS), meeting at a
-// store this process serves; returns the worst exit code.
-int spawnRanks(const Options& o, char** argv) {
-  uint8_t keyBytes[16];
-  if (!trib::randomBytes(keyBytes, sizeof keyBytes).ok()) return 1;
-  trib::StoreServerOptions so;
-  so.authKey = trib::toHex(keyBytes, sizeof keyBytes);
-  std::unique_ptr<trib::TcpStoreServer> server;
-  if (trib::Status st = trib::TcpStoreServer::start(so, &server); !st.ok()) {
-    std::fprintf(stderr, "trib-perf: cannot start the rendezvous store: %s\n", st.message().c_str());
-    return 1;
-  }
-  setenv(kRttEnv, std::to_string(coreRoundTripNs()).c_str(), 1);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.ranks; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("TRIB_RANK", std::to_string(r).c_str(), 1);
-      setenv("TRIB_NRANKS", std::to_string(o.ranks).c_str(), 1);
-      setenv("TRIB_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("TRIB_LOCAL_SIZE", std::to_string(o.ranks).c_str(), 1);
-      setenv("TRIB_STORE", server->address().c_str(), 1);
-      setenv("TRIB_AUTH_KEY", so.authKey.c_str(), 1);
-      setenv("TRIB_JOB_ID", ("trib-perf-" + std::to_string(getppid())).c_str(), 1);
-      execv("/proc/self/exe", argv);
-      std::perror("trib-perf: exec");
-      _exit(127);
-    }
-    if (pid < 0) {
-      std::perror("trib-perf: fork");
-      break;
-    }
-    pids.push_back(pid);
-  }
-  int worst = pids.size() == static_cast<size_t>(o.ranks) ? 0 : 1;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    worst = std::max(worst, rc);
-  }
-  return worst;
 }
 
 // What a device run keeps per rank: its device, stream and buffers (allocated once, for the largest
@@ -705,8 +585,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trib-perf: unknown op '%s' (sum, prod, min, max, avg)\n", o.opName.c_str());
     return 2;
   }
-  const bool underLauncher = std::getenv("TRIB_RANK") || std::getenv("OMPI_COMM_WORLD_RANK") ||
-                             std::getenv("PMI_RANK") || std::getenv("SLURM_PROCID") || std::getenv("RANK");
+  const bool underLauncher = trib::bench::underLauncher();
   if (gpusGiven && (o.gpus < 1 || o.ranks > 0 || underLauncher)) {
     std::fprintf(stderr,
                  "trib-perf: -g N (N >= 1 ranks per thread, driven in a group) needs ranks as threads (-t), "
@@ -727,7 +606,10 @@ int main(int argc, char** argv) {
   if (!o.transport.empty()) setenv("TRIB_TRANSPORT", o.transport.c_str(), 1);
   if (!o.algo.empty()) setenv("TRIB_ALGO", o.algo.c_str(), 1);
   // (The spawning parent leaves CUDA alone: a process that initialised it cannot fork CUDA users.)
-  if (o.ranks > 0 && !underLauncher) return spawnRanks(o, argv);
+  if (o.ranks > 0 && !underLauncher) {
+    setenv(kRttEnv, std::to_string(coreRoundTripNs()).c_str(), 1);  // the ranks' header reports it
+    return trib::bench::spawnRanks("trib-perf", o.ranks, argv);
+  }
   if (o.threads == 0 && !underLauncher) o.threads = gpusGiven && !threadsGiven ? 1 : 2;
   if (o.device) {
     // Fails fast, before any communicator, where there is no driver or device.

@@ -1,0 +1,157 @@
+// What the benchmark programs (trib-perf, trib-soak) share: sizes with K/M/G suffixes, the
+// buffer shapes of each collective, one call per collective, the check pattern's collective kind,
+// and running this program as the ranks of a one-host job (or finding it runs as one).
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo/schedule.hpp"
+#include "bootstrap/store.hpp"
+#include "bootstrap/unique_id.hpp"
+#include "common/perf_pattern.hpp"
+#include "tributary/tributary.h"
+
+namespace trib::bench {
+
+inline uint64_t parseSize(const char* s) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  switch (end && *end ? *end : ' ') {
+    case 'K':
+    case 'k':
+      v *= 1024;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
+  }
+  return static_cast<uint64_t>(v);
+}
+
+// nccl-tests' S: the bytes of the full array (the per-rank count for allreduce, the total for
+// allgather/reducescatter).
+struct Shape {
+  uint64_t count;  // the count argument of the call
+  uint64_t inElems, outElems;
+};
+inline Shape shapeFor(Coll c, uint64_t elems, int n) {
+  switch (c) {
+    case Coll::AllGather:
+      return {elems / n, elems / n, (elems / n) * n};
+    case Coll::ReduceScatter:
+      return {elems / n, (elems / n) * n, elems / n};
+    case Coll::AlltoAll:
+      return {elems / n, (elems / n) * n, (elems / n) * n};
+    default:
+      return {elems, elems, elems};
+  }
+}
+
+inline tribResult_t call(Coll c, const void* s, void* r, uint64_t count, tribDataType_t dt, tribRedOp_t op,
+                         int root, tribComm_t comm, tribStream_t stream) {
+  switch (c) {
+    case Coll::AllReduce:
+      return tribAllReduce(s, r, count, dt, op, comm, stream);
+    case Coll::ReduceScatter:
+      return tribReduceScatter(s, r, count, dt, op, comm, stream);
+    case Coll::AllGather:
+      return tribAllGather(s, r, count, dt, comm, stream);
+    case Coll::Broadcast:
+      return tribBroadcast(s, r, count, dt, root, comm, stream);
+    case Coll::Reduce:
+      return tribReduce(s, r, count, dt, op, root, comm, stream);
+    case Coll::AlltoAll:
+      return tribAlltoAll(s, r, count, dt, comm, stream);
+    default:
+      return tribNotSupported;
+  }
+}
+
+// The check pattern's name for a collective (common/perf_pattern.hpp).
+inline perf::Kind perfKind(Coll c) {
+  using perf::Kind;
+  switch (c) {
+    case Coll::AllReduce:
+      return Kind::AllReduce;
+    case Coll::Reduce:
+      return Kind::Reduce;
+    case Coll::ReduceScatter:
+      return Kind::ReduceScatter;
+    case Coll::AllGather:
+      return Kind::AllGather;
+    case Coll::Broadcast:
+      return Kind::Broadcast;
+    case Coll::AlltoAll:
+      return Kind::AlltoAll;
+    default:
+      return Kind::Other;
+  }
+}
+
+// Whether a launcher (this program's spawnRanks, mpirun, srun, torchrun, PMI) started this process
+// as one rank (src/bootstrap/launcher.hpp reads the same variables).
+inline bool underLauncher() {
+  return std::getenv("TRIB_RANK") || std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK") ||
+         std::getenv("SLURM_PROCID") || std::getenv("RANK");
+}
+
+// Runs `nranks` copies of this program (argv again), each one rank of a job on this host
+// (TRIB_RANK/TRIB_NRANKS/TRIB_LOCAL_*), meeting at a store this process serves with a fresh key;
+// returns the worst exit code. `prog` names the program in messages and the job id.
+inline int spawnRanks(const char* prog, int nranks, char** argv) {
+  uint8_t keyBytes[16];
+  if (!randomBytes(keyBytes, sizeof keyBytes).ok()) return 1;
+  StoreServerOptions so;
+  so.authKey = toHex(keyBytes, sizeof keyBytes);
+  std::unique_ptr<TcpStoreServer> server;
+  if (Status st = TcpStoreServer::start(so, &server); !st.ok()) {
+    std::fprintf(stderr, "%s: cannot start the rendezvous store: %s\n", prog, st.message().c_str());
+    return 1;
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("TRIB_RANK", std::to_string(r).c_str(), 1);
+      setenv("TRIB_NRANKS", std::to_string(nranks).c_str(), 1);
+      setenv("TRIB_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("TRIB_LOCAL_SIZE", std::to_string(nranks).c_str(), 1);
+      setenv("TRIB_STORE", server->address().c_str(), 1);
+      setenv("TRIB_AUTH_KEY", so.authKey.c_str(), 1);
+      setenv("TRIB_JOB_ID", (std::string(prog) + "-" + std::to_string(getppid())).c_str(), 1);
+      execv("/proc/self/exe", argv);
+      std::perror("exec");
+      _exit(127);
+    }
+    if (pid < 0) {
+      std::perror("fork");
+      break;
+    }
+    pids.push_back(pid);
+  }
+  int worst = pids.size() == static_cast<size_t>(nranks) ? 0 : 1;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    worst = std::max(worst, rc);
+  }
+  return worst;
+}
+
+}  // namespace trib::bench
