@@ -7,6 +7,7 @@ PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmar
 # order, rdma-core's verbs programs and perftest inside it.
 PACKAGES+=(qemu-system-x86 busybox-static cpio kmod ibverbs-utils perftest)
 PACKAGES+=(python3-torch libtorch-dev pybind11-dev)  # the PyTorch backend (python/, docs/PYTORCH.md)
+PACKAGES+=(python3-matplotlib)  # tools/plot_busbw.py (docs/PLANNER.md "Pictures")
 PACKAGES+=(ccache)  # compiler cache: rebuilds (and CI's three builds of one tree) skip unchanged files
 missing=()
 for p in "${PACKAGES[@]}"; do

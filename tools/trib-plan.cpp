@@ -1,12 +1,13 @@
 // trib-plan: what the planner would choose, and why, on a topology (a file or a generated system).
 //   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
-//             [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate] [--algo NAME]
+//             [--dtype float32] [--op sum] [--explain] [--sweep [--json FILE]] [--simulate] [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
 //             [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]  (as a communicator with trib-switchd
 //             attached: switch plans executable, predicted from these figures)
 //   trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]
 //             the prediction on this machine's topology (or FILE), ranks placed as the communicator
 //             places them, next to trib-perf's measured busbw (docs/PLANNER.md, bench/calibrate.sh)
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -26,9 +27,10 @@ static int usage() {
   std::fprintf(
       stderr,
       "usage: trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) [--coll allreduce] [--bytes 1G]\n"
-      "                 [--ranks N] [--dtype float32] [--op sum] [--explain] [--sweep] [--simulate]\n"
-      "                 [--algo NAME] [--executable-only] [--algo-override SPEC] [--tune SPEC]\n"
+      "                 [--ranks N] [--dtype float32] [--op sum] [--explain] [--sweep [--json FILE]]\n"
+      "                 [--simulate] [--algo NAME] [--executable-only] [--algo-override SPEC] [--tune SPEC]\n"
       "                 [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
+      "       (without --topo/--gen: this host's topology, as a communicator detects it)\n"
       "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
       "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
       "systems: %s (trib-topo gen --help)\n",
@@ -47,8 +49,9 @@ int main(int argc, char** argv) {
   int ranks = 0;
   bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false;
   std::vector<std::string> measured;
-  double memGBps = -1;   // < 0: each run's own memcpy_GBps
-  std::string attached;  // --attached-switch
+  double memGBps = -1;    // < 0: each run's own memcpy_GBps
+  std::string attached;   // --attached-switch
+  std::string sweepJson;  // --json: the sweep, every algorithm's prediction per size (tools/plot_busbw.py)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -82,6 +85,8 @@ int main(int argc, char** argv) {
       explain = true;
     else if (a == "--sweep")
       sweep = true;
+    else if (a == "--json")
+      sweepJson = val();
     else if (a == "--simulate")
       simulateIt = true;
     else if (a == "--executable-only")
@@ -112,12 +117,13 @@ int main(int argc, char** argv) {
     }
     Status s = generateTopology(parts[0], {parts.begin() + 1, parts.end()}, &topo);
     if (!s.ok()) return fail(s);
-  } else if (calib) {
+  } else if (calib || sweep) {
     Status s = topologyFromEnv(&topo);  // what the communicator plans on: TRIB_TOPO_FILE, else detected
     if (!s.ok()) return fail(s);
   } else {
     return usage();
   }
+  if (!sweepJson.empty() && !sweep) return fail(errorf(tribInvalidArgument, "--json goes with --sweep"));
   if (calib) {
     if (measured.empty()) return fail(errorf(tribInvalidArgument, "--calibrate needs --measured PERF.json"));
     std::printf("# topology %s (%d nodes, %d links)\n", topo.name.c_str(), topo.numNodes(), topo.numLinks());
@@ -204,6 +210,12 @@ int main(int argc, char** argv) {
   std::printf("planning time: %.2f ms (first call, includes the fabric summary); cached call %.2f us\n",
               planMs, cachedUs);
   if (sweep) {
+    FILE* json = nullptr;
+    if (!sweepJson.empty() && !(json = std::fopen(sweepJson.c_str(), "w")))
+      return fail(errorf(tribSystemError, "--json %s: %s", sweepJson.c_str(), std::strerror(errno)));
+    if (json)
+      std::fprintf(json, "{\"topology\":\"%s\",\"coll\":\"%s\",\"ranks\":%d,\"dtype\":\"%s\",\"sizes\":[",
+                   t.name.c_str(), collName(req.coll), req.nranks, dataTypeName(req.dtype));
     std::printf("%12s  %-13s %12s %11s %11s\n", "size", "choice", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
     for (uint64_t b = 8; b <= (16ull << 30); b *= 2) {
       PlanRequest r = req;
@@ -212,6 +224,23 @@ int main(int argc, char** argv) {
       double alg = b / p.predictedUs / 1e3;
       std::printf("%12s  %-13s %12.1f %11.3f %11.3f\n", formatBytes(b).c_str(), planAlgoName(p.algo),
                   p.predictedUs, alg, alg * trib::busBandwidthFactor(req.coll, req.nranks));
+      if (!json) continue;
+      // Every algorithm the model prices at this size, chosen or not (the plot's lines).
+      std::fprintf(json, "%s{\"size\":%llu,\"choice\":\"%s\",\"algorithms\":{", b == 8 ? "" : ",",
+                   static_cast<unsigned long long>(b), planAlgoName(p.algo));
+      bool first = true;
+      for (const Candidate& c : planner.explain(r)) {
+        if (!(c.plan.predictedUs > 0) || c.reason.find("unsupported") != std::string::npos) continue;
+        std::fprintf(json, "%s\"%s\":{\"time_us\":%.6g,\"busbw\":%.6g,\"eligible\":%s}", first ? "" : ",",
+                     planAlgoName(c.plan.algo), c.plan.predictedUs, c.busbwGBps,
+                     c.eligible ? "true" : "false");
+        first = false;
+      }
+      std::fprintf(json, "}}");
+    }
+    if (json) {
+      std::fprintf(json, "]}\n");
+      std::fclose(json);
     }
   }
   if (simulateIt) {
