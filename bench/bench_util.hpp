@@ -1,16 +1,22 @@
 // What the benchmark programs (trib-perf, trib-soak) share: sizes with K/M/G suffixes, the
 // buffer shapes of each collective, one call per collective, the check pattern's collective kind,
-// and running this program as the ranks of a one-host job (or finding it runs as one).
+// the cores' cache-line round trip, and running this program as the ranks of a one-host job (or
+// finding it runs as one).
 #pragma once
+#include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algo/schedule.hpp"
@@ -101,6 +107,53 @@ inline perf::Kind perfKind(Coll c) {
     default:
       return Kind::Other;
   }
+}
+
+// Round trip of a cache line between two threads pinned to the first two CPUs this process may
+// use (0 when it may use only one). On this project's VMs it is ~100 ns while the two virtual
+// CPUs share a cache and ~340 ns while they do not, and the host switches between the two every
+// few minutes; every cross-core copy slows down with it, so each run records which it had.
+inline double coreRoundTripNs() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return 0;
+  int cpus[2], found = 0;
+  for (int c = 0; c < CPU_SETSIZE && found < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
+  constexpr int kTrips = 20000;
+  std::atomic<int> flag{0};
+  double ns = 0;
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+  };
+  // Both sides bounded in time: a side that never sees the other (a CPU taken away) gives up.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  auto waitFor = [&](int v) {
+    for (unsigned spins = 0; flag.load(std::memory_order_acquire) != v; ++spins)
+      if (spins % 4096 == 0 && std::chrono::steady_clock::now() > deadline) return false;
+    return true;
+  };
+  std::thread echo([&] {
+    pin(cpus[1]);
+    for (int i = 0; i < kTrips; ++i) {
+      if (!waitFor(2 * i + 1)) return;
+      flag.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  std::thread ping([&] {
+    pin(cpus[0]);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kTrips; ++i) {
+      flag.store(2 * i + 1, std::memory_order_release);
+      if (!waitFor(2 * i + 2)) return;
+    }
+    ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kTrips;
+  });
+  ping.join();
+  echo.join();
+  return ns;
 }
 
 // Whether a launcher (this program's spawnRanks, mpirun, srun, torchrun, PMI) started this process

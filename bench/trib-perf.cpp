@@ -39,6 +39,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using trib::Coll;
 using trib::bench::call;
+using trib::bench::coreRoundTripNs;
 using trib::bench::parseSize;
 using trib::bench::perfKind;
 using trib::bench::Shape;
@@ -141,53 +142,6 @@ double memcpyBandwidth() {
   }
   // Bytes moved as nccl-tests counts copies: read + write would be 2x; report the copy rate.
   return bytes / best / 1e9;
-}
-
-// Round trip of a cache line between two threads pinned to the first two CPUs this process may
-// use (0 when it may use only one). On this project's VMs it is ~100 ns while the two virtual
-// CPUs share a cache and ~340 ns while they do not, and the host switches between the two every
-// few minutes; every cross-core copy slows down with it, so each run records which it had.
-double coreRoundTripNs() {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return 0;
-  int cpus[2], found = 0;
-  for (int c = 0; c < CPU_SETSIZE && found < 2; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
-  constexpr int kTrips = 20000;
-  std::atomic<int> flag{0};
-  double ns = 0;
-  auto pin = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-  };
-  // Both sides bounded in time: a side that never sees the other (a CPU taken away) gives up.
-  auto deadline = Clock::now() + std::chrono::seconds(2);
-  auto waitFor = [&](int v) {
-    for (unsigned spins = 0; flag.load(std::memory_order_acquire) != v; ++spins)
-      if (spins % 4096 == 0 && Clock::now() > deadline) return false;
-    return true;
-  };
-  std::thread echo([&] {
-    pin(cpus[1]);
-    for (int i = 0; i < kTrips; ++i) {
-      if (!waitFor(2 * i + 1)) return;
-      flag.store(2 * i + 2, std::memory_order_release);
-    }
-  });
-  std::thread ping([&] {
-    pin(cpus[0]);
-    auto t0 = Clock::now();
-    for (int i = 0; i < kTrips; ++i) {
-      flag.store(2 * i + 1, std::memory_order_release);
-      if (!waitFor(2 * i + 2)) return;
-    }
-    ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kTrips;
-  });
-  ping.join();
-  echo.join();
-  return ns;
 }
 
 // What a device run keeps per rank: its device, stream and buffers (allocated once, for the largest
