@@ -59,6 +59,7 @@ struct StoreServerOptions {
 struct StoreServerStats {
   uint64_t connections = 0, refused = 0, malformed = 0, messagesIn = 0, messagesOut = 0, bytesIn = 0,
            bytesOut = 0;
+  double cpuSeconds = 0;  // the serving thread's CPU time so far (what one server can sustain)
 };
 
 class TcpStoreServer {

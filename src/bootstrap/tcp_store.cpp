@@ -63,7 +63,9 @@ struct TcpStoreServer::Impl {
   int wakePipe[2] = {-1, -1};
   std::atomic<bool> stopping{false};
   int port = 0;
-  std::thread thread;  // in Impl so that a fork()ed child can abandon both without touching either
+  std::thread thread;    // in Impl so that a fork()ed child can abandon both without touching either
+  clockid_t cpuClock{};  // the thread's CPU clock (stats), set once at start
+  bool cpuClockValid = false;
 
   // fork() pauses the thread at the top of its loop (see forkPrepare).
   std::mutex pauseMu;
@@ -186,6 +188,7 @@ Status TcpStoreServer::start(const StoreServerOptions& options, std::unique_ptr<
   {
     std::lock_guard<std::mutex> l(live().mu);
     im.thread = std::thread([p = &im] { p->run(); });
+    im.cpuClockValid = pthread_getcpuclockid(im.thread.native_handle(), &im.cpuClock) == 0;
     live().list.push_back(&im);
   }
   TRIB_INFO("bootstrap", "store server listening on %s", s->address_.c_str());
@@ -209,8 +212,15 @@ bool TcpStoreServer::ownedHere() const { return static_cast<int>(getpid()) == ow
 int TcpStoreServer::port() const { return impl_->port; }
 
 StoreServerStats TcpStoreServer::stats() const {
-  std::lock_guard<std::mutex> l(impl_->statsMu);
-  return impl_->stats;
+  StoreServerStats s;
+  {
+    std::lock_guard<std::mutex> l(impl_->statsMu);
+    s = impl_->stats;
+  }
+  timespec ts{};  // the thread's clock fails once it has exited: then 0
+  if (ownedHere() && impl_->cpuClockValid && clock_gettime(impl_->cpuClock, &ts) == 0)
+    s.cpuSeconds = static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+  return s;
 }
 
 void TcpStoreServer::stop() {
