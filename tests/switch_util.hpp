@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "algo/schedule.hpp"
+#include "bootstrap/net.hpp"
+#include "transports/switch/switch_auth.hpp"
 #include "transports/switch/switch_client.hpp"
 #include "transports/switch/switch_node.hpp"
 #include "tributary/tributary.h"
@@ -131,6 +133,41 @@ inline Status runCollective(SwitchClient& c, const OffloadCall& call,
   TransferOp done;
   TRIB_RETURN_IF_ERROR(c.postCollective(call, &done));
   return waitFor(c, done, timeout);
+}
+
+// The client's side of the switch handshake on a raw TCP socket (tests that then send hand-made
+// bytes); *theirs (optional) receives the switch's nonce.
+inline Status rawHandshake(int fd, const std::string& key, auth::Nonce* theirs = nullptr,
+                           const auth::Nonce* mineIn = nullptr) {
+  auto deadline = net::deadlineAfter(3000);
+  auth::Nonce mine{}, server{};
+  if (mineIn)
+    mine = *mineIn;
+  else
+    TRIB_RETURN_IF_ERROR(auth::freshNonce(&mine));
+  auto recvOne = [&](std::vector<uint8_t>* payload, Header* h) -> Status {
+    uint8_t hb[kHeaderBytes];
+    TRIB_RETURN_IF_ERROR(net::recvAll(fd, hb, kHeaderBytes, deadline));
+    TRIB_RETURN_IF_ERROR(parseHeader(hb, 0, h));
+    payload->resize(h->payloadBytes);
+    return net::recvAll(fd, payload->data(), payload->size(), deadline);
+  };
+  std::vector<uint8_t> msg = helloMessage(Role::Rank, mine), payload;
+  Header h;
+  TRIB_RETURN_IF_ERROR(net::sendAll(fd, msg.data(), msg.size(), deadline));
+  TRIB_RETURN_IF_ERROR(recvOne(&payload, &h));
+  if (h.type != MsgType::Challenge) return errorf(tribRemoteError, "no challenge: %s", msgTypeName(h.type));
+  std::memcpy(server.data(), payload.data(), server.size());
+  if (theirs) *theirs = server;
+  TRIB_RETURN_IF_ERROR(proofMessage(key, Role::Rank, mine, server, &msg));
+  TRIB_RETURN_IF_ERROR(net::sendAll(fd, msg.data(), msg.size(), deadline));
+  TRIB_RETURN_IF_ERROR(recvOne(&payload, &h));
+  if (h.type != MsgType::HelloAck)
+    return errorf(tribRemoteError, "%s: %s", msgTypeName(h.type),
+                  std::string(payload.begin(), payload.end()).c_str());
+  if (!switchProofValid(key, mine, server, payload))
+    return errorf(tribRemoteError, "the switch's proof is wrong");
+  return Status::Ok();
 }
 
 }  // namespace trib::sw::testing

@@ -91,8 +91,9 @@ TEST_P(BootstrapRanks, CollectivesOverFileStore) {
 INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanks, ::testing::Values(1, 2, 3, 5, 8));
 
 TEST(Bootstrap, AllGatherCostsTwoMessagesPerRank) {
-  // The figure docs/BOOTSTRAP.md states: n HELLOs, then per allGather n SETs + n multi-gets in and
-  // n + n replies out; the reply bytes are n * (sum of blobs + framing).
+  // The figure docs/BOOTSTRAP.md states: n HELLOs + n AUTHs (the challenge-response), then per
+  // allGather n SETs + n multi-gets in and n + n replies out; the reply bytes are n * (sum of blobs
+  // + framing).
   const int n = 6;
   auto run = trib::testing::runWithStore(
       n, 30, trib::testing::storeOptions("k"), [&](int rank, const std::string& addr) {
@@ -106,12 +107,12 @@ TEST(Bootstrap, AllGatherCostsTwoMessagesPerRank) {
   ASSERT_TRUE(run.error.empty()) << run.error;
   for (auto& r : run.results) ASSERT_EQ(r.code, 0);
   StoreServerStats st = run.stats;
-  EXPECT_EQ(st.messagesIn, 3u * n);
-  EXPECT_EQ(st.messagesOut, 3u * n);
+  EXPECT_EQ(st.messagesIn, 4u * n);
+  EXPECT_EQ(st.messagesOut, 4u * n);
   // Each multi-get reply carries n blobs of 100 bytes plus 4-byte length each, a count and a header.
   uint64_t replyBytes = 4 + 1 + 4 + n * (4 + 100);
-  uint64_t setReply = 5, helloReply = 5;
-  EXPECT_EQ(st.bytesOut, n * (replyBytes + setReply + helloReply));
+  uint64_t setReply = 5, handshakeReplies = 2 * (5 + 32);  // the challenge, the store's proof
+  EXPECT_EQ(st.bytesOut, n * (replyBytes + setReply + handshakeReplies));
 }
 
 TEST(Bootstrap, MissingRankTimesOutWithClearStatus) {

@@ -4,12 +4,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <poll.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "bootstrap/store.hpp"
+#include "bootstrap/store_handshake.hpp"
 #include "common/log.hpp"
 #include "store_util.hpp"
 
@@ -90,13 +96,33 @@ bool closedByServer(int fd) {
   return false;
 }
 
-std::vector<uint8_t> helloFrame(const std::string& key) {
-  net::Writer w;
-  w.u8(storeproto::kHello);
-  w.u32(storeproto::kMagic);
-  w.u32(storeproto::kVersion);
-  w.str(key);
-  return w.frame();
+// One framed request and its reply's body (status byte first), on a raw connection.
+std::vector<uint8_t> rawCall(int fd, const net::Writer& w) {
+  auto f = w.frame();
+  std::vector<uint8_t> body;
+  uint32_t len = 0;
+  if (!net::sendAll(fd, f.data(), f.size(), net::deadlineAfter(2000)).ok() ||
+      !net::recvAll(fd, &len, 4, net::deadlineAfter(2000)).ok() || len == 0 || len > 4096)
+    return body;
+  body.resize(len);
+  if (!net::recvAll(fd, body.data(), len, net::deadlineAfter(2000)).ok()) body.clear();
+  return body;
+}
+
+// The client's side of the challenge-response on a raw connection; true when the store accepted.
+bool rawAuthenticate(int fd, const std::string& key) {
+  auth::Nonce mine{}, theirs{};
+  auth::Proof proof{};
+  if (!auth::freshNonce(&mine).ok()) return false;
+  auto challenge = rawCall(fd, storeproto::encodeHello(mine));
+  if (challenge.empty() || challenge[0] != storeproto::kOk ||
+      !storeproto::decodeChallenge(challenge.data() + 1, challenge.size() - 1, &theirs))
+    return false;
+  if (!auth::makeProof(key, storeproto::kClientContext, mine, theirs, &proof).ok()) return false;
+  auto accept = rawCall(fd, storeproto::encodeAuth(proof));
+  return !accept.empty() && accept[0] == storeproto::kOk &&
+         storeproto::decodeAccept(accept.data() + 1, accept.size() - 1, &proof) &&
+         auth::verifyProof(key, storeproto::kServerContext, mine, theirs, proof);
 }
 
 // Runs the same semantic checks against any Store.
@@ -206,6 +232,8 @@ TEST(TcpStore, WrongOrMissingKeyRefusedAndLogged) {
   EXPECT_NE(st.message().find("wrong job key"), std::string::npos) << st.message();
   EXPECT_TRUE(log.contains("wrong job key"));
 
+  EXPECT_TRUE(log.contains("answered the challenge with a wrong job key"));
+
   // A connection whose first message is not HELLO is dropped without a reply.
   int fd = rawConnect(*server);
   net::Writer w;
@@ -216,13 +244,191 @@ TEST(TcpStore, WrongOrMissingKeyRefusedAndLogged) {
   ASSERT_TRUE(net::sendAll(fd, f.data(), f.size(), net::deadlineAfter(1000)).ok());
   EXPECT_TRUE(closedByServer(fd));
   close(fd);
-  EXPECT_TRUE(log.contains("did not start with a job key"));
+  EXPECT_TRUE(log.contains("did not start with a handshake"));
   EXPECT_EQ(server->stats().refused, 2u);
 
   // The refused SET did not happen, and honest clients still work.
   auto good = connectClient(*server);
   Blob v;
   EXPECT_EQ(good->get("k", &v, 50).code(), tribTimeout);
+}
+
+// A one-connection fake store on 127.0.0.1 running `serve(fd)` in a thread (impostors, old or
+// broken servers).
+struct FakeStore {
+  int listenFd = -1;
+  std::string address;
+  std::thread thread;
+  explicit FakeStore(std::function<void(int)> serve) {
+    net::SockAddr a, bound;
+    EXPECT_TRUE(net::parseHostPort("127.0.0.1:0", &a).ok());
+    EXPECT_TRUE(net::listenOn(a, &listenFd, &bound).ok());
+    address = bound.str();
+    thread = std::thread([this, serve = std::move(serve)] {
+      pollfd p{listenFd, POLLIN, 0};
+      if (poll(&p, 1, 5000) != 1) return;
+      int fd = accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;
+      serve(fd);
+      close(fd);
+    });
+  }
+  void finish() {
+    if (thread.joinable()) thread.join();
+  }
+  ~FakeStore() {
+    finish();
+    close(listenFd);
+  }
+};
+
+// Reads one framed request body (bounded), empty on failure.
+std::vector<uint8_t> readRequest(int fd) {
+  uint32_t len = 0;
+  std::vector<uint8_t> body;
+  if (!net::recvAll(fd, &len, 4, net::deadlineAfter(3000)).ok() || len == 0 || len > 4096) return body;
+  body.resize(len);
+  if (!net::recvAll(fd, body.data(), len, net::deadlineAfter(3000)).ok()) body.clear();
+  return body;
+}
+
+void sendReply(int fd, uint8_t code, const uint8_t* p, size_t n) {
+  net::Writer w;
+  w.u8(code);
+  w.raw(p, n);
+  auto f = w.frame();
+  (void)net::sendAll(fd, f.data(), f.size(), net::deadlineAfter(2000));
+}
+
+TEST(TcpStoreAuth, KeyNeverCrossesTheWireAndEachConnectionIsChallengedAfresh) {
+  auto server = startServer();
+  // Two handshakes by hand: the challenges differ, and neither message carries the key.
+  auth::Nonce mine{}, first{}, second{};
+  ASSERT_TRUE(auth::freshNonce(&mine).ok());
+  for (auth::Nonce* got : {&first, &second}) {
+    int fd = rawConnect(*server);
+    auto hello = storeproto::encodeHello(mine);
+    EXPECT_EQ(std::search(hello.data().begin(), hello.data().end(), kKey.begin(), kKey.end()),
+              hello.data().end());
+    auto reply = rawCall(fd, hello);
+    ASSERT_EQ(reply.size(), 1 + auth::kNonceBytes);
+    EXPECT_EQ(reply[0], storeproto::kOk);
+    ASSERT_TRUE(storeproto::decodeChallenge(reply.data() + 1, reply.size() - 1, got));
+    close(fd);
+  }
+  EXPECT_NE(first, second) << "the store repeated a challenge";
+}
+
+TEST(TcpStoreAuth, ReplayedHandshakeIsRefused) {
+  LogCapture log;
+  auto server = startServer();
+  // An honest handshake, recorded: the client's nonce and its proof.
+  int fd = rawConnect(*server);
+  auth::Nonce mine{}, theirs{};
+  auth::Proof proof{};
+  ASSERT_TRUE(auth::freshNonce(&mine).ok());
+  auto reply = rawCall(fd, storeproto::encodeHello(mine));
+  ASSERT_TRUE(!reply.empty() && storeproto::decodeChallenge(reply.data() + 1, reply.size() - 1, &theirs));
+  ASSERT_TRUE(auth::makeProof(kKey, storeproto::kClientContext, mine, theirs, &proof).ok());
+  reply = rawCall(fd, storeproto::encodeAuth(proof));
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(reply[0], storeproto::kOk);
+  close(fd);
+  // The same bytes replayed on a new connection: the store's fresh nonce makes the proof stale.
+  fd = rawConnect(*server);
+  reply = rawCall(fd, storeproto::encodeHello(mine));
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(reply[0], storeproto::kOk);
+  reply = rawCall(fd, storeproto::encodeAuth(proof));
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(reply[0], storeproto::kError);
+  EXPECT_TRUE(closedByServer(fd));
+  close(fd);
+  EXPECT_TRUE(log.contains("answered the challenge with a wrong job key"));
+  // A proof sent without a challenge first is no handshake at all.
+  fd = rawConnect(*server);
+  auto f = storeproto::encodeAuth(proof).frame();
+  ASSERT_TRUE(net::sendAll(fd, f.data(), f.size(), net::deadlineAfter(1000)).ok());
+  EXPECT_TRUE(closedByServer(fd));
+  close(fd);
+  EXPECT_EQ(server->stats().refused, 2u);
+}
+
+TEST(TcpStoreAuth, OldVersionClientRefusedWithBothVersions) {
+  LogCapture log;
+  auto server = startServer();
+  int fd = rawConnect(*server);
+  net::Writer v1;  // what a version-1 client sent: the key itself
+  v1.u8(storeproto::kHello);
+  v1.u32(storeproto::kMagic);
+  v1.u32(1);
+  v1.str(kKey);
+  auto reply = rawCall(fd, v1);
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(reply[0], storeproto::kError);
+  std::string msg(reply.begin() + 5, reply.end());  // status, u32 length, text
+  EXPECT_NE(msg.find("store protocol version 2, client sent 1"), std::string::npos) << msg;
+  EXPECT_TRUE(closedByServer(fd));
+  close(fd);
+  EXPECT_TRUE(log.contains("speaks store protocol 1, this server 2"));
+}
+
+TEST(TcpStoreAuth, ImpostorStoreIsRefusedByTheClient) {
+  // A store that does not hold the key: it challenges, accepts any answer, and sends a made-up proof.
+  std::atomic<int> afterAuth{-1};
+  FakeStore fake([&](int fd) {
+    auto hello = readRequest(fd);
+    storeproto::HelloMsg h;
+    if (!storeproto::decodeHello(hello.data(), hello.size(), &h)) return;
+    auth::Nonce n{};
+    (void)auth::freshNonce(&n);
+    sendReply(fd, storeproto::kOk, n.data(), n.size());
+    if (readRequest(fd).empty()) return;
+    (void)auth::freshNonce(&n);  // 32 random bytes as the "proof"
+    sendReply(fd, storeproto::kOk, n.data(), n.size());
+    afterAuth = static_cast<int>(readRequest(fd).size());  // the client must send nothing more
+  });
+  std::unique_ptr<TcpStore> c;
+  Status st = TcpStore::connect(fake.address, kKey, 3000, &c);
+  EXPECT_EQ(st.code(), tribRemoteError) << st.message();
+  EXPECT_NE(st.message().find("did not prove it holds the job key"), std::string::npos) << st.message();
+  EXPECT_EQ(c, nullptr);
+  fake.finish();
+  EXPECT_EQ(afterAuth.load(), 0) << "the client sent a request to a store that failed its proof";
+}
+
+TEST(TcpStoreAuth, MessageBoundsPlusOneAreRefused) {
+  LogCapture log;
+  // Before authentication: a message of kMaxHandshakeBytes + 1 closes the connection.
+  auto server = startServer(/*maxMessage=*/4096);
+  int fd = rawConnect(*server);
+  std::vector<uint8_t> big(4 + storeproto::kMaxHandshakeBytes + 1, 0);
+  uint32_t len = storeproto::kMaxHandshakeBytes + 1;
+  std::memcpy(big.data(), &len, 4);
+  big[4] = storeproto::kHello;
+  ASSERT_TRUE(net::sendAll(fd, big.data(), big.size(), net::deadlineAfter(1000)).ok());
+  EXPECT_TRUE(closedByServer(fd));
+  close(fd);
+  EXPECT_TRUE(log.contains(strprintf("limit %zu before authenticating", storeproto::kMaxHandshakeBytes)));
+  // After it: a length prefix of maxMessageBytes + 1 closes the connection before any body is read.
+  fd = rawConnect(*server);
+  ASSERT_TRUE(rawAuthenticate(fd, kKey));
+  len = 4096 + 1;
+  ASSERT_TRUE(net::sendAll(fd, &len, 4, net::deadlineAfter(1000)).ok());
+  EXPECT_TRUE(closedByServer(fd));
+  close(fd);
+  EXPECT_TRUE(log.contains("sent a 4097-byte message (limit 4096)"));
+  // The client bounds replies the same way: a reply of its limit + 1 is refused, not allocated.
+  FakeStore fake([](int fd) {
+    (void)readRequest(fd);
+    uint32_t n = 4096 + 1;
+    (void)net::sendAll(fd, &n, 4, net::deadlineAfter(2000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  std::unique_ptr<TcpStore> c;
+  Status st = TcpStore::connect(fake.address, kKey, 3000, &c, /*maxMessageBytes=*/4096);
+  EXPECT_EQ(st.code(), tribRemoteError) << st.message();
+  EXPECT_NE(st.message().find("malformed reply (4097 bytes)"), std::string::npos) << st.message();
 }
 
 TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
@@ -277,11 +483,7 @@ TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
   }
   for (auto& c : cases) {
     int fd = rawConnect(*server);
-    auto hello = helloFrame(kKey);
-    ASSERT_TRUE(net::sendAll(fd, hello.data(), hello.size(), net::deadlineAfter(1000)).ok());
-    uint8_t ok[5];
-    ASSERT_TRUE(net::recvAll(fd, ok, 5, net::deadlineAfter(2000)).ok()) << c.what;
-    EXPECT_EQ(ok[4], storeproto::kOk);
+    ASSERT_TRUE(rawAuthenticate(fd, kKey)) << c.what;
     ASSERT_TRUE(net::sendAll(fd, c.bytes.data(), c.bytes.size(), net::deadlineAfter(1000)).ok()) << c.what;
     EXPECT_TRUE(closedByServer(fd)) << c.what;
     close(fd);
@@ -320,7 +522,7 @@ TEST(TcpStore, ConnectionLimitAndSilentClientsAreBounded) {
   double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
   close(fd);
   EXPECT_GE(ms, 150);
-  EXPECT_TRUE(log.contains("sent no job key within 200 ms"));
+  EXPECT_TRUE(log.contains("did not prove the job key within 200 ms"));
   ASSERT_TRUE(TcpStore::connect(server->address(), kKey, 1000, &c).ok());
   EXPECT_TRUE(c->set("x", blob("y")).ok());
   EXPECT_TRUE(b->wait({"x"}, 1000).ok());
@@ -349,8 +551,8 @@ TEST(TcpStore, ConcurrentClientsFromForkedProcesses) {
       });
   ASSERT_TRUE(run.error.empty()) << run.error;
   for (auto& r : run.results) EXPECT_EQ(r.code, 0) << "child " << r.pid;
-  // Every add reached the server exactly once: 1 HELLO + kAdds ADD + SET + WAIT + GET per process.
-  EXPECT_EQ(run.stats.messagesIn, static_cast<uint64_t>(kProcs * (kAdds + 4)));
+  // Every add reached the server exactly once: HELLO + AUTH + kAdds ADD + SET + WAIT + GET per process.
+  EXPECT_EQ(run.stats.messagesIn, static_cast<uint64_t>(kProcs * (kAdds + 5)));
   EXPECT_EQ(run.stats.malformed, 0u);
 }
 

@@ -208,9 +208,12 @@ TEST(Switch, MalformedHeadersAndForeignGroupDisconnectOnlyTheOffender) {
   auto node = startNode(nodeConfig(8, 4096));
   net::SockAddr addr;
   ASSERT_TRUE(net::parseHostPort(node->address(), &addr).ok());
-  auto rawSend = [&](const std::vector<uint8_t>& bytes) {
+  auto rawSend = [&](const std::vector<uint8_t>& bytes, bool authenticate = true) {
     int fd = -1;
     EXPECT_TRUE(net::connectTo(addr, net::deadlineAfter(2000), &fd).ok());
+    if (authenticate) {
+      EXPECT_TRUE(rawHandshake(fd, "test-job").ok());
+    }
     EXPECT_TRUE(net::sendAll(fd, bytes.data(), bytes.size(), net::deadlineAfter(2000)).ok());
     // The switch answers with an Error and closes: reading reaches EOF (bounded).
     uint8_t buf[4096];
@@ -223,13 +226,10 @@ TEST(Switch, MalformedHeadersAndForeignGroupDisconnectOnlyTheOffender) {
   };
   // Garbage instead of a hello.
   std::vector<uint8_t> garbage(64, 0xAB);
-  EXPECT_NE(rawSend(garbage).code(), tribTimeout) << "the switch must close the connection";
+  EXPECT_NE(rawSend(garbage, false).code(), tribTimeout) << "the switch must close the connection";
   EXPECT_TRUE(anyEventContains(*node, "bad magic"));
-  // A valid hello followed by a chunk for a group the connection never joined.
-  Header hello;
-  hello.type = MsgType::Hello;
-  hello.arg64 = keyHash("test-job");
-  auto bytes = encodeMessage(hello, nullptr, 0);
+  // After the handshake, a chunk for a group the connection never joined.
+  std::vector<uint8_t> bytes;
   Header chunk;
   chunk.type = MsgType::Chunk;
   chunk.group = 0x77;
@@ -241,7 +241,7 @@ TEST(Switch, MalformedHeadersAndForeignGroupDisconnectOnlyTheOffender) {
   EXPECT_NE(rawSend(bytes).code(), tribTimeout);
   EXPECT_TRUE(anyEventContains(*node, "not a member"));
   // A header whose length field lies (count says 4 int32, payload says 1 MiB).
-  bytes = encodeMessage(hello, nullptr, 0);
+  bytes.clear();
   uint8_t lie[kHeaderBytes];
   chunk.payloadBytes = 1 << 20;
   encodeHeader(chunk, lie);
@@ -582,10 +582,8 @@ TEST(SwitchCollectives, RefusalsSayWhy) {
   ASSERT_TRUE(net::parseHostPort(node->address(), &addr).ok());
   int fd = -1;
   ASSERT_TRUE(net::connectTo(addr, net::deadlineAfter(2000), &fd).ok());
-  Header hello;
-  hello.type = MsgType::Hello;
-  hello.arg64 = keyHash("test-job");
-  auto bytes = encodeMessage(hello, nullptr, 0);
+  ASSERT_TRUE(rawHandshake(fd, "test-job").ok());
+  std::vector<uint8_t> bytes;
   Header reg;
   reg.type = MsgType::Register;
   reg.group = 0x5002;

@@ -34,9 +34,15 @@ TEST(SwitchProtocol, RoundTripsEveryType) {
   std::vector<Header> hs;
   Header hello;
   hello.type = MsgType::Hello;
-  hello.arg64 = keyHash("job");
   hello.arg32 = static_cast<uint32_t>(Role::Switch);
+  hello.payloadBytes = kHandshakeBytes;  // the client's nonce
   hs.push_back(hello);
+  for (MsgType t : {MsgType::Challenge, MsgType::Proof, MsgType::HelloAck}) {
+    Header a;
+    a.type = t;
+    a.payloadBytes = kHandshakeBytes;
+    hs.push_back(a);
+  }
   Header reg;
   reg.type = MsgType::Register;
   reg.group = 9;
@@ -170,6 +176,7 @@ TEST(SwitchProtocol, FuzzNeverCrashesRejectsOrRoundTrips) {
   {
     Header h;
     h.type = MsgType::Hello;
+    h.payloadBytes = kHandshakeBytes;
     seeds.push_back(h);
     h.type = MsgType::Register;
     h.arg32 = 2;

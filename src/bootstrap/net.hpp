@@ -49,6 +49,7 @@ class Writer {
     put(p, n);
   }
   void str(const std::string& s) { bytes(s.data(), s.size()); }
+  void raw(const void* p, size_t n) { put(p, n); }  // fixed-size field: no length prefix
   // Prepend the 4-byte length prefix and return the framed message.
   std::vector<uint8_t> frame() const;
   const std::vector<uint8_t>& data() const { return buf_; }
@@ -70,6 +71,7 @@ class Reader {
   bool u64(uint64_t* v) { return get(v, 8); }
   bool bytes(std::vector<uint8_t>* v);
   bool str(std::string* s);
+  bool raw(void* v, size_t n) { return get(v, n); }  // fixed-size field: no length prefix
   bool ok() const { return ok_; }
   bool atEnd() const { return off_ == n_; }
 

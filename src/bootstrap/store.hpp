@@ -3,9 +3,9 @@
 //
 // Every wait is bounded: timeoutMs >= 0, a wait that expires returns tribTimeout naming the keys.
 // TCP protocol (docs/BOOTSTRAP.md): each message is a u32 little-endian body length then the body;
-// the first message of a connection must be HELLO carrying the job key, else it is refused and
-// logged. Bodies over maxMessageBytes, unknown opcodes or truncated fields close that connection
-// with a logged error; the server itself keeps running.
+// a connection starts with the challenge-response of bootstrap/store_handshake.hpp (HELLO, AUTH),
+// else it is refused and logged. Bodies over maxMessageBytes, unknown opcodes or truncated fields close that
+// connection with a logged error; the server itself keeps running.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -41,8 +41,8 @@ class Store {
 // Protocol constants shared by client, server and tests.
 namespace storeproto {
 constexpr uint32_t kMagic = 0x54535452;  // "RTST": HELLO payload starts with it
-constexpr uint32_t kVersion = 1;
-enum Op : uint8_t { kHello = 1, kSet = 2, kAdd = 3, kWait = 4, kRemove = 5 };
+constexpr uint32_t kVersion = 2;         // 2: challenge-response (1 sent the key itself)
+enum Op : uint8_t { kHello = 1, kSet = 2, kAdd = 3, kWait = 4, kRemove = 5, kAuth = 6 };
 enum Reply : uint8_t { kOk = 0, kTimeoutReply = 1, kError = 2 };
 constexpr size_t kDefaultMaxMessage = 64u << 20;
 }  // namespace storeproto
@@ -104,6 +104,9 @@ class TcpStore : public Store {
   TcpStore() = default;
   // Send one request and read its reply body (status byte stripped into *reply payload).
   Status call(const net::Writer& req, int waitMs, std::vector<uint8_t>* reply);
+  // The challenge-response of store_handshake.hpp; on failure the connection is closed.
+  Status authenticate(const std::string& authKey);
+  Status dropWith(const Status& why);  // close the connection, return `why`
   Status waitImpl(const std::vector<std::string>& keys, int timeoutMs, bool values, std::vector<Blob>* out);
   std::mutex mu_;
   int fd_ = -1;

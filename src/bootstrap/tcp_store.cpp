@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "bootstrap/store.hpp"
+#include "bootstrap/store_handshake.hpp"
 #include "common/log.hpp"
 
 namespace trib {
@@ -42,7 +43,9 @@ struct TcpStoreServer::Impl {
     int fd = -1;
     uint64_t id = 0;
     std::string peer;
-    bool authed = false;
+    enum class Auth : uint8_t { Hello, Proof, Done } auth = Auth::Hello;  // handshake stage
+    bool authed() const { return auth == Auth::Done; }
+    auth::Nonce clientNonce{}, serverNonce{};
     bool parked = false;      // a wait is pending: stop parsing further requests until answered
     bool closeAfter = false;  // close once the output buffer drains (refused HELLO)
     Clock::time_point helloDeadline;
@@ -89,6 +92,10 @@ struct TcpStoreServer::Impl {
   bool parse(Conn& c);            // handle buffered complete messages; false: close it
   std::vector<uint64_t> reparse;  // connections unparked since their last parse
   bool handle(Conn& c, const uint8_t* body, size_t n);
+  bool handshake(Conn& c, const uint8_t* body, size_t n);  // the messages before authentication
+  size_t messageLimit(const Conn& c) const {
+    return c.authed() ? opt.maxMessageBytes : std::min(opt.maxMessageBytes, kMaxHandshakeBytes);
+  }
   void reply(Conn& c, uint8_t code, const net::Writer& payload);
   void replyMsg(Conn& c, uint8_t code, const std::string& msg) {
     net::Writer w;
@@ -264,7 +271,7 @@ void TcpStoreServer::Impl::run() {
       if (c.out.size() > c.outOff) ev |= POLLOUT;
       fds.push_back({c.fd, ev, 0});
       ids.push_back(id);
-      if (!c.authed) next = std::min(next, c.helloDeadline);
+      if (!c.authed()) next = std::min(next, c.helloDeadline);
     }
     for (auto& [id, w] : waiters) next = std::min(next, w.deadline);
     int timeout = net::msLeft(next);
@@ -302,9 +309,9 @@ void TcpStoreServer::Impl::run() {
     for (uint64_t id : expired) finishWaiter(id, true);
     std::vector<uint64_t> slow;
     for (auto& [id, c] : conns)
-      if (!c.authed && !c.closeAfter && c.helloDeadline <= now) slow.push_back(id);
+      if (!c.authed() && !c.closeAfter && c.helloDeadline <= now) slow.push_back(id);
     for (uint64_t id : slow) {
-      TRIB_WARN("bootstrap", "store: connection from %s sent no job key within %d ms; closed",
+      TRIB_WARN("bootstrap", "store: connection from %s did not prove the job key within %d ms; closed",
                 conns[id].peer.c_str(), opt.helloTimeoutMs);
       bump(&StoreServerStats::refused);
       closeConn(id);
@@ -356,7 +363,7 @@ bool TcpStoreServer::Impl::readConn(Conn& c) {
     if (!parse(c)) return false;
     // Bound the buffered input of a parked connection: one maximal message plus its header.
     if (c.parked || c.closeAfter) {
-      if (c.in.size() > opt.maxMessageBytes + 4) {
+      if (c.in.size() > messageLimit(c) + 4) {
         TRIB_WARN("bootstrap", "store: connection from %s pipelines too much while waiting; closed",
                   c.peer.c_str());
         bump(&StoreServerStats::malformed);
@@ -375,9 +382,9 @@ bool TcpStoreServer::Impl::parse(Conn& c) {
   while (!c.parked && !c.closeAfter && c.in.size() - off >= 4) {
     uint32_t len;
     std::memcpy(&len, c.in.data() + off, 4);
-    if (len == 0 || len > opt.maxMessageBytes) {
-      TRIB_WARN("bootstrap", "store: connection from %s sent a %u-byte message (limit %zu); closed",
-                c.peer.c_str(), len, opt.maxMessageBytes);
+    if (len == 0 || len > messageLimit(c)) {
+      TRIB_WARN("bootstrap", "store: connection from %s sent a %u-byte message (limit %zu%s); closed",
+                c.peer.c_str(), len, messageLimit(c), c.authed() ? "" : " before authenticating");
       bump(&StoreServerStats::malformed);
       keep = false;
       break;
@@ -395,41 +402,61 @@ bool TcpStoreServer::Impl::parse(Conn& c) {
   return keep;
 }
 
+bool TcpStoreServer::Impl::handshake(Conn& c, const uint8_t* body, size_t n) {
+  auto refuse = [&](const char* why, const std::string& told) {
+    TRIB_WARN("bootstrap", "store: connection from %s %s; refused", c.peer.c_str(), why);
+    replyMsg(c, kError, told);
+    c.closeAfter = true;
+    bump(&StoreServerStats::refused);
+    return true;
+  };
+  if (c.auth == Conn::Auth::Hello) {
+    HelloMsg hello;
+    if (!decodeHello(body, n, &hello)) {
+      TRIB_WARN("bootstrap", "store: connection from %s did not start with a handshake (op %u); refused",
+                c.peer.c_str(), n ? body[0] : 0u);
+      bump(&StoreServerStats::refused);
+      return false;
+    }
+    if (hello.version != kVersion)
+      return refuse(strprintf("speaks store protocol %u, this server %u", hello.version, kVersion).c_str(),
+                    strprintf("store protocol version %u, client sent %u (mixed Tributary versions: run the "
+                              "same release on every rank and trib-store)",
+                              kVersion, hello.version));
+    if (!auth::freshNonce(&c.serverNonce).ok())
+      return refuse("could not be challenged (no random source)", "the store has no random source");
+    c.clientNonce = hello.client;
+    c.auth = Conn::Auth::Proof;
+    net::Writer w;
+    w.raw(c.serverNonce.data(), c.serverNonce.size());
+    reply(c, kOk, w);
+    return true;
+  }
+  auth::Proof got{}, mine{};
+  if (!decodeAuth(body, n, &got)) {
+    TRIB_WARN("bootstrap", "store: connection from %s did not answer the challenge (op %u); refused",
+              c.peer.c_str(), n ? body[0] : 0u);
+    bump(&StoreServerStats::refused);
+    return false;
+  }
+  if (!auth::verifyProof(opt.authKey, kClientContext, c.clientNonce, c.serverNonce, got))
+    return refuse("answered the challenge with a wrong job key",
+                  "wrong job key: the answer to the store's challenge was not made with this job's key "
+                  "(check TRIB_AUTH_KEY or the unique id)");
+  if (!auth::makeProof(opt.authKey, kServerContext, c.clientNonce, c.serverNonce, &mine).ok())
+    return refuse("could not be answered (HMAC failed)", "the store could not compute its proof");
+  c.auth = Conn::Auth::Done;
+  net::Writer w;
+  w.raw(mine.data(), mine.size());
+  reply(c, kOk, w);
+  return true;
+}
+
 bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
   net::Reader r(body, n);
   uint8_t op = 0;
   r.u8(&op);
-  if (!c.authed) {
-    uint32_t magic = 0, version = 0;
-    std::string key;
-    r.u32(&magic);
-    r.u32(&version);
-    r.str(&key);
-    if (op != kHello || !r.ok() || magic != kMagic) {
-      TRIB_WARN("bootstrap", "store: connection from %s did not start with a job key (op %u); refused",
-                c.peer.c_str(), op);
-      bump(&StoreServerStats::refused);
-      return false;
-    }
-    if (version != kVersion) {
-      TRIB_WARN("bootstrap", "store: connection from %s speaks protocol %u, server %u; refused",
-                c.peer.c_str(), version, kVersion);
-      replyMsg(c, kError, strprintf("store protocol version %u, client sent %u", kVersion, version));
-      c.closeAfter = true;
-      bump(&StoreServerStats::refused);
-      return true;
-    }
-    if (key != opt.authKey) {
-      TRIB_WARN("bootstrap", "store: connection from %s presented a wrong job key; refused", c.peer.c_str());
-      replyMsg(c, kError, "wrong job key (check TRIB_AUTH_KEY or the unique id)");
-      c.closeAfter = true;
-      bump(&StoreServerStats::refused);
-      return true;
-    }
-    c.authed = true;
-    reply(c, kOk, net::Writer());
-    return true;
-  }
+  if (!c.authed()) return handshake(c, body, n);
   std::string key;
   switch (op) {
     case kSet: {
@@ -610,16 +637,40 @@ Status TcpStore::connect(const std::string& hostPort, const std::string& authKey
   s->maxMessage_ = maxMessageBytes;
   s->ioTimeoutMs_ = std::max(timeoutMs, 1000);
   TRIB_RETURN_IF_ERROR(net::connectTo(addr, deadline, &s->fd_));
-  net::Writer hello;
-  hello.u8(kHello);
-  hello.u32(kMagic);
-  hello.u32(kVersion);
-  hello.str(authKey);
-  std::vector<uint8_t> reply;
-  Status st = s->call(hello, 0, &reply);
-  if (!st.ok()) return st.prefix("store at " + s->addr_ + " refused this client: ");
+  TRIB_RETURN_IF_ERROR(s->authenticate(authKey));
   *out = std::move(s);
   return Status::Ok();
+}
+
+Status TcpStore::authenticate(const std::string& authKey) {
+  const std::string where = "store at " + addr_;
+  auth::Nonce mine{}, theirs{};
+  auth::Proof proof{};
+  TRIB_RETURN_IF_ERROR(auth::freshNonce(&mine));
+  std::vector<uint8_t> reply;
+  Status st = call(encodeHello(mine), 0, &reply);
+  if (!st.ok()) return st.prefix(where + " refused this client: ");
+  if (!decodeChallenge(reply.data(), reply.size(), &theirs))
+    return dropWith(errorf(tribRemoteError,
+                           "%s sent a malformed challenge (%zu bytes; not a Tributary store?)", where.c_str(),
+                           reply.size()));
+  TRIB_RETURN_IF_ERROR(auth::makeProof(authKey, kClientContext, mine, theirs, &proof));
+  st = call(encodeAuth(proof), 0, &reply);
+  if (!st.ok()) return st.prefix(where + " refused this client: ");
+  if (!decodeAccept(reply.data(), reply.size(), &proof) ||
+      !auth::verifyProof(authKey, kServerContext, mine, theirs, proof))
+    return dropWith(errorf(tribRemoteError,
+                           "%s did not prove it holds the job key: it serves another job, or is not the "
+                           "job's store (check TRIB_STORE and TRIB_AUTH_KEY); nothing was stored there",
+                           where.c_str()));
+  return Status::Ok();
+}
+
+Status TcpStore::dropWith(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  return why;
 }
 
 TcpStore::~TcpStore() {

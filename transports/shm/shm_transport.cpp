@@ -479,6 +479,23 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localR
   return Status::Ok();
 }
 
+Status checkPeerSegment(int fd, uint64_t bytes, int peerRank, const std::string& name) {
+  struct stat sb {};
+  if (fstat(fd, &sb) != 0)
+    return errorf(tribSystemError, "fstat rank %d's segment '%s': %s", peerRank, name.c_str(),
+                  strerror(errno));
+  if (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0)
+    return errorf(tribInvalidUsage,
+                  "rank %d's segment '%s' is owned by uid %u with mode %03o: refused (Tributary segments "
+                  "are the job user's, mode 0600)",
+                  peerRank, name.c_str(), static_cast<unsigned>(sb.st_uid),
+                  static_cast<unsigned>(sb.st_mode & 0777));
+  if (static_cast<uint64_t>(sb.st_size) < bytes)
+    return errorf(tribInvalidUsage, "rank %d's segment '%s' has %lld bytes, its blob says %llu", peerRank,
+                  name.c_str(), static_cast<long long>(sb.st_size), static_cast<unsigned long long>(bytes));
+  return Status::Ok();
+}
+
 Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   const uint32_t nlocal = static_cast<uint32_t>(localRanks.size());
   const size_t slotStride = sizeof(SlotHeader) + opt.slotBytes;
@@ -628,10 +645,23 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     }
     uint8_t* seg = mine;
     if (static_cast<int>(j) != myIdx) {
+      // Every local rank computes the same layout: a size that differs is refused before mapping.
+      if (bytes != mineBytes || names[j].rfind(std::string("/") + ShmTransport::kSegmentPrefix, 0) != 0) {
+        st = errorf(tribInvalidUsage,
+                    "rank %d's shm blob names a segment '%.64s' of %llu bytes, not a Tributary segment of "
+                    "%zu bytes (slot size or count, or TRIB_WINDOW_BYTES, differ?)",
+                    p.rank, names[j].c_str(), static_cast<unsigned long long>(bytes), mineBytes);
+        break;
+      }
       int pfd = shm_open(names[j].c_str(), O_RDWR | O_CLOEXEC, 0);
       if (pfd < 0) {
         st = errorf(tribRemoteError, "cannot open rank %d's segment '%s': %s", p.rank, names[j].c_str(),
                     strerror(errno));
+        break;
+      }
+      st = checkPeerSegment(pfd, bytes, p.rank, names[j]);
+      if (!st.ok()) {
+        close(pfd);
         break;
       }
       void* pm = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);

@@ -84,4 +84,9 @@ class ShmTransport final : public Transport {
   std::unique_ptr<PeerWindows> windows_;
 };
 
+// Before a peer's segment (opened as `fd`) is mapped: it must be this user's alone (owner the
+// effective uid, no group/other bits: what shm_open(0600) made) and at least `bytes` long, since
+// mapping past its end faults on first touch. docs/SECURITY.md.
+Status checkPeerSegment(int fd, uint64_t bytes, int peerRank, const std::string& name);
+
 }  // namespace trib

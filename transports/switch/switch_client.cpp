@@ -6,6 +6,7 @@
 
 #include "algo/schedule.hpp"
 #include "bootstrap/net.hpp"
+#include "transports/switch/switch_auth.hpp"
 
 namespace trib::sw {
 
@@ -58,12 +59,12 @@ Status SwitchClient::handshake() {
     return errorf(tribRemoteError, "%sanswered %s, expected %s", where.c_str(), msgTypeName(reply->type),
                   msgTypeName(want));
   };
-  Header h, reply;
-  h.type = MsgType::Hello;
-  h.arg64 = keyHash(cfg_.key);
-  h.arg32 = static_cast<uint32_t>(Role::Rank);
-  TRIB_RETURN_IF_ERROR(exchange(encodeMessage(h, nullptr, 0), MsgType::HelloAck, &reply));
-  Header r;
+  s = clientHandshake(*link_, cfg_.key, Role::Rank, deadline);
+  if (!s.ok())
+    return errorf(s.code(), "%s%s%s", where.c_str(), s.message().c_str(),
+                  s.code() == tribTimeout ? hint.c_str() : "");
+  stats_.headerBytes += 4 * kHeaderBytes;
+  Header reply, r;
   r.type = MsgType::Register;
   r.group = cfg_.group;
   r.child = cfg_.path[0].index;

@@ -13,6 +13,7 @@
 #include "algo/schedule.hpp"
 #include "bootstrap/net.hpp"
 #include "reduce/reduce.hpp"
+#include "transports/switch/switch_auth.hpp"
 #include "transports/switch/switch_link.hpp"
 #include "transports/switch/switch_protocol.hpp"
 
@@ -33,7 +34,9 @@ std::vector<uint8_t> headerOnly(const Header& h) {
 struct Conn {
   uint64_t id = 0;
   std::unique_ptr<Link> link;
-  bool hello = false;
+  enum class Stage : uint8_t { Hello, Proof, Done } stage = Stage::Hello;  // switch_auth.hpp
+  Role role = Role::Rank;
+  auth::Nonce clientNonce{}, serverNonce{};
   bool isParent = false;
   bool dead = false;
   std::string peer;  // for messages
@@ -86,7 +89,6 @@ struct SwitchNode::Impl {
   SwitchConfig cfg;
   std::unique_ptr<LinkHub> hub;  // before `conns`: links go before their hub
   std::string bound;
-  uint64_t keyHash = 0;
   uint64_t nextConnId = 1;
   uint64_t parentId = 0;  // 0: no parent connection
   // Payload buffers of bufBytes, recycled: allocating 256 KiB per chunk costs page faults.
@@ -590,16 +592,30 @@ struct SwitchNode::Impl {
     g.slots.erase(sit);
   }
 
+  // Hello -> Challenge, Proof -> HelloAck (switch_auth.hpp); anything else first is a violation.
+  void onHandshake(Conn* c, const Header& h) {
+    if (c->stage == Conn::Stage::Hello) {
+      if (h.type != MsgType::Hello) return drop(c, "first message is not a hello", true);
+      if (!auth::freshNonce(&c->serverNonce).ok()) return drop(c, "no random source for a challenge", true);
+      std::memcpy(c->clientNonce.data(), c->payload.data(), c->clientNonce.size());  // parseHeader: 32 bytes
+      c->role = static_cast<Role>(h.arg32);
+      c->stage = Conn::Stage::Proof;
+      return send(c, challengeMessage(c->serverNonce));
+    }
+    if (h.type != MsgType::Proof) return drop(c, "the answer to the challenge is not a proof", true);
+    std::vector<uint8_t> proof(c->payload.begin(), c->payload.begin() + c->payLen), ack;
+    if (!clientProofValid(cfg.key, c->role, c->clientNonce, c->serverNonce, proof))
+      return drop(c, "wrong job key: the proof does not verify (the switch serves another job; check --key)",
+                  true);
+    if (!acceptMessage(cfg.key, c->clientNonce, c->serverNonce, &ack).ok())
+      return drop(c, "could not compute the switch's proof", true);
+    c->stage = Conn::Stage::Done;
+    return send(c, std::move(ack));
+  }
+
   void onMessage(Conn* c) {
     const Header& h = c->cur;
-    if (!c->hello) {
-      if (h.type != MsgType::Hello) return drop(c, "first message is not a hello", true);
-      if (h.arg64 != keyHash) return drop(c, "wrong job key (the switch serves another job)", true);
-      c->hello = true;
-      Header a;
-      a.type = MsgType::HelloAck;
-      return send(c, encodeMessage(a, nullptr, 0));
-    }
+    if (c->stage != Conn::Stage::Done) return onHandshake(c, h);
     if (c->isParent) {
       switch (h.type) {
         case MsgType::RegisterAck:
@@ -654,7 +670,11 @@ struct SwitchNode::Impl {
         c->hdrGot += r;
         if (c->hdrGot < kHeaderBytes) continue;
         c->hdrGot = 0;
+        // Before authentication only handshake messages (32-byte payloads) are read at all.
         Status s = parseHeader(c->hdr, cfg.slotBytes, &c->cur);
+        if (s.ok() && c->stage != Conn::Stage::Done && c->cur.payloadBytes > kHandshakeBytes)
+          s = errorf(tribRemoteError, "%s of %u bytes before authenticating", msgTypeName(c->cur.type),
+                     c->cur.payloadBytes);
         if (!s.ok()) {
           drop(c, s.message(), true);
           return true;
@@ -738,7 +758,6 @@ Status SwitchNode::create(const SwitchConfig& cfg, std::unique_ptr<SwitchNode>* 
                   static_cast<unsigned long long>(cfg.slotBytes));
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
-  impl->keyHash = keyHash(cfg.key);
   impl->freeSlots = cfg.slots;
   impl->bufBytes = std::max<size_t>(cfg.slotBytes, kMaxTextBytes);
   impl->st.freeSlots = cfg.slots;
@@ -749,23 +768,11 @@ Status SwitchNode::create(const SwitchConfig& cfg, std::unique_ptr<SwitchNode>* 
     auto deadline = net::deadlineAfter(cfg.connectTimeoutMs);
     std::unique_ptr<Link> link;
     TRIB_RETURN_IF_ERROR(impl->hub->connect(cfg.parent, deadline, &link).prefix("trib-switchd --parent: "));
-    Header h;
-    h.type = MsgType::Hello;
-    h.arg64 = impl->keyHash;
-    h.arg32 = static_cast<uint32_t>(Role::Switch);
-    uint8_t buf[kHeaderBytes];
-    encodeHeader(h, buf);
-    Status s = linkSendAll(*link, buf, kHeaderBytes, deadline);
-    if (s.ok()) s = linkRecvAll(*link, buf, kHeaderBytes, deadline);
-    Header reply;
-    if (s.ok()) s = parseHeader(buf, 0, &reply);
-    if (s.ok() && reply.type != MsgType::HelloAck)
-      s = errorf(tribRemoteError, "the parent switch %s refused this switch (wrong --key?)",
-                 cfg.parent.c_str());
+    Status s = clientHandshake(*link, cfg.key, Role::Switch, deadline);
     if (!s.ok()) return s.prefix("trib-switchd: parent switch: ");
     auto c = std::make_unique<Conn>();
     c->id = impl->nextConnId++;
-    c->hello = true;
+    c->stage = Conn::Stage::Done;
     c->isParent = true;
     c->peer = "parent " + link->peer();
     c->link = std::move(link);

@@ -23,8 +23,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the switch protocol is
 }  // namespace
 
 const char* msgTypeName(MsgType t) {
-  static const char* names[] = {"?",      "hello", "hello_ack", "register", "register_ack",
-                                "refuse", "chunk", "result",    "error",    "leave"};
+  static const char* names[] = {"?",     "hello",  "hello_ack", "register", "register_ack", "refuse",
+                                "chunk", "result", "error",     "leave",    "challenge",    "proof"};
   auto i = static_cast<uint16_t>(t);
   return i <= kMaxMsgType ? names[i] : "?";
 }
@@ -97,8 +97,13 @@ Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* 
         return REJECT("hello: unknown role %llu", U(h.arg32));
       [[fallthrough]];
     case MsgType::HelloAck:
-      if (h.payloadBytes != 0)
-        return REJECT("%s carries %llu payload bytes, expected 0", msgTypeName(h.type), U(h.payloadBytes));
+    case MsgType::Challenge:
+    case MsgType::Proof:  // one nonce or proof (both 32 bytes), nothing else
+      if (h.payloadBytes != kHandshakeBytes)
+        return REJECT("%s carries %llu payload bytes, expected %llu", msgTypeName(h.type), U(h.payloadBytes),
+                      U(kHandshakeBytes));
+      if (h.arg64 != 0 || (h.type != MsgType::Hello && h.arg32 != 0))
+        return REJECT("%s with arg64/arg32 set", msgTypeName(h.type));
       break;
     case MsgType::Register:
       if (h.payloadBytes == 0 || h.payloadBytes % 8 != 0 || h.payloadBytes > 8 * kMaxLevels)
@@ -167,12 +172,6 @@ Status parsePath(const uint8_t* p, size_t n, std::vector<PathLevel>* out) {
     out->push_back(l);
   }
   return Status::Ok();
-}
-
-uint64_t keyHash(const std::string& key) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;
-  return h;
 }
 
 std::vector<uint8_t> encodeMessage(Header h, const void* payload, size_t n) {

@@ -17,7 +17,7 @@
 //   37  1    redop          tribRedOp_t (Chunk, Result; avg is sent as sum)
 //   38  1    coll           trib::Coll (Chunk, Result)
 //   39  1    flags          Chunk/Result: kFlagOwner, kFlagNoData (v2)
-//   40  8    arg64          Hello: job key hash; RegisterAck: slot bytes granted;
+//   40  8    arg64          RegisterAck: slot bytes granted;
 //                           Chunk (all-gather): pieces the sender contributes to this chunk
 //   48  8    count          Chunk/Result: elements of the chunk (all-gather: of one rank's piece)
 //   56  4    arg32          Hello: role; Register: slots asked; RegisterAck: slots granted;
@@ -28,6 +28,8 @@
 //
 // Payload of a Chunk/Result: count elements; none with kFlagNoData; an all-gather Result carries
 // arg32 pieces of count elements, in rank order. Version 2 added flags and root (v1: reserved).
+// Version 3 replaced Hello's key hash (arg64) by the challenge-response of switch_auth.hpp:
+// Hello, Challenge, Proof and HelloAck carry one nonce or proof (32 bytes) as their payload.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -45,14 +47,15 @@
 namespace trib::sw {
 
 constexpr uint32_t kMagic = 0x57535254u;  // "TRSW" little-endian
-constexpr uint16_t kSwitchProtocolVersion = 2;
+constexpr uint16_t kSwitchProtocolVersion = 3;
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kMaxTextBytes = 1024;  // Refuse / Error reasons
 constexpr size_t kMaxLevels = 8;        // depth of an aggregation tree a Register may describe
+constexpr size_t kHandshakeBytes = 32;  // the payload of Hello, Challenge, Proof, HelloAck
 
 enum class MsgType : uint16_t {
-  Hello = 1,        // first message on a connection: arg64 = job key hash, arg32 = Role
-  HelloAck = 2,     //
+  Hello = 1,        // first message on a connection: payload = client nonce, arg32 = Role
+  HelloAck = 2,     // the switch accepted the Proof: payload = the switch's proof
   Register = 3,     // join a group: payload = path, arg32 = slots asked
   RegisterAck = 4,  // arg64 = slot bytes, arg32 = slots granted
   Refuse = 5,       // registration refused: payload = reason text
@@ -60,8 +63,10 @@ enum class MsgType : uint16_t {
   Result = 7,       // the reduced chunk travelling down
   Error = 8,        // the group (or the connection) failed: payload = reason; group 0 = connection
   Leave = 9,        // a member abandons its group (the group fails for everyone)
+  Challenge = 10,   // the switch's answer to Hello: payload = switch nonce
+  Proof = 11,       // the client's answer to Challenge: payload = its proof of the key
 };
-constexpr uint16_t kMaxMsgType = 9;
+constexpr uint16_t kMaxMsgType = 11;
 const char* msgTypeName(MsgType t);
 
 enum class Role : uint32_t { Rank = 0, Switch = 1 };
@@ -105,9 +110,6 @@ Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* 
 // Register payload: the path, level 0 first.
 std::vector<uint8_t> encodePath(const std::vector<PathLevel>& path);
 Status parsePath(const uint8_t* p, size_t n, std::vector<PathLevel>* out);
-
-// 64-bit FNV-1a of the job key: what Hello carries (the key itself never crosses the wire).
-uint64_t keyHash(const std::string& key);
 
 // Collectives the switch runs (all-reduce, reduce, broadcast, all-gather, reduce-scatter,
 // barrier); others are refused with a reason.

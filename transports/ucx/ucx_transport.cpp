@@ -397,6 +397,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
                     opts_.commBits);
     peerSlot_[r] = head.slot;
     p.proc = head.proc;
+    p.proc.space[sizeof p.proc.space - 1] = '\0';  // a peer's bytes: terminated before any use
     p.sameHost = r != rank_ &&
                  samePidSpace(me, p.proc)
                  // watch only what /proc shows us now (hidepid, other users)

@@ -9,9 +9,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 
+#include "bootstrap/auth.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "reduce/reduce.hpp"
@@ -268,7 +268,6 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
   mine.header.fifoSlots = opt_.fifoSlots;
   std::snprintf(mine.header.device, sizeof mine.header.device, "%s", choice.device.c_str());
   mine.qp.resize(nranks_);
-  std::mt19937 rng(std::random_device{}());
   for (int p : peerList) {
     if (p == rank_ || p < 0 || p >= nranks_) continue;
     Peer& pe = peers_[p];
@@ -301,7 +300,11 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     for (uint32_t i = 0; i < opt_.recvBuffers; ++i) TRIB_RETURN_IF_ERROR(postRecvBuf(p, i));
     QpInfo& q = mine.qp[p];
     q.qpn = pe.qp->qp_num;
-    q.psn = rng() & 0xffffff;
+    // The starting PSN is part of what binds the RC pair to the job's exchange (docs/SECURITY.md):
+    // from the system's random source, not a generator one observed PSN would reveal.
+    auth::Nonce r{};
+    TRIB_RETURN_IF_ERROR(auth::freshNonce(&r));
+    q.psn = (r[0] | r[1] << 8 | r[2] << 16) & 0xffffffu;
     q.fifoAddr = reinterpret_cast<uintptr_t>(fifo(p));
     q.fifoRkey = fifoSlab_.mr->rkey;
     q.creditAddr = reinterpret_cast<uintptr_t>(creditWord(p));
