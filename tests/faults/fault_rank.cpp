@@ -3,14 +3,18 @@
 // then runs a sequence of random collectives drawn from --seed (the same on every rank), each
 // on data whose exact result every rank can compute, and checks every result.
 //
-//   trib-fault-rank --seed S --ops N [--max-count C] [--abort-after-ms T]
+//   trib-fault-rank --seed S --ops N [--max-count C] [--abort-after-ms T] [--until-file F]
 //
+// --until-file: before each op rank 0 broadcasts whether F exists; all stop (ok) once it does,
+// so the driver decides how long the ranks run under a fault (at most N ops).
 // --abort-after-ms: another thread calls tribCommAbort T ms after the communicator is ready;
 // from then on every call must return tribAborted (a call that completes first must be right).
 // Prints "ready rank=R" once joined, then one line
 //   RESULT at_ms=WALLCLOCK rank=R status=ok|error|aborted|wrong op=K coll=NAME code=CODE call_s=T msg=...
 // Exit status: 0 every op right; 10 an op failed with an error; 11 aborted as asked; 12 a wrong
 // result or a wrong code (what the fault tests must never see); 13 init failed; 2 usage.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -228,6 +232,7 @@ int main(int argc, char** argv) {
   long ops = 100;
   size_t maxCount = 1 << 18;
   long abortAfterMs = -1;
+  std::string untilFile;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) return std::fprintf(stderr, "trib-fault-rank: %s needs a value\n", argv[i]), 2;
@@ -237,11 +242,14 @@ int main(int argc, char** argv) {
       ops = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--max-count")
       maxCount = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--until-file")
+      untilFile = argv[++i];
     else if (a == "--abort-after-ms")
       abortAfterMs = std::strtol(argv[++i], nullptr, 10);
     else
       return std::fprintf(stderr,
-                          "usage: trib-fault-rank --seed S --ops N [--max-count C] [--abort-after-ms T]\n"),
+                          "usage: trib-fault-rank --seed S --ops N [--max-count C] [--abort-after-ms T] "
+                          "[--until-file F]\n"),
              2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -271,9 +279,22 @@ int main(int argc, char** argv) {
   for (; k < ops; ++k) {
     Op op = drawOp(rng, n, maxCount);
     auto t0 = Clock::now();
-    Outcome o = runOp(comm, rank, n, static_cast<uint64_t>(k), op);
+    Outcome o;
+    bool stop = false;
+    if (!untilFile.empty()) {
+      // Rank 0 tells everyone whether the file exists: a checked broadcast of its own.
+      int32_t flag = rank == 0 && access(untilFile.c_str(), F_OK) == 0 ? 1 : 0;
+      int32_t copy = rank == 0 ? flag : -1;
+      o.code = tribBroadcast(&copy, &copy, 1, tribInt32, 0, comm, nullptr);
+      if (o.code == tribSuccess && copy != 0 && copy != 1)
+        o.wrong = "the stop flag broadcast gave " + std::to_string(copy);
+      stop = o.code == tribSuccess && copy == 1;
+    }
+    if (o.code == tribSuccess && o.wrong.empty() && !stop)
+      o = runOp(comm, rank, n, static_cast<uint64_t>(k), op);
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     slowest = std::max(slowest, secs);
+    if (stop) break;
     const char* name = kCollNames[op.coll];
     if (!o.wrong.empty()) {
       std::printf("RESULT at_ms=%lld rank=%d status=wrong op=%ld coll=%s count=%zu call_s=%.3f msg=%s\n",

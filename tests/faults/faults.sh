@@ -17,7 +17,9 @@
 #                          [--seed S] [--switch] [--quiet] [--require-injected] SCENARIO
 # --require-injected: a run whose fault came too late (some rank had already finished) fails
 # instead of passing untested (CTest uses it).
-#   SCENARIO: none delay loss1 loss10 reorder rate flap down stop kill abort switchd
+#   SCENARIO: none delay loss1 loss10 reorder netem rate flap down stop kill abort switchd
+#   (netem: delay, loss 1%, loss 10% and reordering in turn, TRIB_FAULTS_PHASE_S seconds each
+#   (default 3), on one job.)
 #   (switchd: the aggregation switch is killed mid-run; implies --switch. Every collective must
 #   still complete exactly, on host algorithms.)
 #
@@ -27,7 +29,7 @@
 # Exit status: 0 pass, 1 fail, 77 cannot run here (the reason on stderr).
 set -uo pipefail
 
-build= ranks=4 ops=200 max_count=65536 timeout_s=5 seed=$$ with_switch=0 quiet=0 require_injected=0
+build= ranks=4 ops=100000 max_count=65536 timeout_s=5 seed=$$ with_switch=0 quiet=0 require_injected=0
 while [ $# -gt 1 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -45,7 +47,7 @@ done
 [ $# -eq 1 ] && [ -n "$build" ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d' >&2; exit 64; }
 scenario=$1
 [ "$scenario" = switchd ] && with_switch=1
-case $scenario in none | delay | loss1 | loss10 | reorder | rate | flap | down | stop | kill | abort | switchd) ;;
+case $scenario in none | delay | loss1 | loss10 | reorder | netem | rate | flap | down | stop | kill | abort | switchd) ;;
   *) echo "faults: unknown scenario '$scenario'" >&2; exit 64 ;;
 esac
 skip() { echo "faults: skipped: $*" >&2; exit 77; }
@@ -89,7 +91,10 @@ case $scenario in
   loss10) qdisc="netem loss 10%" ;;
   reorder) qdisc="netem delay 10ms reorder 25% 50%" ;;
   rate) qdisc="tbf rate 20mbit burst 32kbit latency 400ms" ;;
+  # Each netem fault in turn on one job (one join: the VM suite's emulated guest joins slowly).
+  netem) qdisc="netem delay 10ms" ;;
 esac
+netem_phases=("netem delay 10ms" "netem loss 1%" "netem loss 10%" "netem delay 10ms reorder 25% 50%")
 if [ -n "$qdisc" ]; then
   # shellcheck disable=SC2086
   inA tc qdisc add dev tf0 root $qdisc 2> "$work/tc.err" ||
@@ -128,7 +133,7 @@ for ((r = 0; r < ranks; ++r)); do
   [ "$scenario" = abort ] && [ $r = $victim ] && extra=(--abort-after-ms $abort_ms)
   ip netns exec "$ns" env TRIB_RANK=$r TRIB_NRANKS=$ranks TRIB_STORE=$store TRIB_AUTH_KEY=$key \
     TRIB_TIMEOUT=$timeout_s TRIB_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=tf0 "${switch_env[@]}" \
-    "$rank_bin" --seed "$seed" --ops "$ops" --max-count "$max_count" "${extra[@]}" \
+    "$rank_bin" --seed "$seed" --ops "$ops" --max-count "$max_count" --until-file "$work/stop" "${extra[@]}" \
     > "$work/rank$r.out" 2>&1 &
   rank_pid[$r]=$!
   pids+=($!)
@@ -156,6 +161,14 @@ if [ -n "$qdisc" ]; then
   # Both directions of the link.
   # shellcheck disable=SC2086
   inA tc qdisc add dev tf0 root $qdisc && inB tc qdisc add dev tf0 root $qdisc
+  if [ "$scenario" = netem ]; then
+    for phase in "${netem_phases[@]:1}"; do
+      sleep "${TRIB_FAULTS_PHASE_S:-3}"
+      # shellcheck disable=SC2086
+      inA tc qdisc replace dev tf0 root $phase && inB tc qdisc replace dev tf0 root $phase
+      say "now: $phase"
+    done
+  fi
 else
   case $scenario in
     flap | down | stop | kill | switchd)
@@ -175,6 +188,17 @@ else
   esac
 fi
 say "fault injected ($scenario, after $fault_delay_ms ms where timed)"
+# Faults the ranks should ride out: they run on under it (and after a flap or the switch's death)
+# for TRIB_FAULTS_PHASE_S seconds more, then the stop file ends their sequence (checked, at once
+# on every rank: trib-fault-rank --until-file). A rank that ran out of ops first saw less.
+case $scenario in
+  down | stop | kill | abort) ;;
+  *)
+    sleep "${TRIB_FAULTS_PHASE_S:-3}"
+    for ((r = 0; r < ranks; ++r)); do finished $r && injected=0; done
+    touch "$work/stop"
+    ;;
+esac
 
 # ---- waiting, bounded ------------------------------------------------------------------------
 # Fatal faults: survivors must be back within TRIB_TIMEOUT + 5 s (and their destroy, 2 s more).
