@@ -290,12 +290,16 @@ int main(int argc, char** argv) {
         o.wrong = "the stop flag broadcast gave " + std::to_string(copy);
       stop = o.code == tribSuccess && copy == 1;
     }
-    if (o.code == tribSuccess && o.wrong.empty() && !stop)
+    bool ranOp = false;
+    if (o.code == tribSuccess && o.wrong.empty() && !stop) {
       o = runOp(comm, rank, n, static_cast<uint64_t>(k), op);
+      ranOp = true;
+    }
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     slowest = std::max(slowest, secs);
     if (stop) break;
-    const char* name = kCollNames[op.coll];
+    // A failure of the stop flag's broadcast is reported as that, not as the op it preceded.
+    const char* name = ranOp ? kCollNames[op.coll] : "stopflag-broadcast";
     if (!o.wrong.empty()) {
       std::printf("RESULT at_ms=%lld rank=%d status=wrong op=%ld coll=%s count=%zu call_s=%.3f msg=%s\n",
                   nowMs(), rank, k, name, op.count, secs, o.wrong.c_str());

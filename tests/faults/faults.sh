@@ -25,7 +25,11 @@
 #
 # Needs root (ip netns) and UCX; delay, loss and reorder need the kernel's sch_netem (this host's
 # kernel may lack it: the RDMA VM suite runs them, tests/vm/). Prints one line
-#   faults: scenario=... seed=... injected=0|1 ok=.. errors=.. aborted=.. wrong=.. hangs=.. verdict=PASS|FAIL
+#   faults: scenario=... seed=... injected=0|1 ok=.. errors=.. aborted=.. wrong=.. hangs=..
+#           named_victim=.. verdict=PASS|FAIL
+# (ranks by outcome; named_victim: how many other ranks' errors named the stopped/killed rank).
+# --ops caps each rank's sequence (default 100000; faults end it sooner). TRIB_FAULTS_KEEP=1
+# keeps the ranks' outputs (always kept when a run fails).
 # Exit status: 0 pass, 1 fail, 77 cannot run here (the reason on stderr).
 set -uo pipefail
 
@@ -231,7 +235,7 @@ fi
 [ "$scenario" = kill ] && { wait "${rank_pid[$victim]}" 2> /dev/null; exit_of[$victim]=killed; }
 
 # ---- the verdict -----------------------------------------------------------------------------
-ok=0 errors=0 aborted=0 wrong=0 hangs=0 named_victim=0 problems=()
+ok=0 errors=0 aborted=0 wrong=0 hangs=0 named_victim=0 named_count=0 problems=()
 field() { sed -n "s/^RESULT.* $2=\([^ ]*\).*/\1/p" "$work/rank$1.out" | head -1; }
 for ((r = 0; r < ranks; ++r)); do
   e=${exit_of[$r]:-}
@@ -254,7 +258,7 @@ for ((r = 0; r < ranks; ++r)); do
       named=$(echo "$msg" | grep -oE 'ranks? [0-9]+(, [0-9]+)*' | grep -oE '[0-9]+' | awk -v me=$r '$1 != me' |
         sort -u | tr '\n' ' ')
       [ -n "$named" ] || problems+=("rank $r: the error names no peer: $msg")
-      case " $named" in *" $victim "*) [ $r != $victim ] && named_victim=1 ;; esac
+      case " $named" in *" $victim "*) [ $r != $victim ] && named_victim=1 && named_count=$((named_count + 1)) ;; esac
       ;;
     wrong) wrong=$((wrong + 1)); problems+=("rank $r: WRONG: $line") ;;
     *) problems+=("rank $r: exit $e, no result: $(tail -n 3 "$work/rank$r.out" | tr '\n' ' ')") ;;
@@ -296,7 +300,7 @@ fi
 [ $require_injected = 1 ] && [ $injected = 0 ] && problems+=("the fault came after a rank had finished (raise --ops)")
 verdict=PASS
 [ ${#problems[@]} = 0 ] || verdict=FAIL
-echo "faults: scenario=$scenario seed=$seed ranks=$ranks switch=$with_switch injected=$injected ok=$ok errors=$errors aborted=$aborted wrong=$wrong hangs=$hangs verdict=$verdict"
+echo "faults: scenario=$scenario seed=$seed ranks=$ranks switch=$with_switch injected=$injected ok=$ok errors=$errors aborted=$aborted wrong=$wrong hangs=$hangs named_victim=$named_count verdict=$verdict"
 for p in "${problems[@]}"; do echo "faults:   $p"; done
 if [ $verdict = FAIL ] || [ $quiet = 0 ]; then
   for ((r = 0; r < ranks; ++r)); do echo "rank $r: $(grep '^RESULT' "$work/rank$r.out" | head -1)"; done
