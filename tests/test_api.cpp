@@ -515,6 +515,8 @@ TEST(Api, TimeoutNamesWhatTheRankWaitsFor) {
   EXPECT_TRUE(lastError().find("from 1") != std::string::npos ||
               lastError().find("for 1)") != std::string::npos)
       << lastError();
+  // ... and says so in words a user searches for (the fault tests read it: docs/FAULTS.md).
+  EXPECT_NE(lastError().find("(on rank 1)"), std::string::npos) << lastError();
   // The communicator is now broken and says why.
   EXPECT_NE(tribAllReduce(v.data(), v.data(), v.size(), tribFloat32, tribSum, comms[0], nullptr),
             tribSuccess);

@@ -668,6 +668,7 @@ Status Execution::finishLocal() {
 
 std::string Execution::describePending() const {
   std::string out;
+  std::vector<int> peers;  // the ranks those steps wait on, so a timeout names them as ranks
   int shown = 0;
   size_t end = std::min(steps_.size(), first_ + kWindow);
   for (size_t i = first_; i < end && shown < 4; ++i) {
@@ -675,8 +676,16 @@ std::string Execution::describePending() const {
     if (!out.empty()) out += "; ";
     out += strprintf("step %zu %s", i, describeStep(steps_[i]).c_str());
     ++shown;
+    // A switch step's peer field is its slice stride, not a rank.
+    const Step& s = steps_[i];
+    if (s.kind != StepKind::SwitchReduce && s.peer >= 0 &&
+        std::find(peers.begin(), peers.end(), s.peer) == peers.end())
+      peers.push_back(s.peer);
   }
   if (out.empty() && first_ < steps_.size()) out = strprintf("step %zu not started", first_);
+  for (size_t k = 0; k < peers.size(); ++k)
+    out += strprintf("%s%d", k == 0 ? (peers.size() == 1 ? " (on rank " : " (on ranks ") : ", ", peers[k]);
+  if (!peers.empty()) out += ")";
   return out;
 }
 

@@ -56,8 +56,9 @@ fi
 
 # ---- the kernel: Debian 12's stock package, extracted, with a modules.dep of its own ----------
 # The modules the guest loads (with their dependencies): rxe and its UDP tunnels, user verbs,
-# rdma_cm for rping, veth, crc32 through the crypto API, and virtio 9p for the host's files.
-modules=(rdma_rxe ib_uverbs rdma_ucm veth crc32_generic virtio_pci 9pnet_virtio 9p)
+# rdma_cm for rping, veth, crc32 through the crypto API, and virtio 9p for the host's files; netem
+# and tbf for the fault tests (tests/faults/).
+modules=(rdma_rxe ib_uverbs rdma_ucm veth crc32_generic virtio_pci 9pnet_virtio 9p sch_netem sch_tbf)
 prepare_kernel() {
   local pkg deb
   pkg=${TRIB_VM_KERNEL_PACKAGE:-$(apt-cache depends linux-image-amd64 2> /dev/null |
