@@ -64,8 +64,14 @@ RANDOM=$seed
 work=$(mktemp -d /tmp/trib-faults-XXXXXX)
 nsA=trf$$a nsB=trf$$b ipA=10.78.0.1 ipB=10.78.0.2
 pids=()
+# Signals `pid` only while it is still this script's child: a child that exited was reaped, and its
+# pid may belong to anyone's process by now (pid_max is 32768 here and pids wrap within minutes).
+signal_ours() { # signal pid
+  [ -n "$2" ] && [ "$(ps -o ppid= -p "$2" 2> /dev/null | tr -d ' ')" = "$$" ] && kill -"$1" "$2" 2> /dev/null
+  return 0
+}
 cleanup() {
-  for p in "${pids[@]}"; do kill -CONT "$p" 2> /dev/null; kill -KILL "$p" 2> /dev/null; done
+  for p in "${pids[@]}"; do signal_ours CONT "$p"; signal_ours KILL "$p"; done
   wait 2> /dev/null
   ip netns del "$nsA" 2> /dev/null
   ip netns del "$nsB" 2> /dev/null
@@ -185,9 +191,9 @@ else
   case $scenario in
     flap) inB ip link set tf0 down; sleep 2; inB ip link set tf0 up ;;
     down) inB ip link set tf0 down ;;
-    stop) kill -STOP "${rank_pid[$victim]}" ;;
-    kill) kill -KILL "${rank_pid[$victim]}" ;;
-    switchd) kill -KILL "$switchd_pid" ;;
+    stop) signal_ours STOP "${rank_pid[$victim]}" ;;
+    kill) signal_ours KILL "${rank_pid[$victim]}" ;;
+    switchd) signal_ours KILL "$switchd_pid" ;;
     abort) fault_ms=$((fault_ms + abort_ms)) ;;
   esac
 fi
@@ -219,7 +225,8 @@ done
 declare -A exit_of
 wait_rank() { # rank deadline_ms: sets exit_of[rank] to its exit status, or "hang"
   local r=$1 until=$2 pid=${rank_pid[$1]}
-  while [ "$(awk '{print $3}' /proc/"$pid"/stat 2> /dev/null)" != Z ] && kill -0 "$pid" 2> /dev/null; do
+  while [ "$(awk '{print $3}' /proc/"$pid"/stat 2> /dev/null)" != Z ] &&
+    [ "$(ps -o ppid= -p "$pid" 2> /dev/null | tr -d ' ')" = "$$" ]; do  # ours, still running
     [ "$(now_ms)" -lt "$until" ] || { exit_of[$r]=hang; return; }
     sleep 0.05
   done
@@ -229,7 +236,7 @@ wait_rank() { # rank deadline_ms: sets exit_of[rank] to its exit status, or "han
 for r in "${survivors[@]}"; do wait_rank "$r" "$deadline_ms"; done
 if [ "$scenario" = stop ]; then
   # Let the frozen rank go: its peers are gone, it must not hang either.
-  kill -CONT "${rank_pid[$victim]}"
+  signal_ours CONT "${rank_pid[$victim]}"
   wait_rank "$victim" $(($(now_ms) + (timeout_s + 7) * 1000))
 fi
 [ "$scenario" = kill ] && { wait "${rank_pid[$victim]}" 2> /dev/null; exit_of[$victim]=killed; }
