@@ -3,7 +3,8 @@
 // algorithm's real schedule replayed (simulatePlanned, as trib-plan --simulate runs it) against the
 // cost model's prediction. Every cell must agree within 10%, except cells under a kKnownGaps rule
 // (with its reason), which are still simulated and each printed with its ratio as an expected
-// failure. TRIB_SIM_GRID_PRINT=1 prints every cell; SimGrid.Explore runs any system by hand.
+// failure. TRIB_SIM_GRID_PRINT=1 prints every cell; SimGrid.DISABLED_Explore
+// runs any system by hand (--gtest_also_run_disabled_tests).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -86,6 +87,11 @@ Topology gen(const std::string& spec) {
   Status s = generateTopology(sys, params, &t);
   EXPECT_TRUE(s.ok()) << spec << ": " << s.message();
   return t;
+}
+
+std::string envOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
 }
 
 bool printAll() {
@@ -176,7 +182,7 @@ const std::vector<PlanAlgo> kAllReduceAlgos = {
 
 // The grid. Sizes and rank counts are dense where simulating is cheap and thinner where a cell
 // costs seconds (a flat ring or direct schedule on 4,608 ranks is 42 M steps whatever the size:
-// those cells are in the slow grid, SimGrid.FullScale, run by hand, docs/PLANNER.md).
+// those cells are run by hand with SimGrid.DISABLED_Explore, docs/PLANNER.md).
 struct SystemGrid {
   const char* spec;
   std::vector<int> ranks;
@@ -228,19 +234,19 @@ TEST(SimGrid, ModelAndSimulatorAgreeWithin10Percent) {
   EXPECT_GT(tot.cells, 300);  // the grid ran (a generator or the planner losing cells shows here)
 }
 
-TEST(SimGrid, Explore) {
+TEST(SimGrid, DISABLED_Explore) {  // by hand only: no system is given in CI
   const char* sys = std::getenv("TRIB_SIM_GRID_SYSTEM");
   if (!sys)
-    GTEST_SKIP()
-        << "exploration only: set TRIB_SIM_GRID_SYSTEM=spec TRIB_SIM_GRID_RANKS=a,b TRIB_SIM_GRID_SIZES=...";
+    FAIL() << "set TRIB_SIM_GRID_SYSTEM=spec TRIB_SIM_GRID_RANKS=a,b TRIB_SIM_GRID_SIZES=8,1M[,...] "
+              "[TRIB_SIM_GRID_ALGO=name]";
   std::vector<int> ranks;
   std::vector<uint64_t> sizes;
-  for (std::string s = std::getenv("TRIB_SIM_GRID_RANKS"); !s.empty();) {
+  for (std::string s = envOr("TRIB_SIM_GRID_RANKS"); !s.empty();) {
     size_t q = s.find(',');
     ranks.push_back(std::atoi(s.substr(0, q).c_str()));
     s = q == std::string::npos ? "" : s.substr(q + 1);
   }
-  for (std::string s = std::getenv("TRIB_SIM_GRID_SIZES"); !s.empty();) {
+  for (std::string s = envOr("TRIB_SIM_GRID_SIZES"); !s.empty();) {
     size_t q = s.find(',');
     uint64_t b = 0;
     ASSERT_TRUE(parseSize(s.substr(0, q), &b).ok());
