@@ -443,7 +443,8 @@ TEST(AttachedSwitch, ExecutableOnlyWhenAttachedChosenWhenItWinsOverridesApply) {
   const double tFlatSmall = switchOf(exec(8, n)).plan.predictedUs;
   const double tFlatBig = switchOf(exec(64 << 20, n)).plan.predictedUs;
   p.setAttachedSwitch(tree);
-  EXPECT_GE(switchOf(exec(8, n)).plan.predictedUs - tFlatSmall, 2 * fast.latUs);
+  // (8 bytes: the latency, less the 8 bytes' slightly shorter time at the tree's higher rate.)
+  EXPECT_GE(switchOf(exec(8, n)).plan.predictedUs - tFlatSmall, 2 * fast.latUs - 0.01);
   EXPECT_LT(switchOf(exec(64 << 20, n)).plan.predictedUs, tFlatBig * 0.75);
 }
 

@@ -20,9 +20,9 @@ TEST(Generators, DgxH100Counts) {
   EXPECT_EQ(t.countType(NodeType::Cpu), 2);
   EXPECT_EQ(t.countType(NodeType::Nic), 8);
   EXPECT_EQ(t.countType(NodeType::NvSwitch), 1);
-  EXPECT_EQ(t.countType(NodeType::PcieSwitch), 4);
-  EXPECT_EQ(t.numNodes(), 23);
-  EXPECT_EQ(t.numLinks(), 29);
+  EXPECT_EQ(t.countType(NodeType::PcieSwitch), 8);  // a (GPU, NIC) rail each
+  EXPECT_EQ(t.numNodes(), 27);
+  EXPECT_EQ(t.numLinks(), 33);
   EXPECT_EQ(t.numDomains(), 1);
   EXPECT_EQ(t.rankNodes().size(), 8u);
   EXPECT_DOUBLE_EQ(t.bisectionGBps(), 4 * 450.0);
@@ -57,7 +57,7 @@ TEST(Generators, HgxFamilyCounts) {
     ASSERT_TRUE(t.validate().ok()) << sys.name << ": " << t.validate().message();
     EXPECT_EQ(t.countType(NodeType::Gpu), 8) << sys.name;
     EXPECT_EQ(t.countType(NodeType::Nic), 8) << sys.name;
-    EXPECT_EQ(t.numNodes(), 23) << sys.name;
+    EXPECT_EQ(t.numNodes(), 27) << sys.name;
     EXPECT_DOUBLE_EQ(t.bisectionGBps(), 4 * sys.nvlink) << sys.name;
     EXPECT_EQ(t.node(t.find("nvsw")).reduce.can(), sys.nvls) << sys.name;
     Topology two;

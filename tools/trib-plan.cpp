@@ -19,7 +19,7 @@
 #include "core/comm.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/planner.hpp"
-#include "sim/sim.hpp"
+#include "sim/sim_plan.hpp"
 
 using namespace trib;
 
@@ -247,38 +247,14 @@ int main(int argc, char** argv) {
     PlanAlgo a = plan.algo;
     if (!algoS.empty() && !parsePlanAlgo(algoS, &a))
       return fail(errorf(tribInvalidArgument, "unknown algorithm '%s'", algoS.c_str()));
-    CollArgs args;
-    args.coll = req.coll;
-    args.nranks = req.nranks;
-    size_t es = dataTypeSize(req.dtype);
-    args.count = req.bytes / es;
-    if (req.coll == Coll::AllGather || req.coll == Coll::ReduceScatter || req.coll == Coll::AlltoAll)
-      args.count /= req.nranks;
-    // The plan's chunk for that algorithm, and its prediction to compare with (when the model
-    // covers it; else the schedule's defaults).
-    double predictedUs = 0;
-    for (const auto& c : planner.explain(req))
-      if (c.plan.algo == a && c.plan.predictedUs > 0) {
-        args.chunkElems = c.plan.chunkElems, args.ranksPerDomain = c.plan.ranksPerDomain;
-        predictedUs = c.plan.predictedUs;
-      }
-    // Peer-memory schedules: the communicator's default window, two cells of
-    // CostConstants::boardChunkBytes (the default TRIB_WINDOW_BYTES is two 1 MiB cells).
-    if (needsWindows(toScheduleAlgo(a))) args.windowElems = 2 * planner.constants().boardChunkBytes / es;
     // Ranks as the communicator places them (on a CPU-only host, many processes per CPU node).
     std::vector<int> rankToNode;
     if (!t.rankNodes().empty() && t.node(t.rankNodes()[0]).type != NodeType::Gpu)
       rankToNode = placeRanks(t, RankPlacement::singleHost(req.nranks), false);
-    SimResult res;
-    if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch) {  // no schedule yet: modelled directly
-      s = simulateInNetwork(t, a, args, req.dtype, &res, rankToNode);
-    } else {
-      const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(a));
-      if (!info)
-        return fail(errorf(tribNotSupported, "no schedule generator for %s %s in this build", planAlgoName(a),
-                           collName(req.coll)));
-      s = simulate(t, *info, args, req.dtype, &res, rankToNode);
-    }
+    PlannedSim ps;
+    s = simulatePlanned(planner, req, a, &ps, rankToNode);
+    const SimResult& res = ps.sim;
+    const double predictedUs = ps.predictedUs;
     if (!s.ok()) return fail(s);
     std::printf(
         "simulated %s: time %.1f us, algbw %.2f GB/s, busbw %.2f GB/s (%llu steps, %llu messages, "

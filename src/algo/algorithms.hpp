@@ -34,4 +34,12 @@ extern const AlgoInfo kTwoShotAllReduce;  // oneshot.cpp: each rank reduces a sl
 extern const AlgoInfo kOneShotAllReduce;  // oneshot.cpp: every rank reduces all the windows
 extern const AlgoInfo kHierSwitchAllReduce;  // hier_switch.cpp: domain RS -> switch AR of slices -> domain AG
 
+// tree.cpp: rank's neighbours in tree 0 or 1 of the double binary tree over n ranks (-1: none), for
+// the cost model, which prices the busiest rank's edges.
+struct TreeLinks {
+  int parent = -1;
+  int child[2] = {-1, -1};
+};
+TreeLinks doubleTreeNode(int n, int rank, int tree);
+
 }  // namespace trib::algo

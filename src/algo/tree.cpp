@@ -81,6 +81,15 @@ Generator<Step> treeAllReduce(CollArgs a, int rank) {
 
 }  // namespace
 
+TreeLinks doubleTreeNode(int n, int rank, int tree) {
+  const TreeNode t = tree == 0 ? btree(n, rank) : dtree(n, rank);
+  TreeLinks l;
+  l.parent = t.parent;
+  l.child[0] = t.child[0];
+  l.child[1] = t.child[1];
+  return l;
+}
+
 const AlgoInfo kTreeAllReduce = {Algo::Tree, Coll::AllReduce, validArgs, noScratch, checked<treeAllReduce>};
 
 }  // namespace trib::algo

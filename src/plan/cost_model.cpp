@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <unordered_map>
+
+#include "algo/algorithms.hpp"
 
 namespace trib {
 
@@ -194,6 +197,51 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     t.networkCapacity(&edge, &core);
     double oversub = core > 0 && edge > 0 ? std::min(1.0, core / edge) : 1.0;
     f.bwInterLoaded = egress > 0 ? std::min(f.bwInter, egress / std::max(1, inHost)) * oversub : f.bwInter;
+    f.hostEgressGBps = egress * oversub;
+  }
+  // The tree's busiest rank and host (O(n): at 131,072 ranks a few ms, once per rank count).
+  if (f.n >= 2) {
+    std::unordered_map<int, int> hostOut;
+    for (int i = 0; i < f.n; ++i) {
+      int in = 0, out = 0;
+      for (int tr = 0; tr < 2; ++tr) {
+        const algo::TreeLinks l = algo::doubleTreeNode(f.n, i, tr);
+        for (int nb : {l.parent, l.child[0], l.child[1]}) {
+          if (nb < 0) continue;
+          (dom[nb] == dom[i] ? in : out)++;
+        }
+      }
+      f.treeEdgesIn = std::max(f.treeEdgesIn, in);
+      f.treeEdgesOut = std::max(f.treeEdgesOut, out);
+      if (out > 0) f.treeHostEdgesOut = std::max(f.treeHostEdgesOut, hostOut[t.hostOf(ranks[i])] += out);
+    }
+    // The critical path: the costliest rank-to-root path of either tree, an edge costing one
+    // step inside a domain or across (the trees run at once; a slice goes up, then down).
+    const double aIn = f.perDomain > 1 ? f.latIntraUs : f.latInterUs, aOut = f.latInterUs;
+    std::vector<double> depth(f.n);
+    std::vector<int> pending;
+    for (int tr = 0; tr < 2; ++tr) {
+      std::fill(depth.begin(), depth.end(), -1.0);
+      for (int i = 0; i < f.n; ++i) {
+        int x = i;
+        while (depth[x] < 0) {
+          const int up = algo::doubleTreeNode(f.n, x, tr).parent;
+          if (up < 0) {
+            depth[x] = 0;
+            break;
+          }
+          pending.push_back(x);
+          x = up;
+        }
+        while (!pending.empty()) {  // fill back down from the first known ancestor
+          const int y = pending.back();
+          pending.pop_back();
+          const int up = algo::doubleTreeNode(f.n, y, tr).parent;
+          depth[y] = depth[up] + (dom[up] == dom[y] ? aIn : aOut);
+        }
+        f.treePathUs = std::max(f.treePathUs, depth[i]);
+      }
+    }
   }
 
   // NVLink-switch reduction: every rank's NVSwitch must reduce.
@@ -274,6 +322,7 @@ uint64_t pipelineChunk(double S, double bwBpu, int depth, const CostConstants& k
 }
 
 double pipelineCost(double S, double c, double bwBpu, int depth, const CostConstants& k) {
+  c = std::max(1.0, std::min(c, S));  // a message smaller than a chunk fills the pipe with itself
   return depth * c / bwBpu + std::ceil(S / c) * k.chunkOverheadUs;
 }
 
@@ -432,15 +481,20 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           p.reason = "2(n-1) steps of S/n";
           break;
         case PlanAlgo::Tree: {
-          int D = ceilLog2(n), cross = c.multi ? std::min(D, ceilLog2(f.domains)) : 0;
-          double path = (D - cross) * c.aIn + cross * c.aOut;
-          // Per rank ~2S through its domain link (inner in one tree, leaf in the other); a rank with
-          // an edge across domains carries S/2 per tree each way over the network.
+          int D = ceilLog2(n);
+          const double path = f.treePathUs;
+          // Every edge carries S/2 each way (half the buffer per tree, up then down), pipelined, so
+          // the busiest link paces the tree: the busiest rank's domain link (up to 4 edges: inner in
+          // one tree, leaf in the other), its own network path, or its host's NICs when the host's
+          // ranks share them.
           double bIn = std::min(c.bIn, c.R), bOut = std::min(c.bOut, c.R);
-          double bwTime = !c.multi          ? 2 * S / bIn
-                          : f.perDomain > 1 ? std::max(2 * S / bIn, S / bOut)
-                                            : 2 * S / bOut;
-          double b = 2 * S / bwTime;
+          double bwTime = f.treeEdgesIn * S / 2 / bIn;
+          if (c.multi) {
+            bwTime = std::max(bwTime, f.treeEdgesOut * S / 2 / bOut);
+            if (f.hostEgressGBps > 0)
+              bwTime = std::max(bwTime, f.treeHostEdgesOut * S / 2 / std::min(f.hostEgressGBps * kB, c.R));
+          }
+          double b = c.multi && f.perDomain < 2 ? bOut : bIn;  // one hop's link, for the fill
           chunk = pipelineChunk(S, b, 2 * D, k);
           t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
           p.reason = "double binary tree: 2 log2(n) hops, pipelined";
@@ -505,7 +559,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             return unsupported("the NVSwitch does not reduce this dtype/op");
           double b = std::min(c.bIn, f.nvlsGBps * kB);
           chunk = pipelineChunk(S, b, 2, k);
-          t = 2 * c.aIn + S / b + pipelineCost(S, chunk, b, 2, k);
+          // One step (one kernel: reduce-load through the switch, multicast store): one software
+          // step overhead and the path up and back (aIn holds both hops), as the simulator runs it.
+          t = c.aIn + S / b + pipelineCost(S, chunk, b, 2, k);
           p.reason = "each GPU sends S to the NVSwitch and receives S";
           break;
         }

@@ -64,7 +64,13 @@ struct FabricView {
   double bwInter = 0;        // GB/s, effective, one flow between domains
   double bwInterLoaded = 0;  // GB/s per rank when every rank of a domain talks across at once
   double latInterUs = 0;
-  double reduceGBps = 0;   // a rank's local reduction throughput
+  double reduceGBps = 0;  // a rank's local reduction throughput
+  // Double binary tree (algo/tree.cpp): edges of the busiest rank inside its domain and across
+  // domains (each edge carries S/2 each way), and the most cross-domain edges of one host's ranks,
+  // which share its NICs (hostEgressGBps, effective).
+  int treeEdgesIn = 0, treeEdgesOut = 0, treeHostEdgesOut = 0;
+  double treePathUs = 0;  // the costliest path from a rank to its tree's root (per-step latencies)
+  double hostEgressGBps = 0;
   bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
   // In-network reduction: 0 when absent.
   double nvlsGBps = 0;  // the domain's NVSwitch reduce rate per port

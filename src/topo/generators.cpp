@@ -126,7 +126,7 @@ const HgxParams* hgxPreset(const std::string& name) {
 
 Topology makeHgx(const HgxParams& hp, int nodes) {
   // Per node: 8 GPUs on the NVSwitch fabric (its chips are one logical node here), 2 CPU
-  // sockets, 4 PCIe switches (2 GPUs + 2 NICs each), 8 NICs.
+  // sockets, 8 PCIe switch halves (a GPU and its NIC each), 8 NICs.
   Topology t;
   t.name = nodes == 1 ? hp.name : strprintf("%s-x%d", hp.name.c_str(), nodes);
   std::vector<int> nics;
@@ -137,19 +137,22 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
     int cpu[2];
     for (int c = 0; c < 2; ++c) cpu[c] = t.addNode(p + strprintf("cpu%d", c), NodeType::Cpu);
     t.addLink(cpu[0], cpu[1], LinkType::C2C, 64, 0.5);  // inter-socket
-    int psw[4];
-    for (int s = 0; s < 4; ++s) {
+    // Rails: each GPU has its own NIC (NCCL pairs every GPU with the closest NIC, one each). The
+    // PCIe switch the board gives two GPUs and two NICs is drawn as two halves, one (GPU, NIC) pair
+    // each, so routes from GPU g leave through NIC g instead of a hash picking one of the two.
+    int psw[8];
+    for (int s = 0; s < 8; ++s) {
       psw[s] = t.addNode(p + strprintf("pcie%d", s), NodeType::PcieSwitch);
-      t.addLink(psw[s], cpu[s / 2], LinkType::Pcie, hp.pcieGBps, 0.3);
+      t.addLink(psw[s], cpu[s / 4], LinkType::Pcie, hp.pcieGBps, 0.3);
     }
     for (int g = 0; g < 8; ++g) {
       int gpu = t.addNode(p + strprintf("gpu%d", g), NodeType::Gpu);
       t.addLink(gpu, nvsw, LinkType::NvLink, hp.nvlinkGBps, hp.nvlinkLatUs);
-      t.addLink(gpu, psw[g / 2], LinkType::Pcie, hp.pcieGBps, 0.3);
+      t.addLink(gpu, psw[g], LinkType::Pcie, hp.pcieGBps, 0.3);
     }
     for (int n = 0; n < 8; ++n) {
       int nic = t.addNode(p + strprintf("nic%d", n), NodeType::Nic);
-      t.addLink(nic, psw[n / 2], LinkType::Pcie, hp.pcieGBps, 0.3);
+      t.addLink(nic, psw[n], LinkType::Pcie, hp.pcieGBps, 0.3);
       nics.push_back(nic);
     }
   }

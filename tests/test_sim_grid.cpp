@@ -1,0 +1,267 @@
+// Model against simulator over a grid (issue 16, deliverable 2): every all-reduce algorithm the
+// planner can choose x every generator x ranks 2 .. 4,608 x sizes 8 B .. 16 GiB, each cell the
+// algorithm's real schedule replayed (simulatePlanned, as trib-plan --simulate runs it) against the
+// cost model's prediction. Every cell must agree within 10%, except cells under a kKnownGaps rule
+// (with its reason), which are still simulated and each printed with its ratio as an expected
+// failure. TRIB_SIM_GRID_PRINT=1 prints every cell; SimGrid.DISABLED_Explore
+// runs any system by hand (--gtest_also_run_disabled_tests).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "sim/sim_plan.hpp"
+
+using namespace trib;
+
+namespace {
+
+struct Cell {
+  std::string system;  // generator spec
+  int ranks;
+  PlanAlgo algo;
+  uint64_t bytes;
+};
+
+// A rule for cells that do not agree within 10% yet: the test still simulates and prints each of
+// them with its ratio (an expected failure), and counts those that agree anyway. Reasons:
+// docs/PLANNER.md "Model against simulator: the grid".
+constexpr uint64_t kAny = UINT64_MAX;
+struct Gap {
+  PlanAlgo algo;
+  int minRanks;
+  uint64_t minBytes, maxBytes;
+  const char* why;
+};
+const std::vector<Gap> kKnownGaps = {
+    {PlanAlgo::Direct, 2, 0, kAny,
+     "model: a rank posts its (n-1) messages per slice one after another, each a step overhead; the "
+     "replay departs them together and queues them first come first served on the shared links"},
+    {PlanAlgo::OneShot, 2, 0, kAny, "model's GPU-window formula is not derived from the GPU replay"},
+    {PlanAlgo::TwoShot, 2, 0, kAny, "model's GPU-window formula is not derived from the GPU replay"},
+    {PlanAlgo::Tree, 2, 16u << 20, kAny,
+     "two ranks: the model's 2 x depth chunk fill where the replay overlaps one tree's up with the other's "
+     "down; 7+ ranks at >= 256 MiB the replay is 1.13-1.29x the busiest rank's 2S / link"},
+    {PlanAlgo::Rhd, 16, 0, kAny,
+     "across racks the replay's hashed (ECMP) spine routes collide where the model spreads perfectly; in "
+     "one domain the replay overlaps the halving steps' slices"},
+    {PlanAlgo::Hierarchical, 2, 16u << 20, kAny,
+     "the replay overlaps slices of the domain rings with the cross-domain ring; the model sums the "
+     "phases"},
+    {PlanAlgo::HierSwitch, 2, 16u << 20, kAny, "as hierarchical: the model sums phases the replay overlaps"},
+    {PlanAlgo::Nvls, 2, 16u << 20, 256u << 20,
+     "model: a per-chunk overhead after every chunk and a 2-chunk fill; the event replay has neither"},
+    {PlanAlgo::NvlsSwitch, 2, 16u << 20, 256u << 20, "as nvls: the model's per-chunk overhead and fill"},
+    {PlanAlgo::Switch, 288, 1u << 20, 16u << 20,
+     "three tiers: the model charges the up and the down path a full one-way latency (switch op "
+     "included) each"},
+};
+
+bool knownGap(const Cell& c, const char** why) {
+  for (const Gap& g : kKnownGaps)
+    if (c.algo == g.algo && c.ranks >= g.minRanks && c.bytes >= g.minBytes && c.bytes <= g.maxBytes) {
+      *why = g.why;
+      return true;
+    }
+  return false;
+}
+
+Topology gen(const std::string& spec) {
+  std::vector<std::string> params;
+  std::string sys = spec;
+  if (auto comma = spec.find(','); comma != std::string::npos) {
+    sys = spec.substr(0, comma);
+    std::string rest = spec.substr(comma + 1);
+    for (size_t p = 0; p <= rest.size();) {
+      size_t q = rest.find(',', p);
+      if (q == std::string::npos) q = rest.size();
+      params.push_back(rest.substr(p, q - p));
+      p = q + 1;
+    }
+  }
+  Topology t;
+  Status s = generateTopology(sys, params, &t);
+  EXPECT_TRUE(s.ok()) << spec << ": " << s.message();
+  return t;
+}
+
+std::string envOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool printAll() {
+  const char* e = std::getenv("TRIB_SIM_GRID_PRINT");
+  return e && *e && *e != '0';
+}
+
+bool modelled(Planner& p, const PlanRequest& req, PlanAlgo a) {
+  for (const auto& c : p.explain(req))
+    if (c.plan.algo == a && c.plan.predictedUs > 0) return true;
+  return false;
+}
+
+// The schedule accepts the plan's arguments (model-only NVLS has none: simulateInNetwork).
+bool scheduleRuns(Planner& p, const PlanRequest& req, PlanAlgo a) {
+  if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch) return true;
+  const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(a));
+  double predicted = 0;
+  return info && info->supports(plannedArgs(p, req, a, &predicted));
+}
+
+struct Totals {
+  int cells = 0, agree = 0, gaps = 0, gapsAgree = 0, unsupported = 0;
+};
+
+// Runs one system's cells: every algorithm the model supports there, for each rank count and size.
+void runSystem(const std::string& spec, const std::vector<int>& rankCounts,
+               const std::vector<uint64_t>& sizes, const std::vector<PlanAlgo>& algos, Totals* tot) {
+  Topology t = gen(spec);
+  Planner planner(t);
+  for (int n : rankCounts) {
+    ASSERT_LE(n, static_cast<int>(t.rankNodes().size())) << spec;
+    int domains = 0, perDomain = 0;
+    bool uniform = false;
+    planner.domainShape(n, &domains, &perDomain, &uniform);
+    for (uint64_t bytes : sizes) {
+      PlanRequest req;
+      req.bytes = bytes;
+      req.nranks = n;
+      req.includeModelOnly = true;
+      if (domains > 1 && perDomain > 1 && uniform) req.sliceStride = perDomain;
+      for (PlanAlgo a : algos) {
+        Cell c{spec, n, a, bytes};
+        if (!modelled(planner, req, a)) {  // the model rejects it here (one domain, no switch, ...)
+          ++tot->unsupported;
+          continue;
+        }
+        if (!scheduleRuns(planner, req, a)) {  // e.g. one-shot past a window cell
+          ++tot->unsupported;
+          continue;
+        }
+        PlannedSim ps;
+        auto t0 = std::chrono::steady_clock::now();
+        SimOptions opt;
+        if (const char* w = std::getenv("TRIB_SIM_GRID_WINDOW")) opt.window = std::atoi(w);
+        Status s = simulatePlanned(planner, req, a, &ps, {}, opt);
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ASSERT_TRUE(s.ok()) << spec << " " << n << " " << planAlgoName(a) << " " << bytes << ": "
+                            << s.message();
+        ++tot->cells;
+        const double ratio = ps.sim.timeUs / ps.predictedUs;
+        const bool agrees = std::fabs(ratio - 1) <= 0.10;
+        const char* why = nullptr;
+        const bool gap = knownGap(c, &why);
+        if (printAll() || !agrees || gap)
+          std::printf("%-28s %5d %-12s %12s  model %12.1f us  sim %12.1f us  sim/model %.3f  (%.2f s)%s%s\n",
+                      spec.c_str(), n, planAlgoName(a), formatBytes(bytes).c_str(), ps.predictedUs,
+                      ps.sim.timeUs, ratio, secs, agrees ? "" : "  DISAGREES", gap ? "  [known gap]" : "");
+        if (gap) {
+          ++tot->gaps;
+          tot->gapsAgree += agrees;
+          if (!agrees) std::printf("    expected failure: %s\n", why);
+        } else {
+          tot->agree += agrees;
+          EXPECT_TRUE(agrees) << spec << " " << n << " ranks " << planAlgoName(a) << " " << formatBytes(bytes)
+                              << ": simulated " << ps.sim.timeUs << " us, model " << ps.predictedUs
+                              << " us (ratio " << ratio << ")";
+        }
+      }
+    }
+  }
+}
+
+const std::vector<PlanAlgo> kAllReduceAlgos = {
+    PlanAlgo::Ring,         PlanAlgo::Tree,    PlanAlgo::Rhd,    PlanAlgo::Direct,
+    PlanAlgo::Hierarchical, PlanAlgo::Switch,  PlanAlgo::Nvls,   PlanAlgo::NvlsSwitch,
+    PlanAlgo::HierSwitch,   PlanAlgo::OneShot, PlanAlgo::TwoShot};
+
+// The grid. Sizes and rank counts are dense where simulating is cheap and thinner where a cell
+// costs seconds (a flat ring or direct schedule on 4,608 ranks is 42 M steps whatever the size:
+// those cells are run by hand with SimGrid.DISABLED_Explore, docs/PLANNER.md).
+struct SystemGrid {
+  const char* spec;
+  std::vector<int> ranks;
+  std::vector<uint64_t> sizes;
+  std::vector<PlanAlgo> algos;
+};
+constexpr uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024;
+const std::vector<uint64_t> kSizes = {8, 64 * KiB, 16 * MiB, 256 * MiB};
+// One-/two-shot on 72 GPUs: every GPU folds all 72 windows cell by cell, O(n^2) steps per cell;
+// they are in the grid on 2..16 ranks.
+const std::vector<PlanAlgo> kRackAlgos = {PlanAlgo::Ring,   PlanAlgo::Tree,         PlanAlgo::Rhd,
+                                          PlanAlgo::Direct, PlanAlgo::Hierarchical, PlanAlgo::Switch,
+                                          PlanAlgo::Nvls,   PlanAlgo::NvlsSwitch,   PlanAlgo::HierSwitch};
+const std::vector<PlanAlgo> kCheapAlgos = {PlanAlgo::Ring, PlanAlgo::Tree, PlanAlgo::Rhd, PlanAlgo::Switch};
+const std::vector<PlanAlgo> kRackScaleAlgos = {PlanAlgo::Tree,   PlanAlgo::Rhd,        PlanAlgo::Hierarchical,
+                                               PlanAlgo::Switch, PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch};
+
+const std::vector<SystemGrid>& grid() {
+  static const std::vector<SystemGrid> g = {
+      {"uniform:64,sharp=1", {2, 7, 16, 64}, kSizes, kAllReduceAlgos},
+      {"uniform:16,sharp=1", {16}, {1 * GiB, 16 * GiB}, kCheapAlgos},
+      {"dgx-a100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
+      {"dgx-h100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
+      {"dgx-h200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
+      {"dgx-b200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
+      {"gb200-nvl72", {72}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},
+      {"gb300-nvl72", {2}, {8, 16 * MiB, 256 * MiB}, kAllReduceAlgos},
+      {"gb300-nvl72", {72}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},
+      {"nvl72-cluster:2", {144}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},
+      {"nvl72-cluster:4,tiers=3,radix=4", {288}, {8, 16 * MiB}, kRackAlgos},
+      {"nvl72-cluster:64", {4608}, {8, 1 * MiB}, kRackScaleAlgos},
+  };
+  return g;
+}
+
+}  // namespace
+
+TEST(SimGrid, ModelAndSimulatorAgreeWithin10Percent) {
+  auto t0 = std::chrono::steady_clock::now();
+  Totals tot;
+  for (const SystemGrid& g : grid()) runSystem(g.spec, g.ranks, g.sizes, g.algos, &tot);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf(
+      "grid: %d cells simulated; %d outside the known gaps, all asserted within 10%% (%d agree); %d "
+      "under a known-gap rule, %d of them disagree (expected failures, printed above), %d agree; %d "
+      "cells the model or schedule does not cover; %.1f s\n",
+      tot.cells, tot.cells - tot.gaps, tot.agree, tot.gaps, tot.gaps - tot.gapsAgree, tot.gapsAgree,
+      tot.unsupported, secs);
+  EXPECT_GT(tot.cells, 300);  // the grid ran (a generator or the planner losing cells shows here)
+}
+
+TEST(SimGrid, DISABLED_Explore) {  // by hand only: no system is given in CI
+  const char* sys = std::getenv("TRIB_SIM_GRID_SYSTEM");
+  if (!sys)
+    FAIL() << "set TRIB_SIM_GRID_SYSTEM=spec TRIB_SIM_GRID_RANKS=a,b TRIB_SIM_GRID_SIZES=8,1M[,...] "
+              "[TRIB_SIM_GRID_ALGO=name]";
+  std::vector<int> ranks;
+  std::vector<uint64_t> sizes;
+  for (std::string s = envOr("TRIB_SIM_GRID_RANKS"); !s.empty();) {
+    size_t q = s.find(',');
+    ranks.push_back(std::atoi(s.substr(0, q).c_str()));
+    s = q == std::string::npos ? "" : s.substr(q + 1);
+  }
+  for (std::string s = envOr("TRIB_SIM_GRID_SIZES"); !s.empty();) {
+    size_t q = s.find(',');
+    uint64_t b = 0;
+    ASSERT_TRUE(parseSize(s.substr(0, q), &b).ok());
+    sizes.push_back(b);
+    s = q == std::string::npos ? "" : s.substr(q + 1);
+  }
+  std::vector<PlanAlgo> algos = kAllReduceAlgos;
+  if (const char* a = std::getenv("TRIB_SIM_GRID_ALGO")) {
+    PlanAlgo x;
+    ASSERT_TRUE(parsePlanAlgo(a, &x));
+    algos = {x};
+  }
+  Totals tot;
+  runSystem(sys, ranks, sizes, algos, &tot);
+  std::printf(
+      "%d cells, %d agree outside known gaps, %d under known gaps (%d of them agree), %d unsupported\n",
+      tot.cells, tot.agree, tot.gaps, tot.gapsAgree, tot.unsupported);
+}
