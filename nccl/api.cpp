@@ -1,6 +1,7 @@
 // libnccl.so.2: NCCL 2.28's functions on Tributary's C API. Each is defined as pnccl* (the
 // profiling name) with nccl* a weak alias of it, as NCCL itself exports them, so a profiler may
 // interpose nccl* and call through to pnccl*.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -619,7 +620,39 @@ NCCL_EXPORT ncclResult_t pncclGroupEnd() {
 }
 NCCL_ALIAS(ncclGroupEnd)
 
+// tribGroupSimulateEnd, with NCCL's rules: NULL, or a nested group, ends the group as ncclGroupEnd
+// does; the struct is read up to its size (at most ours), and one without NCCL's magic is refused
+// after the group's calls are dropped, as NCCL drops them.
 NCCL_EXPORT ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
-  return refuse("ncclGroupSimulateEnd", "Tributary has no group simulation yet");
+  return guarded("ncclGroupSimulateEnd", [&] {
+    if (tGroup.depth == 0)
+      return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without a matching ncclGroupStart");
+    if (!simInfo || tGroup.depth > 1) return pncclGroupEnd();
+    constexpr unsigned kMagic = 0x74685283;  // NCCL_SIM_INFO_INITIALIZER's
+    size_t size = 0;
+    std::memcpy(&size, &simInfo->size, sizeof size);
+    size = std::min(size, sizeof(ncclSimInfo_t));
+    ncclSimInfo_t info{sizeof(ncclSimInfo_t), 0, TRIB_NCCL_API_VERSION, 0.0f};
+    std::memcpy(&info, simInfo, size);
+    if (!tGroup.splits.empty())  // Tributary would refuse it and leave the group open: say why here
+      return fail(ncclInvalidUsage,
+                  "ncclGroupSimulateEnd: the group holds an ncclCommSplit, which Tributary cannot "
+                  "simulate; the group is still open: end it with ncclGroupEnd");
+    // The inits run, as NCCL's do: the group's collectives may be on their communicators.
+    const ncclResult_t inits = runPendingInits();
+    tribSimInfo_t t = TRIB_SIM_INFO_INITIALIZER;
+    const ncclResult_t r = fromTrib(tribGroupSimulateEnd(&t));
+    tGroup.depth = 0;
+    if (inits != ncclSuccess) return inits;
+    if (r != ncclSuccess) return r;
+    if (info.magic != kMagic)
+      return fail(ncclInvalidArgument,
+                  "ncclGroupSimulateEnd: simInfo not initialised with NCCL_SIM_INFO_INITIALIZER (magic "
+                  "0x%x); the group's calls were dropped",
+                  info.magic);
+    info.estimatedTime = t.estimatedTime;
+    std::memcpy(simInfo, &info, size);
+    return ncclSuccess;
+  });
 }
 NCCL_ALIAS(ncclGroupSimulateEnd)

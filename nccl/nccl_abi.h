@@ -98,4 +98,16 @@ typedef struct {
   float estimatedTime;
 } ncclSimInfo_t;
 
+/* nccl_device/core.h: a team of ranks (world rank = rank's + (r - rank) * stride), and the
+ * device-side API's handles, opaque here. */
+typedef struct ncclTeam {
+  int nRanks, rank, stride;
+} ncclTeam_t;
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
+typedef struct ncclLsaBarrierHandle ncclLsaBarrierHandle_t;
+typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
+typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
+
 #endif /* TRIB_NCCL_ABI_H_ */

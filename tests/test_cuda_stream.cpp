@@ -282,6 +282,47 @@ TEST(CudaStream, OrderedOnTheCallersStream) {
   }
 }
 
+// A pre-multiplied sum on device memory: the input, copied in by the stream after the call
+// returned, is scaled by the CUDA engine's kernels when the stream reaches the call. Rank r's
+// input r + 1 is scaled by 0.5 * (r + 1); in place; the operator destroyed right after the call.
+TEST(CudaStream, PreMulSumOnDeviceMemory) {
+  TRIB_NEED_CUDA_DEVICE();
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = (1 << 20) + 3;
+  std::vector<tribComm_t> comms(kRanks);
+  ASSERT_EQ(tribCommInitAll(comms.data(), kRanks, nullptr), tribSuccess);
+  std::vector<cudaStream_t> streams(kRanks);
+  std::vector<std::unique_ptr<DeviceMem>> buf(kRanks);
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount)), out = in;
+  for (int r = 0; r < kRanks; ++r) {
+    CUDA_OK(cudaStreamCreate(&streams[r]));
+    buf[r] = std::make_unique<DeviceMem>(kCount * 4);
+    std::fill(in[r].begin(), in[r].end(), static_cast<float>(r + 1));
+  }
+  ASSERT_EQ(tribGroupStart(), tribSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    float scalar = 0.5f * static_cast<float>(r + 1);
+    tribRedOp_t op;
+    ASSERT_EQ(tribRedOpCreatePreMulSum(&op, &scalar, tribFloat32, tribScalarHostImmediate, comms[r]),
+              tribSuccess);
+    holdStream(streams[r], 100);
+    CUDA_OK(cudaMemcpyAsync(buf[r]->p, in[r].data(), kCount * 4, cudaMemcpyHostToDevice, streams[r]));
+    ASSERT_EQ(tribAllReduce(buf[r]->p, buf[r]->p, kCount, tribFloat32, op, comms[r], streams[r]), tribSuccess)
+        << lastError();
+    ASSERT_EQ(tribRedOpDestroy(op, comms[r]), tribSuccess);
+  }
+  ASSERT_EQ(tribGroupEnd(), tribSuccess) << lastError();
+  for (int r = 0; r < kRanks; ++r) {
+    CUDA_OK(cudaMemcpyAsync(out[r].data(), buf[r]->p, kCount * 4, cudaMemcpyDeviceToHost, streams[r]));
+    CUDA_OK(cudaStreamSynchronize(streams[r]));
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[r][i], 2.5f) << "rank " << r << " element " << i;
+    cudaStreamDestroy(streams[r]);
+    EXPECT_EQ(tribCommDestroy(comms[r]), tribSuccess);
+  }
+}
+
 // NULL (the legacy default stream) and cudaStreamPerThread: two ranks on one such stream need a
 // group (every start is marked before any hold).
 TEST(CudaStream, DefaultStreamsInAGroup) {

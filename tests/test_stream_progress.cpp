@@ -273,6 +273,50 @@ TEST(StreamOrdered, DeviceCollectivesMatchHostResults) {
   }
 }
 
+// A pre-multiplied sum on a stream (host memory and the device stand-in): the input, written by
+// the stream's earlier work after the call returned, is scaled when the stream reaches the call,
+// by the run's engine; the operator may be destroyed as soon as the call returns. Rank r scales
+// r + 1 by 0.5 * (r + 1); all-reduce in and out of place, reduce-scatter.
+TEST(StreamOrdered, PreMulSumScalesWhenTheStreamReachesTheCall) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 70001;  // past one block of scalars (scaleInput)
+  double want = 0;
+  for (int r = 0; r < kRanks; ++r) want += 0.5 * (r + 1) * (r + 1);
+  for (bool device : {false, true}) {
+    for (int shape = 0; shape < 3; ++shape) {
+      const bool inPlace = shape == 1, scatter = shape == 2;
+      SCOPED_TRACE(std::string(device ? "device stand-in" : "host") + (scatter   ? ", reduce-scatter"
+                                                                       : inPlace ? ", all-reduce in place"
+                                                                                 : ", all-reduce"));
+      World w(kRanks, device);
+      const size_t inN = scatter ? kCount * kRanks : kCount;
+      std::vector<std::vector<double>> in(kRanks, std::vector<double>(inN, -1.0)),
+          out(kRanks, std::vector<double>(kCount, 0.0));
+      for (int r = 0; r < kRanks; ++r) {
+        double scalar = 0.5 * (r + 1);
+        tribRedOp_t op;
+        ASSERT_EQ(tribRedOpCreatePreMulSum(&op, &scalar, tribFloat64, tribScalarHostImmediate, w.comms[r]),
+                  tribSuccess);
+        w.stream(r)->enqueue([v = &in[r], r] { std::fill(v->begin(), v->end(), r + 1.0); });
+        double* dst = inPlace ? in[r].data() : out[r].data();
+        const tribResult_t res =
+            scatter ? tribReduceScatter(in[r].data(), dst, kCount, tribFloat64, op, w.comms[r], w.stream(r))
+                    : tribAllReduce(in[r].data(), dst, kCount, tribFloat64, op, w.comms[r], w.stream(r));
+        ASSERT_EQ(res, tribSuccess) << lastError();
+        ASSERT_EQ(tribRedOpDestroy(op, w.comms[r]), tribSuccess);
+      }
+      ASSERT_TRUE(w.syncAll());
+      for (int r = 0; r < kRanks; ++r) {
+        tribResult_t async = tribInternalError;
+        ASSERT_EQ(tribCommGetAsyncError(w.comms[r], &async), tribSuccess);
+        ASSERT_EQ(async, tribSuccess) << "rank " << r;
+        const std::vector<double>& got = inPlace ? in[r] : out[r];
+        for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], want) << "rank " << r << " element " << i;
+      }
+    }
+  }
+}
+
 // Ranks driven by one thread may share one stream inside a group: every start is marked before
 // any hold. A send/receive pair per rank (a ring shift) in the same group.
 TEST(StreamOrdered, GroupOfRanksSharesOneStream) {

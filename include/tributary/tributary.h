@@ -310,9 +310,11 @@ TRIB_API tribResult_t tribRequestFree(tribRequest_t* request);
  * Usable with comm's reduction collectives (AllReduce, Reduce, ReduceScatter; blocking, grouped
  * and non-blocking) on `datatype` only; its value is tribNumOps or above, unique on comm.
  * tribScalarHostImmediate copies the scalar now; tribScalarDevice keeps the pointer and reads it
- * when each call starts (it must be host memory: a CUDA device scalar is tribNotSupported, and so
- * is a stream-ordered call with such an operator, for now). A call reads the scalar when it
- * starts, so the operator may be destroyed as soon as the last call given it has returned. */
+ * at each call (it must be host memory: a CUDA device scalar is tribNotSupported). A call reads
+ * the scalar when it is made (a grouped host call also scales its input then; a stream-ordered
+ * call scales its input on the stream, when the stream reaches it, on device memory by the
+ * device's kernels), so the operator may be destroyed as soon as the last call given it has
+ * returned. */
 typedef enum {
   tribScalarDevice = 0,
   tribScalarHostImmediate = 1,
@@ -323,10 +325,38 @@ TRIB_API tribResult_t tribRedOpCreatePreMulSum(tribRedOp_t* op, void* scalar, tr
 TRIB_API tribResult_t tribRedOpDestroy(tribRedOp_t op, tribComm_t comm);
 
 /* ---- Group calls ------------------------------------------------------------------------- *
- * Between tribGroupStart and tribGroupEnd, blocking collectives are queued; tribGroupEnd launches
- * them together and waits for all. Required when one thread drives several ranks. Nestable. */
+ * Between tribGroupStart and tribGroupEnd, blocking collectives, sends, receives and splits are
+ * validated (bad input fails the call) and queued; the outermost tribGroupEnd launches them
+ * together, in call order, and waits for all. Required when one thread drives several ranks.
+ * Nestable. */
 TRIB_API tribResult_t tribGroupStart(void);
 TRIB_API tribResult_t tribGroupEnd(void);
+
+/* ---- Group simulation -------------------------------------------------------------------- *
+ * As NCCL's ncclGroupSimulateEnd: ends the outermost group without running it. Its calls (host
+ * and stream-ordered) are dropped: no data moves and no buffer is read or written (a
+ * pre-multiplied sum's input was scaled when its call was made). info->estimatedTime is set to
+ * the predicted time of running them, in microseconds: each collective planned as at launch and its
+ * schedule run by the simulator on the communicator's topology (what `trib-plan --simulate`
+ * prints for that call); calls of one communicator add up, different communicators' (ranks one
+ * thread drives) overlap, so it is the largest sum over communicators. Sends and receives are
+ * dropped and not timed. Refused, changing nothing (the group stays open): outside a group or in
+ * a nested one (tribInvalidUsage), a group holding a split (tribInvalidUsage), an info that is
+ * NULL, smaller than TRIB_SIM_INFO_MIN_SIZE, of another magic or older than
+ * TRIB_SIM_INFO_FIRST_VERSION (tribInvalidArgument). A collective the planner or simulator
+ * cannot estimate fails it (the group is ended and dropped all the same). */
+typedef struct {
+  size_t size;          /* sizeof(tribSimInfo_t) */
+  unsigned int magic;   /* TRIB_SIM_INFO_MAGIC */
+  unsigned int version; /* TRIB_VERSION_CODE of the header compiled against */
+  float estimatedTime;  /* out: microseconds */
+} tribSimInfo_t;
+#define TRIB_SIM_INFO_MAGIC 0x5452534du /* "TRSM" */
+#define TRIB_SIM_INFO_MIN_SIZE (offsetof(tribSimInfo_t, estimatedTime) + sizeof(float))
+#define TRIB_SIM_INFO_FIRST_VERSION 100u /* 0.1.0 */
+#define TRIB_SIM_INFO_INITIALIZER \
+  { sizeof(tribSimInfo_t), TRIB_SIM_INFO_MAGIC, TRIB_VERSION_CODE, -1.0f }
+TRIB_API tribResult_t tribGroupSimulateEnd(tribSimInfo_t* info);
 
 #ifdef __cplusplus
 }

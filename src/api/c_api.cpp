@@ -497,5 +497,25 @@ TRIB_API tribResult_t tribGroupStart(void) {
 TRIB_API tribResult_t tribGroupEnd(void) {
   return guarded("tribGroupEnd", [] { return trib::groupEnd(); });
 }
+TRIB_API tribResult_t tribGroupSimulateEnd(tribSimInfo_t* info) {
+  return guarded("tribGroupSimulateEnd", [&]() -> Status {
+    if (!trib::inGroup())
+      return errorf(tribInvalidUsage, "tribGroupSimulateEnd without a matching tribGroupStart");
+    if (!info) return errorf(tribInvalidArgument, "tribGroupSimulateEnd: info is NULL");
+    if (info->magic != TRIB_SIM_INFO_MAGIC || info->size < TRIB_SIM_INFO_MIN_SIZE)
+      return errorf(tribInvalidArgument,
+                    "tribGroupSimulateEnd: info not initialised (size %zu, magic 0x%x): declare it as "
+                    "'tribSimInfo_t info = TRIB_SIM_INFO_INITIALIZER;'",
+                    info->size, info->magic);
+    if (info->version < TRIB_SIM_INFO_FIRST_VERSION)
+      return errorf(tribInvalidArgument,
+                    "tribGroupSimulateEnd: info.version %u is older than the first tribSimInfo_t (%u)",
+                    info->version, TRIB_SIM_INFO_FIRST_VERSION);
+    double us = 0;
+    TRIB_RETURN_IF_ERROR(trib::groupSimulateEnd(&us));
+    info->estimatedTime = static_cast<float>(us);
+    return Status::Ok();
+  });
+}
 
 }  // extern "C"

@@ -416,6 +416,13 @@ static Status enqueueOnStream(Communicator* comm, CollCall call, const CollArgs&
   TRIB_RETURN_IF_ERROR(prepareStreamCall(comm, &call, stream, buffers, 2));
   CollArgs args = callArgs;
   setWindowArgs(comm, call, &args);  // the windows of its memory kind, now that it is final
+  // A pre-multiplied sum runs as a sum of its scaled input, which lies in scratch: out of place.
+  std::vector<uint8_t> preMulScalar;
+  if (usesOp(call.coll) && isPreMulSum(call.op)) {
+    preMulScalar = trib::preMulScalar(comm, call.op);
+    call.op = tribSum;
+    args.inPlace = false;
+  }
   const bool device = callMemoryKind(call) == MemoryKind::Device;
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, call, args, &plan));
@@ -432,8 +439,9 @@ static Status enqueueOnStream(Communicator* comm, CollCall call, const CollArgs&
   run.scratchBytes = plan->scratchCount * dataTypeSize(call.dtype);
   run.usesWindows = run.options.windows != nullptr;
   run.what = describeCall(comm, call, algoName(plan->algo->algo));
+  run.preMulScalar = std::move(preMulScalar);
   TRIB_TRACE("coll", "%s on stream %p", run.what.c_str(), stream);
-  return submitStreamRun(comm, stream, std::move(run), device);
+  return submitStreamRun(comm, stream, std::move(run), device, QueuedCall{comm, call, false});
 }
 
 Status runBlocking(Communicator* comm, const CollCall& userCall) {
@@ -446,30 +454,21 @@ Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
   const CollCall call = classified(comm, userCall, args);
   // Device memory is stream-ordered on the legacy default stream when the stream is NULL (NCCL's).
   const bool preMul = usesOp(call.coll) && isPreMulSum(call.op);
-  if (stream || callMemoryKind(call) == MemoryKind::Device) {
-    if (preMul) {
-      return errorf(
-          tribNotSupported,
-          "rank %d: %s with a tribRedOpCreatePreMulSum operator is not supported stream-ordered yet "
-          "(a stream or device memory): use host memory without a stream",
-          comm->rank, collName(call.coll));
-    }
-    return enqueueOnStream(comm, call, args, stream);
-  }
+  if (stream || callMemoryKind(call) == MemoryKind::Device) return enqueueOnStream(comm, call, args, stream);
   TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
   CollCall run = call;
   Scratch scaled;
-  if (preMul) {
+  if (preMul) {  // scaled now: the operator may be destroyed once the call returns
     TRIB_RETURN_IF_ERROR(applyPreMulSum(comm, &run, &scaled));
     args = argsFor(comm, run);
   }
+  if (inGroup()) return queueCollective(comm, run, std::move(scaled));
   const CachedPlan* plan = nullptr;
   TRIB_RETURN_IF_ERROR(planFor(comm, run, args, &plan));
-  if (comm->active.empty() && !inGroup() && !isSwitchAlgo(plan->algo->algo))
-    return runInline(comm, run, args, plan);
+  if (comm->active.empty() && !isSwitchAlgo(plan->algo->algo)) return runInline(comm, run, args, plan);
   tribRequest* req = nullptr;
   TRIB_RETURN_IF_ERROR(launchPlan(comm, run, args, plan, &req));
-  req->preMulInput = std::move(scaled);  // a grouped call's request outlives this function
+  req->preMulInput = std::move(scaled);
   return finishBlocking(req);
 }
 
@@ -558,6 +557,7 @@ Status runP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, 
   TRIB_RETURN_IF_ERROR(p2pSetup(comm, isSend, buf, count, dtype, peer, &p));
   if (!stream && p.kind != MemoryKind::Device) {
     TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
+    if (inGroup()) return queueP2p(comm, isSend, buf, count, dtype, peer);
     tribRequest* req = p2pRequest(comm, isSend, count, dtype, peer, p);
     TRIB_RETURN_IF_ERROR(startRequest(req));
     return finishBlocking(req);
@@ -573,7 +573,11 @@ Status runP2p(Communicator* comm, bool isSend, const void* buf, uint64_t count, 
   run.options.inputKind = call.sendKind;
   run.options.outputKind = call.recvKind;
   run.what = describeP2p(comm, isSend, count, dtype, peer);
-  return submitStreamRun(comm, stream, std::move(run), call.sendKind == MemoryKind::Device);
+  CollCall what;
+  what.count = count;
+  what.dtype = dtype;
+  return submitStreamRun(comm, stream, std::move(run), call.sendKind == MemoryKind::Device,
+                         QueuedCall{comm, what, true});
 }
 
 void Backoff::idle() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "core/registration.hpp"
 #include "reduce/reduce.hpp"
@@ -77,25 +78,64 @@ Status checkPreMulSum(const Communicator* comm, const CollCall& call) {
   return Status::Ok();
 }
 
+std::vector<uint8_t> preMulScalar(const Communicator* comm, RedOp op) {
+  const PreMulSum& p = comm->preMulSums.at(static_cast<int>(op));
+  if (p.immediate) return p.scalar;
+  const auto* b = static_cast<const uint8_t*>(p.scalarPtr);
+  return std::vector<uint8_t>(b, b + dataTypeSize(p.dtype));
+}
+
+Status scaleInput(Engine& engine, ScratchPool& pool, const void* src, uint64_t n, DataType dtype,
+                  const void* scalar, std::chrono::steady_clock::time_point deadline, Scratch* out) {
+  if (n == 0) return Status::Ok();
+  const size_t es = dataTypeSize(dtype);
+  // x * scalar is the type's own product: the engine's prod against a block of scalars in its memory.
+  constexpr uint64_t kBlock = 1 << 16;
+  const uint64_t block = std::min(n, kBlock);
+  std::vector<uint8_t> scalars(block * es);
+  for (uint64_t i = 0; i < block; ++i) std::memcpy(scalars.data() + i * es, scalar, es);
+  Scratch onEngine;
+  TRIB_RETURN_IF_ERROR(pool.acquire(block * es, &onEngine));
+  TRIB_RETURN_IF_ERROR(pool.acquire(n * es, out));
+  std::deque<TransferOp> ops;
+  auto waitAll = [&]() -> Status {
+    Backoff backoff;
+    for (;;) {
+      bool pending = false;
+      for (const TransferOp& op : ops) {
+        if (op.state.load(std::memory_order_acquire) == TransferOp::kFailed) return op.error;
+        pending |= !op.done();
+      }
+      if (!pending) return Status::Ok();
+      TRIB_RETURN_IF_ERROR(engine.progress());
+      if (std::chrono::steady_clock::now() >= deadline)
+        return errorf(tribTimeout, "scaling a pre-multiplied sum's input on the %s engine timed out",
+                      engine.name());
+      backoff.idle();
+    }
+  };
+  TRIB_RETURN_IF_ERROR(
+      engine.postCopy(onEngine.data(), scalars.data(), block * es, &ops.emplace_back(), false));
+  TRIB_RETURN_IF_ERROR(waitAll());  // `scalars` is read until then
+  auto* dst = static_cast<uint8_t*>(out->data());
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (uint64_t done = 0; done < n;) {
+    const uint64_t m = std::min(block, n - done);
+    TRIB_RETURN_IF_ERROR(engine.postReduce(dst + done * es, in + done * es, onEngine.data(), m, dtype,
+                                           tribProd, &ops.emplace_back()));
+    done += m;
+  }
+  return waitAll();
+}
+
 Status applyPreMulSum(Communicator* comm, CollCall* call, Scratch* scaled) {
-  const PreMulSum& p = comm->preMulSums.at(static_cast<int>(call->op));
-  const size_t es = dataTypeSize(call->dtype);
+  const std::vector<uint8_t> scalar = preMulScalar(comm, call->op);
   const uint64_t n = inputCount(argsFor(comm, *call), comm->rank);
   call->op = tribSum;
   if (n == 0) return Status::Ok();
-  // x * scalar is the type's own product: the reduction kernels' prod against a block of scalars.
-  constexpr size_t kBlock = 1024;
-  std::vector<uint8_t> scalars(kBlock * es);
-  const void* scalar = p.immediate ? p.scalar.data() : p.scalarPtr;
-  for (size_t i = 0; i < kBlock; ++i) std::memcpy(scalars.data() + i * es, scalar, es);
-  TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(n * es, scaled));
-  auto* dst = static_cast<uint8_t*>(scaled->data());
-  const auto* src = static_cast<const uint8_t*>(call->sendbuff);
-  for (uint64_t done = 0; done < n;) {
-    const size_t m = static_cast<size_t>(std::min<uint64_t>(kBlock, n - done));
-    reduce(dst + done * es, src + done * es, scalars.data(), m, call->dtype, tribProd);
-    done += m;
-  }
+  TRIB_RETURN_IF_ERROR(scaleInput(hostEngine(), comm->scratchPool, call->sendbuff, n, call->dtype,
+                                  scalar.data(), std::chrono::steady_clock::now() + comm->config.timeout,
+                                  scaled));
   call->sendbuff = scaled->data();
   call->sendKind = MemoryKind::Host;
   return Status::Ok();

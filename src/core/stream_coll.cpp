@@ -16,6 +16,7 @@ struct GroupStreamCall {
   Communicator* comm;
   void* stream;
   StreamRun run;
+  QueuedCall what;
 };
 thread_local std::vector<GroupStreamCall> tGroupCalls;
 
@@ -68,6 +69,11 @@ Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const
                       "(%p, then %p)",
                       comm->rank, g.stream, stream);
   }
+  if (inGroup() && groupHasHostCalls(comm))
+    return errorf(tribInvalidUsage,
+                  "rank %d: a stream-ordered call after host-memory calls of the same communicator in one "
+                  "group: make them separate groups",
+                  comm->rank);
   if (!comm->active.empty())
     return errorf(tribInvalidUsage,
                   "rank %d: a stream-ordered call while %zu non-blocking host-memory request(s) of this "
@@ -110,12 +116,12 @@ Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const
   return Status::Ok();
 }
 
-Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool device) {
+Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool device, const QueuedCall& what) {
   StreamState& s = *comm->streams;
   run.options.engine = device ? s.deviceEngine.get() : &hostEngine();
   run.scratchPool = device ? s.deviceScratch.get() : &comm->scratchPool;
   if (inGroup()) {
-    tGroupCalls.push_back({comm, stream, std::move(run)});
+    tGroupCalls.push_back({comm, stream, std::move(run), what});
     ++s.groupPending;
     return Status::Ok();
   }
@@ -175,6 +181,15 @@ Status flushGroupStreamCalls() {
     s.progress->push(std::move(w.work));
   }
   return first;
+}
+
+void dropGroupStreamCalls(std::vector<QueuedCall>* dropped) {
+  std::vector<GroupStreamCall> calls = std::move(tGroupCalls);
+  tGroupCalls.clear();
+  for (GroupStreamCall& c : calls) {
+    c.comm->streams->groupPending = 0;
+    dropped->push_back(c.what);
+  }
 }
 
 Status quiesceStreamsSlow(Communicator* comm) {

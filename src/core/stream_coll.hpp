@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/comm.hpp"
+#include "core/group.hpp"
 #include "core/stream_progress.hpp"
 
 namespace trib {
@@ -32,11 +33,14 @@ struct StreamState {
 Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const void* const* deviceBuffers,
                          size_t n);
 // Enqueues `run` on `stream` (its engine and scratch pool set from its memory), or, inside a group,
-// keeps it for flushGroupStreamCalls.
-Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool device);
+// keeps it for flushGroupStreamCalls (`what`: the call, for tribGroupSimulateEnd's estimate).
+Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool device, const QueuedCall& what);
 // Group end: one ticket per communicator for all its calls of the group, every start marked before
 // any hold, so ranks driven by one thread may share one stream.
 Status flushGroupStreamCalls();
+// Group end by tribGroupSimulateEnd: the group's stream-ordered calls are dropped unrun, and what
+// they were is appended to *dropped.
+void dropGroupStreamCalls(std::vector<QueuedCall>* dropped);
 // A host call waits for the communicator's stream-ordered work first: one thread at a time drives
 // its transports. Refused inside a group that has stream-ordered calls of it pending.
 Status quiesceStreamsSlow(Communicator* comm);

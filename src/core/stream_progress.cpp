@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "core/comm.hpp"
+#include "core/premul.hpp"
 
 namespace trib {
 
@@ -108,14 +109,22 @@ Status StreamProgress::run(StreamWork& work) {
     return st;
   }
   const size_t n = work.runs.size();
-  std::vector<Scratch> scratch(n);
+  std::vector<Scratch> scratch(n), scaled(n);
   std::vector<std::unique_ptr<Execution>> execs(n);
   std::vector<bool> started(n, false), done(n, false);
   Status failure;
   size_t failed = n;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (size_t i = 0; i < n && failure.ok(); ++i) {
     StreamRun& r = work.runs[i];
-    if (Status st = r.scratchPool->acquire(r.scratchBytes, &scratch[i]); !st.ok()) {
+    Status st = r.scratchPool->acquire(r.scratchBytes, &scratch[i]);
+    if (st.ok() && !r.preMulScalar.empty()) {
+      // The stream has reached the call: its input is final now.
+      st = scaleInput(*r.options.engine, *r.scratchPool, r.buffers.input, r.buffers.inputCount,
+                      r.options.dtype, r.preMulScalar.data(), deadline, &scaled[i]);
+      if (r.buffers.inputCount > 0) r.buffers.input = scaled[i].data();
+    }
+    if (!st.ok()) {
       failure = st;
       failed = i;
       break;
@@ -125,7 +134,6 @@ Status StreamProgress::run(StreamWork& work) {
   }
   // Drives every execution until all are done (a window run starts once the earlier ones are:
   // their cells and signal counts follow each other), one fails, or the timeout passes.
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   Backoff backoff;
   size_t left = failure.ok() ? n : 0, lastMark = 0;
   while (left > 0) {

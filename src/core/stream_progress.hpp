@@ -31,6 +31,9 @@ struct StreamRun {
   size_t scratchBytes = 0;
   bool usesWindows = false;  // starts once the work's earlier window runs are done
   std::string what;          // for messages
+  // A pre-multiplied sum's scalar (planned as a sum): the input is scaled into scratch by the
+  // run's engine before the execution starts (core/premul.hpp). Empty: none.
+  std::vector<uint8_t> preMulScalar;
 };
 struct StreamWork {
   uint32_t ticket = 0;

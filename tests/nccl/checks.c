@@ -516,3 +516,65 @@ int ncclCheckBadInput(ncclComm_t comm) {
         FAIL("results %d and %d share the string '%s'", a, b, ncclGetErrorString((ncclResult_t)a));
   return failures;
 }
+
+/* ---- ncclGroupSimulateEnd: the group is dropped unrun, with Tributary's estimate ------------ */
+static ncclResult_t queueAllReduces(ncclComm_t* comms, int ncomms, float** bufs, size_t count) {
+  for (int i = 0; i < ncomms; ++i) {
+    ncclResult_t r = ncclAllReduce(bufs[i], bufs[i] + count, count, ncclFloat32, ncclSum, comms[i], NULL);
+    if (r != ncclSuccess) return r;
+  }
+  return ncclSuccess;
+}
+
+/* The estimate of one all-reduce of `count` floats per rank (its outputs left as they were), or -1. */
+static double simulated(ncclComm_t* comms, int ncomms, float** bufs, size_t count, int* failuresOut) {
+  int failures = 0;
+  for (int i = 0; i < ncomms; ++i)
+    for (size_t k = 0; k < 2 * count; ++k) bufs[i][k] = k < count ? 1.0f : -7.0f;
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  double got = -1;
+  if (ncclGroupStart() != ncclSuccess || queueAllReduces(comms, ncomms, bufs, count) != ncclSuccess) {
+    FAIL("queueing all-reduces: %s", ncclGetLastError(NULL));
+    ncclGroupEnd();
+  } else if (ncclGroupSimulateEnd(&info) != ncclSuccess) {
+    FAIL("ncclGroupSimulateEnd: %s", ncclGetLastError(NULL));
+  } else {
+    got = info.estimatedTime;
+    for (int i = 0; i < ncomms; ++i)
+      if (bufs[i][2 * count - 1] != -7.0f) FAIL("a simulated group wrote rank %d's output", i);
+  }
+  *failuresOut += failures;
+  return got;
+}
+
+int ncclCheckSimulate(ncclComm_t* comms, int ncomms) {
+  int failures = 0;
+  const size_t big = 1 << 20;
+  float* bufs[kMaxLocal];
+  for (int i = 0; i < ncomms; ++i) bufs[i] = (float*)malloc(2 * big * sizeof(float));
+  const double small = simulated(comms, ncomms, bufs, 1024, &failures);
+  const double large = simulated(comms, ncomms, bufs, big, &failures);
+  if (!(small > 0) || !(large > small))
+    FAIL("ncclGroupSimulateEnd estimates %g us (4 KiB) and %g us (4 MiB): want 0 < small < large", small,
+         large);
+  /* Outside a group; NULL ends the group as ncclGroupEnd (it runs); a struct without the magic is
+   * refused once the group's calls are dropped. */
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  EXPECT_CODE(ncclGroupSimulateEnd(&info), ncclInvalidUsage, "without a matching ncclGroupStart");
+  for (int i = 0; i < ncomms; ++i)
+    for (size_t k = 0; k < 2 * 64; ++k) bufs[i][k] = k < 64 ? 1.0f : -7.0f;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(queueAllReduces(comms, ncomms, bufs, 64));
+  NCCL_OK(ncclGroupSimulateEnd(NULL));
+  for (int i = 0; i < ncomms; ++i)
+    if (bufs[i][127] != (float)ncomms) FAIL("ncclGroupSimulateEnd(NULL) did not run the group (rank %d)", i);
+  ncclSimInfo_t bad;
+  memset(&bad, 0, sizeof bad);
+  bad.size = sizeof bad;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(queueAllReduces(comms, ncomms, bufs, 64));
+  EXPECT_CODE(ncclGroupSimulateEnd(&bad), ncclInvalidArgument, "NCCL_SIM_INFO_INITIALIZER");
+  EXPECT_CODE(ncclGroupEnd(), ncclInvalidUsage, "without a matching ncclGroupStart");
+  for (int i = 0; i < ncomms; ++i) free(bufs[i]);
+  return failures;
+}

@@ -14,4 +14,8 @@ int ncclCheckAll(ncclComm_t* comms, int ncomms, int useGroup);
 /* Bad input on a working communicator: clear NCCL codes and a message from ncclGetLastError. */
 int ncclCheckBadInput(ncclComm_t comm);
 
+/* ncclGroupSimulateEnd over the `ncomms` ranks this thread drives: estimates that grow with size,
+ * outputs left untouched, and NCCL's rules for NULL, a bad struct and no group. */
+int ncclCheckSimulate(ncclComm_t* comms, int ncomms);
+
 #endif

@@ -36,6 +36,7 @@ static int run(int nranks) {
     for (int i = 0; i < nranks; ++i) ncclCommDestroy(joined[i]);
   }
   if (!failures) failures += ncclCheckBadInput(comms[0]);
+  if (!failures) failures += ncclCheckSimulate(comms, nranks);
   if (!failures && nranks >= 3) {
     /* Split into even and odd ranks; rank 1 opts out with NCCL_SPLIT_NOCOLOR. */
     ncclComm_t sub[8];
