@@ -36,71 +36,16 @@
 #include "transports/expose_table.hpp"
 #include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
+#include "transports/shm/shm_layout.hpp"
 
 namespace trib {
 
 namespace {
 
-constexpr uint64_t kSegMagic = 0x314d485342495254ull;  // "TRIBSHM1"
-constexpr uint32_t kBlobMagic = 0x53484d42;            // "BMHS"
-constexpr uint32_t kNumCma = 64;                       // outstanding single-copy sends per rank
-constexpr size_t kCmaBounce = 1 << 20;                 // reduce-on-receive staging for CMA reads
+using namespace shm;                         // the segment's layout (shm_layout.hpp)
+constexpr uint32_t kBlobMagic = 0x53484d42;  // "BMHS"
+constexpr size_t kCmaBounce = 1 << 20;       // reduce-on-receive staging for CMA reads
 using Clock = std::chrono::steady_clock;
-
-struct SegHeader {
-  uint64_t magic;
-  int32_t ownerRank;
-  int32_t ownerPid;
-  uint32_t nlocal;
-  uint32_t nslots;
-  uint64_t slotBytes;
-  uint64_t ringsOffset, ringBytes, cmaOffset, totalBytes;
-  uint64_t probe;                      // a random value peers read through CMA to test single-copy
-  uint64_t signalsOffset;              // nlocal signal lines: [j] counts local rank j's signals to the owner
-  uint64_t windowOffset, windowBytes;  // the owner's window (windowBytes 0: none)
-  uint64_t exposeOffset;               // the owner's ExposeTable (with a window)
-  uint32_t broken;                     // 1 once the owner's transport failed or was aborted (atomic_ref)
-  uint32_t pad;
-};
-
-enum SlotKind : uint32_t { kData = 1, kCmaRts = 2 };
-struct SlotHeader {
-  uint64_t tag, total, offset;
-  uint32_t len, kind;
-  uint32_t cmaIndex, pad;
-  uint64_t cmaGen;
-  uint8_t reserved[16];
-};
-static_assert(sizeof(SlotHeader) == 64);
-
-struct RingCtl {
-  alignas(64) std::atomic<uint64_t> head;  // written by the sender
-  alignas(64) std::atomic<uint64_t> tail;  // written by the receiver
-};
-static_assert(sizeof(RingCtl) == 128);
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
-
-// A single-copy send published by its owner; the receiver claims it READY -> READING -> DONE.
-enum CmaState : uint32_t {
-  kFree = 0,
-  kReady = 1,
-  kReading = 2,
-  kCmaDone = 3,
-  kDetaching = 4,
-  kCmaFailed = 5
-};
-struct alignas(64) CmaDesc {
-  std::atomic<uint32_t> state;
-  uint32_t pad;
-  uint64_t addr, bytes, gen;
-};
-
-// A window signal line: [count << kFingerprintBits | the call's fingerprint], stored by the one
-// sender it belongs to (release), loaded by the owner (acquire). One cache line each.
-struct alignas(64) SignalLine {
-  std::atomic<uint64_t> word;
-};
-constexpr int kFingerprintBits = 20;
 
 constexpr size_t kMaxPeerMappings = 16;  // per peer; the least recently used is unmapped beyond it
 
@@ -481,14 +426,8 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int>& localR
 
 Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   const uint32_t nlocal = static_cast<uint32_t>(localRanks.size());
-  const size_t slotStride = sizeof(SlotHeader) + opt.slotBytes;
-  const size_t ringBytes = sizeof(RingCtl) + opt.nslots * slotStride;
-  const size_t ringsOffset = 4096;
-  const size_t cmaOffset = ringsOffset + nlocal * ringBytes;
-  const size_t signalsOffset = cmaOffset + kNumCma * sizeof(CmaDesc);
-  const size_t exposeOffset = signalsOffset + nlocal * sizeof(SignalLine);
-  const size_t windowOffset = (exposeOffset + sizeof(ExposeTable) + 4095) / 4096 * 4096;
-  mineBytes = windowOffset + windowBytes;
+  const SegLayout layout = segLayout(nlocal, opt.nslots, opt.slotBytes, windowBytes);
+  mineBytes = layout.totalBytes;
 
   uint64_t rnd = 0;
   TRIB_RETURN_IF_ERROR(randomBytes(&rnd, sizeof rnd));
@@ -518,15 +457,15 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
                    nlocal,
                    opt.nslots,
                    opt.slotBytes,
-                   ringsOffset,
-                   ringBytes,
-                   cmaOffset,
+                   layout.ringsOffset,
+                   layout.ringBytes,
+                   layout.cmaOffset,
                    mineBytes,
                    0,
-                   signalsOffset,
-                   windowOffset,
+                   layout.signalsOffset,
+                   layout.windowOffset,
                    windowBytes,
-                   exposeOffset,
+                   layout.exposeOffset,
                    0,
                    0};
   TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
@@ -536,10 +475,11 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     r->head.store(0);
     r->tail.store(0);
   }
-  myCma = reinterpret_cast<CmaDesc*>(mine + cmaOffset);
+  myCma = reinterpret_cast<CmaDesc*>(mine + layout.cmaOffset);
   for (uint32_t i = 0; i < kNumCma; ++i) new (&myCma[i]) CmaDesc{};
-  for (uint32_t j = 0; j < nlocal; ++j) new (mine + signalsOffset + j * sizeof(SignalLine)) SignalLine{};
-  myExposes = new (mine + exposeOffset) ExposeTable{};
+  for (uint32_t j = 0; j < nlocal; ++j)
+    new (mine + layout.signalsOffset + j * sizeof(SignalLine)) SignalLine{};
+  myExposes = new (mine + layout.exposeOffset) ExposeTable{};
 
   // Let peers read this process's memory for single-copy and take its shared buffers' fds (both
   // need ptrace access; Yama ptrace_scope=1 needs this).
@@ -634,6 +574,15 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
                     strerror(errno));
         break;
       }
+      // Mapped as long as the file is (a longer mapping faults past its end), header included.
+      struct stat sb {};
+      if (fstat(pfd, &sb) != 0 || static_cast<uint64_t>(sb.st_size) != bytes || bytes < sizeof(SegHeader)) {
+        close(pfd);
+        st = errorf(tribInvalidUsage, "rank %d's shm segment '%s' is %lld bytes, its blob says %llu", p.rank,
+                    names[j].c_str(), static_cast<long long>(sb.st_size),
+                    static_cast<unsigned long long>(bytes));
+        break;
+      }
       void* pm = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
       close(pfd);
       if (pm == MAP_FAILED) {
@@ -643,16 +592,9 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       p.seg = static_cast<uint8_t*>(pm);
       p.segBytes = bytes;
       seg = p.seg;
-      auto* ph = reinterpret_cast<SegHeader*>(seg);
-      if (ph->magic != kSegMagic || ph->ownerRank != p.rank || ph->nlocal != nlocal ||
-          ph->slotBytes != opt.slotBytes || ph->nslots != opt.nslots || ph->totalBytes != bytes ||
-          ph->windowBytes != windowBytes) {
-        st = errorf(tribInvalidUsage,
-                    "rank %d's shm segment has a different layout (slot size or count, or "
-                    "TRIB_WINDOW_BYTES, differ?)",
-                    p.rank);
-        break;
-      }
+      st = checkPeerSegment(*reinterpret_cast<SegHeader*>(seg), p.rank, nlocal, opt.nslots, opt.slotBytes,
+                            windowBytes, bytes);
+      if (!st.ok()) break;
       // Probe single-copy: read the peer's random probe value from its address space.
       if (opt.cma) {
         uint64_t got = 0;
@@ -946,6 +888,10 @@ void ShmTransport::Impl::drainIncoming(Peer& p) {
 }
 
 void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t* data) {
+  if (Status bad = checkSlot(sh, p.rank, opt.slotBytes); !bad.ok()) {
+    failPeer(p, bad, false);
+    return;
+  }
   auto findPosted = [&](uint64_t tag) {
     std::unique_ptr<RecvReq> r;
     match.takeRecv(p.rank, tag, &r);
@@ -987,7 +933,7 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
       match.addMessage(p.rank, sh.tag, std::move(u));
     }
   }
-  if (!m.active || m.tag != sh.tag || sh.offset + sh.len > m.total) {
+  if (!m.active || m.tag != sh.tag || sh.total != m.total) {
     failPeer(
         p,
         errorf(tribInternalError, "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)",
