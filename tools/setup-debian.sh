@@ -7,6 +7,7 @@ PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmar
 # order, rdma-core's verbs programs and perftest inside it.
 PACKAGES+=(qemu-system-x86 busybox-static cpio kmod ibverbs-utils perftest)
 PACKAGES+=(python3-torch libtorch-dev pybind11-dev)  # the PyTorch backend (python/, docs/PYTORCH.md)
+PACKAGES+=(clang libclang-rt-14-dev)  # the libFuzzer targets (tests/fuzz, docs/FUZZING.md)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
