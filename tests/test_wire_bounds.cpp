@@ -5,9 +5,24 @@
 #include <cstring>
 
 #include "bootstrap/store.hpp"
+#include "plan/planner.hpp"
 #include "transports/shm/shm_layout.hpp"
 
 using namespace trib;
+
+// fuzz_algo_tune: a 20-digit size (past a long long, below 2^64) came back as 2^63.
+TEST(WireBounds, SizesPastInt64AreKept) {
+  uint64_t v = 0;
+  ASSERT_TRUE(parseSize("10000100010000000000", &v).ok());
+  EXPECT_EQ(v, static_cast<uint64_t>(10000100010000000000.0));
+  ASSERT_TRUE(parseSize("16e18", &v).ok());
+  EXPECT_EQ(v, 16000000000000000000ull);
+  EXPECT_EQ(parseSize("1.9e19", &v).code(), tribInvalidArgument);  // past 2^64
+  std::vector<TuneRule> rules;
+  ASSERT_TRUE(parseTuneString("allreduce:10000000000000000000-inf:@ring", &rules).ok());
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].lo, 10000000000000000000ull);
+}
 
 namespace {
 

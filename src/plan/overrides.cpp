@@ -94,7 +94,7 @@ Status parseSize(const std::string& s, uint64_t* out) {
     return errorf(tribInvalidArgument, "size '%s': unknown suffix '%s' (k, M, G, T)", s.c_str(), end);
   double b = d * mult;
   if (b > 1.8e19) return errorf(tribInvalidArgument, "size '%s' is too large", s.c_str());
-  *out = static_cast<uint64_t>(std::llround(b));
+  *out = static_cast<uint64_t>(std::round(b));  // not llround: a long long ends at 9.2e18
   return Status::Ok();
 }
 
