@@ -7,6 +7,7 @@
 #include "bootstrap/store.hpp"
 #include "plan/planner.hpp"
 #include "transports/shm/shm_layout.hpp"
+#include "transports/ucx/ucx_address.hpp"
 
 using namespace trib;
 
@@ -136,4 +137,24 @@ TEST(WireBounds, StoreRequestsAndReplies) {
   EXPECT_FALSE(decodeValues(v.data(), 3, "h:1", &values).ok());
   std::vector<uint8_t> truncated(v.data().begin(), v.data().end() - 1);
   EXPECT_FALSE(decodeValues(truncated, 2, "h:1", &values).ok());
+}
+
+TEST(WireBounds, UcxAddressBlobs) {
+  ucx::AddressHeader head;
+  head.slot = 5;
+  const uint8_t worker[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<uint8_t> blob = ucx::encodeAddress(head, worker, sizeof worker);
+  ucx::AddressHeader got;
+  const uint8_t* address = nullptr;
+  size_t bytes = 0;
+  ASSERT_TRUE(ucx::decodeAddress(blob, 2, 8, &got, &address, &bytes).ok());
+  EXPECT_EQ(got.slot, 5u);
+  EXPECT_EQ(bytes, sizeof worker);
+  EXPECT_EQ(std::memcmp(address, worker, bytes), 0);
+  EXPECT_EQ(ucx::decodeAddress({}, 2, 8, &got, &address, &bytes).code(), tribRemoteError);
+  const std::vector<uint8_t> headerOnly(blob.begin(), blob.begin() + sizeof head);  // no worker address
+  Status s = ucx::decodeAddress(headerOnly, 2, 8, &got, &address, &bytes);
+  EXPECT_EQ(s.code(), tribInvalidUsage);
+  EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.message();
+  EXPECT_EQ(ucx::decodeAddress(blob, 2, 2, &got, &address, &bytes).code(), tribInvalidUsage);  // slot 5 >= 4
 }

@@ -13,6 +13,7 @@
 #include "transports/nvlink/nvlink_blob.hpp"
 #include "transports/shm/shm_layout.hpp"
 #include "transports/switch/switch_protocol.hpp"
+#include "transports/ucx/ucx_address.hpp"
 #include "transports/verbs/verbs_wire.hpp"
 #include "tributary/tributary.h"
 
@@ -190,6 +191,14 @@ void shmLayout() {
   put("fuzz_shm", "rts_slot", cat(cat({1}, opts), raw(rts)));
 }
 
+void ucxAddress() {
+  ucx::AddressHeader head;
+  head.slot = 3;
+  head.proc = selfIdentity();
+  const uint8_t worker[24] = {0x11, 0x22, 0x33, 0x44, 1, 2, 3, 4, 5, 6, 7, 8};  // UCX's bytes: opaque here
+  put("fuzz_ucx_address", "slot3", cat({1, 8}, ucx::encodeAddress(head, worker, sizeof worker)));
+}
+
 void config() {
   tribConfig_t c = TRIB_CONFIG_INITIALIZER;
   put("fuzz_config", "default", raw(c));
@@ -239,6 +248,7 @@ int main(int argc, char** argv) {
   verbsBlob();
   nvlinkBlob();
   shmLayout();
+  ucxAddress();
   config();
   text();
   std::printf("wrote %d seeds under %s\n", written, outDir.c_str());
