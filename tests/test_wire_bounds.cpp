@@ -158,3 +158,25 @@ TEST(WireBounds, UcxAddressBlobs) {
   EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.message();
   EXPECT_EQ(ucx::decodeAddress(blob, 2, 2, &got, &address, &bytes).code(), tribInvalidUsage);  // slot 5 >= 4
 }
+
+// A peer's connection blob names the segment this rank opens read-write: only this transport's.
+TEST(WireBounds, ShmConnectionBlobNamesOnlyThisTransportsSegments) {
+  shm::ConnBlob b;
+  b.rank = 1;
+  b.boot = "boot";
+  b.segName = "/trib-1-2-r1";
+  shm::ConnBlob got;
+  ASSERT_TRUE(shm::decodeConnBlob(shm::encodeConnBlob(b), 1, "trib-", &got).ok());
+  EXPECT_EQ(got.segName, b.segName);
+  EXPECT_FALSE(shm::decodeConnBlob(shm::encodeConnBlob(b), 2, "trib-", &got).ok());  // another rank's
+  for (const char* name : {"/other-job", "/trib-", "/trib-x/../y", "trib-1"}) {
+    b.segName = name;
+    Status s = shm::decodeConnBlob(shm::encodeConnBlob(b), 1, "trib-", &got);
+    EXPECT_EQ(s.code(), tribInternalError) << name;
+    EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+  }
+  b.segName = "/trib-1-2-r1";
+  std::vector<uint8_t> longer = shm::encodeConnBlob(b);
+  longer.push_back(0);  // bytes after the last field
+  EXPECT_FALSE(shm::decodeConnBlob(longer, 1, "trib-", &got).ok());
+}

@@ -1,8 +1,10 @@
-// What a local peer writes into shared memory (transports/shm/shm_layout.hpp): the header of its
-// segment, checked once at connect, and the header of each ring slot, checked before the slot is
-// read. Input: [0: segment | 1: slot] [this rank's options, 8 bytes] [the header's bytes]. An
-// accepted segment header must place every part inside the mapping, in order, without overlap;
-// an accepted slot must name a descriptor that exists or bytes inside the slot and the message.
+// What a local peer hands the shm transport (transports/shm/shm_layout.hpp): its connection blob
+// (through the bootstrap), the header of its segment, checked once at connect, and the header of
+// each ring slot, checked before the slot is read. Input: [0: segment | 1: slot | 2: blob] [this
+// rank's options, 8 bytes] [the header's or blob's bytes]. An accepted segment header must place
+// every part inside the mapping, in order, without overlap; an accepted slot must name a
+// descriptor that exists or bytes inside the slot and the message; an accepted blob re-encodes
+// to the same bytes and names a segment of this transport.
 #include <cstring>
 
 #include "fuzz_check.hpp"
@@ -33,7 +35,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t windowBytes = uint64_t{take<uint16_t>(p)} << 20;
   const int rank = static_cast<int>(take<uint8_t>(p) % nlocal);
   const size_t rest = size - 9;
-  if (data[0] & 1) {
+  if (data[0] % 3 == 2) {
+    const std::vector<uint8_t> bytes(p, p + rest);
+    ConnBlob b;
+    Status st = decodeConnBlob(bytes, rank, "trib-", &b);
+    if (!st.ok()) {
+      FUZZ_CHECK(st.code() == tribInternalError);
+      FUZZ_CHECK(st.message().find("rank " + std::to_string(rank)) != std::string::npos);
+      return 0;
+    }
+    FUZZ_CHECK(static_cast<int>(b.rank) == rank);
+    FUZZ_CHECK(b.segName.rfind("/trib-", 0) == 0 && b.segName.find('/', 1) == std::string::npos);
+    FUZZ_CHECK(strnlen(b.proc.space, sizeof b.proc.space) < sizeof b.proc.space);
+    FUZZ_CHECK(encodeConnBlob(b) == bytes);
+    return 0;
+  }
+  if (data[0] % 3 == 1) {
     if (rest < sizeof(SlotHeader)) return 0;
     SlotHeader sh;
     std::memcpy(&sh, p, sizeof sh);

@@ -189,6 +189,17 @@ void shmLayout() {
   put("fuzz_shm", "data_slot", cat(cat({1}, opts), raw(data)));
   SlotHeader rts{6, 1 << 24, 0, 0, kCmaRts, 3, 0, 9, {}};
   put("fuzz_shm", "rts_slot", cat(cat({1}, opts), raw(rts)));
+  ConnBlob blob;
+  blob.rank = 2;
+  blob.proc = selfIdentity();
+  blob.probeAddr = 0x7f0000003000ull;
+  blob.probeValue = 77;
+  blob.localHash = 1469598103934665603ull;
+  blob.segBytes = l.totalBytes;
+  blob.probeFd = 9;
+  blob.boot = "boot-id-of-this-kernel";
+  blob.segName = "/trib-4242-00000000deadbeef-r2";  // ShmTransport::kSegmentPrefix
+  put("fuzz_shm", "conn_blob", cat(cat({2}, opts), encodeConnBlob(blob)));
 }
 
 void ucxAddress() {

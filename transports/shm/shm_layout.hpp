@@ -6,7 +6,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "common/process.hpp"
 #include "common/status.hpp"
 #include "transports/expose_table.hpp"
 
@@ -85,5 +88,24 @@ Status checkPeerSegment(const SegHeader& h, int rank, uint32_t nlocal, uint32_t 
 // A slot read from a peer's ring: a known kind, a CMA descriptor index in range, a length that fits
 // the slot and a [offset, offset+len) inside the message's total (tribInternalError naming `rank`).
 Status checkSlot(const SlotHeader& sh, int rank, uint64_t slotBytes);
+
+// What each rank publishes to the others at connect (through the bootstrap's exchange): who it is,
+// where its probe value lies (single-copy test), which local ranks it counts, and its segment.
+struct ConnBlob {
+  static constexpr uint32_t kMagic = 0x53484d42;  // "BMHS"
+  uint32_t rank = 0;
+  ProcessIdentity proc;  // pid, start time, pid namespace
+  uint64_t probeAddr = 0, probeValue = 0;
+  uint64_t localHash = 0;  // of the local ranks' list: every rank must agree
+  uint64_t segBytes = 0;
+  int32_t probeFd = -1;  // a memfd holding the probe value, or -1
+  std::string boot;      // hostIdentity(): the same kernel
+  std::string segName;   // the segment's shm_open name
+};
+std::vector<uint8_t> encodeConnBlob(const ConnBlob& b);
+// Rank `rank`'s blob: every field present and nothing after, the magic, that rank, a pid namespace
+// that fits ProcessIdentity, and a segment name "/<segPrefix>..." with no other '/' or NUL (a
+// peer names only segments of this transport). Errors are tribInternalError naming the rank.
+Status decodeConnBlob(const std::vector<uint8_t>& bytes, int rank, const char* segPrefix, ConnBlob* out);
 
 }  // namespace trib::shm

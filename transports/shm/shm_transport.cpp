@@ -42,9 +42,8 @@ namespace trib {
 
 namespace {
 
-using namespace shm;                         // the segment's layout (shm_layout.hpp)
-constexpr uint32_t kBlobMagic = 0x53484d42;  // "BMHS"
-constexpr size_t kCmaBounce = 1 << 20;       // reduce-on-receive staging for CMA reads
+using namespace shm;                    // the segment's layout (shm_layout.hpp)
+constexpr size_t kCmaBounce = 1 << 20;  // reduce-on-receive staging for CMA reads
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxPeerMappings = 16;  // per peer; the least recently used is unmapped beyond it
@@ -501,22 +500,19 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   uint64_t localHash = 1469598103934665603ull;
   for (int r : localRanks) localHash = (localHash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
   std::string boot = hostIdentity();
-  net::Writer w;
-  w.u32(kBlobMagic);
-  w.u32(static_cast<uint32_t>(rank));
   const ProcessIdentity me = selfIdentity();
-  w.u32(static_cast<uint32_t>(me.pid));
-  w.u64(me.startTime);
-  w.str(me.space);
-  w.u64(reinterpret_cast<uint64_t>(&hdr->probe));
-  w.u64(hdr->probe);
-  w.u64(localHash);
-  w.u64(mineBytes);
-  w.u32(static_cast<uint32_t>(probeFd));
-  w.str(boot);
-  w.str(myName);
+  ConnBlob blob;
+  blob.rank = static_cast<uint32_t>(rank);
+  blob.proc = me;
+  blob.probeAddr = reinterpret_cast<uint64_t>(&hdr->probe);
+  blob.probeValue = hdr->probe;
+  blob.localHash = localHash;
+  blob.segBytes = mineBytes;
+  blob.probeFd = probeFd;
+  blob.boot = boot;
+  blob.segName = myName;
   std::vector<std::vector<uint8_t>> all;
-  TRIB_RETURN_IF_ERROR(oob(w.data(), all).prefix("exchanging segment names: "));
+  TRIB_RETURN_IF_ERROR(oob(encodeConnBlob(blob), all).prefix("exchanging segment names: "));
   if (static_cast<int>(all.size()) != n)
     return errorf(tribInternalError, "out-of-band allgather returned %zu blobs for %d ranks", all.size(), n);
 
@@ -527,39 +523,23 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   for (uint32_t j = 0; j < nlocal && st.ok(); ++j) {
     Peer& p = peers[j];
     p.rank = localRanks[j];
-    net::Reader r(all[p.rank].data(), all[p.rank].size());
-    uint32_t magic = 0, prank = 0, ppid = 0, pprobeFd = 0;
-    uint64_t probeAddr = 0, probeVal = 0, hash = 0, bytes = 0, pstart = 0;
-    std::string pboot, pspace;
-    r.u32(&magic);
-    r.u32(&prank);
-    r.u32(&ppid);
-    r.u64(&pstart);
-    r.str(&pspace);
-    r.u64(&probeAddr);
-    r.u64(&probeVal);
-    r.u64(&hash);
-    r.u64(&bytes);
-    r.u32(&pprobeFd);
-    r.str(&pboot);
-    r.str(&names[j]);
-    if (!r.ok() || magic != kBlobMagic || static_cast<int>(prank) != p.rank) {
-      st = errorf(tribInternalError, "rank %d sent a malformed shm connection blob", p.rank);
-      break;
-    }
-    if (hash != localHash) {
+    ConnBlob pb;
+    st = decodeConnBlob(all[p.rank], p.rank, ShmTransport::kSegmentPrefix, &pb);
+    if (!st.ok()) break;
+    names[j] = pb.segName;
+    const uint64_t probeAddr = pb.probeAddr, probeVal = pb.probeValue, bytes = pb.segBytes;
+    const uint32_t pprobeFd = static_cast<uint32_t>(pb.probeFd);
+    if (pb.localHash != localHash) {
       st = errorf(tribInvalidUsage, "rank %d and this rank disagree on the set of local ranks", p.rank);
       break;
     }
-    if (pboot != boot) {
+    if (pb.boot != boot) {
       st = errorf(tribInvalidUsage,
                   "rank %d is listed as local but runs on another host or kernel ('%s' vs '%s')", p.rank,
-                  pboot.c_str(), boot.c_str());
+                  pb.boot.c_str(), boot.c_str());
       break;
     }
-    p.proc.pid = static_cast<int32_t>(ppid);
-    p.proc.startTime = pstart;
-    std::snprintf(p.proc.space, sizeof p.proc.space, "%s", pspace.c_str());
+    p.proc = pb.proc;
     if (static_cast<int>(j) != myIdx && !(samePidSpace(me, p.proc) && processAlive(p.proc))) {
       // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
       p.watchPid = false;
