@@ -6,6 +6,7 @@
 
 #include "bootstrap/store.hpp"
 #include "plan/planner.hpp"
+#include "topo/topology.hpp"
 #include "transports/shm/shm_layout.hpp"
 #include "transports/ucx/ucx_address.hpp"
 
@@ -179,4 +180,26 @@ TEST(WireBounds, ShmConnectionBlobNamesOnlyThisTransportsSegments) {
   std::vector<uint8_t> longer = shm::encodeConnBlob(b);
   longer.push_back(0);  // bytes after the last field
   EXPECT_FALSE(shm::decodeConnBlob(longer, 1, "trib-", &got).ok());
+}
+
+// fuzz_topo_file: a node name with NUL bytes was accepted and dumped as an empty name, which the
+// dump could not read back. Counts past their integers were converted regardless (undefined).
+TEST(WireBounds, TopologyNamesAndCounts) {
+  Topology t;
+  const std::string nul = std::string("node g") + '\0' + "x gpu\n";
+  Status s = parseTopology(nul, &t, "t.topo");
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("t.topo:1: control character 0x00"), std::string::npos) << s.message();
+  EXPECT_FALSE(parseTopology("node g\x01 gpu\n", &t, "t.topo").ok());
+  s = parseTopology("node c cpu cores=1e300\n", &t, "t.topo");
+  EXPECT_NE(s.message().find("too large"), std::string::npos) << s.message();
+  s = parseTopology("node s switch reduce_gbps=1 reduce_dtypes=float32 reduce_ops=sum reduce_buffer=1e30\n",
+                    &t, "t.topo");
+  EXPECT_NE(s.message().find("too large"), std::string::npos) << s.message();
+  // Tabs and CR (a file from Windows) are blanks, not names.
+  ASSERT_TRUE(parseTopology("node\tg0 gpu\r\nnode g1 gpu\r\nnode sw switch\r\nlink g0 sw net bw=1\r\n"
+                            "link g1 sw net bw=1\r\n",
+                            &t, "t.topo")
+                  .ok());
+  EXPECT_EQ(t.numNodes(), 3);
 }
