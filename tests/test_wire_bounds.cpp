@@ -63,23 +63,7 @@ TEST(WireBounds, ShmSegmentOffsetsMustBeTheLayout) {
   const uint32_t nlocal = 4, nslots = 8;
   const uint64_t slotBytes = 4096, windowBytes = 1 << 20;
   const shm::SegLayout l = shm::segLayout(nlocal, nslots, slotBytes, windowBytes);
-  shm::SegHeader h{shm::kSegMagic,
-                   1,
-                   77,
-                   nlocal,
-                   nslots,
-                   slotBytes,
-                   l.ringsOffset,
-                   l.ringBytes,
-                   l.cmaOffset,
-                   l.totalBytes,
-                   5,
-                   l.signalsOffset,
-                   l.windowOffset,
-                   windowBytes,
-                   l.exposeOffset,
-                   0,
-                   0};
+  const shm::SegHeader h = shm::segHeader(1, 77, nlocal, nslots, slotBytes, windowBytes);
   EXPECT_TRUE(shm::checkPeerSegment(h, 1, nlocal, nslots, slotBytes, windowBytes, l.totalBytes).ok());
   EXPECT_EQ(shm::checkPeerSegment(h, 2, nlocal, nslots, slotBytes, windowBytes, l.totalBytes).code(),
             tribInvalidUsage);

@@ -167,23 +167,8 @@ void shmLayout() {
   opts = cat(opts, raw(static_cast<uint16_t>(windowBytes >> 20)));
   opts.push_back(2);
   const SegLayout l = segLayout(nlocal, nslots, slotBytes, windowBytes);
-  SegHeader h{kSegMagic,
-              2,
-              4242,
-              nlocal,
-              nslots,
-              slotBytes,
-              l.ringsOffset,
-              l.ringBytes,
-              l.cmaOffset,
-              l.totalBytes,
-              77,
-              l.signalsOffset,
-              l.windowOffset,
-              windowBytes,
-              l.exposeOffset,
-              0,
-              0};
+  SegHeader h = segHeader(2, 4242, nlocal, nslots, slotBytes, windowBytes);
+  h.probe = 77;
   put("fuzz_shm", "segment", cat(cat({0}, opts), cat(raw(h), raw(l.totalBytes))));
   SlotHeader data{5, 100000, 65536, 34464, kData, 0, 0, 0, {}};
   put("fuzz_shm", "data_slot", cat(cat({1}, opts), raw(data)));

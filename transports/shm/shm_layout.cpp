@@ -20,6 +20,28 @@ SegLayout segLayout(uint32_t nlocal, uint32_t nslots, uint64_t slotBytes, uint64
   return l;
 }
 
+SegHeader segHeader(int rank, int32_t pid, uint32_t nlocal, uint32_t nslots, uint64_t slotBytes,
+                    uint64_t windowBytes) {
+  const SegLayout l = segLayout(nlocal, nslots, slotBytes, windowBytes);
+  return SegHeader{kSegMagic,
+                   rank,
+                   pid,
+                   nlocal,
+                   nslots,
+                   slotBytes,
+                   l.ringsOffset,
+                   l.ringBytes,
+                   l.cmaOffset,
+                   l.totalBytes,
+                   0,
+                   l.signalsOffset,
+                   l.windowOffset,
+                   windowBytes,
+                   l.exposeOffset,
+                   0,
+                   0};
+}
+
 Status checkPeerSegment(const SegHeader& h, int rank, uint32_t nlocal, uint32_t nslots, uint64_t slotBytes,
                         uint64_t windowBytes, uint64_t mappedBytes) {
   const SegLayout l = segLayout(nlocal, nslots, slotBytes, windowBytes);

@@ -79,6 +79,9 @@ struct SegLayout {
   uint64_t ringsOffset, ringBytes, cmaOffset, signalsOffset, exposeOffset, windowOffset, totalBytes;
 };
 SegLayout segLayout(uint32_t nlocal, uint32_t nslots, uint64_t slotBytes, uint64_t windowBytes);
+// The header of rank `rank`'s segment with that layout (probe 0: the owner draws it).
+SegHeader segHeader(int rank, int32_t pid, uint32_t nlocal, uint32_t nslots, uint64_t slotBytes,
+                    uint64_t windowBytes);
 
 // A peer's segment header, mapped `mappedBytes` long (what its blob said): its magic, owner, and
 // every size and offset must be the layout this rank computed (tribInvalidUsage naming `rank`).

@@ -450,23 +450,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   if (m == MAP_FAILED) return errorf(tribSystemError, "mmap shm segment: %s", strerror(errno));
   mine = static_cast<uint8_t*>(m);
   hdr = reinterpret_cast<SegHeader*>(mine);
-  *hdr = SegHeader{kSegMagic,
-                   rank,
-                   static_cast<int32_t>(getpid()),
-                   nlocal,
-                   opt.nslots,
-                   opt.slotBytes,
-                   layout.ringsOffset,
-                   layout.ringBytes,
-                   layout.cmaOffset,
-                   mineBytes,
-                   0,
-                   layout.signalsOffset,
-                   layout.windowOffset,
-                   windowBytes,
-                   layout.exposeOffset,
-                   0,
-                   0};
+  *hdr = segHeader(rank, static_cast<int32_t>(getpid()), nlocal, opt.nslots, opt.slotBytes, windowBytes);
   TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
   for (uint32_t j = 0; j < nlocal; ++j) {
     RingCtl* r = ringIn(mine, static_cast<int>(j));
