@@ -58,6 +58,19 @@ case "${1:-}" in
     # hooks off for this run (Tributary does not rely on them).
     (cd build-tsan && UCX_MEM_MMAP_HOOK_MODE=none ctest --output-on-failure -j1 --timeout 900 -L tsan)
     report_skips build-tsan
+    # Fuzzing (docs/FUZZING.md): the libFuzzer targets alone (and the sources they read), built by
+    # clang with ASan+UBSan, each run TRIB_FUZZ_SECONDS (20) on a copy of its seed corpus.
+    fuzz_start=$SECONDS
+    launchers=()
+    if command -v ccache >/dev/null; then
+      launchers=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    fi
+    cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON -DTRIB_FUZZ=ON \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTRIB_BUILD_TESTS=OFF -DTRIB_BUILD_BENCH=OFF \
+      -DTRIB_WITH_CUDA=OFF -DTRIB_WITH_TORCH=OFF "${launchers[@]}" >/dev/null
+    ninja -C build-fuzz -j"$JOBS" trib_fuzz
+    (cd build-fuzz && ctest --output-on-failure -j"$JOBS" -L fuzz)
+    echo "fuzz: build and runs took $((SECONDS - fuzz_start)) s"
     ;;
   *)
     echo "usage: tools/dev.sh bench|test|build" >&2

@@ -10,6 +10,7 @@ PACKAGES+=(python3-torch libtorch-dev pybind11-dev)  # the PyTorch backend (pyth
 PACKAGES+=(python3-matplotlib)  # tools/plot_busbw.py (docs/PLANNER.md "Pictures")
 PACKAGES+=(ccache)  # compiler cache: rebuilds (and CI's three builds of one tree) skip unchanged files
 PACKAGES+=(libssl-dev)  # libcrypto: the store's and switch's HMAC challenge-response (docs/SECURITY.md)
+PACKAGES+=(clang libclang-rt-14-dev)  # the libFuzzer targets (tests/fuzz, docs/FUZZING.md)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -45,6 +45,28 @@ constexpr uint32_t kVersion = 2;         // 2: challenge-response (1 sent the ke
 enum Op : uint8_t { kHello = 1, kSet = 2, kAdd = 3, kWait = 4, kRemove = 5, kAuth = 6 };
 enum Reply : uint8_t { kOk = 0, kTimeoutReply = 1, kError = 2 };
 constexpr size_t kDefaultMaxMessage = 64u << 20;
+
+// Decoding, apart from the sockets so that tests/fuzz reaches it (store_codec.cpp).
+// A message's u32 length prefix: 1..maxBytes, else the stream is out of step (or hostile).
+inline bool frameLengthOk(uint32_t len, size_t maxBytes) { return len != 0 && len <= maxBytes; }
+// A client's request after the handshake, as the server reads it.
+struct Request {
+  uint8_t op = 0;
+  std::string key;                // set, add, remove
+  std::vector<uint8_t> value;     // set
+  uint64_t delta = 0;             // add
+  uint32_t timeoutMs = 0;         // wait
+  bool values = false;            // wait: reply with the values
+  std::vector<std::string> keys;  // wait
+};
+// False for an unknown op, a field cut short, bytes left over or more keys than the body can hold.
+bool decodeRequest(const uint8_t* body, size_t n, Request* out);
+// Client side: a reply body (status byte, payload). kOk leaves the payload in *reply; a timeout or
+// error reply becomes tribTimeout / tribRemoteError with the server's message (naming `server`).
+Status decodeReply(std::vector<uint8_t>* reply, const std::string& server);
+// A wait's reply payload carrying `expected` values.
+Status decodeValues(const std::vector<uint8_t>& payload, size_t expected, const std::string& server,
+                    std::vector<std::vector<uint8_t>>* out);
 }  // namespace storeproto
 
 struct StoreServerOptions {

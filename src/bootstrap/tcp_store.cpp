@@ -382,7 +382,7 @@ bool TcpStoreServer::Impl::parse(Conn& c) {
   while (!c.parked && !c.closeAfter && c.in.size() - off >= 4) {
     uint32_t len;
     std::memcpy(&len, c.in.data() + off, 4);
-    if (len == 0 || len > messageLimit(c)) {
+    if (!frameLengthOk(len, messageLimit(c))) {
       TRIB_WARN("bootstrap", "store: connection from %s sent a %u-byte message (limit %zu%s); closed",
                 c.peer.c_str(), len, messageLimit(c), c.authed() ? "" : " before authenticating");
       bump(&StoreServerStats::malformed);
@@ -457,51 +457,34 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
   uint8_t op = 0;
   r.u8(&op);
   if (!c.authed()) return handshake(c, body, n);
-  std::string key;
-  switch (op) {
+  Request q;
+  switch (decodeRequest(body, n, &q) ? q.op : 0) {
     case kSet: {
-      Blob value;
-      r.str(&key);
-      r.bytes(&value);
-      if (!r.ok() || !r.atEnd()) break;
-      bool isNew = data.find(key) == data.end();
-      data[key] = std::move(value);
+      bool isNew = data.find(q.key) == data.end();
+      data[q.key] = std::move(q.value);
       reply(c, kOk, net::Writer());
-      if (isNew) keyArrived(key);
+      if (isNew) keyArrived(q.key);
       return true;
     }
     case kAdd: {
-      uint64_t delta;
-      r.str(&key);
-      r.u64(&delta);
-      if (!r.ok() || !r.atEnd()) break;
       int64_t v = 0;
-      auto it = data.find(key);
+      auto it = data.find(q.key);
       bool isNew = it == data.end();
       if (!isNew && !parseDecimal(it->second, &v)) {
-        replyMsg(c, kError, strprintf("add: key '%s' holds a non-integer value", key.c_str()));
+        replyMsg(c, kError, strprintf("add: key '%s' holds a non-integer value", q.key.c_str()));
         return true;
       }
-      v += static_cast<int64_t>(delta);
+      v += static_cast<int64_t>(q.delta);
       std::string s = decimal(v);
-      data[key] = Blob(s.begin(), s.end());
+      data[q.key] = Blob(s.begin(), s.end());
       net::Writer w;
       w.u64(static_cast<uint64_t>(v));
       reply(c, kOk, w);
-      if (isNew) keyArrived(key);
+      if (isNew) keyArrived(q.key);
       return true;
     }
     case kWait: {
-      uint32_t count = 0, timeoutMs = 0;
-      uint8_t values = 0;
-      r.u32(&timeoutMs);
-      r.u8(&values);
-      r.u32(&count);
-      if (!r.ok() || count > n / 4) break;  // each key needs >= 4 bytes: rejects absurd counts early
-      Waiter w{c.id, {}, values != 0, 0, Clock::now() + std::chrono::milliseconds(timeoutMs)};
-      w.keys.resize(count);
-      for (auto& k : w.keys) r.str(&k);
-      if (!r.ok() || !r.atEnd()) break;
+      Waiter w{c.id, std::move(q.keys), q.values, 0, Clock::now() + std::chrono::milliseconds(q.timeoutMs)};
       uint64_t id = nextWaiter++;
       for (auto& k : w.keys)
         if (data.find(k) == data.end()) {
@@ -515,10 +498,8 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
       return true;
     }
     case kRemove: {
-      r.str(&key);
-      if (!r.ok() || !r.atEnd()) break;
       net::Writer w;
-      w.u8(data.erase(key) ? 1 : 0);
+      w.u8(data.erase(q.key) ? 1 : 0);
       reply(c, kOk, w);
       return true;
     }
@@ -689,7 +670,7 @@ Status TcpStore::call(const net::Writer& req, int waitMs, std::vector<uint8_t>* 
   Status st = net::sendAll(fd_, framed.data(), framed.size(), deadline);
   uint32_t len = 0;
   if (st.ok()) st = net::recvAll(fd_, &len, 4, deadline);
-  if (st.ok() && (len == 0 || len > maxMessage_))
+  if (st.ok() && !frameLengthOk(len, maxMessage_))
     st = errorf(tribRemoteError, "store sent a malformed reply (%u bytes)", len);
   if (st.ok()) {
     reply->resize(len);
@@ -701,16 +682,7 @@ Status TcpStore::call(const net::Writer& req, int waitMs, std::vector<uint8_t>* 
     fd_ = -1;
     return st.prefix(strprintf("store at %s: ", addr_.c_str()));
   }
-  uint8_t code = (*reply)[0];
-  if (code == kOk) {
-    reply->erase(reply->begin());
-    return Status::Ok();
-  }
-  net::Reader r(reply->data() + 1, reply->size() - 1);
-  std::string msg;
-  r.str(&msg);
-  return errorf(code == kTimeoutReply ? tribTimeout : tribRemoteError, "store at %s: %s", addr_.c_str(),
-                msg.c_str());
+  return decodeReply(reply, addr_);
 }
 
 Status TcpStore::set(const std::string& key, const Blob& value) {
@@ -748,16 +720,7 @@ Status TcpStore::waitImpl(const std::vector<std::string>& keys, int timeoutMs, b
   std::vector<uint8_t> reply;
   TRIB_RETURN_IF_ERROR(call(w, timeoutMs, &reply));
   if (!values) return Status::Ok();
-  net::Reader r(reply.data(), reply.size());
-  uint32_t n = 0;
-  r.u32(&n);
-  if (!r.ok() || n != keys.size())
-    return errorf(tribRemoteError, "store at %s: reply has %u values for %zu keys", addr_.c_str(), n,
-                  keys.size());
-  out->resize(n);
-  for (auto& v : *out) r.bytes(&v);
-  if (!r.ok()) return errorf(tribRemoteError, "store at %s: truncated multi-get reply", addr_.c_str());
-  return Status::Ok();
+  return decodeValues(reply, keys.size(), addr_, out);
 }
 
 Status TcpStore::get(const std::string& key, Blob* value, int timeoutMs) {

@@ -1,6 +1,7 @@
 // Topology files: a line-based, human-readable format (docs/TOPOLOGY.md). Every error names the line.
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -40,6 +41,14 @@ struct LineParser {
     if (*out < 0) return err("", strprintf("%s=%s must not be negative", key.c_str(), v.c_str()));
     return Status::Ok();
   }
+  // A count or byte size: a number the integer it is stored in holds (a wider double would be
+  // undefined behaviour to convert).
+  Status atMost(const std::string& key, const std::string& v, double limit, double* out) const {
+    TRIB_RETURN_IF_ERROR(nonNegative(key, v, out));
+    if (*out > limit)
+      return err("", strprintf("%s=%s is too large (at most %.0f)", key.c_str(), v.c_str(), limit));
+    return Status::Ok();
+  }
   Status positive(const std::string& key, const std::string& v, double* out) const {
     TRIB_RETURN_IF_ERROR(number(key, v, out));
     if (!(*out > 0)) return err("", strprintf("%s=%s must be > 0 (GB/s)", key.c_str(), v.c_str()));
@@ -76,7 +85,7 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
       TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
       (sw ? n.reduce.reduceGBps : n.reduceGBps) = d;
     } else if (k == "cores" && (type == NodeType::Cpu || type == NodeType::Numa)) {
-      TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
+      TRIB_RETURN_IF_ERROR(lp.atMost(k, v, INT32_MAX, &d));
       n.cores = static_cast<int>(d);
     } else if (sw && k == "reduce_dtypes") {
       for (const auto& name : splitOn(v, ',')) {
@@ -93,10 +102,10 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
         n.reduce.opMask |= 1u << static_cast<int>(op);
       }
     } else if (sw && k == "reduce_max_ops") {
-      TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
+      TRIB_RETURN_IF_ERROR(lp.atMost(k, v, INT32_MAX, &d));
       n.reduce.maxConcurrentOps = static_cast<int>(d);
     } else if (sw && k == "reduce_buffer") {
-      TRIB_RETURN_IF_ERROR(lp.nonNegative(k, v, &d));
+      TRIB_RETURN_IF_ERROR(lp.atMost(k, v, 1.8e19, &d));
       n.reduce.bufferBytes = static_cast<uint64_t>(d);
     } else if (type == NodeType::Switch && k == "addr") {
       // Where an aggregation switch (trib-switchd) listens: ranks below it attach there.
@@ -164,6 +173,11 @@ Status parseTopology(const std::string& text, Topology* out, const std::string& 
     auto w = splitWords(hash == std::string::npos ? raw : raw.substr(0, hash));
     if (w.empty()) continue;
     LineParser lp{lineNo, sourceName};
+    // Names are written back by dumpTopology and printed in messages: no NUL or control bytes.
+    for (const auto& word : w)
+      for (unsigned char c : word)
+        if (c < 0x20 || c == 0x7f)
+          return lp.err("", strprintf("control character 0x%02x in '%s'", c, word.c_str()));
     if (w[0] == "topology") {
       if (w.size() != 2) return lp.err("", "expected 'topology NAME'");
       t.name = w[1];

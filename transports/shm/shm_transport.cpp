@@ -36,71 +36,15 @@
 #include "transports/expose_table.hpp"
 #include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
+#include "transports/shm/shm_layout.hpp"
 
 namespace trib {
 
 namespace {
 
-constexpr uint64_t kSegMagic = 0x314d485342495254ull;  // "TRIBSHM1"
-constexpr uint32_t kBlobMagic = 0x53484d42;            // "BMHS"
-constexpr uint32_t kNumCma = 64;                       // outstanding single-copy sends per rank
-constexpr size_t kCmaBounce = 1 << 20;                 // reduce-on-receive staging for CMA reads
+using namespace shm;                    // the segment's layout (shm_layout.hpp)
+constexpr size_t kCmaBounce = 1 << 20;  // reduce-on-receive staging for CMA reads
 using Clock = std::chrono::steady_clock;
-
-struct SegHeader {
-  uint64_t magic;
-  int32_t ownerRank;
-  int32_t ownerPid;
-  uint32_t nlocal;
-  uint32_t nslots;
-  uint64_t slotBytes;
-  uint64_t ringsOffset, ringBytes, cmaOffset, totalBytes;
-  uint64_t probe;                      // a random value peers read through CMA to test single-copy
-  uint64_t signalsOffset;              // nlocal signal lines: [j] counts local rank j's signals to the owner
-  uint64_t windowOffset, windowBytes;  // the owner's window (windowBytes 0: none)
-  uint64_t exposeOffset;               // the owner's ExposeTable (with a window)
-  uint32_t broken;                     // 1 once the owner's transport failed or was aborted (atomic_ref)
-  uint32_t pad;
-};
-
-enum SlotKind : uint32_t { kData = 1, kCmaRts = 2 };
-struct SlotHeader {
-  uint64_t tag, total, offset;
-  uint32_t len, kind;
-  uint32_t cmaIndex, pad;
-  uint64_t cmaGen;
-  uint8_t reserved[16];
-};
-static_assert(sizeof(SlotHeader) == 64);
-
-struct RingCtl {
-  alignas(64) std::atomic<uint64_t> head;  // written by the sender
-  alignas(64) std::atomic<uint64_t> tail;  // written by the receiver
-};
-static_assert(sizeof(RingCtl) == 128);
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
-
-// A single-copy send published by its owner; the receiver claims it READY -> READING -> DONE.
-enum CmaState : uint32_t {
-  kFree = 0,
-  kReady = 1,
-  kReading = 2,
-  kCmaDone = 3,
-  kDetaching = 4,
-  kCmaFailed = 5
-};
-struct alignas(64) CmaDesc {
-  std::atomic<uint32_t> state;
-  uint32_t pad;
-  uint64_t addr, bytes, gen;
-};
-
-// A window signal line: [count << kFingerprintBits | the call's fingerprint], stored by the one
-// sender it belongs to (release), loaded by the owner (acquire). One cache line each.
-struct alignas(64) SignalLine {
-  std::atomic<uint64_t> word;
-};
-constexpr int kFingerprintBits = 20;
 
 constexpr size_t kMaxPeerMappings = 16;  // per peer; the least recently used is unmapped beyond it
 
@@ -490,7 +434,8 @@ Status checkPeerSegment(int fd, uint64_t bytes, int peerRank, const std::string&
                   "are the job user's, mode 0600)",
                   peerRank, name.c_str(), static_cast<unsigned>(sb.st_uid),
                   static_cast<unsigned>(sb.st_mode & 0777));
-  if (static_cast<uint64_t>(sb.st_size) < bytes)
+  // Mapped as long as the file is (a longer mapping faults past its end), header included.
+  if (static_cast<uint64_t>(sb.st_size) != bytes || bytes < sizeof(SegHeader))
     return errorf(tribInvalidUsage, "rank %d's segment '%s' has %lld bytes, its blob says %llu", peerRank,
                   name.c_str(), static_cast<long long>(sb.st_size), static_cast<unsigned long long>(bytes));
   return Status::Ok();
@@ -498,14 +443,8 @@ Status checkPeerSegment(int fd, uint64_t bytes, int peerRank, const std::string&
 
 Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   const uint32_t nlocal = static_cast<uint32_t>(localRanks.size());
-  const size_t slotStride = sizeof(SlotHeader) + opt.slotBytes;
-  const size_t ringBytes = sizeof(RingCtl) + opt.nslots * slotStride;
-  const size_t ringsOffset = 4096;
-  const size_t cmaOffset = ringsOffset + nlocal * ringBytes;
-  const size_t signalsOffset = cmaOffset + kNumCma * sizeof(CmaDesc);
-  const size_t exposeOffset = signalsOffset + nlocal * sizeof(SignalLine);
-  const size_t windowOffset = (exposeOffset + sizeof(ExposeTable) + 4095) / 4096 * 4096;
-  mineBytes = windowOffset + windowBytes;
+  const SegLayout layout = segLayout(nlocal, opt.nslots, opt.slotBytes, windowBytes);
+  mineBytes = layout.totalBytes;
 
   uint64_t rnd = 0;
   TRIB_RETURN_IF_ERROR(randomBytes(&rnd, sizeof rnd));
@@ -529,23 +468,7 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   if (m == MAP_FAILED) return errorf(tribSystemError, "mmap shm segment: %s", strerror(errno));
   mine = static_cast<uint8_t*>(m);
   hdr = reinterpret_cast<SegHeader*>(mine);
-  *hdr = SegHeader{kSegMagic,
-                   rank,
-                   static_cast<int32_t>(getpid()),
-                   nlocal,
-                   opt.nslots,
-                   opt.slotBytes,
-                   ringsOffset,
-                   ringBytes,
-                   cmaOffset,
-                   mineBytes,
-                   0,
-                   signalsOffset,
-                   windowOffset,
-                   windowBytes,
-                   exposeOffset,
-                   0,
-                   0};
+  *hdr = segHeader(rank, static_cast<int32_t>(getpid()), nlocal, opt.nslots, opt.slotBytes, windowBytes);
   TRIB_RETURN_IF_ERROR(randomBytes(&hdr->probe, sizeof hdr->probe));
   for (uint32_t j = 0; j < nlocal; ++j) {
     RingCtl* r = ringIn(mine, static_cast<int>(j));
@@ -553,10 +476,11 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
     r->head.store(0);
     r->tail.store(0);
   }
-  myCma = reinterpret_cast<CmaDesc*>(mine + cmaOffset);
+  myCma = reinterpret_cast<CmaDesc*>(mine + layout.cmaOffset);
   for (uint32_t i = 0; i < kNumCma; ++i) new (&myCma[i]) CmaDesc{};
-  for (uint32_t j = 0; j < nlocal; ++j) new (mine + signalsOffset + j * sizeof(SignalLine)) SignalLine{};
-  myExposes = new (mine + exposeOffset) ExposeTable{};
+  for (uint32_t j = 0; j < nlocal; ++j)
+    new (mine + layout.signalsOffset + j * sizeof(SignalLine)) SignalLine{};
+  myExposes = new (mine + layout.exposeOffset) ExposeTable{};
 
   // Let peers read this process's memory for single-copy and take its shared buffers' fds (both
   // need ptrace access; Yama ptrace_scope=1 needs this).
@@ -578,22 +502,19 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   uint64_t localHash = 1469598103934665603ull;
   for (int r : localRanks) localHash = (localHash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
   std::string boot = hostIdentity();
-  net::Writer w;
-  w.u32(kBlobMagic);
-  w.u32(static_cast<uint32_t>(rank));
   const ProcessIdentity me = selfIdentity();
-  w.u32(static_cast<uint32_t>(me.pid));
-  w.u64(me.startTime);
-  w.str(me.space);
-  w.u64(reinterpret_cast<uint64_t>(&hdr->probe));
-  w.u64(hdr->probe);
-  w.u64(localHash);
-  w.u64(mineBytes);
-  w.u32(static_cast<uint32_t>(probeFd));
-  w.str(boot);
-  w.str(myName);
+  ConnBlob blob;
+  blob.rank = static_cast<uint32_t>(rank);
+  blob.proc = me;
+  blob.probeAddr = reinterpret_cast<uint64_t>(&hdr->probe);
+  blob.probeValue = hdr->probe;
+  blob.localHash = localHash;
+  blob.segBytes = mineBytes;
+  blob.probeFd = probeFd;
+  blob.boot = boot;
+  blob.segName = myName;
   std::vector<std::vector<uint8_t>> all;
-  TRIB_RETURN_IF_ERROR(oob(w.data(), all).prefix("exchanging segment names: "));
+  TRIB_RETURN_IF_ERROR(oob(encodeConnBlob(blob), all).prefix("exchanging segment names: "));
   if (static_cast<int>(all.size()) != n)
     return errorf(tribInternalError, "out-of-band allgather returned %zu blobs for %d ranks", all.size(), n);
 
@@ -604,39 +525,23 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
   for (uint32_t j = 0; j < nlocal && st.ok(); ++j) {
     Peer& p = peers[j];
     p.rank = localRanks[j];
-    net::Reader r(all[p.rank].data(), all[p.rank].size());
-    uint32_t magic = 0, prank = 0, ppid = 0, pprobeFd = 0;
-    uint64_t probeAddr = 0, probeVal = 0, hash = 0, bytes = 0, pstart = 0;
-    std::string pboot, pspace;
-    r.u32(&magic);
-    r.u32(&prank);
-    r.u32(&ppid);
-    r.u64(&pstart);
-    r.str(&pspace);
-    r.u64(&probeAddr);
-    r.u64(&probeVal);
-    r.u64(&hash);
-    r.u64(&bytes);
-    r.u32(&pprobeFd);
-    r.str(&pboot);
-    r.str(&names[j]);
-    if (!r.ok() || magic != kBlobMagic || static_cast<int>(prank) != p.rank) {
-      st = errorf(tribInternalError, "rank %d sent a malformed shm connection blob", p.rank);
-      break;
-    }
-    if (hash != localHash) {
+    ConnBlob pb;
+    st = decodeConnBlob(all[p.rank], p.rank, ShmTransport::kSegmentPrefix, &pb);
+    if (!st.ok()) break;
+    names[j] = pb.segName;
+    const uint64_t probeAddr = pb.probeAddr, probeVal = pb.probeValue, bytes = pb.segBytes;
+    const uint32_t pprobeFd = static_cast<uint32_t>(pb.probeFd);
+    if (pb.localHash != localHash) {
       st = errorf(tribInvalidUsage, "rank %d and this rank disagree on the set of local ranks", p.rank);
       break;
     }
-    if (pboot != boot) {
+    if (pb.boot != boot) {
       st = errorf(tribInvalidUsage,
                   "rank %d is listed as local but runs on another host or kernel ('%s' vs '%s')", p.rank,
-                  pboot.c_str(), boot.c_str());
+                  pb.boot.c_str(), boot.c_str());
       break;
     }
-    p.proc.pid = static_cast<int32_t>(ppid);
-    p.proc.startTime = pstart;
-    std::snprintf(p.proc.space, sizeof p.proc.space, "%s", pspace.c_str());
+    p.proc = pb.proc;
     if (static_cast<int>(j) != myIdx && !(samePidSpace(me, p.proc) && processAlive(p.proc))) {
       // It is alive (it just sent its blob), so its pid is not ours to see: another pid namespace.
       p.watchPid = false;
@@ -673,16 +578,9 @@ Status ShmTransport::Impl::connect(int n, const OobAllGather& oob) {
       p.seg = static_cast<uint8_t*>(pm);
       p.segBytes = bytes;
       seg = p.seg;
-      auto* ph = reinterpret_cast<SegHeader*>(seg);
-      if (ph->magic != kSegMagic || ph->ownerRank != p.rank || ph->nlocal != nlocal ||
-          ph->slotBytes != opt.slotBytes || ph->nslots != opt.nslots || ph->totalBytes != bytes ||
-          ph->windowBytes != windowBytes) {
-        st = errorf(tribInvalidUsage,
-                    "rank %d's shm segment has a different layout (slot size or count, or "
-                    "TRIB_WINDOW_BYTES, differ?)",
-                    p.rank);
-        break;
-      }
+      st = checkPeerSegment(*reinterpret_cast<SegHeader*>(seg), p.rank, nlocal, opt.nslots, opt.slotBytes,
+                            windowBytes, bytes);
+      if (!st.ok()) break;
       // Probe single-copy: read the peer's random probe value from its address space.
       if (opt.cma) {
         uint64_t got = 0;
@@ -976,6 +874,10 @@ void ShmTransport::Impl::drainIncoming(Peer& p) {
 }
 
 void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t* data) {
+  if (Status bad = checkSlot(sh, p.rank, opt.slotBytes); !bad.ok()) {
+    failPeer(p, bad, false);
+    return;
+  }
   auto findPosted = [&](uint64_t tag) {
     std::unique_ptr<RecvReq> r;
     match.takeRecv(p.rank, tag, &r);
@@ -1017,7 +919,7 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
       match.addMessage(p.rank, sh.tag, std::move(u));
     }
   }
-  if (!m.active || m.tag != sh.tag || sh.offset + sh.len > m.total) {
+  if (!m.active || m.tag != sh.tag || sh.total != m.total) {
     failPeer(
         p,
         errorf(tribInternalError, "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)",

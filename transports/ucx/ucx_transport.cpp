@@ -19,6 +19,7 @@
 #include "common/process.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/registry.hpp"
+#include "transports/ucx/ucx_address.hpp"
 
 namespace trib {
 namespace {
@@ -92,16 +93,7 @@ std::string contextKey(const std::string& tls, double keepaliveSec) {
   return key;
 }
 
-// The first bytes of a rank's worker-address blob: who it is, so that a peer in the same pid
-// space is watched directly (/proc, common/process.hpp), which catches a dead peer even on
-// transports where UCX's own keepalive does not (shared memory).
-// It also carries the rank's communicator slot on its worker, which every peer's tags name.
-struct AddressHeader {
-  static constexpr uint32_t kMagic = 0x54554359;  // "TUCY"
-  uint32_t magic = kMagic;
-  uint32_t slot = 0;
-  ProcessIdentity proc;
-};
+using ucx::AddressHeader;  // the blob each rank publishes (ucx_address.hpp)
 
 class UcxTransport;
 
@@ -354,9 +346,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
       AddressHeader head;
       head.slot = slot_;
       head.proc = selfIdentity();
-      mine.resize(sizeof head);
-      std::memcpy(mine.data(), &head, sizeof head);
-      mine.insert(mine.end(), reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
+      mine = ucx::encodeAddress(head, addr, len);
       ucp_worker_release_address(worker_, addr);
     }
   }
@@ -367,15 +357,11 @@ Status UcxTransport::init(const OobAllGather& oob) {
   if (static_cast<int>(all.size()) != nranks_)
     return errorf(tribInternalError, "UCX worker address exchange returned %zu blobs for %d ranks",
                   all.size(), nranks_);
+  std::vector<AddressHeader> heads(nranks_);
+  std::vector<const uint8_t*> addresses(nranks_);
   for (int r = 0; r < nranks_; ++r) {
-    if (all[r].empty())
-      return errorf(tribRemoteError, "rank %d could not initialise UCX (it sent no worker address)", r);
-    uint32_t magic = 0;
-    if (all[r].size() > sizeof(AddressHeader)) std::memcpy(&magic, all[r].data(), sizeof magic);
-    if (magic != AddressHeader::kMagic)
-      return errorf(tribInvalidUsage,
-                    "rank %d sent a malformed UCX address (%zu bytes); is it a different build?", r,
-                    all[r].size());
+    size_t bytes = 0;
+    TRIB_RETURN_IF_ERROR(ucx::decodeAddress(all[r], r, opts_.commBits, &heads[r], &addresses[r], &bytes));
   }
 
   peers_.resize(nranks_);
@@ -389,12 +375,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    AddressHeader head;
-    std::memcpy(&head, all[r].data(), sizeof head);
-    if (head.slot >= (1u << opts_.commBits))
-      return errorf(tribInvalidUsage,
-                    "rank %d sent communicator slot %u, beyond commBits=%d (another build?)", r, head.slot,
-                    opts_.commBits);
+    const AddressHeader& head = heads[r];
     peerSlot_[r] = head.slot;
     p.proc = head.proc;
     p.proc.space[sizeof p.proc.space - 1] = '\0';  // a peer's bytes: terminated before any use
@@ -403,7 +384,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
                  // watch only what /proc shows us now (hidepid, other users)
                  && processAlive(p.proc);
     watchLocal_ = watchLocal_ || p.sameHost;
-    ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data() + sizeof(AddressHeader));
+    ep.address = reinterpret_cast<const ucp_address_t*>(addresses[r]);
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = errorCallback;
     ep.err_handler.arg = &p;

@@ -1,0 +1,30 @@
+// What each rank publishes for the UCX transport at bootstrap: a small header (who it is, its
+// communicator slot on its worker), then its UCX worker address. Plain C++, built in every build,
+// so that the check runs (and is fuzzed, tests/fuzz) without UCX.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/process.hpp"
+#include "common/status.hpp"
+
+namespace trib::ucx {
+
+// The proc identity lets a peer in the same pid space be watched directly (/proc,
+// common/process.hpp), which catches a dead peer even on transports where UCX's own keepalive does
+// not (shared memory). Every peer's tags name the slot.
+struct AddressHeader {
+  static constexpr uint32_t kMagic = 0x54554359;  // "TUCY"
+  uint32_t magic = kMagic;
+  uint32_t slot = 0;
+  ProcessIdentity proc;
+};
+
+std::vector<uint8_t> encodeAddress(const AddressHeader& head, const void* address, size_t bytes);
+// Rank `rank`'s blob: a header with the magic, a slot below 2^commBits, then a non-empty worker
+// address (*address points into `blob`). Errors name the rank.
+Status decodeAddress(const std::vector<uint8_t>& blob, int rank, int commBits, AddressHeader* head,
+                     const uint8_t** address, size_t* addressBytes);
+
+}  // namespace trib::ucx
