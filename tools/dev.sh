@@ -11,14 +11,19 @@ setup() { bash tools/setup-debian.sh; }
 
 # ccache (when installed: setup does), keyed on paths relative to the checkout, so another clone of
 # the same sources (CI's clean clone) reuses what an earlier build compiled.
-configure_build() {  # dir, extra cmake args...
-  local dir=$1 launchers=()
-  shift
+use_ccache() {  # sets launchers=(cmake arguments)
+  launchers=()
   if command -v ccache >/dev/null; then
     export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
     launchers=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
       -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
+}
+
+configure_build() {  # dir, extra cmake args...
+  local dir=$1
+  shift
+  use_ccache
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON "${launchers[@]}" "$@" >/dev/null
   ninja -C "$dir" -j"$JOBS"
 }
@@ -61,10 +66,7 @@ case "${1:-}" in
     # Fuzzing (docs/FUZZING.md): the libFuzzer targets alone (and the sources they read), built by
     # clang with ASan+UBSan, each run TRIB_FUZZ_SECONDS (20) on a copy of its seed corpus.
     fuzz_start=$SECONDS
-    launchers=()
-    if command -v ccache >/dev/null; then
-      launchers=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-    fi
+    use_ccache
     cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON -DTRIB_FUZZ=ON \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTRIB_BUILD_TESTS=OFF -DTRIB_BUILD_BENCH=OFF \
       -DTRIB_WITH_CUDA=OFF -DTRIB_WITH_TORCH=OFF "${launchers[@]}" >/dev/null
