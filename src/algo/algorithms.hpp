@@ -30,8 +30,8 @@ extern const AlgoInfo kSwitchBroadcast;
 extern const AlgoInfo kSwitchAllGather;
 extern const AlgoInfo kSwitchReduceScatter;
 extern const AlgoInfo kSwitchBarrier;
-extern const AlgoInfo kTwoShotAllReduce;  // oneshot.cpp: each rank reduces a slice of the windows
-extern const AlgoInfo kOneShotAllReduce;  // oneshot.cpp: every rank reduces all the windows
+extern const AlgoInfo kTwoShotAllReduce;     // oneshot.cpp: each rank reduces a slice of the windows
+extern const AlgoInfo kOneShotAllReduce;     // oneshot.cpp: every rank reduces all the windows
 extern const AlgoInfo kHierSwitchAllReduce;  // hier_switch.cpp: domain RS -> switch AR of slices -> domain AG
 
 // tree.cpp: rank's neighbours in tree 0 or 1 of the double binary tree over n ranks (-1: none), for
