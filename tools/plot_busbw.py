@@ -62,18 +62,21 @@ def main():
         if chosen:
             ax.plot(*zip(*chosen), color="black", linewidth=3, alpha=0.35, label=f"planner's choice{tag}")
         sizes_seen.update(r["size"] for r in rows)
-    markers = "osD^v<>"
-    for i, path in enumerate(a.measured):
+    # Files of one library and rank count (e.g. compare.sh's size ranges) join into one series.
+    series = {}
+    for path in a.measured:
         d = load(path)
-        name = d.get("library", "tributary")
-        what = f"measured: {name}, {d.get('ranks', '?')} ranks"
-        res = d.get("results", [])
-        for mode, fill in (("out_of_place", True), ("in_place", False)):
-            pts = [(r["size"], r[mode]["busbw"]) for r in res if mode in r and r[mode].get("busbw", 0) > 0]
-            if pts:
-                ax.plot(*zip(*pts), linestyle="none", marker=markers[i % len(markers)], markersize=5,
-                        markerfacecolor=None if fill else "none", label=f"{what} ({mode.replace('_', ' ')})")
-        sizes_seen.update(r["size"] for r in res)
+        what = f"measured: {d.get('library', 'tributary')}, {d.get('ranks', '?')} ranks"
+        for r in d.get("results", []):
+            for mode in ("out_of_place", "in_place"):
+                if mode in r and r[mode].get("busbw", 0) > 0:
+                    series.setdefault((what, mode), []).append((r["size"], r[mode]["busbw"]))
+            sizes_seen.add(r["size"])
+    markers = "osD^v<>"
+    for i, ((what, mode), pts) in enumerate(sorted(series.items())):
+        ax.plot(*zip(*sorted(pts)), linestyle="none", marker=markers[(i // 2) % len(markers)], markersize=5,
+                markerfacecolor=None if mode == "out_of_place" else "none",
+                label=f"{what} ({mode.replace('_', ' ')})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ticks = sorted(s for s in sizes_seen if s > 0 and (s & (s - 1)) == 0 and (s.bit_length() - 1) % 4 == 3)
@@ -84,7 +87,7 @@ def main():
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(a.title)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(a.out, dpi=110)
     print(f"plot_busbw.py: wrote {a.out}")
