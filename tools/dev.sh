@@ -56,7 +56,7 @@ case "${1:-}" in
     # without CUDA: the normal build above compiles and tests it, and nvcc would double their time.
     configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug \
       -DTRIB_WITH_CUDA=OFF
-    (cd build-asan && ctest --output-on-failure -j1 --timeout 900 -LE nosan)
+    (cd build-asan && LSAN_OPTIONS=suppressions=$PWD/../tests/lsan.supp ctest --output-on-failure -j1 --timeout 900 -LE nosan)
     report_skips build-asan
     configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_WITH_CUDA=OFF
     # UCX's libucm hooks madvise(), which crashes TSan's runtime at thread exit: turn its memory
