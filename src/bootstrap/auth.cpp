@@ -13,6 +13,14 @@
 namespace trib::auth {
 
 namespace {
+// libcrypto's exit handler frees its global tables while a store or switch thread may still be
+// running (a process may exit without destroying its communicators; TSan saw it at exit in a test):
+// keep them for the process's life instead. Once, before the first use.
+void initOpenSsl() {
+  static const bool once = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  (void)once;
+}
+
 std::string opensslError() {
   char buf[256] = "unknown error";
   unsigned long e = ERR_get_error();
@@ -22,6 +30,7 @@ std::string opensslError() {
 }  // namespace
 
 Status freshNonce(Nonce* out) {
+  initOpenSsl();
   if (RAND_bytes(out->data(), static_cast<int>(out->size())) != 1)
     return errorf(tribSystemError, "RAND_bytes: %s (no usable random source)", opensslError().c_str());
   return Status::Ok();
@@ -29,6 +38,7 @@ Status freshNonce(Nonce* out) {
 
 Status makeProof(const std::string& key, std::string_view context, const Nonce& client, const Nonce& server,
                  Proof* out) {
+  initOpenSsl();
   if (key.size() > static_cast<size_t>(INT_MAX) || context.size() > 1024)
     return errorf(tribInvalidArgument, "authentication: key or context too long");
   // Length-prefixed context, then the two fixed-size nonces: no two inputs encode alike.
