@@ -28,6 +28,21 @@ configure_build() {  # dir, extra cmake args...
   ninja -C "$dir" -j"$JOBS"
 }
 
+# Free disk on the checkout's file system, in MiB.
+free_mib() { df -Pm . | awk 'NR == 2 {print $4}'; }
+
+# A build of the suite takes 1-2 GiB. On a nearly full disk (CI machines have been seen with a few
+# hundred MiB free), drop a finished sanitizer build before the next one starts; ccache keeps its
+# objects, so the next `dev.sh test` rebuilds it quickly.
+make_room() {  # finished build dir
+  local need_mib=6144
+  echo "disk: $(free_mib) MiB free after $1"
+  if [ "$(free_mib)" -lt "$need_mib" ]; then
+    echo "disk: under $need_mib MiB free: removing $1 (its tests have run)"
+    rm -rf "$1"
+  fi
+}
+
 # CTest lists skipped tests by name; say why each one skipped (GoogleTest's GTEST_SKIP message).
 report_skips() {  # build dir
   awk '/^[0-9]+\/[0-9]+ Testing: /{name=$3} /: Skipped$/{getline why; print "skipped: " name ": " why}' \
@@ -49,25 +64,28 @@ case "${1:-}" in
     ;;
   test)
     setup
+    echo "disk: $(free_mib) MiB free before the builds"
     configure_build build
     (cd build && ctest --output-on-failure -j1 --timeout 900)
     report_skips build
     # Sanitizers: the whole suite under ASan+UBSan; the concurrency-heavy tests under TSan. Both
     # without CUDA: the normal build above compiles and tests it, and nvcc would double their time.
-    configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug \
+    configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_DEBUG_INFO=lines \
       -DTRIB_WITH_CUDA=OFF
     (cd build-asan && LSAN_OPTIONS=suppressions=$PWD/../tests/lsan.supp ctest --output-on-failure -j1 --timeout 900 -LE nosan)
     report_skips build-asan
-    configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_WITH_CUDA=OFF
+    make_room build-asan
+    configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_DEBUG_INFO=lines -DTRIB_WITH_CUDA=OFF
     # UCX's libucm hooks madvise(), which crashes TSan's runtime at thread exit: turn its memory
     # hooks off for this run (Tributary does not rely on them).
     (cd build-tsan && UCX_MEM_MMAP_HOOK_MODE=none ctest --output-on-failure -j1 --timeout 900 -L tsan)
     report_skips build-tsan
+    make_room build-tsan
     # Fuzzing (docs/FUZZING.md): the libFuzzer targets alone (and the sources they read), built by
     # clang with ASan+UBSan, each run TRIB_FUZZ_SECONDS (20) on a copy of its seed corpus.
     fuzz_start=$SECONDS
     use_ccache
-    cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON -DTRIB_FUZZ=ON \
+    cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON -DTRIB_FUZZ=ON -DTRIB_DEBUG_INFO=lines \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTRIB_BUILD_TESTS=OFF -DTRIB_BUILD_BENCH=OFF \
       -DTRIB_WITH_CUDA=OFF -DTRIB_WITH_TORCH=OFF "${launchers[@]}" >/dev/null
     ninja -C build-fuzz -j"$JOBS" trib_fuzz
