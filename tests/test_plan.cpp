@@ -14,8 +14,11 @@
 
 using namespace trib;
 
-static PlanRequest allreduce(uint64_t bytes, int n, bool modelOnly = true) {
+// Device memory: the modelled systems' ranks sit on their GPUs (CPUs where there are none).
+static PlanRequest allreduce(uint64_t bytes, int n, bool modelOnly = true,
+                             MemoryKind memory = MemoryKind::Device) {
   PlanRequest r;
+  r.memory = memory;
   r.coll = Coll::AllReduce;
   r.bytes = bytes;
   r.nranks = n;
@@ -52,7 +55,7 @@ TEST(CostModel, MultiNodeRingIsNicBound) {
 
 TEST(CostModel, PredictionsGrowWithSize) {
   Planner p(makeNvl72Cluster(4));
-  const FabricView& f = p.fabric(288);
+  const FabricView& f = p.fabric(288, MemoryKind::Device);
   for (int a = 0; a < kNumPlanAlgos; ++a) {
     double prev = 0;
     for (uint64_t b = 8; b <= (1ull << 32); b *= 4) {
@@ -305,16 +308,52 @@ TEST(Planner, CpuOnlyHostMapsManyRanksToOneNode) {
   EXPECT_TRUE(plan.executable);
 }
 
+// The buffers' kind places the ranks, not the machine: on a DGX, host memory is planned for
+// processes on its CPUs (no NVLink, no NVLS, any number of processes), device memory for its GPUs.
+TEST(Planner, HostBuffersOnAGpuMachineArePlannedOnItsCpus) {
+  Planner p(makeDgxH100());
+  const FabricView& host = p.fabric(8, MemoryKind::Host);
+  const FabricView& device = p.fabric(8, MemoryKind::Device);
+  EXPECT_TRUE(host.hostRanks) << host.summary;
+  EXPECT_FALSE(device.hostRanks) << device.summary;
+  EXPECT_LT(host.bwIntra, device.bwIntra / 10) << host.summary << " / " << device.summary;
+  for (MemoryKind m : {MemoryKind::Host, MemoryKind::HostShared, MemoryKind::Registered}) {
+    const std::vector<Candidate> cs = p.explain(allreduce(256 << 20, 8, true, m));
+    const Candidate* nvls = find(cs, PlanAlgo::Nvls);
+    ASSERT_TRUE(nvls);
+    EXPECT_FALSE(nvls->eligible) << memoryKindName(m) << ": " << nvls->reason;
+    EXPECT_NE(p.choose(allreduce(256 << 20, 8, true, m)).algo, PlanAlgo::Nvls);
+  }
+  EXPECT_EQ(p.choose(allreduce(256 << 20, 8, true, MemoryKind::Device)).algo, PlanAlgo::Nvls);
+  // Sixteen processes share the two sockets; sixteen device ranks do not fit eight GPUs.
+  EXPECT_GT(p.choose(allreduce(1 << 20, 16, false, MemoryKind::Host)).predictedUs, 0);
+  const std::vector<Candidate> over = p.explain(allreduce(1 << 20, 16, false, MemoryKind::Device));
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_FALSE(over[0].eligible);
+  EXPECT_NE(over[0].reason.find("8 rank slots for device memory, 16 asked"), std::string::npos)
+      << over[0].reason;
+  // The real dtype reaches the model: a chunk is cut in whole elements of it.
+  for (DataType dt : {tribInt8, tribFloat64}) {
+    PlanRequest r = allreduce(1 << 20, 8, false, MemoryKind::Host);
+    r.dtype = dt;
+    const Plan plan = p.choose(r);
+    EXPECT_GT(plan.predictedUs, 0) << dataTypeName(dt);
+    EXPECT_GT(plan.chunkElems, 0u);
+  }
+}
+
 TEST(CostModel, RanksBeyondTheCoresTimeShareThem) {
   Topology two, four;
   ASSERT_TRUE(parseTopology("node cpu0 cpu cores=2\n", &two).ok());
   ASSERT_TRUE(parseTopology("node cpu0 cpu cores=4\n", &four).ok());
-  Planner p2(two, {0, 0, 0, 0}), p4(four, {0, 0, 0, 0});
+  Planner p2(two, RankNodes{{}, {0, 0, 0, 0}}), p4(four, RankNodes{{}, {0, 0, 0, 0}});
   // Bandwidth-bound (64 MiB): four ranks on two cores take about twice as long as on four cores.
-  Plan a = p2.choose(allreduce(64 << 20, 4, false)), b = p4.choose(allreduce(64 << 20, 4, false));
+  const PlanRequest r = allreduce(64 << 20, 4, false, MemoryKind::Host);
+  Plan a = p2.choose(r), b = p4.choose(r);
   EXPECT_NEAR(a.predictedUs / b.predictedUs, 2.0, 0.1) << a.why << " / " << b.why;
-  EXPECT_NE(p2.fabric(4).summary.find("time-share"), std::string::npos) << p2.fabric(4).summary;
-  EXPECT_EQ(p4.fabric(4).summary.find("time-share"), std::string::npos) << p4.fabric(4).summary;
+  const std::string s2 = p2.fabric(4, MemoryKind::Host).summary, s4 = p4.fabric(4, MemoryKind::Host).summary;
+  EXPECT_NE(s2.find("time-share"), std::string::npos) << s2;
+  EXPECT_EQ(s4.find("time-share"), std::string::npos) << s4;
 }
 
 TEST(Calibration, ReadsTribPerfJsonAndPredictsFromTheMeasuredMemoryRate) {
@@ -483,7 +522,7 @@ TEST(AttachedSwitch, HierSwitchNeedsSliceGroupsAndWinsAtLargeSizesAcrossDomains)
   p.setAttachedSwitch(sw);
   int domains = 0, perDomain = 0;
   bool uniform = false;
-  p.domainShape(4608, &domains, &perDomain, &uniform);
+  p.domainShape(4608, MemoryKind::Device, &domains, &perDomain, &uniform);
   EXPECT_EQ(domains, 64);
   EXPECT_EQ(perDomain, 72);
   EXPECT_TRUE(uniform);
@@ -533,7 +572,7 @@ TEST(AttachedSwitch, OtherCollectivesThroughTheSwitchAreModelled) {
   EXPECT_DOUBLE_EQ(predicted(Coll::Reduce, S), ar);
   EXPECT_DOUBLE_EQ(predicted(Coll::ReduceScatter, S), ar);
   EXPECT_DOUBLE_EQ(predicted(Coll::AllGather, S), ar);
-  const FabricView& f = p.fabric(8);
+  const FabricView& f = p.fabric(8, MemoryKind::Device);
   EXPECT_DOUBLE_EQ(predicted(Coll::Barrier, 0), CostConstants::defaults().launchUs + 2 * f.switchLatUs);
   EXPECT_GT(ar, S / (f.switchGBps * 1e3));
 }

@@ -47,6 +47,7 @@ TEST(PlannerPublished, PredictionsWithin15PercentOfPublishedFigures) {
   for (const Published& row : kPublished) {
     Planner p(gen(row.system));
     PlanRequest req;
+    req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
     req.bytes = row.bytes;
     req.nranks = row.ranks;
     req.includeModelOnly = true;  // NVLS has no executor yet: the model still predicts it
@@ -69,6 +70,7 @@ TEST(PlannerPublished, PlannerPicksTheMeasuredAlgorithmOnOneNode) {
   for (const char* sys : {"dgx-h100", "dgx-h200"}) {
     Planner p(gen(sys));
     PlanRequest req;
+    req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
     req.bytes = 8ull << 30;
     req.nranks = 8;
     req.includeModelOnly = true;

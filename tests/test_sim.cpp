@@ -56,6 +56,7 @@ TEST(Simulator, PipelinedRingOnDgxH100MatchesPublishedBusbw) {
   // And the cost model agrees with the simulator within 5%.
   Planner p(t);
   PlanRequest req;
+  req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
   req.bytes = 256u << 20;
   req.nranks = 8;
   req.includeModelOnly = true;
@@ -132,6 +133,7 @@ TEST(Simulator, NvlsAndNvlsSwitchRun) {
 // The planner's prediction for `a` (with the chunk and domains it would run with).
 static Plan modelPlan(Planner& p, PlanAlgo a, uint64_t bytes, int n) {
   PlanRequest req;
+  req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
   req.bytes = bytes;
   req.nranks = n;
   req.includeModelOnly = true;
@@ -346,6 +348,7 @@ TEST(Hierarchical, ScheduleIsCorrectAndMatchesTheModel) {
   Topology t = makeNvl72Cluster(2);
   Planner p(t);
   PlanRequest req;
+  req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
   req.bytes = 256u << 20;
   req.nranks = 144;
   for (const auto& c : p.explain(req)) {

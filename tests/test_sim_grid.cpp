@@ -126,9 +126,10 @@ void runSystem(const std::string& spec, const std::vector<int>& rankCounts,
     ASSERT_LE(n, static_cast<int>(t.rankNodes().size())) << spec;
     int domains = 0, perDomain = 0;
     bool uniform = false;
-    planner.domainShape(n, &domains, &perDomain, &uniform);
+    planner.domainShape(n, MemoryKind::Device, &domains, &perDomain, &uniform);
     for (uint64_t bytes : sizes) {
       PlanRequest req;
+      req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
       req.bytes = bytes;
       req.nranks = n;
       req.includeModelOnly = true;

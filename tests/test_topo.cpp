@@ -28,6 +28,29 @@ TEST(Generators, DgxH100Counts) {
   EXPECT_DOUBLE_EQ(t.bisectionGBps(), 4 * 450.0);
 }
 
+// Host-memory ranks sit on CPUs whatever else a machine has: a GPU's nearest CPU is its socket,
+// and the CPUs that host links join (sockets of one host) share a domain; NVLink joins no memory.
+TEST(Generators, HostRanksSitOnTheCpusNearestTheirGpus) {
+  Topology t = makeDgxH100(2);
+  ASSERT_EQ(t.hostRankNodes().size(), 4u);
+  EXPECT_EQ(t.nearestCpu(t.find("n0.gpu0")), t.find("n0.cpu0"));
+  EXPECT_EQ(t.nearestCpu(t.find("n0.gpu7")), t.find("n0.cpu1"));
+  EXPECT_EQ(t.nearestCpu(t.find("n1.gpu2")), t.find("n1.cpu0"));
+  EXPECT_EQ(t.nearestCpu(t.find("n1.cpu1")), t.find("n1.cpu1"));
+  const int d0 = t.domainOf(t.find("n0.cpu0"));
+  EXPECT_GE(d0, t.numDomains());  // after the NVLink domains
+  EXPECT_EQ(t.domainOf(t.find("n0.cpu1")), d0);
+  EXPECT_NE(t.domainOf(t.find("n1.cpu0")), d0);
+  Topology rack = makeNvl72();  // a Grace per two GPUs; the rack's NVLink shares no host memory
+  EXPECT_EQ(rack.hostRankNodes().size(), 36u);
+  EXPECT_EQ(rack.nearestCpu(rack.find("r0.gpu5")), rack.find("r0.cpu2"));
+  EXPECT_NE(rack.domainOf(rack.find("r0.cpu0")), rack.domainOf(rack.find("r0.cpu1")));
+  Topology host;  // a CPU-only machine: the CPUs are the rank nodes for either memory
+  ASSERT_TRUE(parseTopology("node cpu0 cpu\n", &host).ok());
+  EXPECT_EQ(host.rankNodes(), host.hostRankNodes());
+  EXPECT_EQ(host.nearestCpu(0), 0);
+}
+
 TEST(Generators, DgxH100MultiNodeFatTree) {
   Topology t = makeDgxH100(4);  // 32 NICs: one leaf, no spines
   ASSERT_TRUE(t.validate().ok()) << t.validate().message();

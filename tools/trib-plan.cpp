@@ -1,6 +1,7 @@
 // trib-plan: what the planner would choose, and why, on a topology (a file or a generated system).
 //   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
-//             [--dtype float32] [--op sum] [--explain] [--sweep [--json FILE]] [--simulate] [--algo NAME]
+//             [--dtype float32] [--op sum] [--mem host|device] [--explain] [--sweep [--json FILE]]
+//             [--simulate] [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
 //             [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]  (as a communicator with trib-switchd
 //             attached: switch plans executable, predicted from these figures)
@@ -27,10 +28,13 @@ static int usage() {
   std::fprintf(
       stderr,
       "usage: trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) [--coll allreduce] [--bytes 1G]\n"
-      "                 [--ranks N] [--dtype float32] [--op sum] [--explain] [--sweep [--json FILE]]\n"
+      "                 [--ranks N] [--dtype float32] [--op sum] [--mem host|device] [--explain]\n"
+      "                 [--sweep [--json FILE]]\n"
       "                 [--simulate] [--algo NAME] [--executable-only] [--algo-override SPEC] [--tune SPEC]\n"
       "                 [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
-      "       (without --topo/--gen: this host's topology, as a communicator detects it)\n"
+      "       (without --topo/--gen: this host's topology, as a communicator detects it;\n"
+      "        --mem: where the buffers live, which places the ranks: device on GPUs, host on CPUs;\n"
+      "        default device when the topology has GPUs)\n"
       "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
       "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
       "systems: %s (trib-topo gen --help)\n",
@@ -45,7 +49,7 @@ static int fail(const Status& s) {
 
 int main(int argc, char** argv) {
   std::string topoFile, gen, coll = "allreduce", bytesS = "1G", dtypeS = "float32", opS = "sum", algoS, over,
-                             tune;
+                             tune, memS;
   int ranks = 0;
   bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false;
   std::vector<std::string> measured;
@@ -75,6 +79,8 @@ int main(int argc, char** argv) {
       dtypeS = val();
     else if (a == "--op" || a == "-o")
       opS = val();
+    else if (a == "--mem")
+      memS = val();
     else if (a == "--algo")
       algoS = val();
     else if (a == "--algo-override")
@@ -117,11 +123,9 @@ int main(int argc, char** argv) {
     }
     Status s = generateTopology(parts[0], {parts.begin() + 1, parts.end()}, &topo);
     if (!s.ok()) return fail(s);
-  } else if (calib || sweep) {
+  } else {
     Status s = topologyFromEnv(&topo);  // what the communicator plans on: TRIB_TOPO_FILE, else detected
     if (!s.ok()) return fail(s);
-  } else {
-    return usage();
   }
   if (!sweepJson.empty() && !sweep) return fail(errorf(tribInvalidArgument, "--json goes with --sweep"));
   if (calib) {
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
       const double mem = memGBps >= 0 ? memGBps : run.memcpyGBps;
       std::vector<CalibrationRow> rows;
       std::string fabric;
-      s = calibrate(topo, placeRanks(topo, RankPlacement::singleHost(run.ranks), false), run, mem, &rows,
+      s = calibrate(topo, placeRanks(topo, RankPlacement::singleHost(run.ranks), false).host, run, mem, &rows,
                     &fabric);
       if (!s.ok()) return fail(s.prefix(file + ": "));
       std::printf("# %s: %s\n%s", file.c_str(), fabric.c_str(), formatCalibration(run, mem, rows).c_str());
@@ -150,10 +154,16 @@ int main(int argc, char** argv) {
     return fail(errorf(tribInvalidArgument, "unknown dtype '%s'", dtypeS.c_str()));
   if (!parseRedOp(opS.c_str(), &req.op))
     return fail(errorf(tribInvalidArgument, "unknown op '%s'", opS.c_str()));
+  const bool gpus = !topo.rankNodes().empty() && topo.node(topo.rankNodes()[0]).type == NodeType::Gpu;
+  if (memS.empty())
+    req.memory = gpus ? MemoryKind::Device : MemoryKind::Host;
+  else if (memS == "host" || memS == "device")
+    req.memory = memS == "host" ? MemoryKind::Host : MemoryKind::Device;
+  else
+    return fail(errorf(tribInvalidArgument, "--mem '%s': want host or device", memS.c_str()));
   req.nranks = ranks > 0 ? ranks : static_cast<int>(topo.rankNodes().size());
   // GPUs take one rank each; CPUs take any number (processes of one host).
-  const bool gpuRanks = !topo.rankNodes().empty() && topo.node(topo.rankNodes()[0]).type == NodeType::Gpu;
-  if (gpuRanks && req.nranks > static_cast<int>(topo.rankNodes().size()))
+  if (gpus && req.memory == MemoryKind::Device && req.nranks > static_cast<int>(topo.rankNodes().size()))
     return fail(errorf(tribInvalidArgument, "--ranks %d: topology '%s' has %zu GPUs, one rank each",
                        req.nranks, topo.name.c_str(), topo.rankNodes().size()));
   req.includeModelOnly = !execOnly;
@@ -186,7 +196,8 @@ int main(int argc, char** argv) {
     // As the communicator registers them: slice groups for equal, contiguous domains.
     int domains = 0, perDomain = 0;
     bool uniform = false;
-    planner.domainShape(req.nranks, &domains, &perDomain, &uniform);
+    planner.domainShape(req.nranks, MemoryKind::Host, &domains, &perDomain,
+                        &uniform);  // the switch reads host memory
     if (domains > 1 && perDomain > 1 && uniform) req.sliceStride = perDomain;
   }
   Plan plan = planner.choose(req);
@@ -196,7 +207,8 @@ int main(int argc, char** argv) {
   double cachedUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count();
   (void)again;
   const Topology& t = planner.topology();
-  std::printf("# topology %s: %s\n", t.name.c_str(), planner.fabric(req.nranks).summary.c_str());
+  std::printf("# topology %s, %s memory: %s\n", t.name.c_str(), memoryKindName(req.memory),
+              planner.fabric(req.nranks, req.memory).summary.c_str());
   if (explain || (!sweep && !simulateIt)) {
     std::fputs(formatExplain(req, planner.explain(req)).c_str(), stdout);
     auto xs = planner.crossovers(req, 8, 16ull << 30);
@@ -247,12 +259,9 @@ int main(int argc, char** argv) {
     PlanAlgo a = plan.algo;
     if (!algoS.empty() && !parsePlanAlgo(algoS, &a))
       return fail(errorf(tribInvalidArgument, "unknown algorithm '%s'", algoS.c_str()));
-    // Ranks as the communicator places them (on a CPU-only host, many processes per CPU node).
-    std::vector<int> rankToNode;
-    if (!t.rankNodes().empty() && t.node(t.rankNodes()[0]).type != NodeType::Gpu)
-      rankToNode = placeRanks(t, RankPlacement::singleHost(req.nranks), false);
+    // Ranks as the planner placed them for this memory (host memory: processes share CPU nodes).
     PlannedSim ps;
-    s = simulatePlanned(planner, req, a, &ps, rankToNode);
+    s = simulatePlanned(planner, req, a, &ps);
     const SimResult& res = ps.sim;
     const double predictedUs = ps.predictedUs;
     if (!s.ok()) return fail(s);

@@ -28,6 +28,7 @@ namespace trib {
 class Store;
 class TcpStoreServer;
 class Planner;
+struct RankNodes;
 class Topology;
 struct SwitchRun;    // core/switch_coll.cpp
 struct StreamState;  // core/stream_coll.hpp
@@ -349,7 +350,7 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
 // The topology node of each rank, as makePlanner places them: rank r on its host's rank nodes
 // (GPUs, else CPUs) round-robin by local rank; merged: node names carry "h<host>." (mergeHostTopologies).
 // Empty when the topology has no rank nodes.
-std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged);
+RankNodes placeRanks(const Topology& topo, const RankPlacement& placement, bool merged);
 Status localTopologyDump(std::string* out);  // this host's topology, for the exchange at init
 // Who asks chooseAlgorithm: the user's call; the host fallback a switch collective finishes on
 // after the switch failed mid-call (it must run, so TRIB_ALGO_STRICT does not refuse it); the

@@ -18,7 +18,8 @@ Status simulateCall(const Communicator* comm, const CollCall& call, double* us) 
   TRIB_RETURN_IF_ERROR(chooseAlgorithm(comm, call, &args, &algo));
   SimResult res;
   TRIB_RETURN_IF_ERROR(
-      simulate(comm->planner->topology(), *algo, args, call.dtype, &res, comm->planner->rankNodes())
+      simulate(comm->planner->topology(), *algo, args, call.dtype, &res,
+               comm->planner->rankNodes(callMemoryKind(call), comm->nranks))
           .prefix(strprintf("tribGroupSimulateEnd: simulating %s [%s]: ",
                             describeCall(comm, call, nullptr).c_str(), algoName(algo->algo))));
   *us = res.timeUs;

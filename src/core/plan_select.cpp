@@ -42,8 +42,9 @@ Status localTopologyDump(std::string* out) {
   return Status::Ok();
 }
 
-std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement, bool merged) {
-  // Each rank sits on one of its host's rank nodes (GPUs, else CPUs), by local rank.
+RankNodes placeRanks(const Topology& topo, const RankPlacement& placement, bool merged) {
+  // Each rank sits on one of its host's rank nodes (GPUs, else CPUs), by local rank; its host
+  // memory on that node's nearest CPU.
   const int nranks = static_cast<int>(placement.hostOfRank.size());
   const std::vector<int>& nodes = topo.rankNodes();
   if (nodes.empty()) return {};
@@ -60,7 +61,8 @@ std::vector<int> placeRanks(const Topology& topo, const RankPlacement& placement
     const std::vector<int>& mine = byHost.count(host) ? byHost[host] : nodes;
     rankToNode[r] = mine[static_cast<size_t>(placement.localRankOf[r]) % mine.size()];
   }
-  return rankToNode;
+  std::vector<int> host = hostNodesOf(topo, rankToNode);
+  return RankNodes{std::move(rankToNode), std::move(host)};
 }
 
 Status makePlanner(const RankPlacement& placement, const std::vector<std::string>& hostDumps,
@@ -74,8 +76,8 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   } else {
     TRIB_RETURN_IF_ERROR(localTopology(&topo).prefix("planner: topology: "));
   }
-  std::vector<int> rankToNode = placeRanks(topo, placement, merged);
-  auto planner = std::make_shared<Planner>(std::move(topo), std::move(rankToNode));
+  RankNodes nodes = placeRanks(topo, placement, merged);
+  auto planner = std::make_shared<Planner>(std::move(topo), std::move(nodes));
   TRIB_RETURN_IF_ERROR(planner->setOverrides(config.algo, envString("TRIB_TUNE"))
                            .prefix("TRIB_ALGO / TRIB_TUNE / config.algo: "));
   *out = std::move(planner);

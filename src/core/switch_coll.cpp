@@ -31,7 +31,8 @@ std::string leafAddress(const Communicator* comm, const OffloadDescriptor& offlo
   std::string addr = offload.configuredAddress();
   if (!addr.empty() || !comm->planner) return addr;
   const Topology& t = comm->planner->topology();
-  const std::vector<int>& nodes = comm->planner->rankNodes();
+  // The rank's GPU (its CPU without GPUs): the node whose NIC a multi-GPU host gives the rank.
+  const std::vector<int> nodes = comm->planner->rankNodes(MemoryKind::Device, comm->nranks);
   if (nodes.empty()) return "";
   const int leaf = firstSwitchAbove(t, nodes[static_cast<size_t>(r) % nodes.size()], nullptr);
   return leaf >= 0 ? t.node(leaf).addr : std::string();
@@ -90,7 +91,8 @@ void attachSlice(Communicator* comm, const std::vector<std::string>& leaves) {
   if (!comm->planner) return;
   int domains = 0, d = 0;
   bool uniform = false;
-  comm->planner->domainShape(comm->nranks, &domains, &d, &uniform);
+  // The switch reads host memory: its slices follow the host placement's domains.
+  comm->planner->domainShape(comm->nranks, MemoryKind::Host, &domains, &d, &uniform);
   if (domains < 2 || d < 2 || !uniform || comm->nranks % d != 0) return;
   std::vector<std::string> memberLeaves;
   for (int q = comm->rank % d; q < comm->nranks; q += d) memberLeaves.push_back(leaves[q]);

@@ -74,8 +74,9 @@ Status calibrate(Topology topo, const std::vector<int>& rankToNode, const PerfRu
       if (topo.node(i).type == NodeType::Cpu && topo.node(i).reduceGBps <= 0)
         topo.node(i).reduceGBps = memGBps;
   req.nranks = run.ranks;
-  Planner planner(std::move(topo), rankToNode);
-  if (fabricSummary) *fabricSummary = planner.fabric(req.nranks).summary;
+  // trib-perf's host runs: ranks on CPUs, host memory (the request's default).
+  Planner planner(std::move(topo), RankNodes{{}, rankToNode});
+  if (fabricSummary) *fabricSummary = planner.fabric(req.nranks, req.memory).summary;
   out->clear();
   for (const PerfRun::Point& pt : run.points) {
     req.bytes = pt.bytes;

@@ -32,10 +32,37 @@ uint64_t countOf(const PlanRequest& r) {
 
 }  // namespace
 
-Planner::Planner(Topology topo, std::vector<int> rankToNode, CostConstants k)
-    : topo_(std::move(topo)), rankToNode_(std::move(rankToNode)), k_(k) {
-  if (rankToNode_.empty()) rankToNode_ = topo_.rankNodes();
+Planner::Planner(Topology topo, RankNodes nodes, CostConstants k)
+    : topo_(std::move(topo)), nodes_(std::move(nodes)), k_(k) {
+  if (nodes_.device.empty()) nodes_.device = topo_.rankNodes();
+  if (nodes_.host.empty()) nodes_.host = hostNodesOf(topo_, nodes_.device);
   router_ = std::make_unique<Router>(topo_);
+}
+
+std::vector<int> hostNodesOf(const Topology& topo, const std::vector<int>& device) {
+  std::vector<int> host;
+  host.reserve(device.size());
+  for (int node : device) {
+    const int cpu = topo.nearestCpu(node);
+    if (cpu >= 0) host.push_back(cpu);
+  }
+  return host;
+}
+
+const std::vector<int>& Planner::placement(MemoryKind memory) const {
+  // A topology without CPU nodes (a hand-written GPU file) places host calls on its rank nodes.
+  return onHost(memory) && !nodes_.host.empty() ? nodes_.host : nodes_.device;
+}
+
+std::vector<int> Planner::rankNodes(MemoryKind memory, int nranks) const {
+  const std::vector<int>& p = placement(memory);
+  const bool repeat = onHost(memory) || (!p.empty() && topo_.node(p[0]).type != NodeType::Gpu);
+  std::vector<int> out;
+  for (int r = 0; r < nranks && !p.empty(); ++r) {
+    if (r >= static_cast<int>(p.size()) && !repeat) break;
+    out.push_back(p[r % p.size()]);
+  }
+  return out;
 }
 
 Status Planner::setOverrides(const std::string& algoSpec, const std::string& tuneSpec) {
@@ -52,10 +79,6 @@ Status Planner::setOverrides(const std::string& algoSpec, const std::string& tun
 }
 
 Status Planner::setOverridesFromEnv() { return setOverrides(envString("TRIB_ALGO"), envString("TRIB_TUNE")); }
-
-bool Planner::hostOnly() const {
-  return !rankToNode_.empty() && topo_.node(rankToNode_[0]).type != NodeType::Gpu;
-}
 
 Status attachedSwitchFromEnv(AttachedSwitch* out) {
   AttachedSwitch s;
@@ -77,7 +100,7 @@ void Planner::setAttachedSwitch(const AttachedSwitch& sw) {
   std::lock_guard<std::mutex> g(mu_);
   attached_ = true;
   sw_ = sw;
-  fabrics_.clear();
+  for (auto& f : fabrics_) f.clear();
   cache_.clear();
 }
 
@@ -86,9 +109,9 @@ bool Planner::hasAttachedSwitch() const {
   return attached_;
 }
 
-void Planner::domainShape(int nranks, int* domains, int* perDomain, bool* uniform) {
+void Planner::domainShape(int nranks, MemoryKind memory, int* domains, int* perDomain, bool* uniform) {
   std::lock_guard<std::mutex> g(mu_);
-  const FabricView& f = fabric(nranks);
+  const FabricView& f = fabric(nranks, memory);
   *domains = f.domains;
   *perDomain = f.perDomain;
   *uniform = f.uniform;
@@ -119,18 +142,14 @@ static void applyAttachedSwitch(FabricView* f, const AttachedSwitch& sw, const C
                 sw.where.c_str(), perRank, sw.gbps, fanIn, f->switchTiers, f->switchLatUs);
 }
 
-const FabricView& Planner::fabric(int nranks) {
-  auto it = fabrics_.find(nranks);
-  if (it != fabrics_.end()) return it->second;
-  // More ranks than slots on a CPU-only machine: processes spread round-robin over the CPUs.
-  std::vector<int> nodes;
-  for (int r = 0; r < nranks && !rankToNode_.empty(); ++r) {
-    if (r >= static_cast<int>(rankToNode_.size()) && !hostOnly()) break;
-    nodes.push_back(rankToNode_[r % rankToNode_.size()]);
-  }
-  FabricView f = computeFabric(topo_, *router_, nodes, k_);
+const FabricView& Planner::fabric(int nranks, MemoryKind memory) {
+  auto& cache = fabrics_[onHost(memory)];
+  auto it = cache.find(nranks);
+  if (it != cache.end()) return it->second;
+  // More ranks than CPUs: processes spread round-robin over them.
+  FabricView f = computeFabric(topo_, *router_, rankNodes(memory, nranks), k_);
   if (attached_) applyAttachedSwitch(&f, sw_, k_);
-  return fabrics_.emplace(nranks, std::move(f)).first->second;
+  return cache.emplace(nranks, std::move(f)).first->second;
 }
 
 std::vector<Candidate> Planner::explain(const PlanRequest& req) {
@@ -140,18 +159,18 @@ std::vector<Candidate> Planner::explain(const PlanRequest& req) {
 
 std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
   std::vector<Candidate> out;
-  if ((req.nranks > static_cast<int>(rankToNode_.size()) && !hostOnly()) || req.nranks < 1 ||
-      !dataTypeSize(req.dtype)) {
+  const int slots = req.nranks < 1 ? 0 : static_cast<int>(rankNodes(req.memory, req.nranks).size());
+  if (slots < req.nranks || req.nranks < 1 || !dataTypeSize(req.dtype)) {
     Candidate c;
     c.eligible = false;
     c.reason = req.nranks < 1 || !dataTypeSize(req.dtype)
                    ? "invalid request (nranks < 1 or bad dtype)"
-                   : strprintf("topology '%s' has %zu rank slots, %d asked", topo_.name.c_str(),
-                               rankToNode_.size(), req.nranks);
+                   : strprintf("topology '%s' has %d rank slots for %s memory, %d asked", topo_.name.c_str(),
+                               slots, memoryKindName(req.memory), req.nranks);
     out.push_back(c);
     return out;
   }
-  const FabricView& f = fabric(req.nranks);
+  const FabricView& f = fabric(req.nranks, req.memory);
   size_t es = dataTypeSize(req.dtype);
   // A tune rule (the last matching one wins) pins the algorithm when it supports the request.
   const TuneRule* rule = tuneRuleFor(req);

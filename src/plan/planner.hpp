@@ -25,9 +25,10 @@ struct PlanRequest {
   uint64_t bytes = 0;
   DataType dtype = tribFloat32;
   RedOp op = tribSum;
-  // The call's buffers (core: callMemoryKind). A kind that can differ between ranks (tribMemAlloc
-  // memory on some ranks only) must not change the choice, which every rank makes alike: the
-  // host algorithms take every host kind; device memory will get its own.
+  // The call's buffers (core: callMemoryKind). It places the ranks: device memory on GPUs, every
+  // host kind on CPUs (RankNodes), whatever else the machine has. A kind that can differ between
+  // ranks (tribMemAlloc memory on some ranks only) must not change the choice, which every rank
+  // makes alike: the host kinds share one placement.
   MemoryKind memory = MemoryKind::Host;
   int nranks = 1;
   int root = 0;
@@ -107,11 +108,19 @@ struct AttachedSwitch {
 // Figures from TRIB_SWITCH_BW / TRIB_SWITCH_LAT (defaults: docs/SWITCH.md's measurement).
 Status attachedSwitchFromEnv(AttachedSwitch* out);
 
+// The topology node of each rank, by where the call's buffers live. Empty device: the topology's
+// rankNodes() in order; empty host: hostNodesOf(device).
+struct RankNodes {
+  std::vector<int> device;  // device-memory calls: GPUs (CPUs on a machine without)
+  std::vector<int> host;    // host-memory calls: CPUs; more ranks than CPUs share them round-robin
+};
+// Where the process of each device-placed rank keeps host memory: its GPU's nearest CPU (a CPU
+// stays itself). GPUs that reach no CPU are left out.
+std::vector<int> hostNodesOf(const Topology& topo, const std::vector<int>& device);
+
 class Planner {
  public:
-  // rankToNode: topology node of each rank (default: topo.rankNodes() in order).
-  explicit Planner(Topology topo, std::vector<int> rankToNode = {},
-                   CostConstants k = CostConstants::defaults());
+  explicit Planner(Topology topo, RankNodes nodes = {}, CostConstants k = CostConstants::defaults());
   Status setOverrides(const std::string& algoSpec, const std::string& tuneSpec);
   Status setOverridesFromEnv();  // TRIB_ALGO, TRIB_TUNE
 
@@ -130,25 +139,29 @@ class Planner {
   // predicted from its figures); clears the caches.
   void setAttachedSwitch(const AttachedSwitch& sw);
   bool hasAttachedSwitch() const;
-  // The shape of the ranks' domains (hosts on a CPU-only machine): for attaching slice groups.
-  void domainShape(int nranks, int* domains, int* perDomain, bool* uniform);
+  // The shape of the ranks' domains (hosts for host memory): for attaching slice groups.
+  void domainShape(int nranks, MemoryKind memory, int* domains, int* perDomain, bool* uniform);
   const Topology& topology() const { return topo_; }
-  const std::vector<int>& rankNodes() const { return rankToNode_; }  // topology node per rank
-  const FabricView& fabric(int nranks);
+  // Topology node per rank for calls on `memory` (the first nranks; host placements repeat).
+  std::vector<int> rankNodes(MemoryKind memory, int nranks) const;
+  const FabricView& fabric(int nranks, MemoryKind memory);
   const CostConstants& constants() const { return k_; }
 
  private:
   std::vector<Candidate> explainLocked(const PlanRequest& req);
   const TuneRule* tuneRuleFor(const PlanRequest& req) const;  // the last matching TRIB_TUNE rule
-  bool hostOnly() const;
+  // The placement for `memory`: host placements may repeat nodes (ranks share a CPU); device
+  // placements hold one rank per node.
+  static bool onHost(MemoryKind memory) { return memory != MemoryKind::Device; }
+  const std::vector<int>& placement(MemoryKind memory) const;
   Topology topo_;
-  std::vector<int> rankToNode_;
+  RankNodes nodes_;
   CostConstants k_;
   AlgoFilter filter_;
   std::string algoSpec_;  // the TRIB_ALGO text filter_ came from, for messages
   std::vector<TuneRule> tune_;
   std::unique_ptr<Router> router_;
-  std::unordered_map<int, FabricView> fabrics_;
+  std::unordered_map<int, FabricView> fabrics_[2];  // by nranks: [0] device, [1] host placement
   mutable std::mutex mu_;
   std::unordered_map<std::string, Plan> cache_;
   bool attached_ = false;

@@ -32,7 +32,7 @@ Status simulatePlanned(Planner& planner, const PlanRequest& req, PlanAlgo a, Pla
   if (dataTypeSize(req.dtype) == 0) return errorf(tribInvalidArgument, "simulatePlanned: invalid datatype");
   const CollArgs args = plannedArgs(planner, req, a, &out->predictedUs);
   out->chunkElems = args.chunkElems;
-  const std::vector<int>& nodes = rankToNode.empty() ? planner.rankNodes() : rankToNode;
+  const std::vector<int> nodes = rankToNode.empty() ? planner.rankNodes(req.memory, req.nranks) : rankToNode;
   const Topology& t = planner.topology();
   if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch)  // no schedule yet: modelled directly
     return simulateInNetwork(t, a, args, req.dtype, &out->sim, nodes, opt);

@@ -178,6 +178,9 @@ Status Topology::validate() const {
   return Status::Ok();
 }
 
+// Links inside one host's memory system: what a host-memory rank's data can cross without a NIC.
+static bool isHostLink(const Link& l) { return l.type != LinkType::Net && l.type != LinkType::NvLink; }
+
 // Connected components over the links accepted by `use`, restricted to nodes accepted by `member`.
 static int components(const Topology& t, const std::function<bool(const Link&)>& use,
                       const std::function<bool(int)>& member, std::vector<int>* comp) {
@@ -203,11 +206,12 @@ static int components(const Topology& t, const std::function<bool(const Link&)>&
 
 void Topology::finalize() {
   rankNodes_.clear();
+  hostRankNodes_.clear();
   for (int i = 0; i < numNodes(); ++i)
     if (nodes_[i].type == NodeType::Gpu) rankNodes_.push_back(i);
-  if (rankNodes_.empty())
-    for (int i = 0; i < numNodes(); ++i)
-      if (nodes_[i].type == NodeType::Cpu) rankNodes_.push_back(i);
+  for (int i = 0; i < numNodes(); ++i)
+    if (nodes_[i].type == NodeType::Cpu) hostRankNodes_.push_back(i);
+  if (rankNodes_.empty()) rankNodes_ = hostRankNodes_;
   // Domains: ranks joined through NVLink (directly or via NVSwitches). On a CPU-only machine the
   // shared-memory host plays that role.
   bool gpus = !rankNodes_.empty() && nodes_[rankNodes_[0]].type == NodeType::Gpu;
@@ -231,6 +235,33 @@ void Topology::finalize() {
   numHosts_ = components(
       *this, [](const Link& l) { return l.type != LinkType::Net; },
       [&](int x) { return nodes_[x].type != NodeType::Switch; }, &host_);
+  // Host-memory ranks on a GPU machine share memory with the CPUs their host links join (not
+  // NVLink: a rack's trays share no memory).
+  if (gpus) {
+    std::vector<int> cpuComp;
+    components(
+        *this, isHostLink, [](int) { return true; }, &cpuComp);
+    std::unordered_map<int, int> cpuDomain;
+    for (int c : hostRankNodes_)
+      domain_[c] =
+          cpuDomain.emplace(cpuComp[c], numDomains_ + static_cast<int>(cpuDomain.size())).first->second;
+  }
+}
+
+int Topology::nearestCpu(int node) const {
+  // Breadth-first over host links: a GPU's CPU is one or two hops away (C2C, or PCIe through a switch).
+  std::unordered_map<int, bool> seen{{node, true}};
+  std::vector<int> frontier{node};
+  while (!frontier.empty()) {
+    std::vector<int> next;
+    for (int x : frontier) {
+      if (nodes_[x].type == NodeType::Cpu) return x;
+      for (auto [lid, nb] : adj_[x])
+        if (isHostLink(links_[lid]) && seen.emplace(nb, true).second) next.push_back(nb);
+    }
+    frontier = std::move(next);
+  }
+  return -1;
 }
 
 void Topology::networkCapacity(double* edge, double* core) const {

@@ -95,9 +95,18 @@ class Topology {
 
   // Derived (call finalize() after building; loaders and generators do).
   void finalize();
-  // Ranks: the GPUs in id order, or, with no GPU, the CPUs (a CPU-only machine).
+  // Ranks: the GPUs in id order, or, with no GPU, the CPUs (a CPU-only machine): where ranks on
+  // device memory sit.
   const std::vector<int>& rankNodes() const { return rankNodes_; }
-  // NVLink domain per node (-1 for nodes outside any); host per node (components over non-net links).
+  // The CPUs in id order: where ranks on host memory sit, GPUs or not.
+  const std::vector<int>& hostRankNodes() const { return hostRankNodes_; }
+  // The CPU fewest host links (PCIe, C2C, shm; not NVLink or network) from `node`: the memory a
+  // process driving that GPU allocates from. The node itself for a CPU, -1 when none is reachable.
+  int nearestCpu(int node) const;
+  // Domain per node: the NVLink domain of a GPU (or NVSwitch); on a machine with GPUs, the CPUs
+  // joined by host links (sockets of one host: shared memory), numbered after the NVLink domains;
+  // -1 for other nodes. numDomains()
+  // counts the domains of rankNodes(). Host per node: components over non-net links.
   int domainOf(int node) const { return domain_[node]; }
   int hostOf(int node) const { return host_[node]; }
   int numDomains() const { return numDomains_; }
@@ -115,7 +124,7 @@ class Topology {
   std::vector<AggTree> trees_;
   std::vector<std::vector<std::pair<int, int>>> adj_;
   std::unordered_map<std::string, int> byName_;
-  std::vector<int> rankNodes_, domain_, host_;
+  std::vector<int> rankNodes_, hostRankNodes_, domain_, host_;
   int numDomains_ = 0, numHosts_ = 0;
 };
 
