@@ -18,7 +18,7 @@ namespace {
 
 struct LogConfig {
   std::mutex mu;
-  bool loaded = false;
+  std::atomic<bool> loaded{false};  // set under mu once load() ran; read without it
   std::atomic<int> level{static_cast<int>(LogLevel::kWarn)};
   bool exclude = false;                 // TRIB_DEBUG_SUBSYS started with ^
   bool all = true;                      // ALL (or empty)
@@ -81,7 +81,7 @@ void load(LogConfig& c) {
     }
     if (FILE* f = std::fopen(path.c_str(), "a")) c.out = f;
   }
-  c.loaded = true;
+  c.loaded.store(true, std::memory_order_release);
 }
 
 bool subsysSelected(const LogConfig& c, const char* subsys) {
@@ -108,6 +108,10 @@ void setLogSink(LogSink sink) {
 
 bool logEnabled(LogLevel level, const char* subsys) {
   LogConfig& c = config();
+  // Every collective asks (TRIB_TRACE): a level below the configured one answers without the lock.
+  if (c.loaded.load(std::memory_order_acquire) &&
+      static_cast<int>(level) > c.level.load(std::memory_order_relaxed))
+    return false;
   std::lock_guard<std::mutex> lock(c.mu);
   if (!c.loaded) load(c);
   return static_cast<int>(level) <= c.level.load() && level != LogLevel::kNone && subsysSelected(c, subsys);

@@ -22,6 +22,7 @@
 void trib::Communicator::setAsyncError(const trib::Status& s) {
   std::lock_guard<std::mutex> lock(errorMu);
   if (asyncError.ok()) asyncError = s;
+  broken.store(!asyncError.ok(), std::memory_order_release);
 }
 
 void trib::Communicator::abortTransports(const trib::Status& why) {
@@ -61,7 +62,7 @@ trib::Status trib::Communicator::checkProcess() const {
 trib::Status trib::Communicator::checkUsable() const {
   using trib::errorf;
   TRIB_RETURN_IF_ERROR(checkProcess());
-  {
+  if (broken.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(errorMu));
     if (!asyncError.ok()) {
       return trib::Status(asyncError.code(),

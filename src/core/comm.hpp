@@ -164,6 +164,7 @@ struct Communicator {
   std::atomic<bool> finalized{false};
   std::mutex errorMu;
   trib::Status asyncError;           // the error that broke the communicator, if any
+  std::atomic<bool> broken{false};   // asyncError is set (checkUsable reads it without errorMu)
   std::atomic<int> outstanding{0};   // live requests
   std::vector<tribRequest*> active;  // requests still running: progressed together
   std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> planCache;
@@ -306,7 +307,8 @@ Status commDestroy(tribComm* comm);  // the handle and its communicator
 Status commFinalize(Communicator* comm);
 
 // Operations. validate -> plan -> materialise the schedule -> executor.
-Status validateCall(const Communicator* comm, const CollCall& call);
+// validateCall: a clear error, nothing touched; on success *argsOut (when given) is argsFor(call).
+Status validateCall(const Communicator* comm, const CollCall& call, CollArgs* argsOut = nullptr);
 Status launchCollective(Communicator* comm, const CollCall& call, tribRequest** out);
 // A blocking collective: launched and waited for (or joined to the current group).
 Status runBlocking(Communicator* comm, const CollCall& call);

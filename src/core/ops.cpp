@@ -157,7 +157,7 @@ CollArgs argsFor(const Communicator* comm, const CollCall& call) {
   return a;
 }
 
-Status validateCall(const Communicator* comm, const CollCall& call) {
+Status validateCall(const Communicator* comm, const CollCall& call, CollArgs* argsOut) {
   TRIB_RETURN_IF_ERROR(comm->checkUsable());
   if (!validDataType(call.dtype)) {
     return errorf(tribInvalidArgument, "unknown datatype %d (valid: 0..%d, see tribDataType_t)",
@@ -193,6 +193,7 @@ Status validateCall(const Communicator* comm, const CollCall& call) {
         "buffers or the exact in-place pointers",
         collName(call.coll));
   }
+  if (argsOut) *argsOut = args;
   return Status::Ok();
 }
 
@@ -296,9 +297,9 @@ static Status launchPlan(Communicator* comm, const CollCall& call, const CollArg
 }
 
 Status launchCollective(Communicator* comm, const CollCall& userCall, tribRequest** out) {
-  TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
+  CollArgs args;
+  TRIB_RETURN_IF_ERROR(validateCall(comm, userCall, &args));
   TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
-  CollArgs args = argsFor(comm, userCall);
   const CollCall call = classified(comm, userCall, args);
   if (callMemoryKind(call) == MemoryKind::Device)  // refused before anything is planned or touched
     return errorf(tribInvalidUsage,
@@ -449,8 +450,8 @@ Status runBlocking(Communicator* comm, const CollCall& userCall) {
 }
 
 Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
-  TRIB_RETURN_IF_ERROR(validateCall(comm, userCall));
-  CollArgs args = argsFor(comm, userCall);
+  CollArgs args;
+  TRIB_RETURN_IF_ERROR(validateCall(comm, userCall, &args));
   const CollCall call = classified(comm, userCall, args);
   // Device memory is stream-ordered on the legacy default stream when the stream is NULL (NCCL's).
   const bool preMul = usesOp(call.coll) && isPreMulSum(call.op);
