@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/shared_alloc.hpp"
 #include "core/registration.hpp"
 #include "tributary/tributary.h"
 
@@ -78,6 +79,59 @@ TEST(Registrations, MemoryKinds) {
   EXPECT_EQ(classifyMemory(shared, 4096, nullptr), MemoryKind::HostShared);
   EXPECT_EQ(classifyMemory(heap.data(), 16, nullptr), MemoryKind::Host);
   EXPECT_EQ(tribMemFree(shared), tribSuccess);
+}
+
+// Host memory that already is a shared file mapping is adopted at registration: it classifies as
+// tribMemAlloc's does (peers map it and read it in place) until deregistered; a mapping that
+// starts inside its file says where; tribMemFree refuses it; private memory stays Registered.
+TEST(Registrations, SharedMappingsAreAdoptedUntilDeregistered) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // A memfd mapped from its second page, shared anonymous memory, private anonymous memory.
+  const int fd = memfd_create("trib-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(4 * page)), 0);
+  char* file = static_cast<char*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, page));
+  char* anon =
+      static_cast<char*>(mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  char* priv =
+      static_cast<char*>(mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(file, MAP_FAILED);
+  ASSERT_NE(anon, MAP_FAILED);
+  ASSERT_NE(priv, MAP_FAILED);
+  EXPECT_EQ(classifyMemory(file + 100, 64, nullptr), MemoryKind::Host);
+  {
+    Registrations a(21), b(22);
+    void *hf = nullptr, *ha = nullptr, *hp = nullptr, *hb = nullptr;
+    ASSERT_TRUE(a.add(file + 100, page, &hf).ok());
+    ASSERT_TRUE(a.add(anon, page, &ha).ok());
+    ASSERT_TRUE(a.add(priv, page, &hp).ok());
+    EXPECT_EQ(classifyMemory(file + 100, 64, &a), MemoryKind::HostShared);
+    EXPECT_EQ(classifyMemory(file + page, page, nullptr), MemoryKind::HostShared);  // the whole mapping
+    EXPECT_EQ(classifyMemory(anon, page, &a), MemoryKind::HostShared);
+    EXPECT_EQ(classifyMemory(priv, page, &a), MemoryKind::Registered);
+    SharedRegion r;
+    ASSERT_TRUE(findSharedRegion(file + 100, 64, &r));
+    EXPECT_EQ(r.offset, page + 100);  // in the file, where a peer maps it from
+    EXPECT_EQ(r.mapBytes, 3 * page);
+    EXPECT_EQ(tribMemFree(file), tribInvalidArgument);  // not tribMemAlloc's
+    // A second communicator's registration of the same mapping keeps it adopted past the first's end.
+    ASSERT_TRUE(b.add(file, 64, &hb).ok());
+    ASSERT_TRUE(a.remove(hf).ok());
+    EXPECT_EQ(classifyMemory(file + 100, 64, &b), MemoryKind::HostShared);
+    ASSERT_TRUE(b.remove(hb).ok());
+    EXPECT_EQ(classifyMemory(file + 100, 64, &b), MemoryKind::Host);
+    EXPECT_FALSE(findSharedRegion(file, 1, &r));
+    // A refused registration adopts nothing.
+    EXPECT_FALSE(a.add(anon, 16, &hb).ok());  // overlaps ha
+    EXPECT_TRUE(a.remove(ha).ok());
+    EXPECT_EQ(classifyMemory(anon, page, nullptr), MemoryKind::Host);
+    ASSERT_TRUE(a.add(anon, page, &ha).ok());
+  }  // a's end ends its adoption of `anon`
+  EXPECT_EQ(classifyMemory(anon, page, nullptr), MemoryKind::Host);
+  munmap(file, 2 * page);
+  munmap(anon, page);
+  munmap(priv, page);
+  close(fd);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 // calls caught on every rank, and dead or aborted peers named promptly.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <cstring>
 
 #include "algo/schedule.hpp"
+#include "core/registration.hpp"
 #include "exec/executor.hpp"
 #include "shm_util.hpp"
 #include "window_util.hpp"
@@ -226,73 +228,91 @@ TEST(ShmWindows, AbortedPeerFailsTheOthersPromptly) {
 
 namespace {
 
-// A rank's all-reduce buffer: from tribMemAlloc (exposable) or the heap.
+// Where a rank's all-reduce buffer comes from: the heap (copied into windows), tribMemAlloc, or a
+// shared mapping the caller made and registered (both exposable: peers map them).
+enum class Source { Heap, MemAlloc, RegisteredMapping };
+
 class Buffer {
  public:
-  Buffer(size_t bytes, bool shared) : shared_(shared) {
-    if (shared) {
+  Buffer(size_t bytes, Source source) : source_(source), bytes_(bytes), regs_(99) {
+    if (source == Source::MemAlloc) {
       if (!sharedAlloc(bytes, &p_).ok()) p_ = nullptr;
+    } else if (source == Source::RegisteredMapping) {
+      p_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      if (p_ == MAP_FAILED || !regs_.add(p_, bytes, &handle_).ok() ||
+          classifyMemory(p_, bytes, &regs_) != MemoryKind::HostShared)
+        p_ = nullptr;  // the test fails on it (adoption must have happened)
     } else {
       heap_.resize(bytes);
       p_ = heap_.data();
     }
   }
   ~Buffer() {
-    if (shared_) (void)sharedFree(p_);
+    if (source_ == Source::MemAlloc) (void)sharedFree(p_);
+    if (source_ == Source::RegisteredMapping && p_) {  // deregistered (the adoption ends) before unmapped
+      (void)regs_.remove(handle_);
+      munmap(p_, bytes_);
+    }
   }
   float* f() const { return static_cast<float*>(p_); }
 
  private:
-  bool shared_;
+  Source source_;
+  size_t bytes_;
   void* p_ = nullptr;
   std::vector<uint8_t> heap_;
+  Registrations regs_;
+  void* handle_ = nullptr;
 };
 
 }  // namespace
 
-// Mapped two-shot: ranks whose buffers come from tribMemAlloc (every rank's, or rank 0's only)
-// expose them and their peers read them in place of staged copies; over several chunks (4 KiB
-// cells), in and out of place, the results are the copy-only run's bits, and the exposed-read
-// counter shows who read mapped (it would stay 0 if expose silently fell back to copies).
+// Mapped two-shot: ranks whose buffers come from tribMemAlloc, or are shared mappings the caller
+// registered (every rank's, or rank 0's only), expose them and their peers read them in place of
+// staged copies; over several chunks (4 KiB cells), in and out of place, the results are the
+// copy-only run's bits, and the exposed-read counter shows who read mapped (it would stay 0 if
+// expose silently fell back to copies).
 TEST(ShmWindows, MappedTwoShotMatchesTheCopiesBitForBit) {
   if (!fdTakingAllowed()) GTEST_SKIP() << "Yama ptrace_scope > 1: peers cannot take each other's fds";
-  for (int n : {2, 3}) {
-    for (int sharedRanks : {n, 1}) {
-      std::vector<pid_t> pids;
-      auto res = runShmRanks(
-          n, windowOptions(8192), 60,
-          [n, sharedRanks](int rank, ShmTransport& t, Bootstrap&) {
-            CHILD_CHECK(t.exposes(), 1);
-            WindowRank w(t.windows(), rank, n);
-            const bool shared = rank < sharedRanks;
-            // Some peer's buffers are shared: this rank reads mapped.
-            const bool readsMapped = sharedRanks > 1 || rank != 0;
-            for (uint64_t count : {3000, 1024, 77}) {  // 3 chunks, 1 chunk, slices of 16-element grains
-              for (bool inPlace : {false, true}) {
-                const size_t bytes = count * sizeof(float);
-                Buffer in(bytes, shared), out(bytes, shared);
-                CHILD_CHECK(in.f() && out.f(), 2);
-                std::vector<float> x(count), ref(count);
-                for (uint64_t e = 0; e < count; ++e)
-                  x[e] = 1.0f / static_cast<float>(rank + 3 + e % 11) + 1e-7f * static_cast<float>(e);
-                float* src = inPlace ? out.f() : in.f();
-                std::memcpy(src, x.data(), bytes);
-                CHILD_OK(
-                    w.allReduce(Algo::TwoShot, src, out.f(), count, tribFloat32, tribSum, 0, 20000, false),
-                    3);
-                std::memcpy(ref.data(), out.f(), bytes);
-                std::memcpy(src, x.data(), bytes);
-                if (!inPlace) std::memset(out.f(), 0xff, bytes);
-                const uint64_t before = t.windows()->exposedReads();
-                CHILD_OK(w.allReduce(Algo::TwoShot, src, out.f(), count, tribFloat32, tribSum), 4);
-                CHILD_CHECK(std::memcmp(ref.data(), out.f(), bytes) == 0, 5);
-                CHILD_CHECK((t.windows()->exposedReads() > before) == readsMapped, 6);
+  for (Source source : {Source::MemAlloc, Source::RegisteredMapping}) {
+    for (int n : {2, 3}) {
+      for (int sharedRanks : {n, 1}) {
+        std::vector<pid_t> pids;
+        auto res = runShmRanks(
+            n, windowOptions(8192), 60,
+            [n, sharedRanks, source](int rank, ShmTransport& t, Bootstrap&) {
+              CHILD_CHECK(t.exposes(), 1);
+              WindowRank w(t.windows(), rank, n);
+              const Source mine = rank < sharedRanks ? source : Source::Heap;
+              // Some peer's buffers are shared: this rank reads mapped.
+              const bool readsMapped = sharedRanks > 1 || rank != 0;
+              for (uint64_t count : {3000, 1024, 77}) {  // 3 chunks, 1 chunk, slices of 16-element grains
+                for (bool inPlace : {false, true}) {
+                  const size_t bytes = count * sizeof(float);
+                  Buffer in(bytes, mine), out(bytes, mine);
+                  CHILD_CHECK(in.f() && out.f(), 2);
+                  std::vector<float> x(count), ref(count);
+                  for (uint64_t e = 0; e < count; ++e)
+                    x[e] = 1.0f / static_cast<float>(rank + 3 + e % 11) + 1e-7f * static_cast<float>(e);
+                  float* src = inPlace ? out.f() : in.f();
+                  std::memcpy(src, x.data(), bytes);
+                  CHILD_OK(
+                      w.allReduce(Algo::TwoShot, src, out.f(), count, tribFloat32, tribSum, 0, 20000, false),
+                      3);
+                  std::memcpy(ref.data(), out.f(), bytes);
+                  std::memcpy(src, x.data(), bytes);
+                  if (!inPlace) std::memset(out.f(), 0xff, bytes);
+                  const uint64_t before = t.windows()->exposedReads();
+                  CHILD_OK(w.allReduce(Algo::TwoShot, src, out.f(), count, tribFloat32, tribSum), 4);
+                  CHILD_CHECK(std::memcmp(ref.data(), out.f(), bytes) == 0, 5);
+                  CHILD_CHECK((t.windows()->exposedReads() > before) == readsMapped, 6);
+                }
               }
-            }
-            return 0;
-          },
-          &pids);
-      expectAllOk(res, pids);
+              return 0;
+            },
+            &pids);
+        expectAllOk(res, pids);
+      }
     }
   }
 }
@@ -315,7 +335,7 @@ TEST(ShmWindows, TransportsOfOneProcessShareTheirPeersMappings) {
         CHILD_CHECK(first->exposes() && second->exposes(), 3);
         const uint64_t count = 3000;
         const size_t bytes = count * sizeof(float);
-        Buffer in(bytes, true), out(bytes, true);
+        Buffer in(bytes, Source::MemAlloc), out(bytes, Source::MemAlloc);
         CHILD_CHECK(in.f() && out.f(), 4);
         for (uint64_t e = 0; e < count; ++e) in.f()[e] = 1.0f / static_cast<float>(rank + 3 + e % 11);
         {
@@ -350,7 +370,7 @@ TEST(ShmWindows, MappedOffCopiesTribMemAllocBuffers) {
       [](int rank, ShmTransport& t, Bootstrap&) {
         CHILD_CHECK(!t.exposes(), 1);
         WindowRank w(t.windows(), rank, 2);
-        Buffer in(3000 * 4, true), out(3000 * 4, true);
+        Buffer in(3000 * 4, Source::MemAlloc), out(3000 * 4, Source::MemAlloc);
         CHILD_CHECK(in.f() && out.f(), 2);
         for (int e = 0; e < 3000; ++e) in.f()[e] = static_cast<float>(e + rank);
         CHILD_OK(w.allReduce(Algo::TwoShot, in.f(), out.f(), 3000, tribFloat32, tribSum), 3);

@@ -165,9 +165,12 @@ TRIB_API tribResult_t tribMemAllocDevice(void** ptr, size_t size);
  * As ncclCommRegister: register a buffer the communicator's calls will use again and again, so that
  * transports that must prepare memory (an RDMA memory region, a CUDA IPC handle) do it once; every
  * call on a registered buffer is planned and run with that knowledge. Unregistered buffers work as
- * well, and tribMemAlloc memory counts as registered without a call. Today's host transports need
- * no preparation (shared memory reads any of the process's memory): registering only records the
- * range. The memory must stay mapped until tribCommDeregister or tribCommDestroy. Errors
+ * well, and tribMemAlloc memory counts as registered without a call. Host memory that is a shared
+ * file mapping (a memfd, a /dev/shm file, MAP_SHARED|MAP_ANONYMOUS memory) is then mapped by the
+ * communicator's peers on this host once and read in place, as tribMemAlloc memory is (no staging
+ * copy into the peer windows); private memory (malloc, the stack) cannot be mapped by another
+ * process, and registering it only records the range. Device memory: docs/CUDA.md. The memory
+ * must stay mapped until tribCommDeregister or tribCommDestroy. Errors
  * (tribInvalidArgument, nothing registered): a NULL buffer or handle, 0 bytes, memory not mapped in
  * this process (freed with munmap; free() that keeps pages cannot be seen), a range that overlaps
  * one of this communicator's registrations; deregistering NULL, a handle twice, or another

@@ -26,7 +26,18 @@ static_assert(sizeof(SharedRegion) == 32);
 Status sharedAlloc(size_t bytes, void** ptr);
 // Frees what sharedAlloc returned; nullptr is a no-op; any other pointer is tribInvalidArgument.
 Status sharedFree(void* ptr);
-// Whether [p, p + bytes) lies inside one live shared allocation; fills *region if so.
+// Whether [p, p + bytes) lies inside one live shared allocation (or adopted mapping); fills
+// *region if so.
 bool findSharedRegion(const void* p, size_t bytes, SharedRegion* region);
+
+// Registered host memory that already is a shared file mapping (a memfd, a tmpfs file such as
+// /dev/shm/*, shared anonymous memory) can be mapped by peers as tribMemAlloc's is: adoptShared
+// finds the mapping that holds all of [p, p + bytes) in /proc/self/maps and, when it is MAP_SHARED
+// and its file can be opened (/proc/self/map_files, or its path), records it so findSharedRegion
+// answers for it. *adopted: false (and Ok) for memory that cannot be shared this way (private
+// memory: malloc, the stack), which stays copied. Adoptions of one mapping are counted; each
+// successful one is ended by releaseShared(p) with the same p.
+Status adoptShared(const void* p, size_t bytes, bool* adopted);
+void releaseShared(const void* p);
 
 }  // namespace trib

@@ -43,6 +43,11 @@ Registrations::Registrations()
         return next.fetch_add(1, std::memory_order_relaxed);
       }()) {}
 
+Registrations::~Registrations() {
+  for (const auto& [lo, r] : ranges_)
+    if (r.adopted) releaseShared(reinterpret_cast<void*>(lo));
+}
+
 bool Registrations::freedSince(const Range& r, uintptr_t start) const {
   cuda::DeviceAllocation now;
   return !lookup_(reinterpret_cast<void*>(start), &now) || now.base != r.alloc.base ||
@@ -72,24 +77,33 @@ Status Registrations::add(void* buf, size_t bytes, void** handle) {
                   "tribCommRegister: [%p, +%zu bytes) is not mapped in this process (freed, or never "
                   "allocated)",
                   buf, bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  // Shareable host memory (a shared file mapping) is mapped by peers from now on, as tribMemAlloc's.
+  bool adopted = false;
+  if (!device) TRIB_RETURN_IF_ERROR(adoptShared(buf, bytes, &adopted));
+  std::unique_lock<std::mutex> lock(mu_);
+  auto refuse = [&](Status s) {
+    lock.unlock();
+    if (adopted) releaseShared(buf);
+    return s;
+  };
   auto next = ranges_.lower_bound(lo);
   auto clash = ranges_.end();
   if (next != ranges_.end() && next->first < hi) clash = next;
   if (clash == ranges_.end() && next != ranges_.begin() && std::prev(next)->second.end > lo)
     clash = std::prev(next);
   if (clash != ranges_.end())
-    return errorf(tribInvalidArgument,
-                  "tribCommRegister: [%p, +%zu bytes) overlaps the registration [%p, +%zu bytes) of this "
-                  "communicator%s; deregister it first",
-                  buf, bytes, reinterpret_cast<void*>(clash->first),
-                  static_cast<size_t>(clash->second.end - clash->first),
-                  clash->second.device && freedSince(clash->second, clash->first)
-                      ? " (whose device memory was freed since it was registered)"
-                      : "");
-  if (nextId_ >> kIdBits) return errorf(tribSystemError, "tribCommRegister: out of registration handles");
+    return refuse(errorf(tribInvalidArgument,
+                         "tribCommRegister: [%p, +%zu bytes) overlaps the registration [%p, +%zu bytes) of "
+                         "this communicator%s; deregister it first",
+                         buf, bytes, reinterpret_cast<void*>(clash->first),
+                         static_cast<size_t>(clash->second.end - clash->first),
+                         clash->second.device && freedSince(clash->second, clash->first)
+                             ? " (whose device memory was freed since it was registered)"
+                             : ""));
+  if (nextId_ >> kIdBits)
+    return refuse(errorf(tribSystemError, "tribCommRegister: out of registration handles"));
   const uint64_t id = nextId_++;
-  ranges_.emplace(lo, Range{hi, id, device, alloc});
+  ranges_.emplace(lo, Range{hi, id, device, alloc, adopted});
   count_.store(ranges_.size(), std::memory_order_relaxed);
   *handle = makeHandle(owner_, id);
   return Status::Ok();
@@ -105,6 +119,7 @@ Status Registrations::remove(void* handle) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
     if (it->second.id != id) continue;
+    if (it->second.adopted) releaseShared(reinterpret_cast<void*>(it->first));
     ranges_.erase(it);
     count_.store(ranges_.size(), std::memory_order_relaxed);
     return Status::Ok();

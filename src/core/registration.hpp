@@ -27,9 +27,15 @@ class Registrations {
   Registrations();
   explicit Registrations(uint64_t owner, DeviceAllocationLookup lookup = cuda::deviceAllocation)
       : owner_(owner), lookup_(lookup) {}
+  Registrations(const Registrations&) = delete;
+  Registrations& operator=(const Registrations&) = delete;
+  ~Registrations();  // ends the adoptions of shareable memory it made
 
-  // Registers [buf, buf + bytes). Errors (tribInvalidArgument): NULL, 0 bytes, a range that wraps
-  // the address space, memory not mapped in this process (for instance freed with munmap), device
+  // Registers [buf, buf + bytes). Host memory that is a shared file mapping (a memfd, a /dev/shm
+  // file, shared anonymous memory) is adopted (adoptShared): until deregistered it classifies as
+  // HostShared, so peers on this host map it once and read it in place, as tribMemAlloc's; private
+  // memory stays Registered (copied into the windows). Errors (tribInvalidArgument): NULL, 0 bytes, a range
+  // that wraps the address space, memory not mapped in this process (for instance freed with munmap), device
   // memory past the end of its allocation, or overlap with a registration of this communicator.
   Status add(void* buf, size_t bytes, void** handle);
   // Errors (tribInvalidArgument): NULL, a handle of another communicator, one deregistered
@@ -49,6 +55,7 @@ class Registrations {
     uint64_t id;
     bool device = false;
     cuda::DeviceAllocation alloc;  // device: the allocation when registered
+    bool adopted = false;          // adoptShared took it (releaseShared when it goes)
   };
   // Whether the allocation a device registration was made on is gone.
   bool freedSince(const Range& r, uintptr_t start) const;
