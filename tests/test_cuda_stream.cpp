@@ -189,6 +189,7 @@ void runDeviceCase(Ranks& ranks, const Coll& c, tribDataType_t dt, tribRedOp_t o
   };
   const bool canInPlace = !(c.inTimesRanks && c.outTimesRanks);
   const bool ip = inPlace && canInPlace;
+  std::vector<char*> outs(n);
   for (int r = 0; r < n; ++r) {
     char* out = static_cast<char*>(dOut[r]->p);
     char* in = ip ? placeOf(r, out) : static_cast<char*>(dIn[r]->p);
@@ -196,9 +197,15 @@ void runDeviceCase(Ranks& ranks, const Coll& c, tribDataType_t dt, tribRedOp_t o
     if (ip && c.inTimesRanks) out = in + r * count * es;
     CUDA_OK(cudaMemcpyAsync(in, hIn[r].data(), inN * es, cudaMemcpyHostToDevice, streams[r]));
     ASSERT_EQ(c.call(in, out, count, dt, op, comms[r], streams[r]), tribSuccess) << lastError();
-    CUDA_OK(cudaMemcpyAsync((*got)[r].data(), out, outN * es, cudaMemcpyDeviceToHost, streams[r]));
+    outs[r] = out;
   }
-  for (int r = 0; r < n; ++r) CUDA_OK(cudaStreamSynchronize(streams[r]));
+  // Only once every rank's call is enqueued: a copy into pageable memory returns when it is done,
+  // and rank 0's is done only after the collective, which waits for the next ranks' calls (a
+  // copy-back in the loop above hung 2 ranks on an H200).
+  for (int r = 0; r < n; ++r) {
+    CUDA_OK(cudaMemcpyAsync((*got)[r].data(), outs[r], outN * es, cudaMemcpyDeviceToHost, streams[r]));
+    CUDA_OK(cudaStreamSynchronize(streams[r]));
+  }
   // The reference: the host path (no stream), fully tested elsewhere.
   ASSERT_EQ(tribGroupStart(), tribSuccess);
   for (int r = 0; r < n; ++r) {

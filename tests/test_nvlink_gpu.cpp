@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <barrier>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -40,11 +41,18 @@ bool deviceInAChild() {
 
 // One rank's all-reduces over the device windows: `algo` forced strictly, device buffers from
 // tribMemAllocDevice, sizes within a cell and (two-shot) over several; returns 0 or a failure code.
-int allReduceRank(tribComm_t comm, int rank, int nranks, cudaStream_t s) {
+// `allDone` (ranks of one process) runs once this rank's calls are done, before it frees: tribMemFree
+// waits for the whole device, as cudaFree does, so freeing while another rank of the process still
+// has a call on its stream (waiting for this rank) would never return.
+template <class AllDone>
+int allReduceRank(tribComm_t comm, int rank, int nranks, cudaStream_t s, AllDone allDone) {
   CHILD_CHECK(comm->impl()->deviceWindows != nullptr, 20);  // the nvlink windows were connected
-  for (size_t count : {size_t{1000}, size_t{200000}, size_t{1 << 20}}) {
-    void* d = nullptr;
-    CHILD_CHECK(tribMemAllocDevice(&d, count * 4) == tribSuccess, 21);
+  const size_t counts[] = {1000, 200000, 1 << 20};
+  void* bufs[3] = {};
+  for (int k = 0; k < 3; ++k) CHILD_CHECK(tribMemAllocDevice(&bufs[k], counts[k] * 4) == tribSuccess, 21);
+  for (int k = 0; k < 3; ++k) {
+    const size_t count = counts[k];
+    void* d = bufs[k];
     std::vector<float> h(count), back(count, -1.f);
     for (size_t i = 0; i < count; ++i) h[i] = static_cast<float>((rank + 1) * (i % 101));
     CHILD_CHECK(cudaMemcpyAsync(d, h.data(), count * 4, cudaMemcpyHostToDevice, s) == cudaSuccess, 22);
@@ -57,8 +65,9 @@ int allReduceRank(tribComm_t comm, int rank, int nranks, cudaStream_t s) {
     CHILD_CHECK(tribCommGetAsyncError(comm, &async) == tribSuccess && async == tribSuccess, 26);
     const float sum = static_cast<float>(nranks * (nranks + 1) / 2);
     for (size_t i = 0; i < count; ++i) CHILD_CHECK(back[i] == sum * static_cast<float>(i % 101), 27);
-    CHILD_CHECK(tribMemFree(d) == tribSuccess, 28);
   }
+  allDone();
+  for (void* d : bufs) CHILD_CHECK(tribMemFree(d) == tribSuccess, 28);
   return 0;
 }
 
@@ -101,7 +110,7 @@ TEST(NvlinkGpu, TwoProcessesAllReduceOverDeviceWindows) {
       CHILD_CHECK(tribCommInitRank(&comm, 2, id, rank) == tribSuccess, 2);
       cudaStream_t s;
       CHILD_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 3);
-      const int rc = allReduceRank(comm, rank, 2, s);
+      const int rc = allReduceRank(comm, rank, 2, s, [] {});  // its own process: frees wait for it alone
       cudaStreamDestroy(s);
       CHILD_CHECK(tribCommDestroy(comm) == tribSuccess, 4);
       return rc;
@@ -120,6 +129,7 @@ TEST(NvlinkGpu, ThreeRanksOfOneProcessAllReduceOverDeviceWindows) {
     ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
     constexpr int n = 3;
     std::vector<int> codes(n, -1);
+    std::barrier allDone(n);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
       threads.emplace_back([&, r] {
@@ -129,7 +139,12 @@ TEST(NvlinkGpu, ThreeRanksOfOneProcessAllReduceOverDeviceWindows) {
           CHILD_CHECK(tribCommInitRank(&comm, n, id, r) == tribSuccess, 2);
           cudaStream_t s;
           CHILD_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 3);
-          const int rc = allReduceRank(comm, r, n, s);
+          bool arrived = false;
+          const int rc = allReduceRank(comm, r, n, s, [&] {
+            arrived = true;
+            allDone.arrive_and_wait();
+          });
+          if (!arrived) allDone.arrive_and_drop();  // failed early: the others must not wait for it
           cudaStreamDestroy(s);
           CHILD_CHECK(tribCommDestroy(comm) == tribSuccess, 4);
           return rc;

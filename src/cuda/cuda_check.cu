@@ -40,7 +40,51 @@ void launch(const void* out, uint64_t n, const perf::Check& c, unsigned long lon
       static_cast<const typename L::Storage*>(out), n, c, count);
 }
 
+// f(L{}) for dtype's layout; false (f not called) when the dtype is unknown.
+template <class F>
+bool withLayout(DataType dtype, F&& f) {
+  switch (dtype) {
+    case tribInt8:
+      return f(Plain<int8_t>{}), true;
+    case tribUint8:
+      return f(Plain<uint8_t>{}), true;
+    case tribInt32:
+      return f(Plain<int32_t>{}), true;
+    case tribUint32:
+      return f(Plain<uint32_t>{}), true;
+    case tribInt64:
+      return f(Plain<int64_t>{}), true;
+    case tribUint64:
+      return f(Plain<uint64_t>{}), true;
+    case tribFloat32:
+      return f(Plain<float>{}), true;
+    case tribFloat64:
+      return f(Plain<double>{}), true;
+    case tribFloat16:
+      return f(Widened<tribFloat16>{}), true;
+    case tribBfloat16:
+      return f(Widened<tribBfloat16>{}), true;
+    case tribFp8E4M3:
+      return f(Widened<tribFp8E4M3>{}), true;
+    case tribFp8E5M2:
+      return f(Widened<tribFp8E5M2>{}), true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
+
+Status loadCheckKernels() {
+  cudaError_t e = cudaSuccess;
+  for (int d = 0; d < tribNumTypes; ++d)
+    withLayout(static_cast<DataType>(d), [&](auto layout) {
+      cudaFuncAttributes attributes;
+      if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, mismatchKernel<decltype(layout)>);
+    });
+  if (e != cudaSuccess) return cudaFailure(e, "loading the check kernels");
+  return Status::Ok();
+}
 
 Status countMismatches(int device, void* stream, const void* out, uint64_t elems, DataType dtype,
                        const perf::Check& check, int64_t* mismatches) {
@@ -52,46 +96,9 @@ Status countMismatches(int device, void* stream, const void* out, uint64_t elems
   unsigned long long* count = nullptr;
   TRIB_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&count), sizeof *count, s));
   cudaError_t e = cudaMemsetAsync(count, 0, sizeof *count, s);
-  switch (dtype) {
-    case tribInt8:
-      launch<Plain<int8_t>>(out, elems, check, count, s);
-      break;
-    case tribUint8:
-      launch<Plain<uint8_t>>(out, elems, check, count, s);
-      break;
-    case tribInt32:
-      launch<Plain<int32_t>>(out, elems, check, count, s);
-      break;
-    case tribUint32:
-      launch<Plain<uint32_t>>(out, elems, check, count, s);
-      break;
-    case tribInt64:
-      launch<Plain<int64_t>>(out, elems, check, count, s);
-      break;
-    case tribUint64:
-      launch<Plain<uint64_t>>(out, elems, check, count, s);
-      break;
-    case tribFloat32:
-      launch<Plain<float>>(out, elems, check, count, s);
-      break;
-    case tribFloat64:
-      launch<Plain<double>>(out, elems, check, count, s);
-      break;
-    case tribFloat16:
-      launch<Widened<tribFloat16>>(out, elems, check, count, s);
-      break;
-    case tribBfloat16:
-      launch<Widened<tribBfloat16>>(out, elems, check, count, s);
-      break;
-    case tribFp8E4M3:
-      launch<Widened<tribFp8E4M3>>(out, elems, check, count, s);
-      break;
-    case tribFp8E5M2:
-      launch<Widened<tribFp8E5M2>>(out, elems, check, count, s);
-      break;
-    default:
-      cudaFreeAsync(count, s);
-      return errorf(tribInvalidArgument, "countMismatches: unknown dtype %d", static_cast<int>(dtype));
+  if (!withLayout(dtype, [&](auto layout) { launch<decltype(layout)>(out, elems, check, count, s); })) {
+    cudaFreeAsync(count, s);
+    return errorf(tribInvalidArgument, "countMismatches: unknown dtype %d", static_cast<int>(dtype));
   }
   if (e == cudaSuccess) e = cudaGetLastError();  // the launch
   unsigned long long host = 0;

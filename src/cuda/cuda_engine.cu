@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "cuda/cuda_api.hpp"
@@ -323,6 +324,40 @@ class CudaEngine final : public Engine {
   std::vector<cudaEvent_t> spareEvents_;
 };
 
+// Loads every engine kernel (each dtype x operator, and the division) on the current device.
+// With lazy module loading (CUDA's default since 12.2) a kernel's first launch loads it under the
+// context's lock and waits for all of the device's work to drain; a caller's stream held by
+// cuStreamWaitValue32 until this engine's call ends never drains, so that launch waits forever (seen
+// on an H200: every reduction of 2 ranks on device memory hung at its first kernel).
+// cudaFuncGetAttributes loads a kernel without running it.
+Status loadEngineKernels() {
+  cudaError_t e = cudaSuccess;
+  for (int d = 0; d < tribNumTypes; ++d)
+    elem::withElement(static_cast<DataType>(d), [&](auto element) {
+      using E = decltype(element);
+      cudaFuncAttributes attributes;
+      for (elem::Op op : {elem::Op::kSum, elem::Op::kProd, elem::Op::kMin, elem::Op::kMax})
+        elem::withOp(op, [&](auto tag) {
+          if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, reduceKernel<E, decltype(tag)::value>);
+        });
+      if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, divideKernel<E>);
+    });
+  if (e != cudaSuccess) return cudaFailure(e, "loading the engine's kernels");
+  return Status::Ok();
+}
+
+// The library's kernels, loaded once per device before its first engine can hold a stream.
+Status loadKernelsOnce(int device) {
+  static std::mutex mu;
+  static std::set<int> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  if (loaded.count(device)) return Status::Ok();
+  TRIB_RETURN_IF_ERROR(loadEngineKernels());
+  TRIB_RETURN_IF_ERROR(loadCheckKernels());
+  loaded.insert(device);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status createEngine(int device, std::unique_ptr<Engine>* out) {
@@ -333,6 +368,7 @@ Status createEngine(int device, std::unique_ptr<Engine>* out) {
     return errorf(tribInvalidArgument, "cuda engine: device %d does not exist (this process sees %d)", device,
                   count);
   DeviceScope scope(device);
+  TRIB_RETURN_IF_ERROR(loadKernelsOnce(device).prefix(strprintf("cuda engine on device %d: ", device)));
   cudaStream_t stream;
   TRIB_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   *out = std::make_unique<CudaEngine>(device, stream);

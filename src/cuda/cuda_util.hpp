@@ -15,6 +15,10 @@ Status cudaFailure(cudaError_t e, const char* what);
     if (trib_cuda_e != cudaSuccess) return ::trib::cuda::cudaFailure(trib_cuda_e, #call); \
   } while (0)
 
+// Loads trib-perf's check kernels (cuda_check.cu) on the current device, so that no first launch
+// loads one while a stream waits on a collective (lazy loading: see loadEngineKernels).
+Status loadCheckKernels();
+
 // Makes `device` current for a scope and restores the caller's device after it. `bind`: set it even
 // when it is current already, so that its primary context is current on this thread (driver-API
 // calls need one; a thread that never called the runtime has none).

@@ -4,7 +4,7 @@
 # library's contents, stream-ordered collectives on device memory and their CPU counterpart), then
 # compute-sanitizer memcheck over the engine and stream tests, then short trib-perf sweeps on device
 # buffers (their tables: LOG_DIR/trib-perf-*.txt and .json), and writes every log
-# to the folder given as the argument. Bounded to 8 minutes in all (each step gets what is left).
+# to the folder given as the argument. Bounded to 7.5 minutes in all (each step gets what is left).
 # Offline: nothing is downloaded; GoogleTest must be installed or its sources found (below).
 #
 #   tests/gpu/run-on-device.sh LOG_DIR
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 build=${TRIB_GPU_BUILD_DIR:-$root/build-gpu}
 summary=$out/summary.txt
-deadline=$((SECONDS + 470))  # the whole run stays under 8 minutes
+deadline=$((SECONDS + 440))  # the whole run stays under 7.5 minutes
 # Seconds a step may take: its own limit, or what is left of the run.
 limit() {
   local left=$((deadline - SECONDS))
@@ -68,7 +68,8 @@ if [ -n "$installed" ] && [ -z "${TRIB_GTEST_SOURCE_DIR:-}" ]; then
   say "GoogleTest installed: $installed"
 else
   src=""
-  for d in "${TRIB_GTEST_SOURCE_DIR:-}" shared/googletest third_party/googletest /usr/src/googletest; do
+  for d in "${TRIB_GTEST_SOURCE_DIR:-}" shared/googletest third_party/googletest .device/googletest \
+    /usr/src/googletest; do
     if [ -n "$d" ] && [ -f "$d/CMakeLists.txt" ]; then
       src=$(cd "$d" && pwd)
       break
@@ -80,10 +81,22 @@ googletest's sources in shared/googletest): this machine has no package registry
   say "GoogleTest from sources: $src"
 fi
 
+# OpenSSL (libcrypto: the rendezvous's authentication): installed, else a copy carried in
+# .device/openssl (include/openssl, lib/libcrypto.so*), as the device machines have no headers.
+ssl_args=()
+if [ ! -f /usr/include/openssl/evp.h ] && [ -f .device/openssl/include/openssl/evp.h ]; then
+  ssl_args=(-DOPENSSL_ROOT_DIR="$root/.device/openssl")
+  say "OpenSSL from $root/.device/openssl"
+fi
+# The project's CUDA architectures (test_library_contents checks them), unless told otherwise.
+arch_args=()
+[ -n "${TRIB_CUDA_ARCHITECTURES:-}" ] && arch_args=(-DCMAKE_CUDA_ARCHITECTURES="$TRIB_CUDA_ARCHITECTURES")
+
 # ---- configure and build (of bench/, trib-perf only) ----
 jobs=$(nproc)
 timeout "$(limit 60)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIB_WERROR=ON \
-  -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=ON "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
+  -DTRIB_WITH_CUDA=ON -DTRIB_BUILD_BENCH=ON "${gtest_args[@]}" "${ssl_args[@]}" "${arch_args[@]}" \
+  >"$out/configure.log" 2>&1 ||
   die "configure failed: see configure.log ($(tail -3 "$out/configure.log" | tr '\n' ' '))"
 tests=(test_cuda_engine test_cuda_stream test_stream_progress test_element_ops test_library_contents test_reduce
   test_nvlink test_nvlink_gpu)
@@ -96,7 +109,7 @@ say "built in $build"
 # run_test NAME BINARY FILTER: runs one test binary under a filter; NAME names its logs.
 run_test() {
   local name=$1 t=$2 filter=$3
-  if timeout "$(limit 120)" "$build/tests/$t" --gtest_filter="$filter" --gtest_output="xml:$out/$name.xml" \
+  if timeout "$(limit 90)" "$build/tests/$t" --gtest_filter="$filter" --gtest_output="xml:$out/$name.xml" \
     >"$out/$name.log" 2>&1; then
     if grep -q '^\[  SKIPPED \]' "$out/$name.log"; then
       fail "$name: skipped on a GPU machine: $(grep -A1 'Skipped$' "$out/$name.log" | tail -1)"
@@ -110,7 +123,7 @@ run_test() {
 for t in "${tests[@]}"; do
   filter='*'
   [ "$t" = test_cuda_engine ] && filter='-CudaEngine.WithoutADeviceSaysSoClearly'
-  [ "$t" = test_stream_progress ] && filter='-StreamOrdered.WithoutADeviceAStreamSaysSo'
+  [ "$t" = test_stream_progress ] && filter='-StreamOrdered.WithoutADeviceAStreamSaysSo:StreamOrdered.ARefusedStreamSendShiftsNoSequence'
   # The fork test needs a parent that has not initialised CUDA: its own process (below).
   [ "$t" = test_cuda_stream ] && filter='-CudaStream.TwoProcessesShareOneGpu'
   [ "$t" = test_nvlink_gpu ] && filter='-NvlinkGpu.TwoProcessesAllReduceOverDeviceWindows'
