@@ -41,7 +41,7 @@ struct ScopedEnv {
 // the config's default); body(rank, comm) returns that rank's error ("" = ok).
 inline std::vector<std::string> threadRanks(int n, const std::string& algo,
                                             const std::function<std::string(int, tribComm_t)>& body,
-                                            uint64_t chunkBytes = 0) {
+                                            uint64_t chunkBytes = 0, int timeoutMs = 30000) {
   tribUniqueId id;
   EXPECT_EQ(tribGetUniqueId(&id), tribSuccess);
   std::vector<std::string> errors(n);
@@ -50,7 +50,7 @@ inline std::vector<std::string> threadRanks(int n, const std::string& algo,
     ts.emplace_back([&, r] {
       tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
       cfg.algo = algo.c_str();
-      cfg.timeoutMs = 30000;
+      cfg.timeoutMs = timeoutMs;
       if (chunkBytes) cfg.chunkBytes = static_cast<int>(chunkBytes);
       tribComm_t comm = nullptr;
       if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {

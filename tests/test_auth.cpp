@@ -171,7 +171,7 @@ TEST(SwitchAuth, OldVersionHelloRefusedNamingTheVersions) {
   v2[4] = 2;
   v2[5] = 0;
   ASSERT_TRUE(net::sendAll(fd, v2, kHeaderBytes, net::deadlineAfter(2000)).ok());
-  EXPECT_TRUE(eventSeen(*node, "protocol version 2, this side speaks 3"));
+  EXPECT_TRUE(eventSeen(*node, "protocol version 2, this side speaks 4"));
   close(fd);
 }
 

@@ -277,6 +277,48 @@ TEST(Switch, MemberLeavingFailsTheGroupForEveryoneWithoutHang) {
   EXPECT_NE(done.error.message().find("member 1 left"), std::string::npos) << done.error.message();
 }
 
+// A member whose wait ran out asks the switch what the group lacks, and hears which ranks have
+// not contributed (its client translates child indices into the ranks it was given); when it then
+// leaves, the others' error names whom the group still lacked as well as who left.
+TEST(Switch, AStalledMemberLearnsWhoseContributionIsMissing) {
+  auto node = startNode(nodeConfig(8, 4096));
+  std::unique_ptr<SwitchClient> a, b, c;
+  auto config = [&](uint32_t index) {
+    SwitchClientConfig cfg = clientConfig(node->address(), 0x93, {{3, index}});
+    cfg.leafRanks = {10, 11, 12};  // the communicator ranks of the leaf's three children
+    return cfg;
+  };
+  ASSERT_TRUE(SwitchClient::connect(config(0), &a).ok());
+  ASSERT_TRUE(SwitchClient::connect(config(1), &b).ok());
+  ASSERT_TRUE(SwitchClient::connect(config(2), &c).ok());  // registers, never contributes
+  std::vector<int32_t> in(100, 1), outA(100), outB(100);
+  TransferOp doneA, doneB;
+  ASSERT_TRUE(a->postAllReduce(in.data(), outA.data(), in.size(), tribInt32, tribSum, &doneA).ok());
+  ASSERT_TRUE(b->postAllReduce(in.data(), outB.data(), in.size(), tribInt32, tribSum, &doneB).ok());
+  // Until both chunks are at the switch, the answer may name b too: ask until it names c alone.
+  std::string why;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    (void)b->progress();
+    why = a->explainStall(std::chrono::milliseconds(500));
+    if (why.find("lacks the contribution of rank 12") != std::string::npos) break;
+  }
+  EXPECT_NE(why.find("chunk 0 of operation 0 still lacks the contribution of rank 12"), std::string::npos)
+      << why;
+  EXPECT_FALSE(doneA.done());  // asking changed nothing: the operation still waits
+  EXPECT_TRUE(a->broken().ok());
+  a->abort(errorf(tribTimeout, "test: member 0 gives up"));
+  while (!doneB.done() && std::chrono::steady_clock::now() < deadline) {
+    (void)b->progress();
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(doneB.done()) << "the remaining member must hear that the group failed";
+  EXPECT_NE(
+      doneB.error.message().find("rank 10 (member 0) left; chunk 0 of operation 0 still lacked rank 12"),
+      std::string::npos)
+      << doneB.error.message();
+}
+
 // ---- reduce, broadcast, all-gather, reduce-scatter, barrier --------------------------------
 namespace {
 

@@ -241,6 +241,42 @@ TEST_F(SwitchComm, FinishedExecutionsAreNotKept) {
 
 // Core reaches the switch only through the offload registry; the switch's own settings (address,
 // key, slots) are read by its descriptor. One member attached through it runs an all-reduce at the node.
+// A rank that never calls: the others' switch all-reduce times out, and its message names the rank
+// the switch still lacks (the switch's step names no peer of its own: the fault campaign's
+// survivors used to report "still waiting for: step 0 switch_reduce(...)" and nobody).
+TEST_F(SwitchComm, ATimeoutNamesTheRankTheSwitchLacks) {
+  std::atomic<int> returned{0};
+  const std::vector<std::string> errors = sw::testing::threadRanks(
+      3, "switch",
+      [&](int r, tribComm_t comm) -> std::string {
+        if (!switchUsable(comm->impl())) return "the switch did not attach";
+        if (r == 2) {  // never calls; stays a member until the others have their answer
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          while (returned.load() < 2 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return "";
+        }
+        std::vector<float> buf(1000, 1.f);
+        const tribResult_t res =
+            tribAllReduce(buf.data(), buf.data(), buf.size(), tribFloat32, tribSum, comm, nullptr);
+        ++returned;
+        return res == tribSuccess ? "completed without rank 2" : tribGetLastError(nullptr);
+      },
+      0, 1500);
+  // The first to time out asks the switch, which names rank 2; the other then fails on the switch
+  // (the first left) and in the failover's agreement, waiting for rank 2 or for the first.
+  int namedBySwitch = 0;
+  for (int r = 0; r < 2; ++r) {
+    namedBySwitch += errors[r].find("lacks the contribution of rank 2") != std::string::npos ||
+                     errors[r].find("still lacked rank 2") != std::string::npos;
+    const bool namesAPeer = errors[r].find(r == 0 ? "rank 1" : "rank 0") != std::string::npos ||
+                            errors[r].find("rank 2") != std::string::npos;
+    EXPECT_TRUE(namesAPeer) << "rank " << r << ": " << errors[r];
+  }
+  EXPECT_GE(namedBySwitch, 1) << errors[0] << "\n" << errors[1];
+  EXPECT_EQ(errors[2], "");
+}
+
 TEST(SwitchOffloadRegistry, AttachesThroughTheDescriptorWithTheSwitchsSettings) {
   const OffloadDescriptor* d = aggregationOffload();
   ASSERT_NE(d, nullptr);

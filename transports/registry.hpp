@@ -115,6 +115,7 @@ struct OffloadAttachArgs {
   uint64_t group = 0;   // the same on every member; distinct per group
   // Per level, leaf first: (members below that node, this member's index among them).
   std::vector<std::pair<uint32_t, uint32_t>> path;
+  std::vector<int> leafRanks;               // the communicator rank of each child of the leaf, by child index
   std::chrono::milliseconds timeout{1000};  // connect and register
 };
 

@@ -7,6 +7,7 @@
 // non-blocking: completion is reported through TransferOp, driven by progress().
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -207,6 +208,9 @@ class CollectiveOffload {
   // Fail pending operations and leave the group (the other members' operations fail too, so
   // nobody waits for this one). Safe to call more than once.
   virtual void abort(const Status& why) = 0;
+  // After a wait ran out: what the service says its oldest pending operation lacks, naming the
+  // ranks it waits for ("" when it cannot tell within `budget`), for the timeout's message.
+  virtual std::string explainStall(std::chrono::milliseconds /*budget*/) { return ""; }
 };
 
 }  // namespace trib

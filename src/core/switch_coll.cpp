@@ -1,6 +1,7 @@
 #include "core/switch_coll.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -43,7 +44,7 @@ std::string leafAddress(const Communicator* comm, const OffloadDescriptor& offlo
 // naming `what`) when the switch refuses.
 std::unique_ptr<CollectiveOffload> connectGroup(const Communicator* comm, uint64_t group,
                                                 const std::vector<std::string>& leaves, int index,
-                                                const char* what) {
+                                                const std::vector<int>& memberRanks, const char* what) {
   const OffloadDescriptor* offload = aggregationOffload();
   if (!offload) return nullptr;
   SwitchTree tree = switchTreeOf(leaves, index);
@@ -51,6 +52,8 @@ std::unique_ptr<CollectiveOffload> connectGroup(const Communicator* comm, uint64
   args.address = leaves[index];
   args.group = group;
   args.path = tree.path;
+  for (size_t m = 0; m < leaves.size(); ++m)  // the leaf's children, in child order
+    if (leaves[m] == leaves[index]) args.leafRanks.push_back(memberRanks[m]);
   // A switch is a standing service: if it does not answer within TRIB_SWITCH_ATTACH_TIMEOUT (a
   // second by default), plan without it rather than delay every communicator's creation.
   const auto attachFor = std::chrono::milliseconds(
@@ -72,7 +75,9 @@ std::unique_ptr<CollectiveOffload> connectGroup(const Communicator* comm, uint64
 }
 
 void attachOne(Communicator* comm, const std::vector<std::string>& leaves) {
-  comm->switchOffload = connectGroup(comm, comm->commId, leaves, comm->rank, "the communicator");
+  std::vector<int> ranks(leaves.size());
+  std::iota(ranks.begin(), ranks.end(), 0);
+  comm->switchOffload = connectGroup(comm, comm->commId, leaves, comm->rank, ranks, "the communicator");
   if (!comm->switchOffload) comm->switchDisabled = true;
 }
 
@@ -95,9 +100,11 @@ void attachSlice(Communicator* comm, const std::vector<std::string>& leaves) {
   comm->planner->domainShape(comm->nranks, MemoryKind::Host, &domains, &d, &uniform);
   if (domains < 2 || d < 2 || !uniform || comm->nranks % d != 0) return;
   std::vector<std::string> memberLeaves;
-  for (int q = comm->rank % d; q < comm->nranks; q += d) memberLeaves.push_back(leaves[q]);
+  std::vector<int> memberRanks;
+  for (int q = comm->rank % d; q < comm->nranks; q += d)
+    memberLeaves.push_back(leaves[q]), memberRanks.push_back(q);
   comm->sliceOffload = connectGroup(comm, sliceGroupId(comm->commId, comm->rank % d), memberLeaves,
-                                    comm->rank / d, "hier_switch slices");
+                                    comm->rank / d, memberRanks, "hier_switch slices");
   if (comm->sliceOffload) comm->sliceStride = d;
 }
 

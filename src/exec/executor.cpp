@@ -669,6 +669,7 @@ Status Execution::finishLocal() {
 std::string Execution::describePending() const {
   std::string out;
   std::vector<int> peers;  // the ranks those steps wait on, so a timeout names them as ranks
+  bool offloadWaiting = false;
   int shown = 0;
   size_t end = std::min(steps_.size(), first_ + kWindow);
   for (size_t i = first_; i < end && shown < 4; ++i) {
@@ -678,6 +679,7 @@ std::string Execution::describePending() const {
     ++shown;
     // A switch step's peer field is its slice stride, not a rank.
     const Step& s = steps_[i];
+    offloadWaiting |= s.kind == StepKind::SwitchReduce;
     if (s.kind != StepKind::SwitchReduce && s.peer >= 0 &&
         std::find(peers.begin(), peers.end(), s.peer) == peers.end())
       peers.push_back(s.peer);
@@ -686,6 +688,11 @@ std::string Execution::describePending() const {
   for (size_t k = 0; k < peers.size(); ++k)
     out += strprintf("%s%d", k == 0 ? (peers.size() == 1 ? " (on rank " : " (on ranks ") : ", ", peers[k]);
   if (!peers.empty()) out += ")";
+  // A step waiting on the offload names no peer: the offload knows whose contribution it lacks.
+  if (offloadWaiting && opts_.offload) {
+    constexpr auto kAskFor = std::chrono::milliseconds(1000);
+    if (std::string why = opts_.offload->explainStall(kAskFor); !why.empty()) out += " (" + why + ")";
+  }
   return out;
 }
 

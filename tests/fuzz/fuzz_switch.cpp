@@ -31,6 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           FUZZ_CHECK(h.count * dataTypeSize(static_cast<DataType>(h.dtype)) * pieces == h.payloadBytes);
       }
       if (h.type == MsgType::Error || h.type == MsgType::Refuse) FUZZ_CHECK(h.payloadBytes <= kMaxTextBytes);
+      if (h.type == MsgType::Waiting)
+        FUZZ_CHECK(h.arg32 <= kMaxWaitingChildren && h.payloadBytes == 4ull * h.arg32 && h.arg64 <= 1);
+      if (h.type == MsgType::Stalled || h.type == MsgType::Leave) FUZZ_CHECK(h.payloadBytes == 0);
     }
   }
   const uint8_t* payload = size >= kHeaderBytes ? data + kHeaderBytes : data;

@@ -69,6 +69,8 @@ Status SwitchClient::handshake() {
   r.group = cfg_.group;
   r.child = cfg_.path[0].index;
   r.arg32 = cfg_.slots;
+  // Our rank, so that the switch's messages about members can name ranks.
+  if (cfg_.path[0].index < cfg_.leafRanks.size()) r.arg64 = uint64_t(cfg_.leafRanks[cfg_.path[0].index]) + 1;
   auto path = encodePath(cfg_.path);
   TRIB_RETURN_IF_ERROR(exchange(encodeMessage(r, path.data(), path.size()), MsgType::RegisterAck, &reply));
   quota_ = reply.arg32;
@@ -343,7 +345,7 @@ Status SwitchClient::readAvailable() {
       payGot_ = 0;
       if (cur_.type == MsgType::Result) {
         TRIB_RETURN_IF_ERROR(placeResult());
-      } else if (cur_.type == MsgType::Error) {
+      } else if (cur_.type == MsgType::Error || cur_.type == MsgType::Waiting) {
         text_.assign(cur_.payloadBytes, 0);
       } else {
         return errorf(tribRemoteError, "switch %s sent an unexpected %s", cfg_.address.c_str(),
@@ -359,9 +361,62 @@ Status SwitchClient::readAvailable() {
     if (cur_.type == MsgType::Error)
       return errorf(tribRemoteError, "switch %s: %s", cfg_.address.c_str(),
                     std::string(text_.begin(), text_.end()).c_str());
+    if (cur_.type == MsgType::Waiting) {
+      waitingHdr_ = cur_;
+      waiting_.resize(cur_.arg32);
+      if (cur_.arg32) std::memcpy(waiting_.data(), text_.data(), waiting_.size() * sizeof(uint32_t));
+      waitingAnswered_ = true;
+      continue;
+    }
     TRIB_RETURN_IF_ERROR(onResult());
   }
   return Status::Ok();
+}
+
+std::string SwitchClient::explainStall(std::chrono::milliseconds budget) {
+  if (!broken_.ok() || !link_) return "";
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  auto timeLeft = [&] { return std::chrono::steady_clock::now() < deadline; };
+  // The question goes at a message boundary: what is queued (a chunk's header and payload) first.
+  while (!out_.empty() && broken_.ok() && timeLeft()) {
+    if (Status s = flush(); !s.ok()) fail(s);
+    if (!out_.empty()) link_->wait(1);
+  }
+  if (!out_.empty() || !broken_.ok()) return "";
+  Header h;
+  h.type = MsgType::Stalled;
+  h.group = cfg_.group;
+  h.child = cfg_.path[0].index;
+  waitingAnswered_ = false;
+  out_.push_back(OutSeg{encodeMessage(h, nullptr, 0), nullptr, kHeaderBytes, 0});
+  while (broken_.ok() && !waitingAnswered_ && timeLeft()) {
+    Status s = flush();
+    if (s.ok() && broken_.ok()) s = readAvailable();
+    if (!s.ok()) fail(s);
+    if (broken_.ok() && !waitingAnswered_) link_->wait(1);
+  }
+  if (!waitingAnswered_) return "";
+  waitingAnswered_ = false;
+  const auto op = static_cast<unsigned long long>(waitingHdr_.opId);
+  if (waiting_.empty())
+    return waitingHdr_.arg64
+               ? strprintf(
+                     "switch %s: chunk %u of operation %llu has every contribution of "
+                     "this switch and waits for its parent switch (ranks under other "
+                     "switches)",
+                     cfg_.address.c_str(), waitingHdr_.chunk, op)
+               : strprintf("switch %s: nothing of the group is pending there", cfg_.address.c_str());
+  std::string who;
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    const uint32_t child = waiting_[i];
+    const bool known = child < cfg_.leafRanks.size();
+    who += strprintf("%s%s%d", i ? ", " : "", known ? "" : "child ",
+                     known ? cfg_.leafRanks[child] : static_cast<int>(child));
+  }
+  const bool ranks = !cfg_.leafRanks.empty();
+  return strprintf("switch %s: chunk %u of operation %llu still lacks the contribution%s of %s%s",
+                   cfg_.address.c_str(), waitingHdr_.chunk, op, waiting_.size() > 1 ? "s" : "",
+                   ranks ? (waiting_.size() > 1 ? "ranks " : "rank ") : "", who.c_str());
 }
 
 Status SwitchClient::progress() {

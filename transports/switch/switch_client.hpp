@@ -33,6 +33,7 @@ struct SwitchClientConfig {
   std::string key;                // the job key (the switch's --key)
   uint64_t group = 0;             // the same on every member; distinct per communicator
   std::vector<PathLevel> path;    // level 0: (members at the leaf, my child index); then upwards
+  std::vector<int> leafRanks;     // the rank of each child of the leaf (empty: name child indices)
   uint32_t slots = 16;            // quota to ask for (the window of chunks in flight)
   uint64_t maxChunkBytes = 0;     // 0: the slot size
   int timeoutMs = 5000;           // connect + register
@@ -60,6 +61,7 @@ class SwitchClient : public CollectiveOffload {
   Status postCollective(const OffloadCall& call, TransferOp* done) override;
   Status progress() override;
   void abort(const Status& why) override;
+  std::string explainStall(std::chrono::milliseconds budget) override;
   bool payloadTraffic(uint64_t* sent, uint64_t* received) const override {
     *sent = stats_.payloadSent;
     *received = stats_.payloadRecv;
@@ -127,7 +129,10 @@ class SwitchClient : public CollectiveOffload {
   // (all-gather: rank j's part of the chunk; otherwise one piece).
   uint8_t* payDst_ = nullptr;
   size_t pieceBytes_ = 0, pieceStride_ = 0;
-  std::vector<uint8_t> text_;  // payload of an Error (or a result nobody waits for)
+  std::vector<uint8_t> text_;     // payload of an Error or a Waiting (or a result nobody waits for)
+  bool waitingAnswered_ = false;  // a Waiting came (explainStall): in waiting_ and waitingHdr_
+  Header waitingHdr_;
+  std::vector<uint32_t> waiting_;
   size_t payGot_ = 0;
   Status broken_;
   SwitchClientStats stats_;

@@ -77,6 +77,7 @@ struct Group {
   uint64_t slotBytes = 0;
   std::vector<PathLevel> upPath;   // levels above this switch
   std::vector<uint64_t> children;  // connection id per child index (0 = not attached)
+  std::vector<int64_t> rankOf;     // the rank a child said it is (-1: a switch, or not said)
   std::vector<uint64_t> pendingAcks;
   std::string reason;
   bool reserved = false;  // holds `quota` slots of the pool
@@ -192,8 +193,8 @@ struct SwitchNode::Impl {
     for (auto& [gid, child] : mine) {
       auto it = groups.find(gid);
       if (it == groups.end()) continue;
-      failGroup(it->second,
-                strprintf("member %u (%s) disconnected: %s", child, c->peer.c_str(), why.c_str()));
+      failGroup(it->second, strprintf("%s (%s) disconnected: %s%s", memberName(it->second, child).c_str(),
+                                      c->peer.c_str(), why.c_str(), lacking(it->second, child).c_str()));
       detach(it->second, child);
     }
   }
@@ -267,6 +268,7 @@ struct SwitchNode::Impl {
       g.quota = h.arg32;
       g.slotBytes = cfg.slotBytes;
       g.children.assign(me.members, 0);
+      g.rankOf.assign(me.members, -1);
       g.upPath.assign(path.begin() + 1, path.end());
       if (!g.upPath.empty() && !parentId) {
         g.state = Group::Refused;
@@ -314,6 +316,7 @@ struct SwitchNode::Impl {
       return failGroup(g, why);
     }
     g.children[me.index] = c->id;
+    if (h.arg64 > 0 && h.arg64 <= (uint64_t{1} << 31)) g.rankOf[me.index] = static_cast<int64_t>(h.arg64 - 1);
     c->groups[g.id] = me.index;
     if (g.state == Group::Active)
       ack(c, g);
@@ -637,6 +640,8 @@ struct SwitchNode::Impl {
         return onRegister(c, h);
       case MsgType::Chunk:
         return onChunk(c, h);
+      case MsgType::Stalled:
+        return onStalled(c, h);
       case MsgType::Leave: {
         auto mine = c->groups.find(h.group);
         auto it = groups.find(h.group);
@@ -644,12 +649,64 @@ struct SwitchNode::Impl {
           return drop(c, "leave for a group it is not a member of", true);
         uint32_t child = mine->second;
         c->groups.erase(mine);
-        failGroup(it->second, strprintf("member %u left", child));
+        failGroup(it->second, memberName(it->second, child) + " left" + lacking(it->second, child));
         return detach(it->second, child);
       }
       default:
         return drop(c, strprintf("unexpected %s from a child", msgTypeName(h.type)), true);
     }
+  }
+
+  // "rank 3 (member 1)", or "member 1" for a child that is a switch or did not say its rank.
+  static std::string memberName(const Group& g, uint32_t child) {
+    if (child < g.rankOf.size() && g.rankOf[child] >= 0)
+      return strprintf("rank %lld (member %u)", static_cast<long long>(g.rankOf[child]), child);
+    return strprintf("member %u", child);
+  }
+  // The children the oldest pending chunk lacks (empty when none is pending).
+  static std::vector<uint32_t> lackingChildren(const Group& g, uint64_t* opId, uint32_t* chunk,
+                                               bool* parent) {
+    std::vector<uint32_t> missing;
+    *opId = 0, *chunk = 0, *parent = false;
+    if (g.slots.empty()) return missing;
+    const auto& [key, slot] = *g.slots.begin();  // (operation, chunk): the oldest first
+    *opId = key.first;
+    *chunk = key.second;
+    for (uint32_t child = 0; child < slot.got.size() && missing.size() < kMaxWaitingChildren; ++child)
+      if (!slot.got[child]) missing.push_back(child);
+    *parent = missing.empty() && slot.waitingParent;
+    return missing;
+  }
+  // "; chunk 0 of operation 5 still lacked rank 1 (member 1)": whom the others were waiting for.
+  static std::string lacking(const Group& g, uint32_t leaver) {
+    uint64_t opId;
+    uint32_t chunk;
+    bool parent;
+    std::vector<uint32_t> missing = lackingChildren(g, &opId, &chunk, &parent);
+    missing.erase(std::remove(missing.begin(), missing.end(), leaver), missing.end());  // said already
+    if (missing.empty()) return "";
+    std::string who;
+    for (size_t i = 0; i < missing.size(); ++i) who += (i ? ", " : "") + memberName(g, missing[i]);
+    return strprintf("; chunk %u of operation %llu still lacked %s", chunk,
+                     static_cast<unsigned long long>(opId), who.c_str());
+  }
+
+  // A member whose wait ran out asks what its group waits for here: the children missing from the
+  // oldest pending chunk (so its error can name them), or the parent. The group goes on as it was.
+  void onStalled(Conn* c, const Header& h) {
+    if (!c->groups.count(h.group)) return drop(c, "stalled for a group it is not a member of", true);
+    Header reply;
+    reply.type = MsgType::Waiting;
+    reply.group = h.group;
+    std::vector<uint32_t> missing;
+    auto it = groups.find(h.group);
+    if (it != groups.end()) {
+      bool parent = false;
+      missing = lackingChildren(it->second, &reply.opId, &reply.chunk, &parent);
+      reply.arg64 = parent ? 1 : 0;
+    }
+    reply.arg32 = static_cast<uint32_t>(missing.size());
+    send(c, encodeMessage(reply, missing.data(), missing.size() * sizeof(uint32_t)));
   }
 
   // Reads what is available (bounded per call so one busy peer cannot starve the others).

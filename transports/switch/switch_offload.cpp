@@ -21,6 +21,7 @@ Status attachSwitchMember(const OffloadAttachArgs& args, std::unique_ptr<Collect
   if (cfg.key.empty()) cfg.key = envString("TRIB_AUTH_KEY");
   cfg.group = args.group;
   for (auto [children, index] : args.path) cfg.path.push_back({children, index});
+  cfg.leafRanks = args.leafRanks;
   cfg.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TRIB_SWITCH_SLOTS"), 1, 1 << 20));
   cfg.timeoutMs = static_cast<int>(args.timeout.count());
   TRIB_RETURN_IF_ERROR(

@@ -23,8 +23,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the switch protocol is
 }  // namespace
 
 const char* msgTypeName(MsgType t) {
-  static const char* names[] = {"?",     "hello",  "hello_ack", "register", "register_ack", "refuse",
-                                "chunk", "result", "error",     "leave",    "challenge",    "proof"};
+  static const char* names[] = {"?",         "hello", "hello_ack", "register", "register_ack",
+                                "refuse",    "chunk", "result",    "error",    "leave",
+                                "challenge", "proof", "stalled",   "waiting"};
   auto i = static_cast<uint16_t>(t);
   return i <= kMaxMsgType ? names[i] : "?";
 }
@@ -122,7 +123,16 @@ Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* 
         return REJECT("reason of %llu bytes (max %llu)", U(h.payloadBytes), U(kMaxTextBytes));
       break;
     case MsgType::Leave:
-      if (h.payloadBytes != 0) return REJECT("leave carries %llu payload bytes", U(h.payloadBytes));
+    case MsgType::Stalled:
+      if (h.payloadBytes != 0)
+        return REJECT("%s carries %llu payload bytes", msgTypeName(h.type), U(h.payloadBytes));
+      break;
+    case MsgType::Waiting:
+      if (h.arg32 > kMaxWaitingChildren)
+        return REJECT("waiting lists %llu children (max %llu)", U(h.arg32), U(kMaxWaitingChildren));
+      if (h.payloadBytes != 4ull * h.arg32)
+        return REJECT("waiting lists %llu children in %llu payload bytes", U(h.arg32), U(h.payloadBytes));
+      if (h.arg64 > 1) return REJECT("waiting: arg64 %llu (0 or 1: waits for the parent)", U(h.arg64));
       break;
     case MsgType::Chunk:
     case MsgType::Result: {

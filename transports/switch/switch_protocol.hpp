@@ -47,7 +47,7 @@
 namespace trib::sw {
 
 constexpr uint32_t kMagic = 0x57535254u;  // "TRSW" little-endian
-constexpr uint16_t kSwitchProtocolVersion = 3;
+constexpr uint16_t kSwitchProtocolVersion = 4;
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kMaxTextBytes = 1024;  // Refuse / Error reasons
 constexpr size_t kMaxLevels = 8;        // depth of an aggregation tree a Register may describe
@@ -56,7 +56,7 @@ constexpr size_t kHandshakeBytes = 32;  // the payload of Hello, Challenge, Proo
 enum class MsgType : uint16_t {
   Hello = 1,        // first message on a connection: payload = client nonce, arg32 = Role
   HelloAck = 2,     // the switch accepted the Proof: payload = the switch's proof
-  Register = 3,     // join a group: payload = path, arg32 = slots asked
+  Register = 3,     // join a group: payload = path, arg32 = slots asked, arg64 = rank + 1 (0: none)
   RegisterAck = 4,  // arg64 = slot bytes, arg32 = slots granted
   Refuse = 5,       // registration refused: payload = reason text
   Chunk = 6,        // a contribution travelling up: payload = count elements
@@ -65,8 +65,14 @@ enum class MsgType : uint16_t {
   Leave = 9,        // a member abandons its group (the group fails for everyone)
   Challenge = 10,   // the switch's answer to Hello: payload = switch nonce
   Proof = 11,       // the client's answer to Challenge: payload = its proof of the key
+  Stalled = 12,     // a member whose wait ran out asks what its group waits for (no payload)
+  Waiting = 13,     // the answer: opId/chunk = the oldest pending chunk at this switch, arg32 = how
+                    // many children it lacks, payload = their child indices (uint32 each), arg64 =
+                    // 1 when every child is in and it waits for the parent switch; arg32 = 0 and
+                    // opId = 0: nothing of the group is pending here
 };
-constexpr uint16_t kMaxMsgType = 11;
+constexpr uint16_t kMaxMsgType = 13;
+constexpr uint32_t kMaxWaitingChildren = 1024;  // children a Waiting may list
 const char* msgTypeName(MsgType t);
 
 enum class Role : uint32_t { Rank = 0, Switch = 1 };
