@@ -318,15 +318,26 @@ Status launchP2p(Communicator* comm, bool isSend, const void* buf, uint64_t coun
                  tribRequest** out);
 
 // How a waiting thread spends its idle rounds: ranks are often more threads or processes than
-// cores, so spin briefly, then yield, and once idle for a while, sleep a little per round so the
-// peers that must act can run. Time-based, so a cheap poll does not reach the sleep sooner.
+// cores, so spin a while (adapted per thread, core/ops.cpp), then yield, and once idle for a while,
+// sleep a little per round so the peers that must act can run. Time-based, so a cheap poll does not reach the
+// sleep sooner.
 class Backoff {
  public:
-  void reset() { idle_ = 0; }
+  // A communicator with this many ranks on this host was made: with more ranks than the process
+  // may use cores, every wait spins the least before it yields (the peer may need this core).
+  static void noteRanksOnThisHost(int ranks);
+
+  ~Backoff() { ended(); }
+  void reset() {  // something moved: the wait so far ended
+    ended();
+    idle_ = 0;
+  }
   void idle();
 
  private:
-  unsigned idle_ = 0;
+  void ended();      // adapts this thread's spin budget to how the wait ended
+  unsigned spins();  // this wait's spins before yielding (chosen at its first idle round)
+  unsigned idle_ = 0, spins_ = 0;
   std::chrono::steady_clock::time_point since_;
 };
 

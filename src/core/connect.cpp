@@ -1,6 +1,7 @@
 // Connecting a communicator across processes and hosts: rendezvous through a store, learn where
 // every rank lives, and give each peer the transport the registry (transports/registry.hpp)
 // chooses for that pair of ranks (TRIB_TRANSPORT / config overrides).
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -245,6 +246,8 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   if (static_cast<int>(ids.size()) != nranks)
     return errorf(tribInternalError, "communicator init: %zu locations for %d ranks", ids.size(), nranks);
 
+  Backoff::noteRanksOnThisHost(static_cast<int>(
+      std::count(placement.hostOfRank.begin(), placement.hostOfRank.end(), placement.hostOfRank[rank])));
   auto comm = std::make_unique<Communicator>(rank, nranks, spec.commId, config);
   comm->planner = spec.planner;
   if (!comm->planner) TRIB_RETURN_IF_ERROR(makePlanner(placement, hostDumps, config, &comm->planner));
