@@ -125,11 +125,12 @@ for t in "${tests[@]}"; do
   [ "$t" = test_cuda_engine ] && filter='-CudaEngine.WithoutADeviceSaysSoClearly'
   [ "$t" = test_stream_progress ] && filter='-StreamOrdered.WithoutADeviceAStreamSaysSo:StreamOrdered.ARefusedStreamSendShiftsNoSequence'
   # The fork test needs a parent that has not initialised CUDA: its own process (below).
-  [ "$t" = test_cuda_stream ] && filter='-CudaStream.TwoProcessesShareOneGpu'
+  [ "$t" = test_cuda_stream ] && filter='-CudaStream.TwoProcessesShareOneGpu*'
   [ "$t" = test_nvlink_gpu ] && filter='-NvlinkGpu.TwoProcessesAllReduceOverDeviceWindows'
   run_test "$t" "$t" "$filter"
 done
 run_test test_cuda_stream-processes test_cuda_stream CudaStream.TwoProcessesShareOneGpu
+run_test test_cuda_stream-processes-blocking test_cuda_stream CudaStream.TwoProcessesShareOneGpuOnBlockingStreams
 # The CUDA-IPC windows between processes (VMM fds over a Unix socket), one-shot and two-shot.
 run_test test_nvlink_gpu-processes test_nvlink_gpu NvlinkGpu.TwoProcessesAllReduceOverDeviceWindows
 
