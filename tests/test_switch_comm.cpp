@@ -457,6 +457,32 @@ std::function<std::string(int, tribComm_t, int)> exactInt32AllReduce(int n, uint
 }
 
 // The switch is SIGKILLed while the ranks (threads here) are in the middle of their all-reduces.
+// A switch that does not answer (frozen here; behind a downed link in the fault campaign): the
+// stalled member cannot learn whose contribution is missing, and says whom its step waits on.
+TEST(SwitchStall, ASilentSwitchLeavesTheStepNamingTheOtherMembers) {
+  ForkedSwitch fs = forkSwitch();
+  ASSERT_GT(fs.pid, 0);
+  ASSERT_FALSE(fs.address.empty());
+  std::unique_ptr<SwitchClient> a, b;
+  auto config = [&](uint32_t index) {
+    SwitchClientConfig cfg = sw::testing::clientConfig(fs.address, 0x95, {{3, index}});
+    cfg.leafRanks = {4, 5, 6};
+    return cfg;
+  };
+  ASSERT_TRUE(SwitchClient::connect(config(0), &a).ok());
+  ASSERT_TRUE(SwitchClient::connect(config(1), &b).ok());
+  std::vector<int32_t> in(100, 1), out(100);
+  TransferOp done;
+  ASSERT_TRUE(a->postAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, &done).ok());
+  ASSERT_EQ(kill(fs.pid, SIGSTOP), 0);
+  const std::string why = a->explainStall(std::chrono::milliseconds(200));
+  kill(fs.pid, SIGKILL);
+  waitpid(fs.pid, nullptr, 0);
+  EXPECT_NE(why.find("did not say within 200 ms which contributions it lacks; the step waits on ranks 5, 6"),
+            std::string::npos)
+      << why;
+}
+
 TEST(SwitchFailover, SwitchKilledMidAllReduce) {
   const int n = 4;
   killSwitchMidStream(n, 6, exactInt32AllReduce(n, 1 << 18));  // 1 MiB: 256 chunks of 4 KiB each

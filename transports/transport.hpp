@@ -209,7 +209,8 @@ class CollectiveOffload {
   // nobody waits for this one). Safe to call more than once.
   virtual void abort(const Status& why) = 0;
   // After a wait ran out: what the service says its oldest pending operation lacks, naming the
-  // ranks it waits for ("" when it cannot tell within `budget`), for the timeout's message.
+  // ranks it waits for, or whom the step waits on when it cannot tell within `budget` ("": no
+  // idea), for the timeout's message.
   virtual std::string explainStall(std::chrono::milliseconds /*budget*/) { return ""; }
 };
 

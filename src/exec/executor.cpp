@@ -690,7 +690,8 @@ std::string Execution::describePending() const {
   if (!peers.empty()) out += ")";
   // A step waiting on the offload names no peer: the offload knows whose contribution it lacks.
   if (offloadWaiting && opts_.offload) {
-    constexpr auto kAskFor = std::chrono::milliseconds(1000);
+    // Briefly: the call has already used its whole timeout (a switch behind a dead link never answers).
+    constexpr auto kAskFor = std::chrono::milliseconds(250);
     if (std::string why = opts_.offload->explainStall(kAskFor); !why.empty()) out += " (" + why + ")";
   }
   return out;

@@ -395,7 +395,21 @@ std::string SwitchClient::explainStall(std::chrono::milliseconds budget) {
     if (!s.ok()) fail(s);
     if (broken_.ok() && !waitingAnswered_) link_->wait(1);
   }
-  if (!waitingAnswered_) return "";
+  if (!waitingAnswered_ && !broken_.ok()) return broken_.message();  // e.g. the group failed: why
+  if (!waitingAnswered_) {
+    // No answer (the link to the switch may be down): the step waits on every other member.
+    std::vector<int> others;
+    for (size_t c = 0; c < cfg_.leafRanks.size(); ++c)
+      if (c != cfg_.path[0].index) others.push_back(cfg_.leafRanks[c]);
+    std::string whom = others.empty() ? "" : (others.size() == 1 ? "rank " : "ranks ");
+    for (size_t i = 0; i < others.size(); ++i) whom += strprintf("%s%d", i ? ", " : "", others[i]);
+    if (cfg_.path.size() > 1)
+      whom += whom.empty() ? "the ranks under other switches" : " and the ranks under other switches";
+    return strprintf(
+        "switch %s did not say within %lld ms which contributions it lacks; the step waits on %s",
+        cfg_.address.c_str(), static_cast<long long>(budget.count()),
+        whom.empty() ? "the other members" : whom.c_str());
+  }
   waitingAnswered_ = false;
   const auto op = static_cast<unsigned long long>(waitingHdr_.opId);
   if (waiting_.empty())
