@@ -222,6 +222,14 @@ TEST(SwitchUcx, DisconnectedMemberFailsTheGroupWithReason) {
   std::vector<int32_t> in(5000, 1), out(5000);
   TransferOp done;
   ASSERT_TRUE(a->postAllReduce(in.data(), out.data(), in.size(), tribInt32, tribSum, &done).ok());
+  // Only once the switch holds a's first chunk: a group with nothing pending ends quietly (an INFO
+  // line, not an event), which is what a disconnect that overtook a's chunk gave under ASan in CI.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (node->stats().payloadIn == 0 && std::chrono::steady_clock::now() < deadline) {
+    (void)a->progress();
+    std::this_thread::yield();
+  }
+  ASSERT_GT(node->stats().payloadIn, 0u) << "the switch never received a's chunk";
   b.reset();  // member 1 goes away without leaving: only its link's end tells
   driveUntilDone(*a, done);
   ASSERT_TRUE(done.done()) << "the remaining member must hear that the group failed";
