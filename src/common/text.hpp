@@ -1,4 +1,4 @@
-// Small text helpers shared by the parsers (TRIB_ALGO / TRIB_TUNE, topology files).
+// Small text helpers shared by the parsers (TRIB_ALGO / TRIB_TUNE, topology files) and messages.
 #pragma once
 #include <string>
 #include <vector>
@@ -19,6 +19,14 @@ inline std::vector<std::string> splitOn(const std::string& s, char sep, bool dro
     }
   }
   out.push_back(cur);
+  return out;
+}
+
+// "rank 3" / "ranks 3, 5" (with one = "rank", many = "ranks"); "" for an empty list.
+inline std::string nameList(const char* one, const char* many, const std::vector<int>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i ? ", " : std::string(items.size() == 1 ? one : many) + " ") + std::to_string(items[i]);
   return out;
 }
 

@@ -318,9 +318,9 @@ Status launchP2p(Communicator* comm, bool isSend, const void* buf, uint64_t coun
                  tribRequest** out);
 
 // How a waiting thread spends its idle rounds: ranks are often more threads or processes than
-// cores, so spin a while (adapted per thread, core/ops.cpp), then yield, and once idle for a while,
-// sleep a little per round so the peers that must act can run. Time-based, so a cheap poll does not reach the
-// sleep sooner.
+// cores, so spin a while (adapted per thread, core/ops.cpp), then yield, and once idle for a
+// while, sleep a little per round so the peers that must act can run. Time-based, so a cheap poll
+// does not reach the sleep sooner.
 class Backoff {
  public:
   // A communicator with this many ranks on this host was made: with more ranks than the process

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "reduce/reduce.hpp"
 
 namespace trib {
@@ -685,9 +686,7 @@ std::string Execution::describePending() const {
       peers.push_back(s.peer);
   }
   if (out.empty() && first_ < steps_.size()) out = strprintf("step %zu not started", first_);
-  for (size_t k = 0; k < peers.size(); ++k)
-    out += strprintf("%s%d", k == 0 ? (peers.size() == 1 ? " (on rank " : " (on ranks ") : ", ", peers[k]);
-  if (!peers.empty()) out += ")";
+  if (!peers.empty()) out += " (on " + nameList("rank", "ranks", peers) + ")";
   // A step waiting on the offload names no peer: the offload knows whose contribution it lacks.
   if (offloadWaiting && opts_.offload) {
     // Briefly: the call has already used its whole timeout (a switch behind a dead link never answers).

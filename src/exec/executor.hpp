@@ -110,7 +110,8 @@ class Execution {
   // Advances; *done = true when every step finished. Returns the first error (naming the
   // step) once a step failed.
   Status progress(bool* done);
-  // A description of what this rank still waits for (used in timeout messages).
+  // A description of what this rank still waits for (used in timeout messages). For a pending
+  // offload step it asks the offload whom it lacks: up to 250 ms of waiting for an answer.
   std::string describePending() const;
   // Every step is done (op avg's division may still be running: progress() says when it all is).
   bool finished() const { return first_ == steps_.size(); }

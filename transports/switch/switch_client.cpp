@@ -6,6 +6,7 @@
 
 #include "algo/schedule.hpp"
 #include "bootstrap/net.hpp"
+#include "common/text.hpp"
 #include "transports/switch/switch_auth.hpp"
 
 namespace trib::sw {
@@ -362,10 +363,9 @@ Status SwitchClient::readAvailable() {
       return errorf(tribRemoteError, "switch %s: %s", cfg_.address.c_str(),
                     std::string(text_.begin(), text_.end()).c_str());
     if (cur_.type == MsgType::Waiting) {
-      waitingHdr_ = cur_;
-      waiting_.resize(cur_.arg32);
-      if (cur_.arg32) std::memcpy(waiting_.data(), text_.data(), waiting_.size() * sizeof(uint32_t));
-      waitingAnswered_ = true;
+      Waiting w{cur_.opId, cur_.chunk, cur_.arg64 == 1, std::vector<uint32_t>(cur_.arg32)};
+      if (cur_.arg32) std::memcpy(w.children.data(), text_.data(), w.children.size() * sizeof(uint32_t));
+      waiting_ = std::move(w);
       continue;
     }
     TRIB_RETURN_IF_ERROR(onResult());
@@ -373,8 +373,7 @@ Status SwitchClient::readAvailable() {
   return Status::Ok();
 }
 
-std::string SwitchClient::explainStall(std::chrono::milliseconds budget) {
-  if (!broken_.ok() || !link_) return "";
+bool SwitchClient::askWhatIsLacking(std::chrono::milliseconds budget) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   auto timeLeft = [&] { return std::chrono::steady_clock::now() < deadline; };
   // The question goes at a message boundary: what is queued (a chunk's header and payload) first.
@@ -382,27 +381,41 @@ std::string SwitchClient::explainStall(std::chrono::milliseconds budget) {
     if (Status s = flush(); !s.ok()) fail(s);
     if (!out_.empty()) link_->wait(1);
   }
-  if (!out_.empty() || !broken_.ok()) return "";
+  if (!out_.empty() || !broken_.ok()) return false;
   Header h;
   h.type = MsgType::Stalled;
   h.group = cfg_.group;
   h.child = cfg_.path[0].index;
-  waitingAnswered_ = false;
+  waiting_.reset();
   out_.push_back(OutSeg{encodeMessage(h, nullptr, 0), nullptr, kHeaderBytes, 0});
-  while (broken_.ok() && !waitingAnswered_ && timeLeft()) {
+  while (broken_.ok() && !waiting_ && timeLeft()) {
     Status s = flush();
     if (s.ok() && broken_.ok()) s = readAvailable();
     if (!s.ok()) fail(s);
-    if (broken_.ok() && !waitingAnswered_) link_->wait(1);
+    if (broken_.ok() && !waiting_) link_->wait(1);
   }
-  if (!waitingAnswered_ && !broken_.ok()) return broken_.message();  // e.g. the group failed: why
-  if (!waitingAnswered_) {
+  return waiting_.has_value();
+}
+
+std::string SwitchClient::nameChildren(const std::vector<uint32_t>& children) const {
+  std::vector<int> ranks, indices;
+  for (uint32_t c : children) {
+    if (c < cfg_.leafRanks.size()) ranks.push_back(cfg_.leafRanks[c]);
+    indices.push_back(static_cast<int>(c));
+  }
+  return ranks.size() == children.size() ? nameList("rank", "ranks", ranks)
+                                         : nameList("child", "children", indices);
+}
+
+std::string SwitchClient::explainStall(std::chrono::milliseconds budget) {
+  if (!broken_.ok() || !link_) return "";
+  if (!askWhatIsLacking(budget)) {
+    if (!broken_.ok()) return broken_.message();  // e.g. the group failed meanwhile: why
     // No answer (the link to the switch may be down): the step waits on every other member.
-    std::vector<int> others;
-    for (size_t c = 0; c < cfg_.leafRanks.size(); ++c)
-      if (c != cfg_.path[0].index) others.push_back(cfg_.leafRanks[c]);
-    std::string whom = others.empty() ? "" : (others.size() == 1 ? "rank " : "ranks ");
-    for (size_t i = 0; i < others.size(); ++i) whom += strprintf("%s%d", i ? ", " : "", others[i]);
+    std::vector<uint32_t> others;
+    for (uint32_t c = 0; c < cfg_.path[0].members; ++c)
+      if (c != cfg_.path[0].index) others.push_back(c);
+    std::string whom = cfg_.leafRanks.empty() ? "" : nameChildren(others);
     if (cfg_.path.size() > 1)
       whom += whom.empty() ? "the ranks under other switches" : " and the ranks under other switches";
     return strprintf(
@@ -410,27 +423,19 @@ std::string SwitchClient::explainStall(std::chrono::milliseconds budget) {
         cfg_.address.c_str(), static_cast<long long>(budget.count()),
         whom.empty() ? "the other members" : whom.c_str());
   }
-  waitingAnswered_ = false;
-  const auto op = static_cast<unsigned long long>(waitingHdr_.opId);
-  if (waiting_.empty())
-    return waitingHdr_.arg64
-               ? strprintf(
-                     "switch %s: chunk %u of operation %llu has every contribution of "
-                     "this switch and waits for its parent switch (ranks under other "
-                     "switches)",
-                     cfg_.address.c_str(), waitingHdr_.chunk, op)
-               : strprintf("switch %s: nothing of the group is pending there", cfg_.address.c_str());
-  std::string who;
-  for (size_t i = 0; i < waiting_.size(); ++i) {
-    const uint32_t child = waiting_[i];
-    const bool known = child < cfg_.leafRanks.size();
-    who += strprintf("%s%s%d", i ? ", " : "", known ? "" : "child ",
-                     known ? cfg_.leafRanks[child] : static_cast<int>(child));
-  }
-  const bool ranks = !cfg_.leafRanks.empty();
-  return strprintf("switch %s: chunk %u of operation %llu still lacks the contribution%s of %s%s",
-                   cfg_.address.c_str(), waitingHdr_.chunk, op, waiting_.size() > 1 ? "s" : "",
-                   ranks ? (waiting_.size() > 1 ? "ranks " : "rank ") : "", who.c_str());
+  const Waiting w = std::move(*waiting_);
+  waiting_.reset();
+  const auto op = static_cast<unsigned long long>(w.opId);
+  if (!w.children.empty())
+    return strprintf("switch %s: chunk %u of operation %llu still lacks the contribution%s of %s",
+                     cfg_.address.c_str(), w.chunk, op, w.children.size() > 1 ? "s" : "",
+                     nameChildren(w.children).c_str());
+  if (w.parent)
+    return strprintf(
+        "switch %s: chunk %u of operation %llu has every contribution of this switch and waits for its "
+        "parent switch (ranks under other switches)",
+        cfg_.address.c_str(), w.chunk, op);
+  return strprintf("switch %s: nothing of the group is pending there", cfg_.address.c_str());
 }
 
 Status SwitchClient::progress() {

@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -109,6 +110,10 @@ class SwitchClient : public CollectiveOffload {
   Status onResult();
   Status placeResult();
   void sendChunks();
+  // Sends Stalled and waits up to `budget` for the answer (in waiting_); false without one.
+  bool askWhatIsLacking(std::chrono::milliseconds budget);
+  // "rank 5" / "ranks 5, 6" for children of the leaf ("children 1, 2" where no ranks were given).
+  std::string nameChildren(const std::vector<uint32_t>& children) const;
 
   SwitchClientConfig cfg_;
   std::unique_ptr<LinkHub> hub_;  // before link_: a link goes before its hub
@@ -129,10 +134,15 @@ class SwitchClient : public CollectiveOffload {
   // (all-gather: rank j's part of the chunk; otherwise one piece).
   uint8_t* payDst_ = nullptr;
   size_t pieceBytes_ = 0, pieceStride_ = 0;
-  std::vector<uint8_t> text_;     // payload of an Error or a Waiting (or a result nobody waits for)
-  bool waitingAnswered_ = false;  // a Waiting came (explainStall): in waiting_ and waitingHdr_
-  Header waitingHdr_;
-  std::vector<uint32_t> waiting_;
+  std::vector<uint8_t> text_;  // payload of an Error or a Waiting (or a result nobody waits for)
+  // The switch's answer to Stalled (explainStall): its oldest pending chunk and whom it lacks.
+  struct Waiting {
+    uint64_t opId;
+    uint32_t chunk;
+    bool parent;  // every child is in: it waits for the parent switch
+    std::vector<uint32_t> children;
+  };
+  std::optional<Waiting> waiting_;
   size_t payGot_ = 0;
   Status broken_;
   SwitchClientStats stats_;

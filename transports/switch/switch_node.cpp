@@ -663,50 +663,49 @@ struct SwitchNode::Impl {
       return strprintf("rank %lld (member %u)", static_cast<long long>(g.rankOf[child]), child);
     return strprintf("member %u", child);
   }
-  // The children the oldest pending chunk lacks (empty when none is pending).
-  static std::vector<uint32_t> lackingChildren(const Group& g, uint64_t* opId, uint32_t* chunk,
-                                               bool* parent) {
-    std::vector<uint32_t> missing;
-    *opId = 0, *chunk = 0, *parent = false;
-    if (g.slots.empty()) return missing;
+  // What the group's oldest pending chunk lacks here (nothing pending: opId 0, no children).
+  struct Lack {
+    uint64_t opId = 0;
+    uint32_t chunk = 0;
+    bool parent = false;  // every child is in: it waits for the parent switch
+    std::vector<uint32_t> children;
+  };
+  static Lack lackOf(const Group& g) {
+    Lack l;
+    if (g.slots.empty()) return l;
     const auto& [key, slot] = *g.slots.begin();  // (operation, chunk): the oldest first
-    *opId = key.first;
-    *chunk = key.second;
-    for (uint32_t child = 0; child < slot.got.size() && missing.size() < kMaxWaitingChildren; ++child)
-      if (!slot.got[child]) missing.push_back(child);
-    *parent = missing.empty() && slot.waitingParent;
-    return missing;
+    l.opId = key.first;
+    l.chunk = key.second;
+    for (uint32_t child = 0; child < slot.got.size() && l.children.size() < kMaxWaitingChildren; ++child)
+      if (!slot.got[child]) l.children.push_back(child);
+    l.parent = l.children.empty() && slot.waitingParent;
+    return l;
   }
   // "; chunk 0 of operation 5 still lacked rank 1 (member 1)": whom the others were waiting for.
   static std::string lacking(const Group& g, uint32_t leaver) {
-    uint64_t opId;
-    uint32_t chunk;
-    bool parent;
-    std::vector<uint32_t> missing = lackingChildren(g, &opId, &chunk, &parent);
-    missing.erase(std::remove(missing.begin(), missing.end(), leaver), missing.end());  // said already
-    if (missing.empty()) return "";
+    Lack l = lackOf(g);
+    std::erase(l.children, leaver);  // said already
+    if (l.children.empty()) return "";
     std::string who;
-    for (size_t i = 0; i < missing.size(); ++i) who += (i ? ", " : "") + memberName(g, missing[i]);
-    return strprintf("; chunk %u of operation %llu still lacked %s", chunk,
-                     static_cast<unsigned long long>(opId), who.c_str());
+    for (size_t i = 0; i < l.children.size(); ++i) who += (i ? ", " : "") + memberName(g, l.children[i]);
+    return strprintf("; chunk %u of operation %llu still lacked %s", l.chunk,
+                     static_cast<unsigned long long>(l.opId), who.c_str());
   }
 
   // A member whose wait ran out asks what its group waits for here: the children missing from the
   // oldest pending chunk (so its error can name them), or the parent. The group goes on as it was.
   void onStalled(Conn* c, const Header& h) {
     if (!c->groups.count(h.group)) return drop(c, "stalled for a group it is not a member of", true);
+    auto it = groups.find(h.group);
+    const Lack l = it != groups.end() ? lackOf(it->second) : Lack{};
     Header reply;
     reply.type = MsgType::Waiting;
     reply.group = h.group;
-    std::vector<uint32_t> missing;
-    auto it = groups.find(h.group);
-    if (it != groups.end()) {
-      bool parent = false;
-      missing = lackingChildren(it->second, &reply.opId, &reply.chunk, &parent);
-      reply.arg64 = parent ? 1 : 0;
-    }
-    reply.arg32 = static_cast<uint32_t>(missing.size());
-    send(c, encodeMessage(reply, missing.data(), missing.size() * sizeof(uint32_t)));
+    reply.opId = l.opId;
+    reply.chunk = l.chunk;
+    reply.arg64 = l.parent ? 1 : 0;
+    reply.arg32 = static_cast<uint32_t>(l.children.size());
+    send(c, encodeMessage(reply, l.children.data(), l.children.size() * sizeof(uint32_t)));
   }
 
   // Reads what is available (bounded per call so one busy peer cannot starve the others).
