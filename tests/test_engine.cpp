@@ -12,6 +12,7 @@
 #include "exec/engine.hpp"
 #include "exec/executor.hpp"
 #include "exec/scratch_pool.hpp"
+#include "exec/staging_pool.hpp"
 #include "exec/window_write_modes.hpp"
 
 namespace trib {
@@ -196,6 +197,48 @@ TEST(ScratchPool, ReusesBuffersAndBoundsWhatItKeeps) {
   ASSERT_TRUE(pool.acquire(0, &none).ok());
   EXPECT_TRUE(none.empty());
   EXPECT_EQ(pool.acquire(SIZE_MAX, &none).code(), tribInvalidArgument);
+}
+
+// Reserved staging is taken without allocating; reserve() counts what the pool holds (idle or
+// taken), so reserving the same needs again allocates nothing; a failed allocation is an error.
+TEST(StagingPool, ReservedBuffersAreTakenWithoutAllocating) {
+  std::vector<size_t> allocated;
+  bool outOfMemory = false;
+  {
+    StagingPool pool(
+        [&](size_t bytes) -> void* {
+          if (outOfMemory) return nullptr;
+          allocated.push_back(bytes);
+          return hostEngine().allocScratch(bytes);
+        },
+        [](void* p) { hostEngine().freeScratch(p, 0); });
+    EXPECT_EQ(StagingPool::sizeClass(1), 4096u);
+    EXPECT_EQ(StagingPool::sizeClass(5000), 8192u);
+    ASSERT_TRUE(pool.reserve({100, 5000, 5000, 3000}).ok());
+    EXPECT_EQ(allocated, (std::vector<size_t>{4096, 4096, 8192, 8192}));
+    void* a = pool.take(5000);
+    void* b = pool.take(6000);
+    void* c = pool.take(4096);
+    EXPECT_NE(a, b);
+    EXPECT_EQ(pool.allocationsOnTake(), 0u);
+    ASSERT_TRUE(pool.reserve({5000, 5000}).ok()) << "both 8 KiB buffers exist, though taken";
+    EXPECT_EQ(allocated.size(), 4u);
+    void* d = pool.take(8000);  // the third 8 KiB buffer: allocated now, and counted
+    EXPECT_EQ(pool.allocationsOnTake(), 1u);
+    EXPECT_EQ(allocated.size(), 5u);
+    pool.give(a, 5000);
+    pool.give(b, 6000);
+    void* e = pool.take(7000);
+    EXPECT_TRUE(e == a || e == b) << "given back, taken again";
+    EXPECT_EQ(pool.allocationsOnTake(), 1u);
+    pool.give(c, 4096);
+    pool.give(d, 8000);
+    outOfMemory = true;
+    const Status st = pool.reserve({1 << 20});
+    EXPECT_EQ(st.code(), tribSystemError);
+    EXPECT_NE(st.message().find("1048576 bytes"), std::string::npos) << st.message();
+    EXPECT_EQ(pool.take(1 << 20), nullptr);
+  }
 }
 
 // The memory kind travels into the executor: a step the engine or the transport cannot reach is

@@ -22,6 +22,7 @@
 #include "core/stream_coll.hpp"
 #include "cuda/cuda_api.hpp"
 #include "exec/host_stream.hpp"
+#include "exec/staging_pool.hpp"
 #include "tributary/tributary.h"
 
 namespace trib {
@@ -34,9 +35,16 @@ std::string lastError() { return tribGetLastError(nullptr); }
 
 // Host memory posing as device memory: copies and reductions by the host engine, but each op
 // completes only at a later progress() (as a CUDA engine's events do), and host staging is counted.
+// Its staging comes from a StagingPool as the CUDA engine's does, so a test can check that a call
+// never allocates staging once its stream is held (page-locking would wait for that stream).
 class StandInDeviceEngine final : public Engine {
  public:
   explicit StandInDeviceEngine(std::shared_ptr<std::atomic<int>> stagings) : stagings_(std::move(stagings)) {}
+  ~StandInDeviceEngine() override { unreserved_->fetch_add(staging_.allocationsOnTake()); }
+  // Counts, when the engine goes, the staging it had to allocate during calls.
+  void countUnreservedInto(std::shared_ptr<std::atomic<uint64_t>> counter) {
+    unreserved_ = std::move(counter);
+  }
   const char* name() const override { return "stand-in device"; }
   MemoryKind memory() const override { return MemoryKind::Device; }
   Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool) override {
@@ -61,9 +69,10 @@ class StandInDeviceEngine final : public Engine {
   void freeScratch(void* p, size_t bytes) override { hostEngine().freeScratch(p, bytes); }
   void* allocHostStaging(size_t bytes) override {
     stagings_->fetch_add(1);
-    return hostEngine().allocScratch(bytes);
+    return staging_.take(bytes);
   }
-  void freeHostStaging(void* p, size_t bytes) override { hostEngine().freeScratch(p, bytes); }
+  void freeHostStaging(void* p, size_t bytes) override { staging_.give(p, bytes); }
+  Status reserveHostStaging(const std::vector<size_t>& bytes) override { return staging_.reserve(bytes); }
 
  private:
   template <class F>
@@ -75,6 +84,9 @@ class StandInDeviceEngine final : public Engine {
     return Status::Ok();
   }
   std::shared_ptr<std::atomic<int>> stagings_;
+  std::shared_ptr<std::atomic<uint64_t>> unreserved_ = std::make_shared<std::atomic<uint64_t>>(0);
+  StagingPool staging_{[](size_t bytes) { return hostEngine().allocScratch(bytes); },
+                       [](void* p) { hostEngine().freeScratch(p, 0); }};
   std::mutex mu_;
   std::vector<TransferOp*> pending_;
 };
@@ -85,6 +97,8 @@ struct World {
   std::vector<tribComm_t> comms;
   std::vector<std::unique_ptr<HostStream>> streams;
   std::shared_ptr<std::atomic<int>> stagings = std::make_shared<std::atomic<int>>(0);
+  // Staging the stand-in engines allocated while calls ran (known once the communicators are gone).
+  std::shared_ptr<std::atomic<uint64_t>> unreservedStagings = std::make_shared<std::atomic<uint64_t>>(0);
   World(int n, bool deviceStandIn, int timeoutMs = 0) : comms(n) {
     if (timeoutMs > 0) {
       tribUniqueId id;
@@ -102,13 +116,18 @@ struct World {
     }
     for (int r = 0; r < n; ++r) {
       std::unique_ptr<Engine> engine;
-      if (deviceStandIn) engine = std::make_unique<StandInDeviceEngine>(stagings);
+      if (deviceStandIn) {
+        auto standIn = std::make_unique<StandInDeviceEngine>(stagings);
+        standIn->countUnreservedInto(unreservedStagings);
+        engine = std::move(standIn);
+      }
       EXPECT_TRUE(
           setStreamTesting(comms[r]->impl(), std::make_unique<HostStreamOrdering>(), std::move(engine)).ok());
       streams.push_back(std::make_unique<HostStream>());
     }
   }
-  ~World() {
+  ~World() { destroy(); }
+  void destroy() {
     for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess) << lastError();
     comms.clear();
     streams.clear();
@@ -269,6 +288,9 @@ TEST(StreamOrdered, DeviceCollectivesMatchHostResults) {
         if (std::string(c.name).rfind("reduce prod", 0) == 0 && r != 0) continue;
         EXPECT_EQ(out[r], want[r]) << "rank " << r;
       }
+      // Every host staging buffer was reserved before the call's stream was held.
+      w.destroy();
+      EXPECT_EQ(w.unreservedStagings->load(), 0u);
     }
   }
 }
@@ -343,6 +365,10 @@ TEST(StreamOrdered, GroupOfRanksSharesOneStream) {
     EXPECT_EQ(got[r], in[(r + kRanks - 1) % kRanks]) << "rank " << r;
     for (size_t i = 0; i < 300; ++i) ASSERT_EQ(sum[r][i], 3.f * i + 300.f) << "rank " << r;
   }
+  // The group's calls of each rank are one work: their staging was reserved together.
+  EXPECT_GT(w.stagings->load(), 0);
+  w.destroy();
+  EXPECT_EQ(w.unreservedStagings->load(), 0u);
 }
 
 // Only rank 0 calls: its call waits for a peer that never comes until another thread aborts the

@@ -4,6 +4,7 @@
 
 #include "core/group.hpp"
 #include "cuda/cuda_api.hpp"
+#include "exec/executor.hpp"
 
 namespace trib {
 
@@ -35,6 +36,17 @@ Status makeState(Communicator* comm, std::unique_ptr<StreamOrdering> ordering, i
       std::make_unique<StreamProgress>(*s->ordering, comm->peers, comm->config.timeout, std::move(hooks));
   comm->streams = std::move(s);
   return Status::Ok();
+}
+
+// The host staging a work's runs take from the engine, reserved on the caller's thread before
+// its stream is held (Engine::reserveHostStaging says why).
+Status reserveStaging(Communicator* comm, const StreamWork& work) {
+  std::vector<size_t> needs;
+  for (const StreamRun& r : work.runs) addHostStagingNeeds(*r.steps, comm->peers, r.options, &needs);
+  if (needs.empty() || !comm->streams->deviceEngine) return Status::Ok();
+  Status st = comm->streams->deviceEngine->reserveHostStaging(needs);
+  if (!st.ok()) st.prefix(strprintf("rank %d: a stream-ordered call's host staging: ", comm->rank));
+  return st;
 }
 
 }  // namespace
@@ -125,8 +137,10 @@ Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool dev
     ++s.groupPending;
     return Status::Ok();
   }
-  TRIB_RETURN_IF_ERROR(s.progress->reserve());
   StreamWork work;
+  work.runs.push_back(std::move(run));
+  TRIB_RETURN_IF_ERROR(reserveStaging(comm, work));
+  TRIB_RETURN_IF_ERROR(s.progress->reserve());
   work.ticket = s.nextTicket++;
   Status st = s.ordering->markStart(stream, work.ticket);
   if (st.ok()) st = s.ordering->holdUntilDone(stream, work.ticket);
@@ -134,7 +148,6 @@ Status submitStreamRun(Communicator* comm, void* stream, StreamRun run, bool dev
     s.progress->unreserve();
     return st;
   }
-  work.runs.push_back(std::move(run));
   s.progress->push(std::move(work));
   return Status::Ok();
 }
@@ -160,7 +173,8 @@ Status flushGroupStreamCalls() {
   Status first;
   for (PerComm& w : works) {
     StreamState& s = *w.comm->streams;
-    Status st = s.progress->reserve();
+    Status st = reserveStaging(w.comm, w.work);
+    if (st.ok()) st = s.progress->reserve();
     if (st.ok()) {
       w.work.ticket = s.nextTicket++;
       st = s.ordering->markStart(w.stream, w.work.ticket);

@@ -7,13 +7,13 @@
 
 #include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <set>
 #include <vector>
 
 #include "cuda/cuda_api.hpp"
 #include "cuda/cuda_util.hpp"
+#include "exec/staging_pool.hpp"
 #include "reduce/element_ops.hpp"
 
 namespace trib::cuda {
@@ -137,7 +137,6 @@ class CudaEngine final : public Engine {
     cudaStreamSynchronize(stream_);
     for (Pending& p : pending_) cudaEventDestroy(p.event);
     for (cudaEvent_t e : spareEvents_) cudaEventDestroy(e);
-    for (void* p : pinned_) cudaFreeHost(p);
     cudaStreamDestroy(stream_);
     (void)cudaGetLastError();
   }
@@ -230,29 +229,12 @@ class CudaEngine final : public Engine {
   }
   // Pinned and mapped: the copy engine moves it at full speed, and kernels read it directly (a
   // host-staged receive-reduce combines from it). Kept for reuse and freed only with the engine, as
-  // cudaFreeHost may wait for the device (the same deadlock as cudaFree); sizes are powers of two.
-  void* allocHostStaging(size_t bytes) override {
-    const size_t size = pinnedSize(bytes);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = idlePinned_.find(size); it != idlePinned_.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      return p;
-    }
-    DeviceScope scope(device_);
-    void* p = nullptr;
-    if (cudaHostAlloc(&p, size, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    pinned_.push_back(p);
-    return p;
-  }
-  void freeHostStaging(void* p, size_t bytes) override {
-    if (!p) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    idlePinned_[pinnedSize(bytes)].push_back(p);
-  }
+  // cudaFreeHost may wait for the device (the same deadlock as cudaFree). cudaHostAlloc waits for
+  // blocking streams, one of which may be held for this engine's call: stream-ordered calls
+  // reserve their staging first, on the caller's thread (exec/staging_pool.hpp).
+  void* allocHostStaging(size_t bytes) override { return pinned_.take(bytes); }
+  void freeHostStaging(void* p, size_t bytes) override { pinned_.give(p, bytes); }
+  Status reserveHostStaging(const std::vector<size_t>& bytes) override { return pinned_.reserve(bytes); }
 
   Status synchronize() {
     {
@@ -309,17 +291,18 @@ class CudaEngine final : public Engine {
     return Status::Ok();
   }
 
-  static size_t pinnedSize(size_t bytes) {
-    size_t size = 4096;
-    while (size < bytes) size *= 2;
-    return size;
-  }
-
   const int device_;
   const cudaStream_t stream_;
   std::mutex mu_;
-  std::vector<void*> pinned_;                        // every pinned buffer, freed with the engine
-  std::map<size_t, std::vector<void*>> idlePinned_;  // by size, ready for reuse
+  StagingPool pinned_{
+      [device = device_](size_t size) {
+        DeviceScope scope(device);
+        void* p = nullptr;
+        if (cudaHostAlloc(&p, size, cudaHostAllocPortable | cudaHostAllocMapped) == cudaSuccess) return p;
+        (void)cudaGetLastError();
+        return static_cast<void*>(nullptr);
+      },
+      [](void* p) { cudaFreeHost(p); }};
   std::deque<Pending> pending_;
   std::vector<cudaEvent_t> spareEvents_;
 };

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "common/dtype.hpp"
 #include "common/memory_kind.hpp"
@@ -38,6 +39,13 @@ class Engine {
   // the executor stages what a transport cannot send from or receive into. Default: scratch.
   virtual void* allocHostStaging(size_t bytes) { return allocScratch(bytes); }
   virtual void freeHostStaging(void* p, size_t bytes) { freeScratch(p, bytes); }
+  // Makes host staging of these sizes (all at once) ready before a stream-ordered call's stream
+  // is held, on the caller's thread: an engine whose staging allocation synchronises with streams
+  // (page-locking, exec/staging_pool.hpp) must not allocate while the call runs. Default: nothing.
+  virtual Status reserveHostStaging(const std::vector<size_t>& bytes) {
+    (void)bytes;
+    return Status::Ok();
+  }
 };
 
 // The host engine (process memory, the CPU's vectorised reducer); one per process.

@@ -15,7 +15,40 @@ namespace {
 // How far past the first unfinished step the scoreboard looks. Enough to keep every slice of
 // a pipelined round in flight, small enough that a scan stays cheap.
 constexpr size_t kWindow = 512;
+
+// A communication step's own memory (what it sends from, or receives into), and whether its
+// transport reaches that memory. Device memory it cannot reach goes through the device engine's
+// host staging; other memory it cannot reach is refused.
+struct MessageMemory {
+  uint64_t count;
+  MemoryKind kind;
+  bool reachable;
+  bool hostStaged;
+};
+MessageMemory messageMemory(const Step& s, const ExecOptions& opts, const Engine& engine,
+                            const Transport& t) {
+  const bool sending = s.kind == StepKind::Send;
+  const Region& mine = sending ? s.src : s.dst;
+  const MemoryKind kind = mine.buf == Buf::Input    ? opts.inputKind
+                          : mine.buf == Buf::Output ? opts.outputKind
+                                                    : engine.memory();
+  const bool reachable = sending ? t.sendsFrom(kind) : t.receivesInto(kind);
+  const bool hostStaged =
+      mine.count > 0 && !reachable && kind == MemoryKind::Device && engine.memory() == MemoryKind::Device;
+  return {mine.count, kind, reachable, hostStaged};
+}
 }  // namespace
+
+void addHostStagingNeeds(const std::vector<Step>& steps, const std::vector<Transport*>& peers,
+                         const ExecOptions& opts, std::vector<size_t>* needs) {
+  const Engine& engine = opts.engine ? *opts.engine : hostEngine();
+  const size_t elemSize = dataTypeSize(opts.dtype);
+  for (const Step& s : steps) {
+    if (!s.isComm() || s.peer < 0 || s.peer >= static_cast<int>(peers.size()) || !peers[s.peer]) continue;
+    const MessageMemory m = messageMemory(s, opts, engine, *peers[s.peer]);
+    if (m.hostStaged) needs->push_back(m.count * elemSize);
+  }
+}
 
 Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBuffers& buffers,
                      const std::vector<Transport*>& peers, ExecOptions opts)
@@ -250,18 +283,12 @@ Status Execution::start() {
       if (s.peer < 0 || s.peer >= static_cast<int>(peers_.size()) || !peers_[s.peer]) {
         return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
       }
-      const Region& mine = s.kind == StepKind::Send ? s.src : s.dst;
-      const MemoryKind kind = mine.buf == Buf::Input    ? opts_.inputKind
-                              : mine.buf == Buf::Output ? opts_.outputKind
-                                                        : engine_->memory();
-      const bool sending = s.kind == StepKind::Send;
-      const bool reaches = sending ? peers_[s.peer]->sendsFrom(kind) : peers_[s.peer]->receivesInto(kind);
-      // Device memory a transport cannot reach goes through the device engine's host staging.
-      slot.hostStaged = mine.count > 0 && !reaches && kind == MemoryKind::Device && deviceEngine;
-      if (mine.count > 0 && !reaches && !slot.hostStaged)
+      const MessageMemory m = messageMemory(s, opts_, *engine_, *peers_[s.peer]);
+      slot.hostStaged = m.hostStaged;
+      if (m.count > 0 && !m.reachable && !m.hostStaged)
         return stepError(
             i, errorf(tribInvalidUsage, "the %s transport cannot %s %s memory", peers_[s.peer]->name(),
-                      sending ? "send from" : "receive into", memoryKindName(kind)));
+                      s.kind == StepKind::Send ? "send from" : "receive into", memoryKindName(m.kind)));
       if (counters.empty()) counters.assign(2 * peers_.size(), 0);
       slot.msgIndex = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
       slot.tag = makeTag(opts_.seq, slot.msgIndex);

@@ -90,6 +90,12 @@ struct ExecOptions {
   bool mayAbandon = false;
 };
 
+// Appends the host staging (bytes, one entry per message) that running `steps` with `opts` takes
+// from its engine: device memory a transport cannot reach. A stream-ordered call reserves it
+// (Engine::reserveHostStaging) before its stream is held.
+void addHostStagingNeeds(const std::vector<Step>& steps, const std::vector<Transport*>& peers,
+                         const ExecOptions& opts, std::vector<size_t>* needs);
+
 class Execution {
  public:
   // `peers[p]` is the transport that reaches rank p (nullptr for self); the vector must outlive
