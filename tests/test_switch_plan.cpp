@@ -99,29 +99,11 @@ TEST(SwitchPlan, ThePlannerChoosesTheAttachedSwitchOnlyWhenItWins) {
     SCOPED_TRACE(strprintf("TRIB_SWITCH_BW=%s TRIB_ALGO=%s", c.bw, c.algo));
     env.set("TRIB_SWITCH_BW", c.bw);
     env.set("TRIB_SWITCH_LAT", "1");
-    tribUniqueId id;
-    ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
-    std::vector<std::string> errors(n);
     std::vector<uint64_t> sent(n, 0), recvd(n, 0);
-    std::vector<std::thread> ts;
-    for (int r = 0; r < n; ++r) {
-      ts.emplace_back([&, r] {
-        tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-        cfg.algo = c.algo;
-        cfg.timeoutMs = 30000;
-        tribComm_t comm = nullptr;
-        if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
-          errors[r] = std::string("init: ") + tribGetLastError(nullptr);
-          return;
-        }
-        if (!switchUsable(comm->impl()))
-          errors[r] = "the switch is not attached";
-        else
-          errors[r] = exactAllReduce(comm, r, n, count, 5, &sent[r], &recvd[r]);
-        tribCommDestroy(comm);
-      });
-    }
-    for (auto& t : ts) t.join();
+    const std::vector<std::string> errors = sw::testing::threadRanks(n, c.algo, [&](int r, tribComm_t comm) {
+      if (!switchUsable(comm->impl())) return std::string("the switch is not attached");
+      return exactAllReduce(comm, r, n, count, 5, &sent[r], &recvd[r]);
+    });
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(errors[r], "") << "rank " << r;
       EXPECT_EQ(sent[r], c.viaSwitch ? count * 4 : 0) << "rank " << r;
@@ -346,38 +328,23 @@ TEST(SwitchPlan, HierSwitchThroughTwoLeavesExactAndHalfTheTraffic) {
   unsetenv("TRIB_SWITCH");
   const int n = 4;
   const uint64_t count = 100003;
-  tribUniqueId id;
-  ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
-  std::vector<std::string> errors(n);
   std::vector<uint64_t> sent(n, 0), recvd(n, 0);
   std::vector<int> stride(n, 0);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-      cfg.algo = "hier_switch";
-      cfg.timeoutMs = 30000;
-      tribComm_t comm = nullptr;
-      if (tribCommInitRankConfig(&comm, n, id, r, &cfg) != tribSuccess) {
-        errors[r] = std::string("init: ") + tribGetLastError(nullptr);
-        return;
-      }
-      stride[r] = sliceUsable(comm->impl()) ? comm->impl()->sliceStride : 0;
-      errors[r] = exactAllReduce(comm, r, n, count, 3, &sent[r], &recvd[r]);
-      // In place, float32 avg: exact here (small integers, divided once at the host).
-      std::vector<float> buf(count);
-      for (uint64_t i = 0; i < count && errors[r].empty(); ++i)
-        buf[i] = static_cast<float>((i % 50) * (r + 1));
-      if (errors[r].empty() &&
-          tribAllReduce(buf.data(), buf.data(), count, tribFloat32, tribAvg, comm, nullptr) != tribSuccess)
-        errors[r] = tribGetLastError(nullptr);
-      for (uint64_t i = 0; i < count && errors[r].empty(); ++i)
-        if (buf[i] != static_cast<float>((i % 50) * 10) / 4)
-          errors[r] = strprintf("in place avg element %llu: %g", static_cast<unsigned long long>(i), buf[i]);
-      tribCommDestroy(comm);
-    });
-  }
-  for (auto& t : ts) t.join();
+  const std::vector<std::string> errors =
+      sw::testing::threadRanks(n, "hier_switch", [&](int r, tribComm_t comm) {
+        stride[r] = sliceUsable(comm->impl()) ? comm->impl()->sliceStride : 0;
+        std::string err = exactAllReduce(comm, r, n, count, 3, &sent[r], &recvd[r]);
+        // In place, float32 avg: exact here (small integers, divided once at the host).
+        std::vector<float> buf(count);
+        for (uint64_t i = 0; i < count && err.empty(); ++i) buf[i] = static_cast<float>((i % 50) * (r + 1));
+        if (err.empty() &&
+            tribAllReduce(buf.data(), buf.data(), count, tribFloat32, tribAvg, comm, nullptr) != tribSuccess)
+          err = tribGetLastError(nullptr);
+        for (uint64_t i = 0; i < count && err.empty(); ++i)
+          if (buf[i] != static_cast<float>((i % 50) * 10) / 4)
+            err = strprintf("in place avg element %llu: %g", static_cast<unsigned long long>(i), buf[i]);
+        return err;
+      });
   std::remove(topoPath.c_str());
   uint64_t total = 0;
   for (int r = 0; r < n; ++r) {
