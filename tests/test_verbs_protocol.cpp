@@ -101,6 +101,41 @@ TEST(VerbsCts, NoticesInFlightNeverExceedTheSlots) {
   EXPECT_FALSE(reader.maySend(sent + 1));
 }
 
+// An immediate off the wire completes only a receive this peer's table holds: once, by its id.
+TEST(VerbsRecvTable, ImmediatesAreCheckedAgainstThePeersReceives) {
+  RecvTable<std::string> table;
+  const uint32_t a = table.add("a"), b = table.add("b");
+  EXPECT_NE(a, 0u) << "0 is what a refusing CTS entry carries";
+  EXPECT_NE(a, b);
+  std::string got;
+  for (uint32_t bad : {0u, b + 1, 0xffffffffu}) {
+    Status s = table.take(bad, "rank 3 (rxe1)", &got);
+    EXPECT_EQ(s.code(), tribRemoteError) << bad;
+    EXPECT_NE(s.message().find("rank 3 (rxe1)"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(std::to_string(bad)), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(table.size(), 2u) << "a bad immediate changes nothing";
+  ASSERT_TRUE(table.take(b, "rank 3", &got).ok());
+  EXPECT_EQ(got, "b");
+  EXPECT_FALSE(table.take(b, "rank 3", &got).ok()) << "a stale immediate: b already completed";
+  std::vector<std::string> drained;
+  table.drain([&](std::string& v) { drained.push_back(v); });
+  EXPECT_EQ(drained, std::vector<std::string>{"a"});
+  EXPECT_FALSE(table.take(a, "rank 3", &got).ok()) << "drained with its peer";
+  EXPECT_EQ(table.size(), 0u);
+}
+
+// Another peer's table does not know this one's ids: an immediate is only ever looked up in the
+// table of the peer whose write carried it.
+TEST(VerbsRecvTable, IdsOfOnePeerAreUnknownToAnother) {
+  RecvTable<int> p1, p2;
+  const uint32_t id = p1.add(7);
+  int got = 0;
+  EXPECT_FALSE(p2.take(id, "rank 2", &got).ok());
+  EXPECT_TRUE(p1.take(id, "rank 1", &got).ok());
+  EXPECT_EQ(got, 7);
+}
+
 TEST(VerbsCredits, ConsumedCreditsReturnOnlyThroughReposts) {
   Credits c(3);
   EXPECT_TRUE(c.take(0));

@@ -105,7 +105,6 @@ struct LargeSend {
 
 struct LargeRecv {
   Recv r;
-  int peer = 0;
   uint64_t tag = 0;
   uint64_t reg = 0;
   std::unique_ptr<uint8_t[]> bounce;  // a reduce-receive lands here
@@ -127,6 +126,7 @@ struct Peer {
   std::vector<uint32_t> freeSendBufs;
   std::vector<TransferOp*> eagerOps;    // per send buffer: the op its completion completes
   std::map<uint32_t, LargeSend> large;  // by send id
+  RecvTable<LargeRecv> recvs;           // answered large receives, by the id their CTS carried
   uint32_t sqOutstanding = 0;
   bool lost = false;
   Status lostWhy;
@@ -208,7 +208,7 @@ class VerbsTransport final : public Transport {
   void matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uint32_t sendId);
   void writeCts(int p, const CtsEntry& e);
   void onCts(int p, const CtsEntry& e);
-  void finishLargeRecv(uint32_t recvId);
+  void finishLargeRecv(int p, uint32_t imm);
   void markLost(int p, const Status& why, bool warn = true);
   void failAll(const Status& why);
   void probe(int p);
@@ -224,8 +224,7 @@ class VerbsTransport final : public Transport {
   Slab recvSlab_, sendSlab_, fifoSlab_, ctsSlab_, creditSlab_;
   RegCache<Mr> sendRegs_, recvRegs_;
   MatchQueue<Recv, Arrived> match_;
-  std::map<uint32_t, LargeRecv> largeRecvs_;
-  uint32_t nextSendId_ = 1, nextRecvId_ = 1;
+  uint32_t nextSendId_ = 1;
   bool aborted_ = false;
   Status abortWhy_;
 };
@@ -544,9 +543,7 @@ void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uin
     writeCts(p, e);
     return;
   }
-  const uint32_t id = nextRecvId_++;
-  LargeRecv& l = largeRecvs_[id];
-  l.peer = p;
+  LargeRecv l;
   l.tag = tag;
   uint8_t* target = static_cast<uint8_t*>(r.buf);
   if (r.reduce) {
@@ -556,14 +553,13 @@ void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uin
   Mr* m = nullptr;
   if (Status s = recvRegs_.acquire(reinterpret_cast<uintptr_t>(target), r.bytes, &l.reg, &m); !s.ok()) {
     r.op->fail(s);
-    largeRecvs_.erase(id);
     writeCts(p, e);  // refused: the sender fails too instead of waiting
     return;
   }
   l.r = std::move(r);
   e.addr = reinterpret_cast<uintptr_t>(target);
   e.rkey = m->mr->rkey;
-  e.recvId = id;
+  e.recvId = peers_[p].recvs.add(std::move(l));
   writeCts(p, e);
 }
 
@@ -620,16 +616,16 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
   l.allPosted = true;
 }
 
-void VerbsTransport::finishLargeRecv(uint32_t recvId) {
-  auto it = largeRecvs_.find(recvId);
-  if (it == largeRecvs_.end()) return;
-  LargeRecv& l = it->second;
+// The peer's last write of a large message landed; its immediate names the receive, checked
+// against this peer's table before anything is touched.
+void VerbsTransport::finishLargeRecv(int p, uint32_t imm) {
+  LargeRecv l;
+  if (Status s = peers_[p].recvs.take(imm, who(p), &l); !s.ok()) return markLost(p, s);
   if (l.r.reduce)
     trib::reduce(l.r.buf, l.r.spec.local, l.bounce.get(), l.r.bytes / dataTypeSize(l.r.spec.dtype),
                  l.r.spec.dtype, l.r.spec.op);
   recvRegs_.release(l.reg);
   l.r.op->complete();
-  largeRecvs_.erase(it);
 }
 
 void VerbsTransport::onMessage(int p, uint32_t bufIndex, uint32_t len) {
@@ -681,7 +677,7 @@ void VerbsTransport::handle(const ibv_wc& wc) {
     case kWrRecv: {
       const uint32_t i = wrIndex(wc.wr_id);
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-        finishLargeRecv(be32toh(wc.imm_data));
+        finishLargeRecv(p, be32toh(wc.imm_data));
       else
         onMessage(p, i, wc.byte_len);
       if (pe.lost) return;
@@ -799,15 +795,10 @@ void VerbsTransport::markLost(int p, const Status& why, bool warn) {
     r.op->fail(why);
     return true;
   });
-  for (auto it = largeRecvs_.begin(); it != largeRecvs_.end();) {
-    if (it->second.peer != p) {
-      ++it;
-      continue;
-    }
-    recvRegs_.release(it->second.reg);
-    it->second.r.op->fail(why);
-    it = largeRecvs_.erase(it);
-  }
+  pe.recvs.drain([&](LargeRecv& l) {
+    recvRegs_.release(l.reg);
+    l.r.op->fail(why);
+  });
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
   ibv_modify_qp(pe.qp, &a, IBV_QP_STATE);

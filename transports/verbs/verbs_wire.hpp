@@ -9,7 +9,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.hpp"
@@ -110,6 +112,48 @@ class CtsWriter {
  private:
   uint32_t slots_;
   uint64_t written_ = 0;
+};
+
+// ---- large receives, by the immediate that completes them -------------------------------------
+// The receiver names each large receive it has answered with an id (the CTS entry's recvId); the
+// sender's last write carries it back as its immediate value. That value comes off the wire, so
+// it is looked up in the table of the peer that sent it before it is used: a malformed or stale
+// one (never issued, already completed, or another peer's) is an error naming that peer.
+template <class T>
+class RecvTable {
+ public:
+  // Files a receive; returns its id, never 0 (a refusing CTS entry carries 0).
+  uint32_t add(T v) {
+    uint32_t id;
+    do id = next_++;
+    while (id == 0 || live_.count(id));
+    live_.emplace(id, std::move(v));
+    return id;
+  }
+  // Moves the receive `imm` names into *out and forgets it; where it names none, an error naming
+  // `peer` and nothing changes.
+  Status take(uint32_t imm, const std::string& peer, T* out) {
+    auto it = live_.find(imm);
+    if (it == live_.end())
+      return errorf(tribRemoteError,
+                    "verbs: %s completed a write with immediate %u, which names none of the %zu large "
+                    "receives this rank awaits from it (a malformed or stale immediate)",
+                    peer.c_str(), imm, live_.size());
+    *out = std::move(it->second);
+    live_.erase(it);
+    return Status::Ok();
+  }
+  // Every receive still awaited, then none (a peer lost).
+  template <class F>
+  void drain(F f) {
+    for (auto& [id, v] : live_) f(v);
+    live_.clear();
+  }
+  size_t size() const { return live_.size(); }
+
+ private:
+  std::map<uint32_t, T> live_;
+  uint32_t next_ = 1;
 };
 
 // ---- credits --------------------------------------------------------------------------------
