@@ -237,6 +237,44 @@ TEST(Verbs, KilledPeerFailsWithinTheTimeout) {
       "rank 2: signal 9\n");
 }
 
+// A remote key that does not match: the receiver advertises a corrupted one (the transport's test
+// hook), so the receiver's NIC refuses the sender's RDMA WRITE. Both ranks fail within the timeout
+// with an error naming the other (the sender's says the key or address did not match); no hang.
+TEST(Verbs, MismatchedRemoteKeyFailsBothSides) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(
+      run(2, 1,
+          [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+#ifdef TRIB_HAVE_VERBS
+            if (rank == 1) trib::verbsTestCorruptAdvertisedRkeys(true);
+#endif
+            Comm c = join(2, rank, ids[0], 20000);
+            if (!c.comm) return report = "init: " + c.error, 1;
+            float x = 1, y = 0;  // eager: no key involved
+            if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 2)
+              return report = "warm-up: " + std::string(tribGetLastError(c.comm)), 1;
+            std::vector<uint8_t> buf(2u << 20, 0x5a);
+            const auto start = Clock::now();
+            const tribResult_t r = rank == 0
+                                       ? tribSend(buf.data(), buf.size(), tribUint8, 1, c.comm, nullptr)
+                                       : tribRecv(buf.data(), buf.size(), tribUint8, 0, c.comm, nullptr);
+            const double sec = std::chrono::duration<double>(Clock::now() - start).count();
+            const std::string err = tribGetLastError(c.comm);
+            if (r == tribSuccess) return report = "a transfer with a mismatched remote key succeeded", 1;
+            if (err.find("rank " + std::to_string(1 - rank)) == std::string::npos)
+              return report = "error does not name the peer: " + err, 1;
+            if (rank == 0 && err.find("remote key") == std::string::npos)
+              return report = "the sender's error does not say the remote key did not match: " + err, 1;
+            if (rank == 1 && buf[0] != 0x5a) return report = "data landed through a wrong key", 1;
+            if (sec > 20) return report = strprintf("failing took %.1f s", sec), 1;
+            std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
+            tribCommAbort(c.comm);
+            tribCommDestroy(c.comm);
+            return 0;
+          }),
+      "");
+}
+
 // An unknown device and a GID index out of range: init fails with a clear error.
 TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
   REQUIRE_RDMA_PORT();

@@ -3,6 +3,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -26,6 +27,8 @@ namespace {
 
 using namespace verbs;
 using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> corruptAdvertisedRkeys{false};  // verbsTestCorruptAdvertisedRkeys
 
 // Work request ids: [kind:8][peer:24][index:32].
 enum WrKind : uint64_t { kWrRecv = 1, kWrEager, kWrCts, kWrCredit, kWrData, kWrProbe };
@@ -559,6 +562,7 @@ void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uin
   l.r = std::move(r);
   e.addr = reinterpret_cast<uintptr_t>(target);
   e.rkey = m->mr->rkey;
+  if (corruptAdvertisedRkeys.load(std::memory_order_relaxed)) e.rkey = ~e.rkey;
   e.recvId = peers_[p].recvs.add(std::move(l));
   writeCts(p, e);
 }
@@ -665,8 +669,13 @@ void VerbsTransport::handle(const ibv_wc& wc) {
   const WrKind kind = wrKind(wc.wr_id);
   if (kind != kWrRecv && pe.sqOutstanding) --pe.sqOutstanding;
   if (wc.status != IBV_WC_SUCCESS) {
+    // A flush means this rank's queue pair is in error, which a refused access (either way) puts
+    // it in as well as a dead peer.
     const char* why = wc.status == IBV_WC_REM_ACCESS_ERR
                           ? "the peer refused the access: a remote key or address that does not match"
+                      : wc.status == IBV_WC_WR_FLUSH_ERR
+                          ? "the queue pair went into error: the peer process died or exited, its link is "
+                            "down, or an RDMA access between the two was refused"
                           : "the peer process died or exited, or its link is down";
     if (!pe.lost)
       markLost(p, errorf(tribRemoteError, "verbs: the connection to %s broke: %s (%s)", who(p).c_str(),
@@ -728,7 +737,8 @@ void VerbsTransport::probe(int p) {
                  who(p).c_str(), std::chrono::duration<double>(deadline).count()));
     return;
   }
-  const bool waiting = !pe.large.empty() || match_.hasRecvsFrom(p);
+  // A large receive already answered waits on the peer too: for its data.
+  const bool waiting = !pe.large.empty() || pe.recvs.size() || match_.hasRecvsFrom(p);
   if (!waiting || now - pe.lastProbe < deadline / 2) return;
   pe.lastProbe = now;
   pe.probeInFlight = true;
@@ -882,6 +892,8 @@ bool verbsCanConnect(const RankLocation& self, const RankLocation& peer) {
 }  // namespace
 
 bool verbsPortAvailable() { return haveRdmaPort(); }
+
+void verbsTestCorruptAdvertisedRkeys(bool on) { corruptAdvertisedRkeys.store(on); }
 
 TransportDescriptor verbsTransportDescriptor() {
   TransportDescriptor d{};
