@@ -145,6 +145,38 @@ TEST(Verbs, AllReduceEagerAndZeroCopy) {
             "");
 }
 
+// Both ranks send more small messages than the other has pre-posted buffers before either
+// receives: each runs out of credits with sends queued, and the credit writes that free them must
+// not wait behind those sends. All arrive, in order, well within the timeout.
+TEST(Verbs, BothRanksOutOfCreditsStillProgress) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(run(2, 1,
+                [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                  Comm c = join(2, rank, ids[0], 20000);
+                  if (!c.comm) return report = "init: " + c.error, 1;
+                  const int n = 300, other = 1 - rank;  // 64 buffers a peer
+                  std::vector<int32_t> out(n), in(n, -1);
+                  std::vector<tribRequest_t> reqs(2 * n);
+                  for (int i = 0; i < n; ++i) {
+                    out[i] = rank * 100000 + i;
+                    if (tribIsend(&out[i], 1, tribInt32, other, c.comm, &reqs[i]) != tribSuccess)
+                      return report = "isend: " + std::string(tribGetLastError(c.comm)), 1;
+                  }
+                  for (int i = 0; i < n; ++i)
+                    if (tribIrecv(&in[i], 1, tribInt32, other, c.comm, &reqs[n + i]) != tribSuccess)
+                      return report = "irecv: " + std::string(tribGetLastError(c.comm)), 1;
+                  for (tribRequest_t& r : reqs)
+                    if (tribWait(&r, TRIB_TIMEOUT_DEFAULT) != tribSuccess)
+                      return report = "wait: " + std::string(tribGetLastError(c.comm)), 1;
+                  for (int i = 0; i < n; ++i)
+                    if (in[i] != other * 100000 + i)
+                      return report = strprintf("message %d: got %d", i, in[i]), 1;
+                  tribCommDestroy(c.comm);
+                  return 0;
+                }),
+            "");
+}
+
 // A message longer or shorter than the posted receive, eager and zero-copy: both ranks get a
 // clear error (tribInvalidUsage, naming the sizes), nothing is written past the buffer.
 TEST(Verbs, SizeMismatchIsAClearError) {

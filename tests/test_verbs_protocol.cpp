@@ -162,6 +162,71 @@ TEST(VerbsCredits, RepostsAdvertiseInBatchesAndOnFlush) {
   EXPECT_EQ(r.advertise(), 5u);
 }
 
+struct Item {
+  bool needsCredit;
+  int id;
+};
+struct Poster {
+  int credits = 0;
+  std::vector<int> posted;
+  uint32_t run(WorkQueue<Item>& q, uint32_t room) {
+    return q.post(
+        room, [&] { return credits > 0 ? (--credits, true) : false; },
+        [&](const Item& w) { return posted.push_back(w.id), true; });
+  }
+};
+
+// Both ranks out of credits, each with sends queued before its credit write: the credit writes
+// (and CTS writes, probes) must go past the sends, or each waits for the other's for ever.
+TEST(VerbsWorkQueue, CreditFreeWorkPassesSendsWaitingForCredits) {
+  WorkQueue<Item> q;
+  Poster p;
+  q.push({true, 1});   // a send
+  q.push({true, 2});   // a send
+  q.push({false, 3});  // the credit write
+  q.push({false, 4});  // a CTS write
+  EXPECT_EQ(p.run(q, 16), 2u);
+  EXPECT_EQ(p.posted, (std::vector<int>{3, 4}));
+  EXPECT_FALSE(q.empty());
+  p.credits = 1;  // the peer's credit write landed
+  EXPECT_EQ(p.run(q, 16), 1u);
+  p.credits = 5;
+  EXPECT_EQ(p.run(q, 16), 1u);
+  EXPECT_EQ(p.posted, (std::vector<int>{3, 4, 1, 2})) << "sends keep their order";
+  EXPECT_EQ(p.credits, 4) << "one credit a send";
+  EXPECT_TRUE(q.empty());
+}
+
+// A large message: chunks without a credit, the last (with immediate) with one. However little
+// room the send queue has, the last never posts before an earlier chunk, and room is respected.
+TEST(VerbsWorkQueue, LastChunkNeverPassesItsEarlierChunks) {
+  WorkQueue<Item> q;
+  Poster p;
+  p.credits = 10;
+  for (int c = 1; c <= 3; ++c) q.push({false, c});
+  q.push({true, 4});  // the last chunk
+  for (uint32_t room : {1u, 1u, 0u, 1u}) EXPECT_EQ(p.run(q, room), room);
+  EXPECT_EQ(p.posted, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(p.run(q, 1), 1u);
+  EXPECT_EQ(p.posted, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(p.credits, 9);
+}
+
+// A post that fails stops there: nothing after it is posted, and the item stays queued.
+TEST(VerbsWorkQueue, AFailedPostStops) {
+  WorkQueue<Item> q;
+  q.push({false, 1});
+  q.push({false, 2});
+  int calls = 0;
+  EXPECT_EQ(q.post(
+                8, [] { return true; }, [&](const Item&) { return ++calls, false; }),
+            0u);
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(q.empty());
+  q.clear();
+  EXPECT_TRUE(q.empty());
+}
+
 TEST(VerbsChunks, CoverTheMessageExactlyOnce) {
   for (uint64_t bytes : {0ull, 1ull, 4095ull, 4096ull, 4097ull, 10ull << 20}) {
     const auto chunks = chunksOf(bytes, 4096);

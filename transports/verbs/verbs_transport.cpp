@@ -125,7 +125,7 @@ struct Peer {
   uint64_t noticesSent = 0;
   uint32_t localPsn = 0;
   std::deque<OutMsg> outbox;  // waiting for a send buffer (or, notices, a FIFO slot)
-  std::deque<Work> work;      // waiting for the send queue and credits, posted in order
+  WorkQueue<Work> work;       // waiting for the send queue and credits
   std::vector<uint32_t> freeSendBufs;
   std::vector<TransferOp*> eagerOps;    // per send buffer: the op its completion completes
   std::map<uint32_t, LargeSend> large;  // by send id
@@ -392,7 +392,7 @@ Status VerbsTransport::postRecvBuf(int p, uint32_t i) {
 }
 
 // Moves what waits in the outbox into send buffers, then posts what the send queue and the
-// peer's credits allow, in order.
+// peer's credits allow, in WorkQueue's order.
 void VerbsTransport::flush(int p) {
   Peer& pe = peers_[p];
   if (pe.lost) return;
@@ -409,11 +409,10 @@ void VerbsTransport::flush(int p) {
     pe.eagerOps[b] = m.op;
     Work w{kWrEager, true, b};
     w.length = sizeof h + (m.type == kEager ? m.bytes : 0);
-    pe.work.push_back(w);
+    pe.work.push(w);
   }
-  while (!pe.work.empty() && pe.sqOutstanding < opt_.sqDepth) {
-    Work& w = pe.work.front();
-    if (w.needsCredit && !pe.credits.take(repostedByPeer(p))) break;
+  const auto takeCredit = [&] { return pe.credits.take(repostedByPeer(p)); };
+  const uint32_t posted = pe.work.post(opt_.sqDepth - pe.sqOutstanding, takeCredit, [&](const Work& w) {
     ibv_sge sge{};
     ibv_send_wr wr{};
     wr.wr_id = wrId(w.kind, p, w.index);
@@ -455,11 +454,11 @@ void VerbsTransport::flush(int p) {
     if (int e = ibv_post_send(pe.qp, &wr, &bad)) {
       markLost(p,
                errorf(tribSystemError, "verbs: posting to %s failed: %s", who(p).c_str(), std::strerror(e)));
-      return;
+      return false;
     }
-    ++pe.sqOutstanding;
-    pe.work.pop_front();
-  }
+    return true;
+  });
+  pe.sqOutstanding += posted;
 }
 
 Status VerbsTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) {
@@ -574,7 +573,7 @@ void VerbsTransport::writeCts(int p, const CtsEntry& entry) {
   e.seq = e.seqEnd = pe.ctsOut.seq();
   pe.ctsOut.advance();
   ctsSrc(p)[slot] = e;
-  pe.work.push_back(Work{kWrCts, false, slot});
+  pe.work.push(Work{kWrCts, false, slot});
 }
 
 // The receiver's answer to a notice: write the data from the caller's buffer, in chunks.
@@ -614,7 +613,7 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
     w.rkey = e.rkey;
     w.imm = e.recvId;
     w.last = c.last;
-    pe.work.push_back(w);
+    pe.work.push(w);
     ++l.outstanding;
   }
   l.allPosted = true;
@@ -742,7 +741,7 @@ void VerbsTransport::probe(int p) {
   if (!waiting || now - pe.lastProbe < deadline / 2) return;
   pe.lastProbe = now;
   pe.probeInFlight = true;
-  pe.work.push_back(Work{kWrProbe, false, 0});
+  pe.work.push(Work{kWrProbe, false, 0});
 }
 
 Status VerbsTransport::progress() {
@@ -773,7 +772,7 @@ Status VerbsTransport::progress() {
     if (pe.lost) continue;
     if (pe.reposts.pending()) {
       pe.reposts.advertise();
-      pe.work.push_back(Work{kWrCredit, false, 0});
+      pe.work.push(Work{kWrCredit, false, 0});
     }
     probe(p);
     flush(p);

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <utility>
@@ -190,6 +191,40 @@ class Reposts {
  private:
   uint32_t batch_;
   uint64_t total_ = 0, advertised_ = 0;
+};
+
+// ---- the order of the send queue --------------------------------------------------------------
+// Work waiting for the send queue (W has a bool needsCredit). What needs a credit (a message into
+// the peer's pre-posted buffers; the last chunk of a large message, written with immediate) posts
+// in order while credits last. What needs none (credit and CTS writes, probes, the chunks before
+// a message's last) is never held behind it: were a credit write queued behind a send waiting
+// for credits, two ranks that both ran out would each hold back the write the other waits for.
+// Credit-free work posts first, and credited work only once none is queued, so a message's last
+// chunk never posts before its earlier ones.
+template <class W>
+class WorkQueue {
+ public:
+  void push(W w) { (w.needsCredit ? credited_ : free_).push_back(std::move(w)); }
+  // Posts what `room` send-queue slots and takeCredit() allow, with post(w); one that returns
+  // false (it failed) stops it. Returns how many were posted.
+  template <class TakeCredit, class Post>
+  uint32_t post(uint32_t room, TakeCredit takeCredit, Post post) {
+    uint32_t n = 0;
+    for (; n < room && !free_.empty(); ++n) {
+      if (!post(free_.front())) return n;
+      free_.pop_front();
+    }
+    for (; n < room && free_.empty() && !credited_.empty() && takeCredit(); ++n) {
+      if (!post(credited_.front())) return n;
+      credited_.pop_front();
+    }
+    return n;
+  }
+  bool empty() const { return free_.empty() && credited_.empty(); }
+  void clear() { free_.clear(), credited_.clear(); }
+
+ private:
+  std::deque<W> free_, credited_;
 };
 
 // ---- chunks of a large write ------------------------------------------------------------------
