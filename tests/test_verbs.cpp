@@ -92,35 +92,47 @@ std::string run(int nranks, int ids,
   return trib::testing::describeFailures(results);
 }
 
+// Each size both ways between two ranks, both orders of post and arrival, with `env` set in both.
+std::string exchangeSizes(const std::vector<size_t>& sizes,
+                          const std::vector<std::pair<const char*, const char*>>& env = {}) {
+  return run(2, 1, [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+    for (const auto& [name, value] : env) setenv(name, value, 1);
+    Comm c = join(2, rank, ids[0]);
+    if (!c.comm) return report = "init: " + c.error, 1;
+    const int other = 1 - rank;
+    for (size_t n : sizes) {
+      std::vector<uint8_t> out(n), in(n, 0xee);
+      for (size_t i = 0; i < n; ++i) out[i] = pattern(rank, i, n);
+      // Rank 0 sends first, rank 1 receives first: both orders of post and arrival.
+      for (int step = 0; step < 2; ++step) {
+        tribResult_t r = (step == rank) ? tribSend(out.data(), n, tribUint8, other, c.comm, nullptr)
+                                        : tribRecv(in.data(), n, tribUint8, other, c.comm, nullptr);
+        if (r != tribSuccess)
+          return report = "size " + std::to_string(n) + ": " + tribGetLastError(c.comm), 1;
+      }
+      for (size_t i = 0; i < n; ++i)
+        if (in[i] != pattern(other, i, n))
+          return report = "size " + std::to_string(n) + ": byte " + std::to_string(i) + " differs", 1;
+    }
+    tribCommDestroy(c.comm);
+    return 0;
+  });
+}
+
 // Every size class both ways: empty, eager, just past the eager buffer, zero-copy in one chunk
 // and in several.
 TEST(Verbs, SendRecvEverySize) {
   REQUIRE_RDMA_PORT();
-  const std::vector<size_t> sizes = {0, 1, 8000, 8200, (1u << 20) + 3, (5u << 20) + 1};
-  EXPECT_EQ(
-      run(2, 1,
-          [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
-            Comm c = join(2, rank, ids[0]);
-            if (!c.comm) return report = "init: " + c.error, 1;
-            const int other = 1 - rank;
-            for (size_t n : sizes) {
-              std::vector<uint8_t> out(n), in(n, 0xee);
-              for (size_t i = 0; i < n; ++i) out[i] = pattern(rank, i, n);
-              // Rank 0 sends first, rank 1 receives first: both orders of post and arrival.
-              for (int step = 0; step < 2; ++step) {
-                tribResult_t r = (step == rank) ? tribSend(out.data(), n, tribUint8, other, c.comm, nullptr)
-                                                : tribRecv(in.data(), n, tribUint8, other, c.comm, nullptr);
-                if (r != tribSuccess)
-                  return report = "size " + std::to_string(n) + ": " + tribGetLastError(c.comm), 1;
-              }
-              for (size_t i = 0; i < n; ++i)
-                if (in[i] != pattern(other, i, n))
-                  return report = "size " + std::to_string(n) + ": byte " + std::to_string(i) + " differs", 1;
-            }
-            tribCommDestroy(c.comm);
-            return 0;
-          }),
-      "");
+  EXPECT_EQ(exchangeSizes({0, 1, 8000, 8200, (1u << 20) + 3, (5u << 20) + 1}), "");
+}
+
+// TRIB_IB_QPS_PER_CONNECTION=4: large messages split across the queue pairs (several chunks on
+// each), the receiver told only once every part has landed.
+TEST(Verbs, SeveralQueuePairsPerConnection) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(exchangeSizes({1, 8200, (1u << 20) + 3, (5u << 20) + 1},
+                          {{"TRIB_IB_QPS_PER_CONNECTION", "4"}, {"TRIB_IB_CHUNK_BYTES", "262144"}}),
+            "");
 }
 
 TEST(Verbs, AllReduceEagerAndZeroCopy) {
@@ -307,7 +319,8 @@ TEST(Verbs, MismatchedRemoteKeyFailsBothSides) {
       "");
 }
 
-// An unknown device and a GID index out of range: init fails with a clear error.
+// An unknown device, a GID index out of range, queue pairs per connection out of range or not
+// the same on every rank: init fails with a clear error.
 TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
   REQUIRE_RDMA_PORT();
   struct Bad {
@@ -315,8 +328,12 @@ TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
     const char* value;
     const char* expect;
   };
-  for (const Bad& b : {Bad{"TRIB_IB_HCA", "nosuchdev", "TRIB_IB_HCA='nosuchdev'"},
-                       Bad{"TRIB_IB_GID_INDEX", "4000", "TRIB_IB_GID_INDEX=4000 is out of range"}}) {
+  for (const Bad& b :
+       {Bad{"TRIB_IB_HCA", "nosuchdev", "TRIB_IB_HCA='nosuchdev'"},
+        Bad{"TRIB_IB_GID_INDEX", "4000", "TRIB_IB_GID_INDEX=4000 is out of range"},
+        Bad{"TRIB_IB_QPS_PER_CONNECTION", "17", "TRIB_IB_QPS_PER_CONNECTION=17 is out of range"},
+        // Valid, but not what rank 1 uses.
+        Bad{"TRIB_IB_QPS_PER_CONNECTION", "2", "queue pairs per connection"}}) {
     EXPECT_EQ(run(2, 1,
                   [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
                     if (rank == 0) setenv(b.var, b.value, 1);

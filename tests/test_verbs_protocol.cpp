@@ -39,6 +39,21 @@ TEST(VerbsBlob, RoundTrips) {
   EXPECT_EQ(out.qp[3].creditAddr, 0x6000u);
 }
 
+// Several queue pairs per connection: the others travel after the per-peer entries.
+TEST(VerbsBlob, RoundTripsWithSeveralQueuePairs) {
+  Blob b = sampleBlob(0, 3);
+  b.header.qpsPerConnection = 4;
+  for (int p = 0; p < 3; ++p)
+    for (uint32_t i = 0; i < 3; ++i) b.extra.push_back(QpAddr{uint32_t(1000 * p + i), uint32_t(7 + i)});
+  Blob out;
+  ASSERT_TRUE(decodeBlob(encodeBlob(b), 0, 3, &out).ok());
+  EXPECT_EQ(out.header.qpsPerConnection, 4u);
+  ASSERT_EQ(out.extra.size(), 9u);
+  EXPECT_EQ(out.extra[2 * 3 + 1].qpn, 2001u) << "peer 2's third queue pair";
+  EXPECT_EQ(out.extra[2 * 3 + 1].psn, 8u);
+  EXPECT_EQ(out.qp[2].qpn, 102u) << "the first stays in the peer's entry";
+}
+
 // Every malformed blob is refused with tribRemoteError naming the rank that sent it.
 TEST(VerbsBlob, MalformedIsRefusedNamingThePeer) {
   auto refused = [](std::vector<uint8_t> bytes, int from, int nranks, const char* what) {
@@ -66,6 +81,14 @@ TEST(VerbsBlob, MalformedIsRefusedNamingThePeer) {
   Blob zeroBuffers = sampleBlob(1, 3);
   zeroBuffers.header.recvBuffers = 0;
   refused(encodeBlob(zeroBuffers), 1, 3, "no receive buffers");
+  for (uint32_t qps : {0u, kMaxQpsPerConnection + 1}) {
+    Blob bad = sampleBlob(1, 3);
+    bad.header.qpsPerConnection = qps;
+    refused(encodeBlob(bad), 1, 3, "queue pairs out of range");
+  }
+  Blob missing = sampleBlob(1, 3);
+  missing.header.qpsPerConnection = 2;  // says 2, carries none of the others
+  refused(encodeBlob(missing), 1, 3, "the other queue pairs missing");
   Blob name = sampleBlob(1, 3);
   std::memset(name.header.device, 'x', sizeof name.header.device);
   refused(encodeBlob(name), 1, 3, "unterminated device name");
@@ -240,6 +263,42 @@ TEST(VerbsChunks, CoverTheMessageExactlyOnce) {
     EXPECT_EQ(next, bytes);
     EXPECT_EQ(chunks.size(), bytes == 0 ? 1 : (bytes + 4095) / 4096);
   }
+}
+
+// Several queue pairs (NCCL's split): contiguous parts of equal size at multiples of 128 bytes,
+// part q on queue pair q, each in chunks; together exactly the message, and no chunk carries the
+// immediate (it follows separately, once all have completed).
+TEST(VerbsChunks, SplitAcrossQueuePairs) {
+  for (uint32_t qps : {2u, 3u, 4u, 16u})
+    for (uint64_t bytes : {1ull, 127ull, 8200ull, (1ull << 20) + 3, 10ull << 20}) {
+      const auto chunks = chunksOf(bytes, 1 << 20, qps);
+      const uint64_t part = ((bytes + qps - 1) / qps + kQpSplitAlign - 1) / kQpSplitAlign * kQpSplitAlign;
+      uint64_t next = 0;
+      uint32_t lastQp = 0;
+      for (const Chunk& c : chunks) {
+        EXPECT_EQ(c.offset, next) << qps << " " << bytes;
+        EXPECT_GT(c.bytes, 0u);
+        EXPECT_LE(c.bytes, 1u << 20);
+        EXPECT_FALSE(c.last);
+        EXPECT_LT(c.qp, qps);
+        EXPECT_GE(c.qp, lastQp) << "parts in order";
+        EXPECT_EQ(c.qp, c.offset / part) << "part q on queue pair q";
+        EXPECT_EQ(c.qp, (c.offset + c.bytes - 1) / part) << "a chunk within one part";
+        lastQp = c.qp;
+        next += c.bytes;
+      }
+      EXPECT_EQ(next, bytes) << qps << " " << bytes;
+      EXPECT_EQ(lastQp + 1, std::min<uint64_t>(qps, (bytes + part - 1) / part)) << "every part used";
+    }
+  // 8200 bytes over 4: parts of 2176 (2050 rounded up to 128), the last 1672.
+  const auto four = chunksOf(8200, 1 << 20, 4);
+  ASSERT_EQ(four.size(), 4u);
+  EXPECT_EQ(four[1].offset, 2176u);
+  EXPECT_EQ(four[3].bytes, 8200u - 3 * 2176);
+  // Small: 127 bytes over 4 is one part.
+  EXPECT_EQ(chunksOf(127, 1 << 20, 4).size(), 1u);
+  // One queue pair is the plain split, its last chunk with the immediate.
+  EXPECT_TRUE(chunksOf(8200, 4096, 1).back().last);
 }
 
 struct FakeRegion {

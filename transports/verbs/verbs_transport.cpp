@@ -55,8 +55,9 @@ struct Options {
   uint32_t recvBuffers = 64;   // per peer
   uint32_t fifoSlots = 64;
   uint64_t chunkBytes = 1 << 20;
-  uint32_t sqDepth = 256;
+  uint32_t sqDepth = 256;  // per peer, over all its queue pairs
   size_t regKeep = 0;
+  uint32_t qps = 1;  // queue pairs per connection
 };
 
 // A posted receive, waiting in the match queue or for its data.
@@ -84,6 +85,7 @@ struct Work {
   uint64_t localAddr = 0, remoteAddr = 0, length = 0;
   uint32_t lkey = 0, rkey = 0, imm = 0;
   bool last = false;
+  uint32_t qp = 0;  // which of the connection's queue pairs
 };
 
 // A message through the peer's pre-posted buffers, before it has a send buffer of its own.
@@ -104,6 +106,10 @@ struct LargeSend {
   uint64_t reg = 0;          // registration id (0: none yet)
   uint32_t outstanding = 0;  // data writes posted, not completed
   bool allPosted = false;
+  // Several queue pairs: the write with immediate waits until every data write has completed.
+  bool immPending = false;
+  uint64_t remoteAddr = 0;
+  uint32_t rkey = 0, recvId = 0;
 };
 
 struct LargeRecv {
@@ -115,7 +121,9 @@ struct LargeRecv {
 
 struct Peer {
   bool active = false;
-  ibv_qp* qp = nullptr;
+  std::vector<ibv_qp*> qps;       // [0]: messages, CTS and credit writes, probes; all: data writes
+  std::vector<QpAddr> remoteQps;  // the peer's, in the same order
+  std::vector<uint32_t> localPsns;
   QpInfo remote;
   BlobHeader remoteHeader;
   Credits credits{1};
@@ -123,7 +131,6 @@ struct Peer {
   CtsReader ctsIn{1};
   CtsWriter ctsOut{1};
   uint64_t noticesSent = 0;
-  uint32_t localPsn = 0;
   std::deque<OutMsg> outbox;  // waiting for a send buffer (or, notices, a FIFO slot)
   WorkQueue<Work> work;       // waiting for the send queue and credits
   std::vector<uint32_t> freeSendBufs;
@@ -178,7 +185,9 @@ class VerbsTransport final : public Transport {
     return Status::Ok();
   }
   Status makeSlab(Slab* s, size_t bytes, int access);
-  Status connectQp(int p);
+  Status createQp(int p, uint32_t recvDepth, ibv_qp** out);
+  Status connectQp(int p, uint32_t i);
+  void queueImm(int p, uint32_t sendId, LargeSend& l);
   std::string who(int p) const {
     return strprintf("rank %d (%s)", p,
                      peers_[p].remoteHeader.device[0] ? peers_[p].remoteHeader.device : "?");
@@ -268,30 +277,26 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
   mine.header.eagerBytes = opt_.eagerBytes;
   mine.header.recvBuffers = opt_.recvBuffers;
   mine.header.fifoSlots = opt_.fifoSlots;
+  mine.header.qpsPerConnection = opt_.qps;
   std::snprintf(mine.header.device, sizeof mine.header.device, "%s", choice.device.c_str());
   mine.qp.resize(nranks_);
+  mine.extra.resize(size_t(nranks_) * (opt_.qps - 1));
   for (int p : peerList) {
     if (p == rank_ || p < 0 || p >= nranks_) continue;
     Peer& pe = peers_[p];
-    ibv_qp_init_attr ia{};
-    ia.send_cq = ia.recv_cq = dev_->cq();
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = opt_.sqDepth;
-    ia.cap.max_recv_wr = opt_.recvBuffers;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-    pe.qp = ibv_create_qp(dev_->pd(), &ia);
-    if (!pe.qp)
-      return errorf(tribSystemError, "verbs: creating a queue pair for rank %d on %s failed: %s", p,
-                    choice.device.c_str(), std::strerror(errno));
-    dev_->route(pe.qp->qp_num, inbox_);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = static_cast<uint8_t>(choice.port);
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(pe.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return errorf(tribSystemError, "verbs: queue pair for rank %d: INIT failed: %s", p,
-                    std::strerror(errno));
+    pe.qps.assign(opt_.qps, nullptr);
+    pe.localPsns.assign(opt_.qps, 0);
+    for (uint32_t i = 0; i < opt_.qps; ++i) {
+      // Only the first receives: the others carry plain RDMA writes.
+      TRIB_RETURN_IF_ERROR(createQp(p, i == 0 ? opt_.recvBuffers : 1, &pe.qps[i]));
+      // The starting PSN is part of what binds the RC pair to the job's exchange
+      // (docs/SECURITY.md): from the system's random source, not a generator one observed PSN
+      // would reveal.
+      auth::Nonce r{};
+      TRIB_RETURN_IF_ERROR(auth::freshNonce(&r));
+      pe.localPsns[i] = (r[0] | r[1] << 8 | r[2] << 16) & 0xffffffu;
+      if (i) mine.extra[size_t(p) * (opt_.qps - 1) + i - 1] = QpAddr{pe.qps[i]->qp_num, pe.localPsns[i]};
+    }
     pe.active = true;
     pe.credits = Credits(0);
     pe.reposts = Reposts(std::max(1u, opt_.recvBuffers / 4));
@@ -301,12 +306,8 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     for (uint32_t i = opt_.recvBuffers; i-- > 0;) pe.freeSendBufs.push_back(i);
     for (uint32_t i = 0; i < opt_.recvBuffers; ++i) TRIB_RETURN_IF_ERROR(postRecvBuf(p, i));
     QpInfo& q = mine.qp[p];
-    q.qpn = pe.qp->qp_num;
-    // The starting PSN is part of what binds the RC pair to the job's exchange (docs/SECURITY.md):
-    // from the system's random source, not a generator one observed PSN would reveal.
-    auth::Nonce r{};
-    TRIB_RETURN_IF_ERROR(auth::freshNonce(&r));
-    q.psn = (r[0] | r[1] << 8 | r[2] << 16) & 0xffffffu;
+    q.qpn = pe.qps[0]->qp_num;
+    q.psn = pe.localPsns[0];
     q.fifoAddr = reinterpret_cast<uintptr_t>(fifo(p));
     q.fifoRkey = fifoSlab_.mr->rkey;
     q.creditAddr = reinterpret_cast<uintptr_t>(creditWord(p));
@@ -321,33 +322,62 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     if (!peers_[p].active) continue;
     Blob b;
     TRIB_RETURN_IF_ERROR(decodeBlob(all[p], p, nranks_, &b));
-    peers_[p].remoteHeader = b.header;
-    peers_[p].remote = b.qp[rank_];
-    peers_[p].localPsn = mine.qp[p].psn;
+    Peer& pe = peers_[p];
+    pe.remoteHeader = b.header;
+    pe.remote = b.qp[rank_];
     if (b.qp[rank_].qpn == 0)
       return errorf(tribRemoteError,
                     "verbs: rank %d (%s) made no queue pair for rank %d (the ranks disagree "
                     "on which transport connects them)",
                     p, b.header.device, rank_);
-    peers_[p].credits = Credits(b.header.recvBuffers);
-    if (b.header.eagerBytes != opt_.eagerBytes || b.header.fifoSlots != opt_.fifoSlots)
+    pe.credits = Credits(b.header.recvBuffers);
+    if (b.header.eagerBytes != opt_.eagerBytes || b.header.fifoSlots != opt_.fifoSlots ||
+        b.header.qpsPerConnection != opt_.qps)
       return errorf(tribInvalidUsage,
-                    "verbs: rank %d uses %u-byte eager buffers and %u FIFO slots, this rank %u and %u "
-                    "(TRIB_IB_* settings must agree across ranks)",
-                    p, b.header.eagerBytes, b.header.fifoSlots, opt_.eagerBytes, opt_.fifoSlots);
-    TRIB_RETURN_IF_ERROR(connectQp(p));
+                    "verbs: rank %d uses %u-byte eager buffers, %u FIFO slots and %u queue pairs per "
+                    "connection, this rank %u, %u and %u (TRIB_IB_* settings must agree across ranks)",
+                    p, b.header.eagerBytes, b.header.fifoSlots, b.header.qpsPerConnection, opt_.eagerBytes,
+                    opt_.fifoSlots, opt_.qps);
+    pe.remoteQps.assign(1, QpAddr{pe.remote.qpn, pe.remote.psn});
+    for (uint32_t i = 1; i < opt_.qps; ++i)
+      pe.remoteQps.push_back(b.extra[size_t(rank_) * (opt_.qps - 1) + i - 1]);
+    for (uint32_t i = 0; i < opt_.qps; ++i) TRIB_RETURN_IF_ERROR(connectQp(p, i));
   }
   return Status::Ok();
 }
 
-Status VerbsTransport::connectQp(int p) {
+Status VerbsTransport::createQp(int p, uint32_t recvDepth, ibv_qp** out) {
+  const PortChoice& me = dev_->port();
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = dev_->cq();
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = opt_.sqDepth;
+  ia.cap.max_recv_wr = recvDepth;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  *out = ibv_create_qp(dev_->pd(), &ia);
+  if (!*out)
+    return errorf(tribSystemError, "verbs: creating a queue pair for rank %d on %s failed: %s", p,
+                  me.device.c_str(), std::strerror(errno));
+  dev_->route((*out)->qp_num, inbox_);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = static_cast<uint8_t>(me.port);
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(*out, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return errorf(tribSystemError, "verbs: queue pair for rank %d: INIT failed: %s", p, std::strerror(errno));
+  return Status::Ok();
+}
+
+// Queue pair i of the connection to p, to the peer's queue pair i.
+Status VerbsTransport::connectQp(int p, uint32_t i) {
   Peer& pe = peers_[p];
   const PortChoice& me = dev_->port();
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = std::min(me.mtu, static_cast<ibv_mtu>(pe.remoteHeader.mtu));
-  a.dest_qp_num = pe.remote.qpn;
-  a.rq_psn = pe.remote.psn;
+  a.dest_qp_num = pe.remoteQps[i].qpn;
+  a.rq_psn = pe.remoteQps[i].psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
   a.ah_attr.port_num = static_cast<uint8_t>(me.port);
@@ -358,7 +388,7 @@ Status VerbsTransport::connectQp(int p) {
     a.ah_attr.grh.sgid_index = static_cast<uint8_t>(me.gidIndex);
     a.ah_attr.grh.hop_limit = 64;
   }
-  if (ibv_modify_qp(pe.qp, &a,
+  if (ibv_modify_qp(pe.qps[i], &a,
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     return errorf(tribSystemError, "verbs: connecting the queue pair to %s: RTR failed: %s", who(p).c_str(),
@@ -368,9 +398,9 @@ Status VerbsTransport::connectQp(int p) {
   s.timeout = 16;  // 4.096 us * 2^16 = 268 ms per try; 7 tries: a dead peer shows in about 2 s
   s.retry_cnt = 7;
   s.rnr_retry = 7;
-  s.sq_psn = pe.localPsn;
+  s.sq_psn = pe.localPsns[i];
   s.max_rd_atomic = 1;
-  if (ibv_modify_qp(pe.qp, &s,
+  if (ibv_modify_qp(pe.qps[i], &s,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                         IBV_QP_MAX_QP_RD_ATOMIC))
     return errorf(tribSystemError, "verbs: connecting the queue pair to %s: RTS failed: %s", who(p).c_str(),
@@ -385,7 +415,7 @@ Status VerbsTransport::postRecvBuf(int p, uint32_t i) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(peers_[p].qp, &wr, &bad))
+  if (ibv_post_recv(peers_[p].qps[0], &wr, &bad))
     return errorf(tribSystemError, "verbs: posting a receive buffer for %s failed: %s", who(p).c_str(),
                   std::strerror(errno));
   return Status::Ok();
@@ -451,7 +481,7 @@ void VerbsTransport::flush(int p) {
         break;
     }
     ibv_send_wr* bad = nullptr;
-    if (int e = ibv_post_send(pe.qp, &wr, &bad)) {
+    if (int e = ibv_post_send(pe.qps[w.qp], &wr, &bad)) {
       markLost(p,
                errorf(tribSystemError, "verbs: posting to %s failed: %s", who(p).c_str(), std::strerror(e)));
       return false;
@@ -604,8 +634,13 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
     markLost(p, s);
     return;
   }
-  for (const Chunk& c : chunksOf(l.bytes, opt_.chunkBytes)) {
+  l.remoteAddr = e.addr;
+  l.rkey = e.rkey;
+  l.recvId = e.recvId;
+  l.immPending = opt_.qps > 1;
+  for (const Chunk& c : chunksOf(l.bytes, opt_.chunkBytes, opt_.qps)) {
     Work w{kWrData, c.last, e.sendId};
+    w.qp = c.qp;
     w.localAddr = reinterpret_cast<uintptr_t>(l.buf) + c.offset;
     w.remoteAddr = e.addr + c.offset;
     w.length = c.bytes;
@@ -617,6 +652,20 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
     ++l.outstanding;
   }
   l.allPosted = true;
+  if (l.outstanding == 0 && l.immPending) queueImm(p, e.sendId, l);
+}
+
+// Several queue pairs: once every data write has completed (its data placed at the receiver), an
+// empty write with immediate on the first tells the receiver the message landed.
+void VerbsTransport::queueImm(int p, uint32_t sendId, LargeSend& l) {
+  l.immPending = false;
+  Work w{kWrData, true, sendId};
+  w.remoteAddr = l.remoteAddr;
+  w.rkey = l.rkey;
+  w.imm = l.recvId;
+  w.last = true;
+  peers_[p].work.push(w);
+  ++l.outstanding;
 }
 
 // The peer's last write of a large message landed; its immediate names the receive, checked
@@ -704,6 +753,10 @@ void VerbsTransport::handle(const ibv_wc& wc) {
       auto it = pe.large.find(wrIndex(wc.wr_id));
       if (it == pe.large.end()) break;
       if (--it->second.outstanding == 0 && it->second.allPosted) {
+        if (it->second.immPending) {
+          queueImm(p, it->first, it->second);
+          break;
+        }
         sendRegs_.release(it->second.reg);
         it->second.op->complete();
         pe.large.erase(it);
@@ -810,7 +863,7 @@ void VerbsTransport::markLost(int p, const Status& why, bool warn) {
   });
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
-  ibv_modify_qp(pe.qp, &a, IBV_QP_STATE);
+  for (ibv_qp* qp : pe.qps) ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
 void VerbsTransport::failAll(const Status& why) {
@@ -859,10 +912,12 @@ void VerbsTransport::close() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (Peer& pe : peers_) {
-    if (!pe.qp) continue;
-    dev_->unroute(pe.qp->qp_num);
-    ibv_destroy_qp(pe.qp);
-    pe.qp = nullptr;
+    for (ibv_qp*& qp : pe.qps) {
+      if (!qp) continue;
+      dev_->unroute(qp->qp_num);
+      ibv_destroy_qp(qp);
+      qp = nullptr;
+    }
   }
   sendRegs_.clear();
   recvRegs_.clear();
@@ -877,6 +932,11 @@ Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>
   o.regKeep = static_cast<size_t>(std::max<int64_t>(0, envInt("TRIB_IB_REG_CACHE")));
   const int64_t chunk = envInt("TRIB_IB_CHUNK_BYTES");
   if (chunk > 0) o.chunkBytes = static_cast<uint64_t>(chunk);
+  const int64_t qps = envInt("TRIB_IB_QPS_PER_CONNECTION");
+  if (qps < 1 || qps > kMaxQpsPerConnection)
+    return errorf(tribInvalidArgument, "verbs: TRIB_IB_QPS_PER_CONNECTION=%lld is out of range: 1 to %u",
+                  static_cast<long long>(qps), kMaxQpsPerConnection);
+  o.qps = static_cast<uint32_t>(qps);
   auto t = std::make_unique<VerbsTransport>(args.rank, args.nranks, o, args.timeout);
   TRIB_RETURN_IF_ERROR(t->init(args.peers, args.oob));
   *out = std::move(t);

@@ -21,9 +21,10 @@ namespace trib::verbs {
 
 // ---- connection blob ----------------------------------------------------------------------
 constexpr uint32_t kBlobMagic = 0x42565254;  // "TRVB"
-constexpr uint16_t kBlobVersion = 1;
+constexpr uint16_t kBlobVersion = 2;         // 2: queue pairs per connection
+constexpr uint32_t kMaxQpsPerConnection = 16;
 
-// What a rank tells one peer about the queue pair it made for it.
+// What a rank tells one peer about the (first) queue pair it made for it.
 struct QpInfo {
   uint32_t qpn = 0;
   uint32_t psn = 0;
@@ -46,12 +47,21 @@ struct BlobHeader {
   uint32_t eagerBytes = 0;   // size of each pre-posted receive buffer
   uint32_t recvBuffers = 0;  // pre-posted per peer (the sender's credits)
   uint32_t fifoSlots = 0;
-  char device[32] = {};  // for messages
+  uint32_t qpsPerConnection = 1;  // queue pairs to each peer (TRIB_IB_QPS_PER_CONNECTION)
+  char device[32] = {};           // for messages
+};
+
+// Another queue pair of a connection: the data of large messages only.
+struct QpAddr {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
 };
 
 struct Blob {
   BlobHeader header;
   std::vector<QpInfo> qp;  // qp[r]: for peer r (zeros where it is not a peer)
+  // The other queue pairs: extra[r * (qpsPerConnection - 1) + i] is peer r's (i + 1)-th.
+  std::vector<QpAddr> extra;
 };
 
 std::vector<uint8_t> encodeBlob(const Blob& b);
@@ -230,10 +240,18 @@ class WorkQueue {
 // ---- chunks of a large write ------------------------------------------------------------------
 struct Chunk {
   uint64_t offset, bytes;
-  bool last;
+  bool last;        // carries the immediate that completes the message
+  uint32_t qp = 0;  // the connection's queue pair it goes on
 };
-// [0, bytes) in chunks of at most `chunk` (> 0); an empty message is one empty last chunk.
-std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk);
+// Parts of a message on several queue pairs start at multiples of this (NCCL's alignment).
+constexpr uint64_t kQpSplitAlign = 128;
+// The writes of a large message: [0, bytes) in chunks of at most `chunk` (> 0). On one queue pair
+// the last chunk carries the immediate (an empty message is one empty last chunk). On `qps` > 1,
+// as NCCL's NCCL_IB_QPS_PER_CONNECTION: [0, bytes) in up to `qps` contiguous parts of equal size
+// (rounded up to kQpSplitAlign), part i on queue pair i, each in chunks; no chunk is last, since
+// writes on different queue pairs land in no order relative to each other: the sender follows
+// them, once all have completed, with an empty write with immediate on queue pair 0.
+std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk, uint32_t qps = 1);
 
 // ---- TRIB_IB_HCA (NCCL's syntax) --------------------------------------------------------------
 // "mlx5_0:1,mlx5_1" picks those devices (port optional); "^mlx5_2" excludes; a leading '=' makes
