@@ -92,35 +92,47 @@ std::string run(int nranks, int ids,
   return trib::testing::describeFailures(results);
 }
 
+// Each size both ways between two ranks, both orders of post and arrival, with `env` set in both.
+std::string exchangeSizes(const std::vector<size_t>& sizes,
+                          const std::vector<std::pair<const char*, const char*>>& env = {}) {
+  return run(2, 1, [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+    for (const auto& [name, value] : env) setenv(name, value, 1);
+    Comm c = join(2, rank, ids[0]);
+    if (!c.comm) return report = "init: " + c.error, 1;
+    const int other = 1 - rank;
+    for (size_t n : sizes) {
+      std::vector<uint8_t> out(n), in(n, 0xee);
+      for (size_t i = 0; i < n; ++i) out[i] = pattern(rank, i, n);
+      // Rank 0 sends first, rank 1 receives first: both orders of post and arrival.
+      for (int step = 0; step < 2; ++step) {
+        tribResult_t r = (step == rank) ? tribSend(out.data(), n, tribUint8, other, c.comm, nullptr)
+                                        : tribRecv(in.data(), n, tribUint8, other, c.comm, nullptr);
+        if (r != tribSuccess)
+          return report = "size " + std::to_string(n) + ": " + tribGetLastError(c.comm), 1;
+      }
+      for (size_t i = 0; i < n; ++i)
+        if (in[i] != pattern(other, i, n))
+          return report = "size " + std::to_string(n) + ": byte " + std::to_string(i) + " differs", 1;
+    }
+    tribCommDestroy(c.comm);
+    return 0;
+  });
+}
+
 // Every size class both ways: empty, eager, just past the eager buffer, zero-copy in one chunk
 // and in several.
 TEST(Verbs, SendRecvEverySize) {
   REQUIRE_RDMA_PORT();
-  const std::vector<size_t> sizes = {0, 1, 8000, 8200, (1u << 20) + 3, (5u << 20) + 1};
-  EXPECT_EQ(
-      run(2, 1,
-          [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
-            Comm c = join(2, rank, ids[0]);
-            if (!c.comm) return report = "init: " + c.error, 1;
-            const int other = 1 - rank;
-            for (size_t n : sizes) {
-              std::vector<uint8_t> out(n), in(n, 0xee);
-              for (size_t i = 0; i < n; ++i) out[i] = pattern(rank, i, n);
-              // Rank 0 sends first, rank 1 receives first: both orders of post and arrival.
-              for (int step = 0; step < 2; ++step) {
-                tribResult_t r = (step == rank) ? tribSend(out.data(), n, tribUint8, other, c.comm, nullptr)
-                                                : tribRecv(in.data(), n, tribUint8, other, c.comm, nullptr);
-                if (r != tribSuccess)
-                  return report = "size " + std::to_string(n) + ": " + tribGetLastError(c.comm), 1;
-              }
-              for (size_t i = 0; i < n; ++i)
-                if (in[i] != pattern(other, i, n))
-                  return report = "size " + std::to_string(n) + ": byte " + std::to_string(i) + " differs", 1;
-            }
-            tribCommDestroy(c.comm);
-            return 0;
-          }),
-      "");
+  EXPECT_EQ(exchangeSizes({0, 1, 8000, 8200, (1u << 20) + 3, (5u << 20) + 1}), "");
+}
+
+// TRIB_IB_QPS_PER_CONNECTION=4: large messages split across the queue pairs (several chunks on
+// each), the receiver told only once every part has landed.
+TEST(Verbs, SeveralQueuePairsPerConnection) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(exchangeSizes({1, 8200, (1u << 20) + 3, (5u << 20) + 1},
+                          {{"TRIB_IB_QPS_PER_CONNECTION", "4"}, {"TRIB_IB_CHUNK_BYTES", "262144"}}),
+            "");
 }
 
 TEST(Verbs, AllReduceEagerAndZeroCopy) {
@@ -139,6 +151,38 @@ TEST(Verbs, AllReduceEagerAndZeroCopy) {
                       if (y[i] != 6.0 * (i % 97))
                         return report = "count " + std::to_string(count) + ": wrong sum", 1;
                   }
+                  tribCommDestroy(c.comm);
+                  return 0;
+                }),
+            "");
+}
+
+// Both ranks send more small messages than the other has pre-posted buffers before either
+// receives: each runs out of credits with sends queued, and the credit writes that free them must
+// not wait behind those sends. All arrive, in order, well within the timeout.
+TEST(Verbs, BothRanksOutOfCreditsStillProgress) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(run(2, 1,
+                [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                  Comm c = join(2, rank, ids[0], 20000);
+                  if (!c.comm) return report = "init: " + c.error, 1;
+                  const int n = 300, other = 1 - rank;  // 64 buffers a peer
+                  std::vector<int32_t> out(n), in(n, -1);
+                  std::vector<tribRequest_t> reqs(2 * n);
+                  for (int i = 0; i < n; ++i) {
+                    out[i] = rank * 100000 + i;
+                    if (tribIsend(&out[i], 1, tribInt32, other, c.comm, &reqs[i]) != tribSuccess)
+                      return report = "isend: " + std::string(tribGetLastError(c.comm)), 1;
+                  }
+                  for (int i = 0; i < n; ++i)
+                    if (tribIrecv(&in[i], 1, tribInt32, other, c.comm, &reqs[n + i]) != tribSuccess)
+                      return report = "irecv: " + std::string(tribGetLastError(c.comm)), 1;
+                  for (tribRequest_t& r : reqs)
+                    if (tribWait(&r, TRIB_TIMEOUT_DEFAULT) != tribSuccess)
+                      return report = "wait: " + std::string(tribGetLastError(c.comm)), 1;
+                  for (int i = 0; i < n; ++i)
+                    if (in[i] != other * 100000 + i)
+                      return report = strprintf("message %d: got %d", i, in[i]), 1;
                   tribCommDestroy(c.comm);
                   return 0;
                 }),
@@ -237,7 +281,46 @@ TEST(Verbs, KilledPeerFailsWithinTheTimeout) {
       "rank 2: signal 9\n");
 }
 
-// An unknown device and a GID index out of range: init fails with a clear error.
+// A remote key that does not match: the receiver advertises a corrupted one (the transport's test
+// hook), so the receiver's NIC refuses the sender's RDMA WRITE. Both ranks fail within the timeout
+// with an error naming the other (the sender's says the key or address did not match); no hang.
+TEST(Verbs, MismatchedRemoteKeyFailsBothSides) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(
+      run(2, 1,
+          [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+#ifdef TRIB_HAVE_VERBS
+            if (rank == 1) trib::verbsTestCorruptAdvertisedRkeys(true);
+#endif
+            Comm c = join(2, rank, ids[0], 20000);
+            if (!c.comm) return report = "init: " + c.error, 1;
+            float x = 1, y = 0;  // eager: no key involved
+            if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 2)
+              return report = "warm-up: " + std::string(tribGetLastError(c.comm)), 1;
+            std::vector<uint8_t> buf(2u << 20, 0x5a);
+            const auto start = Clock::now();
+            const tribResult_t r = rank == 0
+                                       ? tribSend(buf.data(), buf.size(), tribUint8, 1, c.comm, nullptr)
+                                       : tribRecv(buf.data(), buf.size(), tribUint8, 0, c.comm, nullptr);
+            const double sec = std::chrono::duration<double>(Clock::now() - start).count();
+            const std::string err = tribGetLastError(c.comm);
+            if (r == tribSuccess) return report = "a transfer with a mismatched remote key succeeded", 1;
+            if (err.find("rank " + std::to_string(1 - rank)) == std::string::npos)
+              return report = "error does not name the peer: " + err, 1;
+            if (rank == 0 && err.find("remote key") == std::string::npos)
+              return report = "the sender's error does not say the remote key did not match: " + err, 1;
+            if (rank == 1 && buf[0] != 0x5a) return report = "data landed through a wrong key", 1;
+            if (sec > 20) return report = strprintf("failing took %.1f s", sec), 1;
+            std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
+            tribCommAbort(c.comm);
+            tribCommDestroy(c.comm);
+            return 0;
+          }),
+      "");
+}
+
+// An unknown device, a GID index out of range, queue pairs per connection out of range or not
+// the same on every rank: init fails with a clear error.
 TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
   REQUIRE_RDMA_PORT();
   struct Bad {
@@ -245,8 +328,12 @@ TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
     const char* value;
     const char* expect;
   };
-  for (const Bad& b : {Bad{"TRIB_IB_HCA", "nosuchdev", "TRIB_IB_HCA='nosuchdev'"},
-                       Bad{"TRIB_IB_GID_INDEX", "4000", "TRIB_IB_GID_INDEX=4000 is out of range"}}) {
+  for (const Bad& b :
+       {Bad{"TRIB_IB_HCA", "nosuchdev", "TRIB_IB_HCA='nosuchdev'"},
+        Bad{"TRIB_IB_GID_INDEX", "4000", "TRIB_IB_GID_INDEX=4000 is out of range"},
+        Bad{"TRIB_IB_QPS_PER_CONNECTION", "17", "TRIB_IB_QPS_PER_CONNECTION=17 is out of range"},
+        // Valid, but not what rank 1 uses.
+        Bad{"TRIB_IB_QPS_PER_CONNECTION", "2", "queue pairs per connection"}}) {
     EXPECT_EQ(run(2, 1,
                   [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
                     if (rank == 0) setenv(b.var, b.value, 1);

@@ -39,6 +39,21 @@ TEST(VerbsBlob, RoundTrips) {
   EXPECT_EQ(out.qp[3].creditAddr, 0x6000u);
 }
 
+// Several queue pairs per connection: the others travel after the per-peer entries.
+TEST(VerbsBlob, RoundTripsWithSeveralQueuePairs) {
+  Blob b = sampleBlob(0, 3);
+  b.header.qpsPerConnection = 4;
+  for (int p = 0; p < 3; ++p)
+    for (uint32_t i = 0; i < 3; ++i) b.extra.push_back(QpAddr{uint32_t(1000 * p + i), uint32_t(7 + i)});
+  Blob out;
+  ASSERT_TRUE(decodeBlob(encodeBlob(b), 0, 3, &out).ok());
+  EXPECT_EQ(out.header.qpsPerConnection, 4u);
+  ASSERT_EQ(out.extra.size(), 9u);
+  EXPECT_EQ(out.extra[2 * 3 + 1].qpn, 2001u) << "peer 2's third queue pair";
+  EXPECT_EQ(out.extra[2 * 3 + 1].psn, 8u);
+  EXPECT_EQ(out.qp[2].qpn, 102u) << "the first stays in the peer's entry";
+}
+
 // Every malformed blob is refused with tribRemoteError naming the rank that sent it.
 TEST(VerbsBlob, MalformedIsRefusedNamingThePeer) {
   auto refused = [](std::vector<uint8_t> bytes, int from, int nranks, const char* what) {
@@ -66,6 +81,14 @@ TEST(VerbsBlob, MalformedIsRefusedNamingThePeer) {
   Blob zeroBuffers = sampleBlob(1, 3);
   zeroBuffers.header.recvBuffers = 0;
   refused(encodeBlob(zeroBuffers), 1, 3, "no receive buffers");
+  for (uint32_t qps : {0u, kMaxQpsPerConnection + 1}) {
+    Blob bad = sampleBlob(1, 3);
+    bad.header.qpsPerConnection = qps;
+    refused(encodeBlob(bad), 1, 3, "queue pairs out of range");
+  }
+  Blob missing = sampleBlob(1, 3);
+  missing.header.qpsPerConnection = 2;  // says 2, carries none of the others
+  refused(encodeBlob(missing), 1, 3, "the other queue pairs missing");
   Blob name = sampleBlob(1, 3);
   std::memset(name.header.device, 'x', sizeof name.header.device);
   refused(encodeBlob(name), 1, 3, "unterminated device name");
@@ -101,6 +124,41 @@ TEST(VerbsCts, NoticesInFlightNeverExceedTheSlots) {
   EXPECT_FALSE(reader.maySend(sent + 1));
 }
 
+// An immediate off the wire completes only a receive this peer's table holds: once, by its id.
+TEST(VerbsRecvTable, ImmediatesAreCheckedAgainstThePeersReceives) {
+  RecvTable<std::string> table;
+  const uint32_t a = table.add("a"), b = table.add("b");
+  EXPECT_NE(a, 0u) << "0 is what a refusing CTS entry carries";
+  EXPECT_NE(a, b);
+  std::string got;
+  for (uint32_t bad : {0u, b + 1, 0xffffffffu}) {
+    Status s = table.take(bad, "rank 3 (rxe1)", &got);
+    EXPECT_EQ(s.code(), tribRemoteError) << bad;
+    EXPECT_NE(s.message().find("rank 3 (rxe1)"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(std::to_string(bad)), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(table.size(), 2u) << "a bad immediate changes nothing";
+  ASSERT_TRUE(table.take(b, "rank 3", &got).ok());
+  EXPECT_EQ(got, "b");
+  EXPECT_FALSE(table.take(b, "rank 3", &got).ok()) << "a stale immediate: b already completed";
+  std::vector<std::string> drained;
+  table.drain([&](std::string& v) { drained.push_back(v); });
+  EXPECT_EQ(drained, std::vector<std::string>{"a"});
+  EXPECT_FALSE(table.take(a, "rank 3", &got).ok()) << "drained with its peer";
+  EXPECT_EQ(table.size(), 0u);
+}
+
+// Another peer's table does not know this one's ids: an immediate is only ever looked up in the
+// table of the peer whose write carried it.
+TEST(VerbsRecvTable, IdsOfOnePeerAreUnknownToAnother) {
+  RecvTable<int> p1, p2;
+  const uint32_t id = p1.add(7);
+  int got = 0;
+  EXPECT_FALSE(p2.take(id, "rank 2", &got).ok());
+  EXPECT_TRUE(p1.take(id, "rank 1", &got).ok());
+  EXPECT_EQ(got, 7);
+}
+
 TEST(VerbsCredits, ConsumedCreditsReturnOnlyThroughReposts) {
   Credits c(3);
   EXPECT_TRUE(c.take(0));
@@ -127,6 +185,71 @@ TEST(VerbsCredits, RepostsAdvertiseInBatchesAndOnFlush) {
   EXPECT_EQ(r.advertise(), 5u);
 }
 
+struct Item {
+  bool needsCredit;
+  int id;
+};
+struct Poster {
+  int credits = 0;
+  std::vector<int> posted;
+  uint32_t run(WorkQueue<Item>& q, uint32_t room) {
+    return q.post(
+        room, [&] { return credits > 0 ? (--credits, true) : false; },
+        [&](const Item& w) { return posted.push_back(w.id), true; });
+  }
+};
+
+// Both ranks out of credits, each with sends queued before its credit write: the credit writes
+// (and CTS writes, probes) must go past the sends, or each waits for the other's for ever.
+TEST(VerbsWorkQueue, CreditFreeWorkPassesSendsWaitingForCredits) {
+  WorkQueue<Item> q;
+  Poster p;
+  q.push({true, 1});   // a send
+  q.push({true, 2});   // a send
+  q.push({false, 3});  // the credit write
+  q.push({false, 4});  // a CTS write
+  EXPECT_EQ(p.run(q, 16), 2u);
+  EXPECT_EQ(p.posted, (std::vector<int>{3, 4}));
+  EXPECT_FALSE(q.empty());
+  p.credits = 1;  // the peer's credit write landed
+  EXPECT_EQ(p.run(q, 16), 1u);
+  p.credits = 5;
+  EXPECT_EQ(p.run(q, 16), 1u);
+  EXPECT_EQ(p.posted, (std::vector<int>{3, 4, 1, 2})) << "sends keep their order";
+  EXPECT_EQ(p.credits, 4) << "one credit a send";
+  EXPECT_TRUE(q.empty());
+}
+
+// A large message: chunks without a credit, the last (with immediate) with one. However little
+// room the send queue has, the last never posts before an earlier chunk, and room is respected.
+TEST(VerbsWorkQueue, LastChunkNeverPassesItsEarlierChunks) {
+  WorkQueue<Item> q;
+  Poster p;
+  p.credits = 10;
+  for (int c = 1; c <= 3; ++c) q.push({false, c});
+  q.push({true, 4});  // the last chunk
+  for (uint32_t room : {1u, 1u, 0u, 1u}) EXPECT_EQ(p.run(q, room), room);
+  EXPECT_EQ(p.posted, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(p.run(q, 1), 1u);
+  EXPECT_EQ(p.posted, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(p.credits, 9);
+}
+
+// A post that fails stops there: nothing after it is posted, and the item stays queued.
+TEST(VerbsWorkQueue, AFailedPostStops) {
+  WorkQueue<Item> q;
+  q.push({false, 1});
+  q.push({false, 2});
+  int calls = 0;
+  EXPECT_EQ(q.post(
+                8, [] { return true; }, [&](const Item&) { return ++calls, false; }),
+            0u);
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(q.empty());
+  q.clear();
+  EXPECT_TRUE(q.empty());
+}
+
 TEST(VerbsChunks, CoverTheMessageExactlyOnce) {
   for (uint64_t bytes : {0ull, 1ull, 4095ull, 4096ull, 4097ull, 10ull << 20}) {
     const auto chunks = chunksOf(bytes, 4096);
@@ -140,6 +263,42 @@ TEST(VerbsChunks, CoverTheMessageExactlyOnce) {
     EXPECT_EQ(next, bytes);
     EXPECT_EQ(chunks.size(), bytes == 0 ? 1 : (bytes + 4095) / 4096);
   }
+}
+
+// Several queue pairs (NCCL's split): contiguous parts of equal size at multiples of 128 bytes,
+// part q on queue pair q, each in chunks; together exactly the message, and no chunk carries the
+// immediate (it follows separately, once all have completed).
+TEST(VerbsChunks, SplitAcrossQueuePairs) {
+  for (uint32_t qps : {2u, 3u, 4u, 16u})
+    for (uint64_t bytes : {1ull, 127ull, 8200ull, (1ull << 20) + 3, 10ull << 20}) {
+      const auto chunks = chunksOf(bytes, 1 << 20, qps);
+      const uint64_t part = ((bytes + qps - 1) / qps + kQpSplitAlign - 1) / kQpSplitAlign * kQpSplitAlign;
+      uint64_t next = 0;
+      uint32_t lastQp = 0;
+      for (const Chunk& c : chunks) {
+        EXPECT_EQ(c.offset, next) << qps << " " << bytes;
+        EXPECT_GT(c.bytes, 0u);
+        EXPECT_LE(c.bytes, 1u << 20);
+        EXPECT_FALSE(c.last);
+        EXPECT_LT(c.qp, qps);
+        EXPECT_GE(c.qp, lastQp) << "parts in order";
+        EXPECT_EQ(c.qp, c.offset / part) << "part q on queue pair q";
+        EXPECT_EQ(c.qp, (c.offset + c.bytes - 1) / part) << "a chunk within one part";
+        lastQp = c.qp;
+        next += c.bytes;
+      }
+      EXPECT_EQ(next, bytes) << qps << " " << bytes;
+      EXPECT_EQ(lastQp + 1, std::min<uint64_t>(qps, (bytes + part - 1) / part)) << "every part used";
+    }
+  // 8200 bytes over 4: parts of 2176 (2050 rounded up to 128), the last 1672.
+  const auto four = chunksOf(8200, 1 << 20, 4);
+  ASSERT_EQ(four.size(), 4u);
+  EXPECT_EQ(four[1].offset, 2176u);
+  EXPECT_EQ(four[3].bytes, 8200u - 3 * 2176);
+  // Small: 127 bytes over 4 is one part.
+  EXPECT_EQ(chunksOf(127, 1 << 20, 4).size(), 1u);
+  // One queue pair is the plain split, its last chunk with the immediate.
+  EXPECT_TRUE(chunksOf(8200, 4096, 1).back().last);
 }
 
 struct FakeRegion {

@@ -77,6 +77,9 @@ const std::vector<EnvVarInfo>& envVars() {
        "Verbs transport: released memory registrations kept for reuse (0: none; only for applications "
        "that never free and reallocate a buffer they sent or received, see docs/VERBS.md)."},
       {"TRIB_IB_CHUNK_BYTES", "1048576", "Verbs transport: the largest RDMA write of a large message."},
+      {"TRIB_IB_QPS_PER_CONNECTION", "1",
+       "Verbs transport: queue pairs to each peer (1 to 16, the same on every rank); a large message "
+       "is split across them, as NCCL_IB_QPS_PER_CONNECTION."},
       {"TRIB_SWITCH", "", "host:port of this host's aggregation switch (trib-switchd)."},
       {"TRIB_SWITCH_ATTACH_TIMEOUT", "1",
        "Seconds a communicator waits at init for its aggregation switch to accept it (fractions "

@@ -1,6 +1,7 @@
 // The verbs transport's connection blob (transports/verbs/verbs_wire.hpp) as a peer published it at
 // bootstrap. Input: [nranks-1] [peer] blob... decodeBlob must refuse with a message naming the peer
-// or return a header that says exactly that rank of nranks, with one QpInfo per rank.
+// or return a header that says exactly that rank of nranks, with one QpInfo per rank and the
+// other queue pairs of each connection.
 #include "fuzz_check.hpp"
 #include "transports/verbs/verbs_wire.hpp"
 
@@ -21,6 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(b.header.rank == peer && b.header.nranks == nranks);
   FUZZ_CHECK(static_cast<int>(b.qp.size()) == nranks);
+  FUZZ_CHECK(b.header.qpsPerConnection >= 1 && b.header.qpsPerConnection <= kMaxQpsPerConnection);
+  FUZZ_CHECK(b.extra.size() == static_cast<size_t>(nranks) * (b.header.qpsPerConnection - 1));
   FUZZ_CHECK(b.header.recvBuffers > 0 && b.header.fifoSlots > 0 && b.header.eagerBytes > sizeof(MsgHeader));
   FUZZ_CHECK(encodeBlob(b) == bytes);
   return 0;

@@ -3,6 +3,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -26,6 +27,8 @@ namespace {
 
 using namespace verbs;
 using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> corruptAdvertisedRkeys{false};  // verbsTestCorruptAdvertisedRkeys
 
 // Work request ids: [kind:8][peer:24][index:32].
 enum WrKind : uint64_t { kWrRecv = 1, kWrEager, kWrCts, kWrCredit, kWrData, kWrProbe };
@@ -52,8 +55,9 @@ struct Options {
   uint32_t recvBuffers = 64;   // per peer
   uint32_t fifoSlots = 64;
   uint64_t chunkBytes = 1 << 20;
-  uint32_t sqDepth = 256;
+  uint32_t sqDepth = 256;  // per peer, over all its queue pairs
   size_t regKeep = 0;
+  uint32_t qps = 1;  // queue pairs per connection
 };
 
 // A posted receive, waiting in the match queue or for its data.
@@ -81,6 +85,7 @@ struct Work {
   uint64_t localAddr = 0, remoteAddr = 0, length = 0;
   uint32_t lkey = 0, rkey = 0, imm = 0;
   bool last = false;
+  uint32_t qp = 0;  // which of the connection's queue pairs
 };
 
 // A message through the peer's pre-posted buffers, before it has a send buffer of its own.
@@ -101,11 +106,14 @@ struct LargeSend {
   uint64_t reg = 0;          // registration id (0: none yet)
   uint32_t outstanding = 0;  // data writes posted, not completed
   bool allPosted = false;
+  // Several queue pairs: the write with immediate waits until every data write has completed.
+  bool immPending = false;
+  uint64_t remoteAddr = 0;
+  uint32_t rkey = 0, recvId = 0;
 };
 
 struct LargeRecv {
   Recv r;
-  int peer = 0;
   uint64_t tag = 0;
   uint64_t reg = 0;
   std::unique_ptr<uint8_t[]> bounce;  // a reduce-receive lands here
@@ -113,7 +121,9 @@ struct LargeRecv {
 
 struct Peer {
   bool active = false;
-  ibv_qp* qp = nullptr;
+  std::vector<ibv_qp*> qps;       // [0]: messages, CTS and credit writes, probes; all: data writes
+  std::vector<QpAddr> remoteQps;  // the peer's, in the same order
+  std::vector<uint32_t> localPsns;
   QpInfo remote;
   BlobHeader remoteHeader;
   Credits credits{1};
@@ -121,12 +131,12 @@ struct Peer {
   CtsReader ctsIn{1};
   CtsWriter ctsOut{1};
   uint64_t noticesSent = 0;
-  uint32_t localPsn = 0;
   std::deque<OutMsg> outbox;  // waiting for a send buffer (or, notices, a FIFO slot)
-  std::deque<Work> work;      // waiting for the send queue and credits, posted in order
+  WorkQueue<Work> work;       // waiting for the send queue and credits
   std::vector<uint32_t> freeSendBufs;
   std::vector<TransferOp*> eagerOps;    // per send buffer: the op its completion completes
   std::map<uint32_t, LargeSend> large;  // by send id
+  RecvTable<LargeRecv> recvs;           // answered large receives, by the id their CTS carried
   uint32_t sqOutstanding = 0;
   bool lost = false;
   Status lostWhy;
@@ -175,7 +185,9 @@ class VerbsTransport final : public Transport {
     return Status::Ok();
   }
   Status makeSlab(Slab* s, size_t bytes, int access);
-  Status connectQp(int p);
+  Status createQp(int p, uint32_t recvDepth, ibv_qp** out);
+  Status connectQp(int p, uint32_t i);
+  void queueImm(int p, uint32_t sendId, LargeSend& l);
   std::string who(int p) const {
     return strprintf("rank %d (%s)", p,
                      peers_[p].remoteHeader.device[0] ? peers_[p].remoteHeader.device : "?");
@@ -208,7 +220,7 @@ class VerbsTransport final : public Transport {
   void matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uint32_t sendId);
   void writeCts(int p, const CtsEntry& e);
   void onCts(int p, const CtsEntry& e);
-  void finishLargeRecv(uint32_t recvId);
+  void finishLargeRecv(int p, uint32_t imm);
   void markLost(int p, const Status& why, bool warn = true);
   void failAll(const Status& why);
   void probe(int p);
@@ -224,8 +236,7 @@ class VerbsTransport final : public Transport {
   Slab recvSlab_, sendSlab_, fifoSlab_, ctsSlab_, creditSlab_;
   RegCache<Mr> sendRegs_, recvRegs_;
   MatchQueue<Recv, Arrived> match_;
-  std::map<uint32_t, LargeRecv> largeRecvs_;
-  uint32_t nextSendId_ = 1, nextRecvId_ = 1;
+  uint32_t nextSendId_ = 1;
   bool aborted_ = false;
   Status abortWhy_;
 };
@@ -266,30 +277,26 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
   mine.header.eagerBytes = opt_.eagerBytes;
   mine.header.recvBuffers = opt_.recvBuffers;
   mine.header.fifoSlots = opt_.fifoSlots;
+  mine.header.qpsPerConnection = opt_.qps;
   std::snprintf(mine.header.device, sizeof mine.header.device, "%s", choice.device.c_str());
   mine.qp.resize(nranks_);
+  mine.extra.resize(size_t(nranks_) * (opt_.qps - 1));
   for (int p : peerList) {
     if (p == rank_ || p < 0 || p >= nranks_) continue;
     Peer& pe = peers_[p];
-    ibv_qp_init_attr ia{};
-    ia.send_cq = ia.recv_cq = dev_->cq();
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = opt_.sqDepth;
-    ia.cap.max_recv_wr = opt_.recvBuffers;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-    pe.qp = ibv_create_qp(dev_->pd(), &ia);
-    if (!pe.qp)
-      return errorf(tribSystemError, "verbs: creating a queue pair for rank %d on %s failed: %s", p,
-                    choice.device.c_str(), std::strerror(errno));
-    dev_->route(pe.qp->qp_num, inbox_);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = static_cast<uint8_t>(choice.port);
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(pe.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return errorf(tribSystemError, "verbs: queue pair for rank %d: INIT failed: %s", p,
-                    std::strerror(errno));
+    pe.qps.assign(opt_.qps, nullptr);
+    pe.localPsns.assign(opt_.qps, 0);
+    for (uint32_t i = 0; i < opt_.qps; ++i) {
+      // Only the first receives: the others carry plain RDMA writes.
+      TRIB_RETURN_IF_ERROR(createQp(p, i == 0 ? opt_.recvBuffers : 1, &pe.qps[i]));
+      // The starting PSN is part of what binds the RC pair to the job's exchange
+      // (docs/SECURITY.md): from the system's random source, not a generator one observed PSN
+      // would reveal.
+      auth::Nonce r{};
+      TRIB_RETURN_IF_ERROR(auth::freshNonce(&r));
+      pe.localPsns[i] = (r[0] | r[1] << 8 | r[2] << 16) & 0xffffffu;
+      if (i) mine.extra[size_t(p) * (opt_.qps - 1) + i - 1] = QpAddr{pe.qps[i]->qp_num, pe.localPsns[i]};
+    }
     pe.active = true;
     pe.credits = Credits(0);
     pe.reposts = Reposts(std::max(1u, opt_.recvBuffers / 4));
@@ -299,12 +306,8 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     for (uint32_t i = opt_.recvBuffers; i-- > 0;) pe.freeSendBufs.push_back(i);
     for (uint32_t i = 0; i < opt_.recvBuffers; ++i) TRIB_RETURN_IF_ERROR(postRecvBuf(p, i));
     QpInfo& q = mine.qp[p];
-    q.qpn = pe.qp->qp_num;
-    // The starting PSN is part of what binds the RC pair to the job's exchange (docs/SECURITY.md):
-    // from the system's random source, not a generator one observed PSN would reveal.
-    auth::Nonce r{};
-    TRIB_RETURN_IF_ERROR(auth::freshNonce(&r));
-    q.psn = (r[0] | r[1] << 8 | r[2] << 16) & 0xffffffu;
+    q.qpn = pe.qps[0]->qp_num;
+    q.psn = pe.localPsns[0];
     q.fifoAddr = reinterpret_cast<uintptr_t>(fifo(p));
     q.fifoRkey = fifoSlab_.mr->rkey;
     q.creditAddr = reinterpret_cast<uintptr_t>(creditWord(p));
@@ -319,33 +322,62 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     if (!peers_[p].active) continue;
     Blob b;
     TRIB_RETURN_IF_ERROR(decodeBlob(all[p], p, nranks_, &b));
-    peers_[p].remoteHeader = b.header;
-    peers_[p].remote = b.qp[rank_];
-    peers_[p].localPsn = mine.qp[p].psn;
+    Peer& pe = peers_[p];
+    pe.remoteHeader = b.header;
+    pe.remote = b.qp[rank_];
     if (b.qp[rank_].qpn == 0)
       return errorf(tribRemoteError,
                     "verbs: rank %d (%s) made no queue pair for rank %d (the ranks disagree "
                     "on which transport connects them)",
                     p, b.header.device, rank_);
-    peers_[p].credits = Credits(b.header.recvBuffers);
-    if (b.header.eagerBytes != opt_.eagerBytes || b.header.fifoSlots != opt_.fifoSlots)
+    pe.credits = Credits(b.header.recvBuffers);
+    if (b.header.eagerBytes != opt_.eagerBytes || b.header.fifoSlots != opt_.fifoSlots ||
+        b.header.qpsPerConnection != opt_.qps)
       return errorf(tribInvalidUsage,
-                    "verbs: rank %d uses %u-byte eager buffers and %u FIFO slots, this rank %u and %u "
-                    "(TRIB_IB_* settings must agree across ranks)",
-                    p, b.header.eagerBytes, b.header.fifoSlots, opt_.eagerBytes, opt_.fifoSlots);
-    TRIB_RETURN_IF_ERROR(connectQp(p));
+                    "verbs: rank %d uses %u-byte eager buffers, %u FIFO slots and %u queue pairs per "
+                    "connection, this rank %u, %u and %u (TRIB_IB_* settings must agree across ranks)",
+                    p, b.header.eagerBytes, b.header.fifoSlots, b.header.qpsPerConnection, opt_.eagerBytes,
+                    opt_.fifoSlots, opt_.qps);
+    pe.remoteQps.assign(1, QpAddr{pe.remote.qpn, pe.remote.psn});
+    for (uint32_t i = 1; i < opt_.qps; ++i)
+      pe.remoteQps.push_back(b.extra[size_t(rank_) * (opt_.qps - 1) + i - 1]);
+    for (uint32_t i = 0; i < opt_.qps; ++i) TRIB_RETURN_IF_ERROR(connectQp(p, i));
   }
   return Status::Ok();
 }
 
-Status VerbsTransport::connectQp(int p) {
+Status VerbsTransport::createQp(int p, uint32_t recvDepth, ibv_qp** out) {
+  const PortChoice& me = dev_->port();
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = dev_->cq();
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = opt_.sqDepth;
+  ia.cap.max_recv_wr = recvDepth;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  *out = ibv_create_qp(dev_->pd(), &ia);
+  if (!*out)
+    return errorf(tribSystemError, "verbs: creating a queue pair for rank %d on %s failed: %s", p,
+                  me.device.c_str(), std::strerror(errno));
+  dev_->route((*out)->qp_num, inbox_);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = static_cast<uint8_t>(me.port);
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(*out, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return errorf(tribSystemError, "verbs: queue pair for rank %d: INIT failed: %s", p, std::strerror(errno));
+  return Status::Ok();
+}
+
+// Queue pair i of the connection to p, to the peer's queue pair i.
+Status VerbsTransport::connectQp(int p, uint32_t i) {
   Peer& pe = peers_[p];
   const PortChoice& me = dev_->port();
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = std::min(me.mtu, static_cast<ibv_mtu>(pe.remoteHeader.mtu));
-  a.dest_qp_num = pe.remote.qpn;
-  a.rq_psn = pe.remote.psn;
+  a.dest_qp_num = pe.remoteQps[i].qpn;
+  a.rq_psn = pe.remoteQps[i].psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
   a.ah_attr.port_num = static_cast<uint8_t>(me.port);
@@ -356,7 +388,7 @@ Status VerbsTransport::connectQp(int p) {
     a.ah_attr.grh.sgid_index = static_cast<uint8_t>(me.gidIndex);
     a.ah_attr.grh.hop_limit = 64;
   }
-  if (ibv_modify_qp(pe.qp, &a,
+  if (ibv_modify_qp(pe.qps[i], &a,
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     return errorf(tribSystemError, "verbs: connecting the queue pair to %s: RTR failed: %s", who(p).c_str(),
@@ -366,9 +398,9 @@ Status VerbsTransport::connectQp(int p) {
   s.timeout = 16;  // 4.096 us * 2^16 = 268 ms per try; 7 tries: a dead peer shows in about 2 s
   s.retry_cnt = 7;
   s.rnr_retry = 7;
-  s.sq_psn = pe.localPsn;
+  s.sq_psn = pe.localPsns[i];
   s.max_rd_atomic = 1;
-  if (ibv_modify_qp(pe.qp, &s,
+  if (ibv_modify_qp(pe.qps[i], &s,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                         IBV_QP_MAX_QP_RD_ATOMIC))
     return errorf(tribSystemError, "verbs: connecting the queue pair to %s: RTS failed: %s", who(p).c_str(),
@@ -383,14 +415,14 @@ Status VerbsTransport::postRecvBuf(int p, uint32_t i) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(peers_[p].qp, &wr, &bad))
+  if (ibv_post_recv(peers_[p].qps[0], &wr, &bad))
     return errorf(tribSystemError, "verbs: posting a receive buffer for %s failed: %s", who(p).c_str(),
                   std::strerror(errno));
   return Status::Ok();
 }
 
 // Moves what waits in the outbox into send buffers, then posts what the send queue and the
-// peer's credits allow, in order.
+// peer's credits allow, in WorkQueue's order.
 void VerbsTransport::flush(int p) {
   Peer& pe = peers_[p];
   if (pe.lost) return;
@@ -407,11 +439,10 @@ void VerbsTransport::flush(int p) {
     pe.eagerOps[b] = m.op;
     Work w{kWrEager, true, b};
     w.length = sizeof h + (m.type == kEager ? m.bytes : 0);
-    pe.work.push_back(w);
+    pe.work.push(w);
   }
-  while (!pe.work.empty() && pe.sqOutstanding < opt_.sqDepth) {
-    Work& w = pe.work.front();
-    if (w.needsCredit && !pe.credits.take(repostedByPeer(p))) break;
+  const auto takeCredit = [&] { return pe.credits.take(repostedByPeer(p)); };
+  const uint32_t posted = pe.work.post(opt_.sqDepth - pe.sqOutstanding, takeCredit, [&](const Work& w) {
     ibv_sge sge{};
     ibv_send_wr wr{};
     wr.wr_id = wrId(w.kind, p, w.index);
@@ -450,14 +481,14 @@ void VerbsTransport::flush(int p) {
         break;
     }
     ibv_send_wr* bad = nullptr;
-    if (int e = ibv_post_send(pe.qp, &wr, &bad)) {
+    if (int e = ibv_post_send(pe.qps[w.qp], &wr, &bad)) {
       markLost(p,
                errorf(tribSystemError, "verbs: posting to %s failed: %s", who(p).c_str(), std::strerror(e)));
-      return;
+      return false;
     }
-    ++pe.sqOutstanding;
-    pe.work.pop_front();
-  }
+    return true;
+  });
+  pe.sqOutstanding += posted;
 }
 
 Status VerbsTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) {
@@ -544,9 +575,7 @@ void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uin
     writeCts(p, e);
     return;
   }
-  const uint32_t id = nextRecvId_++;
-  LargeRecv& l = largeRecvs_[id];
-  l.peer = p;
+  LargeRecv l;
   l.tag = tag;
   uint8_t* target = static_cast<uint8_t*>(r.buf);
   if (r.reduce) {
@@ -556,14 +585,14 @@ void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uin
   Mr* m = nullptr;
   if (Status s = recvRegs_.acquire(reinterpret_cast<uintptr_t>(target), r.bytes, &l.reg, &m); !s.ok()) {
     r.op->fail(s);
-    largeRecvs_.erase(id);
     writeCts(p, e);  // refused: the sender fails too instead of waiting
     return;
   }
   l.r = std::move(r);
   e.addr = reinterpret_cast<uintptr_t>(target);
   e.rkey = m->mr->rkey;
-  e.recvId = id;
+  if (corruptAdvertisedRkeys.load(std::memory_order_relaxed)) e.rkey = ~e.rkey;
+  e.recvId = peers_[p].recvs.add(std::move(l));
   writeCts(p, e);
 }
 
@@ -574,7 +603,7 @@ void VerbsTransport::writeCts(int p, const CtsEntry& entry) {
   e.seq = e.seqEnd = pe.ctsOut.seq();
   pe.ctsOut.advance();
   ctsSrc(p)[slot] = e;
-  pe.work.push_back(Work{kWrCts, false, slot});
+  pe.work.push(Work{kWrCts, false, slot});
 }
 
 // The receiver's answer to a notice: write the data from the caller's buffer, in chunks.
@@ -605,8 +634,13 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
     markLost(p, s);
     return;
   }
-  for (const Chunk& c : chunksOf(l.bytes, opt_.chunkBytes)) {
+  l.remoteAddr = e.addr;
+  l.rkey = e.rkey;
+  l.recvId = e.recvId;
+  l.immPending = opt_.qps > 1;
+  for (const Chunk& c : chunksOf(l.bytes, opt_.chunkBytes, opt_.qps)) {
     Work w{kWrData, c.last, e.sendId};
+    w.qp = c.qp;
     w.localAddr = reinterpret_cast<uintptr_t>(l.buf) + c.offset;
     w.remoteAddr = e.addr + c.offset;
     w.length = c.bytes;
@@ -614,22 +648,36 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
     w.rkey = e.rkey;
     w.imm = e.recvId;
     w.last = c.last;
-    pe.work.push_back(w);
+    pe.work.push(w);
     ++l.outstanding;
   }
   l.allPosted = true;
+  if (l.outstanding == 0 && l.immPending) queueImm(p, e.sendId, l);
 }
 
-void VerbsTransport::finishLargeRecv(uint32_t recvId) {
-  auto it = largeRecvs_.find(recvId);
-  if (it == largeRecvs_.end()) return;
-  LargeRecv& l = it->second;
+// Several queue pairs: once every data write has completed (its data placed at the receiver), an
+// empty write with immediate on the first tells the receiver the message landed.
+void VerbsTransport::queueImm(int p, uint32_t sendId, LargeSend& l) {
+  l.immPending = false;
+  Work w{kWrData, true, sendId};
+  w.remoteAddr = l.remoteAddr;
+  w.rkey = l.rkey;
+  w.imm = l.recvId;
+  w.last = true;
+  peers_[p].work.push(w);
+  ++l.outstanding;
+}
+
+// The peer's last write of a large message landed; its immediate names the receive, checked
+// against this peer's table before anything is touched.
+void VerbsTransport::finishLargeRecv(int p, uint32_t imm) {
+  LargeRecv l;
+  if (Status s = peers_[p].recvs.take(imm, who(p), &l); !s.ok()) return markLost(p, s);
   if (l.r.reduce)
     trib::reduce(l.r.buf, l.r.spec.local, l.bounce.get(), l.r.bytes / dataTypeSize(l.r.spec.dtype),
                  l.r.spec.dtype, l.r.spec.op);
   recvRegs_.release(l.reg);
   l.r.op->complete();
-  largeRecvs_.erase(it);
 }
 
 void VerbsTransport::onMessage(int p, uint32_t bufIndex, uint32_t len) {
@@ -669,8 +717,13 @@ void VerbsTransport::handle(const ibv_wc& wc) {
   const WrKind kind = wrKind(wc.wr_id);
   if (kind != kWrRecv && pe.sqOutstanding) --pe.sqOutstanding;
   if (wc.status != IBV_WC_SUCCESS) {
+    // A flush means this rank's queue pair is in error, which a refused access (either way) puts
+    // it in as well as a dead peer.
     const char* why = wc.status == IBV_WC_REM_ACCESS_ERR
                           ? "the peer refused the access: a remote key or address that does not match"
+                      : wc.status == IBV_WC_WR_FLUSH_ERR
+                          ? "the queue pair went into error: the peer process died or exited, its link is "
+                            "down, or an RDMA access between the two was refused"
                           : "the peer process died or exited, or its link is down";
     if (!pe.lost)
       markLost(p, errorf(tribRemoteError, "verbs: the connection to %s broke: %s (%s)", who(p).c_str(),
@@ -681,7 +734,7 @@ void VerbsTransport::handle(const ibv_wc& wc) {
     case kWrRecv: {
       const uint32_t i = wrIndex(wc.wr_id);
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-        finishLargeRecv(be32toh(wc.imm_data));
+        finishLargeRecv(p, be32toh(wc.imm_data));
       else
         onMessage(p, i, wc.byte_len);
       if (pe.lost) return;
@@ -700,6 +753,10 @@ void VerbsTransport::handle(const ibv_wc& wc) {
       auto it = pe.large.find(wrIndex(wc.wr_id));
       if (it == pe.large.end()) break;
       if (--it->second.outstanding == 0 && it->second.allPosted) {
+        if (it->second.immPending) {
+          queueImm(p, it->first, it->second);
+          break;
+        }
         sendRegs_.release(it->second.reg);
         it->second.op->complete();
         pe.large.erase(it);
@@ -732,11 +789,12 @@ void VerbsTransport::probe(int p) {
                  who(p).c_str(), std::chrono::duration<double>(deadline).count()));
     return;
   }
-  const bool waiting = !pe.large.empty() || match_.hasRecvsFrom(p);
+  // A large receive already answered waits on the peer too: for its data.
+  const bool waiting = !pe.large.empty() || pe.recvs.size() || match_.hasRecvsFrom(p);
   if (!waiting || now - pe.lastProbe < deadline / 2) return;
   pe.lastProbe = now;
   pe.probeInFlight = true;
-  pe.work.push_back(Work{kWrProbe, false, 0});
+  pe.work.push(Work{kWrProbe, false, 0});
 }
 
 Status VerbsTransport::progress() {
@@ -767,7 +825,7 @@ Status VerbsTransport::progress() {
     if (pe.lost) continue;
     if (pe.reposts.pending()) {
       pe.reposts.advertise();
-      pe.work.push_back(Work{kWrCredit, false, 0});
+      pe.work.push(Work{kWrCredit, false, 0});
     }
     probe(p);
     flush(p);
@@ -799,18 +857,13 @@ void VerbsTransport::markLost(int p, const Status& why, bool warn) {
     r.op->fail(why);
     return true;
   });
-  for (auto it = largeRecvs_.begin(); it != largeRecvs_.end();) {
-    if (it->second.peer != p) {
-      ++it;
-      continue;
-    }
-    recvRegs_.release(it->second.reg);
-    it->second.r.op->fail(why);
-    it = largeRecvs_.erase(it);
-  }
+  pe.recvs.drain([&](LargeRecv& l) {
+    recvRegs_.release(l.reg);
+    l.r.op->fail(why);
+  });
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
-  ibv_modify_qp(pe.qp, &a, IBV_QP_STATE);
+  for (ibv_qp* qp : pe.qps) ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
 void VerbsTransport::failAll(const Status& why) {
@@ -859,10 +912,12 @@ void VerbsTransport::close() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (Peer& pe : peers_) {
-    if (!pe.qp) continue;
-    dev_->unroute(pe.qp->qp_num);
-    ibv_destroy_qp(pe.qp);
-    pe.qp = nullptr;
+    for (ibv_qp*& qp : pe.qps) {
+      if (!qp) continue;
+      dev_->unroute(qp->qp_num);
+      ibv_destroy_qp(qp);
+      qp = nullptr;
+    }
   }
   sendRegs_.clear();
   recvRegs_.clear();
@@ -877,6 +932,11 @@ Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>
   o.regKeep = static_cast<size_t>(std::max<int64_t>(0, envInt("TRIB_IB_REG_CACHE")));
   const int64_t chunk = envInt("TRIB_IB_CHUNK_BYTES");
   if (chunk > 0) o.chunkBytes = static_cast<uint64_t>(chunk);
+  const int64_t qps = envInt("TRIB_IB_QPS_PER_CONNECTION");
+  if (qps < 1 || qps > kMaxQpsPerConnection)
+    return errorf(tribInvalidArgument, "verbs: TRIB_IB_QPS_PER_CONNECTION=%lld is out of range: 1 to %u",
+                  static_cast<long long>(qps), kMaxQpsPerConnection);
+  o.qps = static_cast<uint32_t>(qps);
   auto t = std::make_unique<VerbsTransport>(args.rank, args.nranks, o, args.timeout);
   TRIB_RETURN_IF_ERROR(t->init(args.peers, args.oob));
   *out = std::move(t);
@@ -891,6 +951,8 @@ bool verbsCanConnect(const RankLocation& self, const RankLocation& peer) {
 }  // namespace
 
 bool verbsPortAvailable() { return haveRdmaPort(); }
+
+void verbsTestCorruptAdvertisedRkeys(bool on) { corruptAdvertisedRkeys.store(on); }
 
 TransportDescriptor verbsTransportDescriptor() {
   TransportDescriptor d{};

@@ -23,5 +23,9 @@ struct TransportDescriptor;
 TransportDescriptor verbsTransportDescriptor();
 // Whether this process has an RDMA port it would use (published in its RankLocation).
 bool verbsPortAvailable();
+// Test hook (tests/test_verbs.cpp): while on, this process's verbs transports advertise a wrong
+// remote key in the clear-to-send entries of their large receives, so their senders' RDMA
+// WRITEs are refused with a remote access error. Off unless a test turns it on.
+void verbsTestCorruptAdvertisedRkeys(bool on);
 
 }  // namespace trib

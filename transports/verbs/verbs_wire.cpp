@@ -1,13 +1,16 @@
 #include "transports/verbs/verbs_wire.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace trib::verbs {
 
 std::vector<uint8_t> encodeBlob(const Blob& b) {
-  std::vector<uint8_t> out(sizeof(BlobHeader) + b.qp.size() * sizeof(QpInfo));
+  const size_t qpBytes = b.qp.size() * sizeof(QpInfo), extraBytes = b.extra.size() * sizeof(QpAddr);
+  std::vector<uint8_t> out(sizeof(BlobHeader) + qpBytes + extraBytes);
   std::memcpy(out.data(), &b.header, sizeof(BlobHeader));
-  if (!b.qp.empty()) std::memcpy(out.data() + sizeof(BlobHeader), b.qp.data(), b.qp.size() * sizeof(QpInfo));
+  if (qpBytes) std::memcpy(out.data() + sizeof(BlobHeader), b.qp.data(), qpBytes);
+  if (extraBytes) std::memcpy(out.data() + sizeof(BlobHeader) + qpBytes, b.extra.data(), extraBytes);
   return out;
 }
 
@@ -28,9 +31,15 @@ Status decodeBlob(const std::vector<uint8_t>& bytes, int from, int nranks, Blob*
                   h.version, h.headerBytes, kBlobVersion, sizeof(BlobHeader)));
   if (h.rank != from || h.nranks != nranks)
     return bad(strprintf("it says rank %d of %d, expected rank %d of %d", h.rank, h.nranks, from, nranks));
-  const size_t want = sizeof(BlobHeader) + static_cast<size_t>(nranks) * sizeof(QpInfo);
+  if (h.qpsPerConnection < 1 || h.qpsPerConnection > kMaxQpsPerConnection)
+    return bad(
+        strprintf("%u queue pairs per connection, not 1 to %u", h.qpsPerConnection, kMaxQpsPerConnection));
+  const size_t extras = static_cast<size_t>(nranks) * (h.qpsPerConnection - 1);
+  const size_t want =
+      sizeof(BlobHeader) + static_cast<size_t>(nranks) * sizeof(QpInfo) + extras * sizeof(QpAddr);
   if (bytes.size() != want)
-    return bad(strprintf("%zu bytes, expected %zu for %d ranks", bytes.size(), want, nranks));
+    return bad(strprintf("%zu bytes, expected %zu for %d ranks and %u queue pairs each", bytes.size(), want,
+                         nranks, h.qpsPerConnection));
   if (h.recvBuffers == 0 || h.fifoSlots == 0 || h.eagerBytes <= sizeof(MsgHeader))
     return bad(
         strprintf("%u receive buffers of %u bytes, %u FIFO slots", h.recvBuffers, h.eagerBytes, h.fifoSlots));
@@ -38,18 +47,31 @@ Status decodeBlob(const std::vector<uint8_t>& bytes, int from, int nranks, Blob*
   out->header = h;
   out->qp.resize(nranks);
   std::memcpy(out->qp.data(), bytes.data() + sizeof(BlobHeader), nranks * sizeof(QpInfo));
+  out->extra.resize(extras);
+  if (extras)
+    std::memcpy(out->extra.data(), bytes.data() + sizeof(BlobHeader) + nranks * sizeof(QpInfo),
+                extras * sizeof(QpAddr));
   return Status::Ok();
 }
 
-std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk) {
+std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk, uint32_t qps) {
   std::vector<Chunk> out;
-  if (bytes == 0 || chunk == 0) {
-    out.push_back({0, bytes, true});
+  if (qps <= 1) {
+    if (bytes == 0 || chunk == 0) {
+      out.push_back({0, bytes, true});
+      return out;
+    }
+    for (uint64_t off = 0; off < bytes; off += chunk) {
+      const uint64_t n = std::min(chunk, bytes - off);
+      out.push_back({off, n, off + n == bytes});
+    }
     return out;
   }
-  for (uint64_t off = 0; off < bytes; off += chunk) {
-    const uint64_t n = std::min(chunk, bytes - off);
-    out.push_back({off, n, off + n == bytes});
+  const uint64_t part = (bytes + qps - 1) / qps,
+                 aligned = (part + kQpSplitAlign - 1) / kQpSplitAlign * kQpSplitAlign;
+  for (uint32_t q = 0; q < qps && uint64_t{q} * aligned < bytes; ++q) {
+    const uint64_t start = q * aligned, end = std::min(bytes, start + aligned);
+    for (const Chunk& c : chunksOf(end - start, chunk)) out.push_back({start + c.offset, c.bytes, false, q});
   }
   return out;
 }

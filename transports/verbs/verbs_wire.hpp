@@ -9,7 +9,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.hpp"
@@ -18,9 +21,10 @@ namespace trib::verbs {
 
 // ---- connection blob ----------------------------------------------------------------------
 constexpr uint32_t kBlobMagic = 0x42565254;  // "TRVB"
-constexpr uint16_t kBlobVersion = 1;
+constexpr uint16_t kBlobVersion = 2;         // 2: queue pairs per connection
+constexpr uint32_t kMaxQpsPerConnection = 16;
 
-// What a rank tells one peer about the queue pair it made for it.
+// What a rank tells one peer about the (first) queue pair it made for it.
 struct QpInfo {
   uint32_t qpn = 0;
   uint32_t psn = 0;
@@ -43,12 +47,21 @@ struct BlobHeader {
   uint32_t eagerBytes = 0;   // size of each pre-posted receive buffer
   uint32_t recvBuffers = 0;  // pre-posted per peer (the sender's credits)
   uint32_t fifoSlots = 0;
-  char device[32] = {};  // for messages
+  uint32_t qpsPerConnection = 1;  // queue pairs to each peer (TRIB_IB_QPS_PER_CONNECTION)
+  char device[32] = {};           // for messages
+};
+
+// Another queue pair of a connection: the data of large messages only.
+struct QpAddr {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
 };
 
 struct Blob {
   BlobHeader header;
   std::vector<QpInfo> qp;  // qp[r]: for peer r (zeros where it is not a peer)
+  // The other queue pairs: extra[r * (qpsPerConnection - 1) + i] is peer r's (i + 1)-th.
+  std::vector<QpAddr> extra;
 };
 
 std::vector<uint8_t> encodeBlob(const Blob& b);
@@ -112,6 +125,48 @@ class CtsWriter {
   uint64_t written_ = 0;
 };
 
+// ---- large receives, by the immediate that completes them -------------------------------------
+// The receiver names each large receive it has answered with an id (the CTS entry's recvId); the
+// sender's last write carries it back as its immediate value. That value comes off the wire, so
+// it is looked up in the table of the peer that sent it before it is used: a malformed or stale
+// one (never issued, already completed, or another peer's) is an error naming that peer.
+template <class T>
+class RecvTable {
+ public:
+  // Files a receive; returns its id, never 0 (a refusing CTS entry carries 0).
+  uint32_t add(T v) {
+    uint32_t id;
+    do id = next_++;
+    while (id == 0 || live_.count(id));
+    live_.emplace(id, std::move(v));
+    return id;
+  }
+  // Moves the receive `imm` names into *out and forgets it; where it names none, an error naming
+  // `peer` and nothing changes.
+  Status take(uint32_t imm, const std::string& peer, T* out) {
+    auto it = live_.find(imm);
+    if (it == live_.end())
+      return errorf(tribRemoteError,
+                    "verbs: %s completed a write with immediate %u, which names none of the %zu large "
+                    "receives this rank awaits from it (a malformed or stale immediate)",
+                    peer.c_str(), imm, live_.size());
+    *out = std::move(it->second);
+    live_.erase(it);
+    return Status::Ok();
+  }
+  // Every receive still awaited, then none (a peer lost).
+  template <class F>
+  void drain(F f) {
+    for (auto& [id, v] : live_) f(v);
+    live_.clear();
+  }
+  size_t size() const { return live_.size(); }
+
+ private:
+  std::map<uint32_t, T> live_;
+  uint32_t next_ = 1;
+};
+
 // ---- credits --------------------------------------------------------------------------------
 // A send or write-with-immediate consumes one of the peer's pre-posted buffers. The peer writes
 // how many it has reposted so far into our credit word (RDMA, no buffer consumed), so the credits
@@ -148,13 +203,55 @@ class Reposts {
   uint64_t total_ = 0, advertised_ = 0;
 };
 
+// ---- the order of the send queue --------------------------------------------------------------
+// Work waiting for the send queue (W has a bool needsCredit). What needs a credit (a message into
+// the peer's pre-posted buffers; the last chunk of a large message, written with immediate) posts
+// in order while credits last. What needs none (credit and CTS writes, probes, the chunks before
+// a message's last) is never held behind it: were a credit write queued behind a send waiting
+// for credits, two ranks that both ran out would each hold back the write the other waits for.
+// Credit-free work posts first, and credited work only once none is queued, so a message's last
+// chunk never posts before its earlier ones.
+template <class W>
+class WorkQueue {
+ public:
+  void push(W w) { (w.needsCredit ? credited_ : free_).push_back(std::move(w)); }
+  // Posts what `room` send-queue slots and takeCredit() allow, with post(w); one that returns
+  // false (it failed) stops it. Returns how many were posted.
+  template <class TakeCredit, class Post>
+  uint32_t post(uint32_t room, TakeCredit takeCredit, Post post) {
+    uint32_t n = 0;
+    for (; n < room && !free_.empty(); ++n) {
+      if (!post(free_.front())) return n;
+      free_.pop_front();
+    }
+    for (; n < room && free_.empty() && !credited_.empty() && takeCredit(); ++n) {
+      if (!post(credited_.front())) return n;
+      credited_.pop_front();
+    }
+    return n;
+  }
+  bool empty() const { return free_.empty() && credited_.empty(); }
+  void clear() { free_.clear(), credited_.clear(); }
+
+ private:
+  std::deque<W> free_, credited_;
+};
+
 // ---- chunks of a large write ------------------------------------------------------------------
 struct Chunk {
   uint64_t offset, bytes;
-  bool last;
+  bool last;        // carries the immediate that completes the message
+  uint32_t qp = 0;  // the connection's queue pair it goes on
 };
-// [0, bytes) in chunks of at most `chunk` (> 0); an empty message is one empty last chunk.
-std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk);
+// Parts of a message on several queue pairs start at multiples of this (NCCL's alignment).
+constexpr uint64_t kQpSplitAlign = 128;
+// The writes of a large message: [0, bytes) in chunks of at most `chunk` (> 0). On one queue pair
+// the last chunk carries the immediate (an empty message is one empty last chunk). On `qps` > 1,
+// as NCCL's NCCL_IB_QPS_PER_CONNECTION: [0, bytes) in up to `qps` contiguous parts of equal size
+// (rounded up to kQpSplitAlign), part i on queue pair i, each in chunks; no chunk is last, since
+// writes on different queue pairs land in no order relative to each other: the sender follows
+// them, once all have completed, with an empty write with immediate on queue pair 0.
+std::vector<Chunk> chunksOf(uint64_t bytes, uint64_t chunk, uint32_t qps = 1);
 
 // ---- TRIB_IB_HCA (NCCL's syntax) --------------------------------------------------------------
 // "mlx5_0:1,mlx5_1" picks those devices (port optional); "^mlx5_2" excludes; a leading '=' makes
