@@ -4,18 +4,20 @@
 # for a 1 GiB all-reduce and its planning time, the simulation of that plan (wall and CPU
 # seconds, peak memory), and the verifier on the hierarchical switch schedule (hier_switch, one
 # domain per rack) with two elements per rank. Wall time on a shared machine is noisy: the CPU
-# seconds say what the work costs.
+# seconds say what the work costs. --no-symmetry simulates every NVLink domain (not one per class
+# of identical domains: docs/PLANNER.md, "Simulator").
 #
-#   bench/scale.sh [--build DIR] [--racks "64 256 1024 1820"] [--no-simulate] [--no-verify]
+#   bench/scale.sh [--build DIR] [--racks "64 256 1024 1820"] [--no-simulate] [--no-verify] [--no-symmetry]
 set -u
-BUILD=build RACKS="64 256 1024 1820" SIM=1 VER=1
+BUILD=build RACKS="64 256 1024 1820" SIM=1 VER=1 SIMOPT=
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --racks) RACKS=$2; shift 2 ;;
     --no-simulate) SIM=0; shift ;;
     --no-verify) VER=0; shift ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-symmetry) SIMOPT=--no-symmetry; shift ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scale.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -40,9 +42,11 @@ for r in $RACKS; do
   planms=$(grep -o 'planning time: [0-9.]* ms' "$log" | awk '{print $3}')
   sim="-" ver="-"
   if [ "$SIM" = 1 ]; then
-    read -r wall cpu mib < <(measured "$PLAN" --gen "nvl72-cluster:$r" --bytes 1G --simulate)
+    read -r wall cpu mib < <(measured "$PLAN" --gen "nvl72-cluster:$r" --bytes 1G --simulate $SIMOPT)
     ratio=$(grep -o 'simulated / model = [0-9.]*' "$log" | awk '{print $5}')
-    sim="$wall/$cpu, $mib (sim/model $ratio)"
+    us=$(grep -o '^simulated [a-z_]*: time [0-9.]*' "$log" | awk '{print $4}')
+    doms=$(grep -o 'domains simulated: [0-9]*' "$log" | awk '{print $3}')
+    sim="$wall/$cpu, $mib ($us us, sim/model $ratio${doms:+, $doms domains run})"
   fi
   if [ "$VER" = 1 ]; then
     read -r wall cpu mib < <(measured "$VERIFY" --ranks "$n" --ranks-per-domain 72 --coll allreduce \

@@ -165,6 +165,56 @@ TEST(Simulator, NvlsSwitchPipelinesItsStagesAsTheModelDoes) {
   }
 }
 
+// nvls_switch simulates one NVLink domain per class of identical domains (the 1,820-rack goal,
+// docs/PLANNER.md "Scale"): it must give exactly what simulating every domain gives — on identical
+// racks (one class), on a three-tier tree whose last pod is partial (the network hands its racks
+// other times, so the class splits mid-run), and on racks with a slower NVLink (their own class).
+TEST(Simulator, NvlsSwitchSymmetryReductionEqualsTheFullSimulation) {
+  struct Case {
+    std::string system;
+    std::vector<std::string> options;
+    bool slowLink;
+    size_t minClasses, maxClasses;  // simulated domains with the reduction
+  };
+  const Case cases[] = {
+      {"nvl72-cluster:4", {}, false, 1, 1},
+      {"nvl72-cluster:9", {"tiers=3", "radix=4"}, false, 2, 8},
+      {"nvl72-cluster:4", {}, true, 2, 4},
+  };
+  for (const Case& c : cases) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.system, c.options, &t).ok()) << c.system;
+    if (c.slowLink) {  // one GPU of rack 1 on a slower NVLink: rack 1 is like no other
+      const int gpu = t.find("r1.gpu3"), sw = t.find("r1.nvsw");
+      ASSERT_GE(gpu, 0);
+      ASSERT_GE(sw, 0);
+      for (auto [lid, nb] : t.adjacent(gpu))
+        if (nb == sw) t.link(lid).bwAB /= 2, t.link(lid).bwBA /= 2;
+    }
+    const int n = static_cast<int>(t.rankNodes().size());
+    for (uint64_t bytes : {1ull << 20, 16ull << 20}) {
+      const CollArgs args = allreduceArgs(n, bytes / 4, 1u << 16);
+      SimOptions full;
+      full.symmetry = false;
+      SimResult reduced, every;
+      ASSERT_TRUE(simulateInNetwork(t, PlanAlgo::NvlsSwitch, args, tribFloat32, &reduced).ok());
+      ASSERT_TRUE(simulateInNetwork(t, PlanAlgo::NvlsSwitch, args, tribFloat32, &every, {}, full).ok());
+      const std::string what = c.system + (c.slowLink ? " slow link " : " ") + std::to_string(bytes);
+      EXPECT_EQ(every.simulatedDomains, every.domains) << what;
+      EXPECT_GE(reduced.simulatedDomains, c.minClasses) << what;
+      EXPECT_LE(reduced.simulatedDomains, c.maxClasses) << what;
+      EXPECT_EQ(reduced.timeUs, every.timeUs) << what;
+      EXPECT_EQ(reduced.messages, every.messages) << what;
+      ASSERT_EQ(reduced.busiest.size(), every.busiest.size()) << what;
+      for (size_t i = 0; i < every.busiest.size(); ++i) {
+        EXPECT_EQ(reduced.busiest[i].name, every.busiest[i].name) << what;
+        EXPECT_EQ(reduced.busiest[i].busyUs, every.busiest[i].busyUs) << what;
+        EXPECT_EQ(reduced.busiest[i].bytes, every.busiest[i].bytes) << what;
+      }
+    }
+  }
+}
+
 TEST(Simulator, OneShotAndTwoShotReplaysAgreeWithTheModelOnAHost) {
   // Processes of one host (the planner maps them all to the CPU node): the window schedules as
   // the communicator runs them, windows of two cells of the default window's size.

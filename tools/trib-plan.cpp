@@ -1,7 +1,7 @@
 // trib-plan: what the planner would choose, and why, on a topology (a file or a generated system).
 //   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
 //             [--dtype float32] [--op sum] [--mem host|device] [--explain] [--sweep [--json FILE]]
-//             [--simulate] [--algo NAME]
+//             [--simulate [--no-symmetry]] [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
 //             [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]  (as a communicator with trib-switchd
 //             attached: switch plans executable, predicted from these figures)
@@ -30,11 +30,14 @@ static int usage() {
       "usage: trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) [--coll allreduce] [--bytes 1G]\n"
       "                 [--ranks N] [--dtype float32] [--op sum] [--mem host|device] [--explain]\n"
       "                 [--sweep [--json FILE]]\n"
-      "                 [--simulate] [--algo NAME] [--executable-only] [--algo-override SPEC] [--tune SPEC]\n"
-      "                 [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
+      "                 [--simulate [--no-symmetry]] [--algo NAME] [--executable-only]\n"
+      "                 [--algo-override SPEC] [--tune SPEC] [--attached-switch "
+      "GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
       "       (without --topo/--gen: this host's topology, as a communicator detects it;\n"
       "        --mem: where the buffers live, which places the ranks: device on GPUs, host on CPUs;\n"
-      "        default device when the topology has GPUs)\n"
+      "        default device when the topology has GPUs;\n"
+      "        --no-symmetry: nvls/nvls_switch simulate every NVLink domain, not one per class of\n"
+      "        identical ones)\n"
       "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
       "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
       "systems: %s (trib-topo gen --help)\n",
@@ -51,7 +54,7 @@ int main(int argc, char** argv) {
   std::string topoFile, gen, coll = "allreduce", bytesS = "1G", dtypeS = "float32", opS = "sum", algoS, over,
                              tune, memS;
   int ranks = 0;
-  bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false;
+  bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false, symmetry = true;
   std::vector<std::string> measured;
   double memGBps = -1;    // < 0: each run's own memcpy_GBps
   std::string attached;   // --attached-switch
@@ -95,6 +98,8 @@ int main(int argc, char** argv) {
       sweepJson = val();
     else if (a == "--simulate")
       simulateIt = true;
+    else if (a == "--no-symmetry")
+      symmetry = false;
     else if (a == "--executable-only")
       execOnly = true;
     else if (a == "--calibrate")
@@ -261,7 +266,9 @@ int main(int argc, char** argv) {
       return fail(errorf(tribInvalidArgument, "unknown algorithm '%s'", algoS.c_str()));
     // Ranks as the planner placed them for this memory (host memory: processes share CPU nodes).
     PlannedSim ps;
-    s = simulatePlanned(planner, req, a, &ps);
+    SimOptions so;
+    so.symmetry = symmetry;
+    s = simulatePlanned(planner, req, a, &ps, {}, so);
     const SimResult& res = ps.sim;
     const double predictedUs = ps.predictedUs;
     if (!s.ok()) return fail(s);
@@ -270,6 +277,10 @@ int main(int argc, char** argv) {
         "simulation took %.2f s)\n",
         planAlgoName(a), res.timeUs, res.algbwGBps, res.busbwGBps, (unsigned long long)res.steps,
         (unsigned long long)res.messages, res.wallSeconds);
+    if (res.domains > 1)
+      std::printf(
+          "  NVLink domains simulated: %zu of %zu (one per class of identical domains, docs/PLANNER.md)\n",
+          res.simulatedDomains, res.domains);
     if (predictedUs > 0)
       std::printf("model %s: time %.1f us (simulated / model = %.3f)\n", planAlgoName(a), predictedUs,
                   res.timeUs / predictedUs);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <queue>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 
@@ -129,40 +130,55 @@ class Links {
     free_.assign(2 * static_cast<size_t>(t.numLinks()), 0);
     busy_.assign(free_.size(), 0);
     bytes_.assign(free_.size(), 0);
+    // Each directed link's rate in bytes/µs, once: a send is on the simulator's hottest path.
+    rate_.resize(free_.size());
+    for (size_t d = 0; d < rate_.size(); ++d)
+      rate_[d] = dirLinkBw(t, static_cast<DirLink>(d)) * k.eff[static_cast<int>(t.link(d >> 1).type)] * kB;
   }
   // Returns the arrival of the last byte; *first = arrival of the first byte. Overheads are the
   // caller's (added to depart).
-  double send(const std::vector<DirLink>& path, double depart, double bytes, double* first) {
+  double send(std::span<const DirLink> path, double depart, double bytes, double* first) {
     double head = depart, tail = 0, prevLat = 0;
     for (DirLink d : path) {
-      const Link& l = t_.link(dirLinkId(d));
-      double bw = dirLinkBw(t_, d) * k_.eff[static_cast<int>(l.type)] * kB;
+      const double lat = t_.link(dirLinkId(d)).latencyUs;
       double start = std::max(head, free_[d]);
-      double x = bytes / bw;
+      double x = bytes / rate_[d];
       double finish = std::max(start + x, tail + prevLat);
       free_[d] = finish;
       busy_[d] += x;
       bytes_[d] += bytes;
-      head = start + l.latencyUs;
+      head = start + lat;
       tail = finish;
-      prevLat = l.latencyUs;
+      prevLat = lat;
     }
     if (first) *first = head;
     return path.empty() ? depart : tail + prevLat;
   }
+  double send(DirLink d, double depart, double bytes) { return send({&d, 1}, depart, bytes, nullptr); }
   // A switch's reduction engine for one group as a server of `rate` GB/s per port: a chunk of
   // `bytes` from every port is reduced in bytes / rate, one chunk after another. Groups on
   // different ports (SHARP trees of different GPUs) reduce in parallel.
   double reduce(int sw, int group, double ready, double bytes, double rateGBps) {
-    double& f = reduceFree_[static_cast<uint64_t>(sw) << 24 | static_cast<uint32_t>(group)];
+    double& f = reduceFree_[reduceKey(sw, group)];
     double start = std::max(ready, f);
     f = start + bytes / (rateGBps * kB);
     return f;
   }
-  double overhead(const std::vector<DirLink>& path) const {
+  double overhead(std::span<const DirLink> path) const {
     for (DirLink d : path)
       if (t_.link(dirLinkId(d)).type == LinkType::Net) return k_.stepOverheadUs + k_.netStepOverheadUs;
     return k_.stepOverheadUs;
+  }
+  double overhead(DirLink d) const { return overhead({&d, 1}); }
+  double rate(DirLink d) const { return rate_[d]; }
+  // Link `to` (and switch `toSw`'s reduction engine for `group`) takes the state of `from`: for
+  // the NVLS simulation, which runs one domain for a class of identical ones.
+  void copyLink(DirLink from, DirLink to) {
+    free_[to] = free_[from], busy_[to] = busy_[from], bytes_[to] = bytes_[from];
+  }
+  void copyReduce(int fromSw, int toSw, int group) {
+    auto it = reduceFree_.find(reduceKey(fromSw, group));
+    if (it != reduceFree_.end()) reduceFree_[reduceKey(toSw, group)] = it->second;
   }
   void report(int topLinks, SimResult* out) const {
     std::vector<int> idx(busy_.size());
@@ -186,9 +202,12 @@ class Links {
   }
 
  private:
+  static uint64_t reduceKey(int sw, int group) {
+    return static_cast<uint64_t>(sw) << 24 | static_cast<uint32_t>(group);
+  }
   const Topology& t_;
   const CostConstants& k_;
-  std::vector<double> free_, busy_, bytes_;
+  std::vector<double> free_, busy_, bytes_, rate_;
   std::unordered_map<uint64_t, double> reduceFree_;
 };
 
@@ -203,85 +222,114 @@ double reduceBpu(const Node& n, const CostConstants& k) {
 class AggGroup {
  public:
   Status init(const Topology& t, const std::vector<int>& members, int treeIndex) {
-    members_ = members;
     group_ = treeIndex;
     up_.resize(members.size());
+    back_.resize(members.size());
     std::vector<int> leaves;
     for (size_t i = 0; i < members.size(); ++i) {
       int leaf = firstSwitchAbove(t, members[i], &up_[i]);
       if (leaf < 0 || !t.node(leaf).reduce.can())
         return errorf(tribInvalidArgument, "'%s' has no reduce-capable switch above it",
                       t.node(members[i]).name.c_str());
-      leafOf_.push_back(leaf);
-      if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+      for (auto d = up_[i].rbegin(); d != up_[i].rend(); ++d) back_[i].push_back(*d ^ 1);
+      auto it = std::find(leaves.begin(), leaves.end(), leaf);
+      leafOf_.push_back(static_cast<int>(it - leaves.begin()));
+      if (it == leaves.end()) leaves.push_back(leaf);
     }
     int depth = 0;
     tree_ = findAggTree(t, leaves, &depth, treeIndex);
     if (!tree_)
       return errorf(tribInvalidArgument, "no aggregation tree spans the leaf switches of the group");
-    for (auto [c, p] : tree_->edges) parent_[c] = p;
-    // Switches in the tree below-first order: leaves, then parents.
-    std::vector<int> order = leaves;
-    for (size_t i = 0; i < order.size(); ++i) {
-      auto it = parent_.find(order[i]);
-      if (it != parent_.end() && std::find(order.begin(), order.end(), it->second) == order.end())
-        order.push_back(it->second);
+    std::unordered_map<int, int> parent;
+    for (auto [c, p] : tree_->edges) parent[c] = p;
+    // Switches in the tree below-first order: leaves, then parents; each one's parent by position.
+    order_ = leaves;
+    std::unordered_map<int, int> pos;
+    for (size_t i = 0; i < order_.size(); ++i) pos[order_[i]] = static_cast<int>(i);
+    for (size_t i = 0; i < order_.size(); ++i) {
+      auto it = parent.find(order_[i]);
+      if (it != parent.end() && !pos.count(it->second)) {
+        pos[it->second] = static_cast<int>(order_.size());
+        order_.push_back(it->second);
+      }
     }
-    order_ = order;
+    parentPos_.assign(order_.size(), -1);
+    toParent_.assign(order_.size(), -1);
+    fromParent_.assign(order_.size(), -1);
+    for (size_t i = 0; i < order_.size(); ++i) {
+      auto it = parent.find(order_[i]);
+      if (it == parent.end()) continue;
+      parentPos_[i] = pos[it->second];
+      toParent_[i] = dirLinkBetween(t, order_[i], it->second);
+      fromParent_[i] = dirLinkBetween(t, it->second, order_[i]);
+    }
+    rootPos_ = pos[tree_->root];
+    reduceRate_.resize(order_.size());
+    for (size_t i = 0; i < order_.size(); ++i) reduceRate_[i] = t.node(order_[i]).reduce.reduceGBps;
     return Status::Ok();
   }
-  // Returns per member the arrival of the result; departs[i] = when member i's data is ready.
-  std::vector<double> run(const Topology& t, Links& links, const CostConstants& k, double bytes,
-                          const std::vector<double>& departs) {
-    return run(t, links, k, std::vector<double>(members_.size(), bytes),
-               std::vector<double>(members_.size(), bytes), departs);
+  // Every member sends and receives `bytes`; departs[i] = when member i's data is ready; out[i] =
+  // when the result reaches member i.
+  void run(Links& links, const CostConstants& k, double bytes, const double* departs, double* out) {
+    run(
+        links, k, [bytes](size_t) { return bytes; }, [bytes](size_t) { return bytes; }, bytes, bytes, departs,
+        out);
   }
   // Member i sends up[i] bytes and receives down[i]; the tree's links carry the largest of each
   // (a reduction up, a multicast down).
-  std::vector<double> run(const Topology& t, Links& links, const CostConstants& k,
-                          const std::vector<double>& up, const std::vector<double>& down,
-                          const std::vector<double>& departs) {
-    const double upTree = *std::max_element(up.begin(), up.end());
-    const double downTree = *std::max_element(down.begin(), down.end());
-    std::unordered_map<int, double> ready;  // switch -> all inputs arrived
-    for (size_t i = 0; i < members_.size(); ++i) {
-      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), up[i], nullptr);
-      ready[leafOf_[i]] = std::max(ready[leafOf_[i]], at);
-    }
-    for (int sw : order_) {
-      double done = links.reduce(sw, group_, ready[sw] + k.switchOpUs, upTree, t.node(sw).reduce.reduceGBps);
-      ready[sw] = done;
-      auto it = parent_.find(sw);
-      if (it != parent_.end()) {
-        double at = links.send({dirLinkBetween(t, sw, it->second)}, done, upTree, nullptr);
-        ready[it->second] = std::max(ready[it->second], at);
-      }
-    }
-    std::unordered_map<int, double> result;  // switch -> result arrived
-    result[tree_->root] = ready[tree_->root];
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-      int sw = *it;
-      auto p = parent_.find(sw);
-      if (p != parent_.end())
-        result[sw] = links.send({dirLinkBetween(t, p->second, sw)}, result[p->second], downTree, nullptr);
-    }
-    std::vector<double> out(members_.size());
-    for (size_t i = 0; i < members_.size(); ++i) {
-      std::vector<DirLink> back;
-      for (auto d = up_[i].rbegin(); d != up_[i].rend(); ++d) back.push_back(*d ^ 1);
-      // The result reaches the rank as a message of its own: its completion costs a network step.
-      out[i] = links.send(back, result[leafOf_[i]] + links.overhead(back), down[i], nullptr);
-    }
+  std::vector<double> run(Links& links, const CostConstants& k, const std::vector<double>& up,
+                          const std::vector<double>& down, const std::vector<double>& departs) {
+    std::vector<double> out(up_.size());
+    run(
+        links, k, [&](size_t i) { return up[i]; }, [&](size_t i) { return down[i]; },
+        *std::max_element(up.begin(), up.end()), *std::max_element(down.begin(), down.end()), departs.data(),
+        out.data());
     return out;
   }
-  size_t size() const { return members_.size(); }
+  size_t size() const { return up_.size(); }
+  // Switches (node ids) and directed links the group's reduction uses.
+  const std::vector<int>& switches() const { return order_; }
+  template <class F>
+  void forEachLink(F f) const {
+    for (const auto& p : up_)
+      for (DirLink d : p) f(d), f(d ^ 1);
+    for (size_t i = 0; i < order_.size(); ++i)
+      if (parentPos_[i] >= 0) f(toParent_[i]), f(fromParent_[i]);
+  }
 
  private:
-  std::vector<int> members_, leafOf_, order_;
-  std::vector<std::vector<DirLink>> up_;
-  std::unordered_map<int, int> parent_;
+  template <class Up, class Down>
+  void run(Links& links, const CostConstants& k, Up up, Down down, double upTree, double downTree,
+           const double* departs, double* out) {
+    ready_.assign(order_.size(), 0);  // per switch: all inputs arrived, then its result arrived
+    for (size_t i = 0; i < up_.size(); ++i) {
+      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), up(i), nullptr);
+      ready_[leafOf_[i]] = std::max(ready_[leafOf_[i]], at);
+    }
+    for (size_t i = 0; i < order_.size(); ++i) {
+      double done = links.reduce(order_[i], group_, ready_[i] + k.switchOpUs, upTree, reduceRate_[i]);
+      ready_[i] = done;
+      if (parentPos_[i] >= 0) {
+        double at = links.send(toParent_[i], done, upTree);
+        ready_[parentPos_[i]] = std::max(ready_[parentPos_[i]], at);
+      }
+    }
+    result_.assign(order_.size(), 0);
+    result_[rootPos_] = ready_[rootPos_];
+    for (size_t i = order_.size(); i-- > 0;)
+      if (parentPos_[i] >= 0) result_[i] = links.send(fromParent_[i], result_[parentPos_[i]], downTree);
+    for (size_t i = 0; i < up_.size(); ++i)
+      // The result reaches the rank as a message of its own: its completion costs a network step.
+      out[i] = links.send(back_[i], result_[leafOf_[i]] + links.overhead(back_[i]), down(i), nullptr);
+  }
+
+  std::vector<int> leafOf_;  // per member: its leaf's position in order_
+  std::vector<int> order_, parentPos_;
+  std::vector<DirLink> toParent_, fromParent_;
+  std::vector<double> reduceRate_, ready_, result_;
+  std::vector<std::vector<DirLink>> up_, back_;
   const AggTree* tree_ = nullptr;
-  int group_ = 0;
+  int group_ = 0, rootPos_ = 0;
 };
 
 struct Arrival {
@@ -562,7 +610,7 @@ class Engine {
     for (size_t i = 0; i < up.size(); ++i) up[i] = rv.up[i] / chunks, down[i] = rv.down[i] / chunks;
     rv.result.assign(rv.ready.size(), 0);
     for (double j = 0; j < chunks; ++j) {
-      std::vector<double> at = g->run(t_, links_, opt_.k, up, down, rv.ready);
+      std::vector<double> at = g->run(links_, opt_.k, up, down, rv.ready);
       for (size_t i = 0; i < at.size(); ++i) rv.result[i] = std::max(rv.result[i], at[i]);
       messages_ += 2 * up.size();
     }
@@ -893,6 +941,237 @@ int nvSwitchOf(const Topology& t, int node) {
   return -1;
 }
 
+// NVLS in each NVLink domain (its NVSwitch reduces and multicasts) and, across domains
+// (nvls_switch), the network's switches. Every stage of every chunk is an event, run in the order of
+// the time it becomes ready, so each link (which books its messages first come, first served) sees
+// them in time order and chunk j's all-gather overlaps chunk j+1's reduction, as on the wire:
+//   1: every GPU's chunk into its switch, which reduces it;
+//   2 (nvls_switch): slice i of the reduced chunk to local GPU i;
+//   3: GPU i of every domain reduces slice i in the network (once all domains' slices are there);
+//   4: back into the switch;
+//   5: the switch multicasts the result (a slice, or the chunk for nvls) to every GPU.
+//
+// Symmetry (docs/PLANNER.md, "Scale"): stages 1, 2, 4 and 5 touch only a domain's own links (its
+// GPUs' NVLinks) and its NVSwitch's reduction engine; only stage 3 couples domains. Domains whose
+// own links and engine are alike start in one class, and one representative runs those stages for
+// the class: its members' states stay identical as long as stage 3 hands them identical times, so
+// stage 3 (run in full over every domain) checks that and splits a class whose members got
+// different times, the new class taking a copy of the representative's state and pending events.
+// Where a domain's links are shared with another domain or with stage 3, nothing is reduced.
+class NvlsSim {
+ public:
+  NvlsSim(const Topology& t, const CostConstants& k, Links& links) : t_(t), k_(k), links_(links) {}
+
+  // domains[x] = the nodes of domain x's ranks (all the same size); sw[x] its NVSwitch.
+  Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, bool across,
+              double chunk, double S, uint64_t nChunks, bool symmetry) {
+    m_ = domains.size(), d_ = domains[0].size(), sw_ = sw;
+    slices_ = across ? d_ : 1, chunk_ = chunk, S_ = S, nChunks_ = nChunks;
+    up_.resize(m_ * d_), down_.resize(m_ * d_), upOverhead_.resize(m_ * d_);
+    for (size_t x = 0; x < m_; ++x)
+      for (size_t r = 0; r < d_; ++r) {
+        up_[x * d_ + r] = dirLinkBetween(t_, domains[x][r], sw[x]);
+        down_[x * d_ + r] = dirLinkBetween(t_, sw[x], domains[x][r]);
+        upOverhead_[x * d_ + r] = links_.overhead(up_[x * d_ + r]);
+      }
+    groups_.resize(across ? d_ : 0);
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      std::vector<int> members;
+      for (size_t x = 0; x < m_; ++x) members.push_back(domains[x][i]);
+      TRIB_RETURN_IF_ERROR(groups_[i].init(t_, members, static_cast<int>(i)).prefix("nvls_switch: "));
+    }
+    formClasses(symmetry);
+    return Status::Ok();
+  }
+
+  // Runs every event; returns when the last GPU has its result.
+  double run(SimResult* out) {
+    const size_t m = m_, d = d_;
+    const bool across = !groups_.empty();
+    slicesIn_.assign(across ? d * nChunks_ : 0, 0);
+    departs_.assign(across ? m * d * nChunks_ : 0, 0);
+    last_.assign(slicesIn_.size(), Last{});
+    res_.resize(m), dep_.resize(m);
+    for (const auto& c : members_) push({0, 1, 0, c[0], 0});
+    double end = 0;
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      const Event e = heap_.back();
+      heap_.pop_back();
+      const uint64_t size = e.stage == 3 ? 0 : members_[classOf_[e.x]].size();
+      const double bytes = chunkBytes(e.j) / static_cast<double>(slices_);
+      const DirLink* up = &up_[e.x * d];
+      const DirLink* down = &down_[e.x * d];
+      switch (e.stage) {
+        case 1: {
+          double r = 0;
+          for (size_t k = 0; k < d; ++k)
+            r = std::max(r,
+                         links_.send(up[k], e.j == 0 ? upOverhead_[e.x * d + k] : e.ready, chunkBytes(e.j)));
+          const double done =
+              links_.reduce(sw_[e.x], 0, r, chunkBytes(e.j), t_.node(sw_[e.x]).reduce.reduceGBps);
+          out->messages += d * size;
+          // A GPU sends its next chunk once its link has taken this one.
+          if (e.j + 1 < nChunks_) push({r, 1, e.j + 1, e.x, 0});
+          for (size_t i = 0; i < slices_; ++i) push({done, across ? 2 : 5, e.j, e.x, i});
+          break;
+        }
+        case 2: {
+          const double at = links_.send(down[e.i], e.ready, bytes);
+          const size_t ij = e.i * nChunks_ + e.j;
+          departs_[ij * m + e.x] = at;
+          // Stage 3 starts at the arrival of the domain whose event ran last (latest ready, then
+          // highest domain), whichever of its class ran for it.
+          Last& l = last_[ij];
+          const size_t hi = members_[classOf_[e.x]].back();
+          if (std::tie(e.ready, hi) > std::tie(l.ready, l.x)) l = {e.ready, hi, at};
+          slicesIn_[ij] += size;
+          if (slicesIn_[ij] == m) push({l.at, 3, e.j, 0, e.i});
+          out->messages += size;
+          break;
+        }
+        case 3: {
+          const double* dep = &departs_[(e.i * nChunks_ + e.j) * m];
+          for (size_t x = 0; x < m; ++x) dep_[x] = dep[members_[classOf_[x]][0]];
+          groups_[e.i].run(links_, k_, bytes, dep_.data(), res_.data());
+          out->messages += 2 * m;
+          splitClasses();
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          break;
+        }
+        case 4:
+          push({links_.send(up[e.i], e.ready + upOverhead_[e.x * d + e.i], bytes), 5, e.j, e.x, e.i});
+          out->messages += size;
+          break;
+        case 5:
+          for (size_t k = 0; k < d; ++k) end = std::max(end, links_.send(down[k], e.ready, bytes));
+          out->messages += d / slices_ * size;
+          break;
+      }
+    }
+    // Every member's links end as its representative's (the busiest-link report).
+    for (const auto& c : members_)
+      for (size_t y : c) copyDomain(c[0], y, false);
+    out->domains = m_, out->simulatedDomains = members_.size();
+    return end;
+  }
+
+ private:
+  struct Event {
+    double ready;
+    int stage;
+    uint64_t j;
+    size_t x, i;  // x: the domain (its class's representative); i: the slice
+    // Ties in chunk order, then stage order: the same run every time.
+    bool operator>(const Event& o) const {
+      return std::tie(ready, j, stage, x, i) > std::tie(o.ready, o.j, o.stage, o.x, o.i);
+    }
+  };
+  struct Last {
+    double ready = -1;
+    size_t x = 0;
+    double at = 0;
+  };
+  void push(const Event& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+  double chunkBytes(uint64_t j) const { return std::min(chunk_, S_ - static_cast<double>(j) * chunk_); }
+
+  // Classes of domains alike in what stages 1, 2, 4 and 5 touch; one class per domain (the full
+  // simulation) unless symmetry is asked for and those resources are each domain's own.
+  void formClasses(bool symmetry) {
+    classOf_.resize(m_);
+    members_.clear();
+    if (!symmetry || !ownResources()) {
+      for (size_t x = 0; x < m_; ++x) classOf_[x] = members_.size(), members_.push_back({x});
+      return;
+    }
+    std::map<std::vector<double>, size_t> bySignature;
+    for (size_t x = 0; x < m_; ++x) {
+      std::vector<double> sig{t_.node(sw_[x]).reduce.reduceGBps};
+      for (size_t r = 0; r < d_; ++r)
+        for (DirLink l : {up_[x * d_ + r], down_[x * d_ + r]})
+          sig.insert(sig.end(), {links_.rate(l), t_.link(dirLinkId(l)).latencyUs, links_.overhead(l)});
+      auto [it, fresh] = bySignature.emplace(std::move(sig), members_.size());
+      if (fresh) members_.emplace_back();
+      classOf_[x] = it->second;
+      members_[it->second].push_back(x);
+    }
+  }
+  // Whether every domain's NVLinks and NVSwitch are used by it alone (not by another domain, nor
+  // by the network stage).
+  bool ownResources() const {
+    std::vector<int> owner(2 * static_cast<size_t>(t_.numLinks()), -1);
+    for (size_t x = 0; x < m_; ++x)
+      for (size_t r = 0; r < d_; ++r)
+        for (DirLink l : {up_[x * d_ + r], down_[x * d_ + r]}) {
+          if (l < 0 || (owner[l] >= 0 && owner[l] != static_cast<int>(x))) return false;
+          owner[l] = static_cast<int>(x);
+        }
+    bool own = true;
+    for (const AggGroup& g : groups_) {
+      g.forEachLink([&](DirLink l) { own = own && l >= 0 && owner[l] < 0; });
+      for (int s : g.switches()) own = own && std::find(sw_.begin(), sw_.end(), s) == sw_.end();
+    }
+    return own;
+  }
+  // After a stage 3: a class whose members got different result times splits, each new class
+  // (members with one time) taking a copy of the representative's state and pending events.
+  void splitClasses() {
+    const size_t classes = members_.size();
+    for (size_t c = 0; c < classes; ++c) {
+      const size_t rep = members_[c][0];
+      const double v = res_[rep];
+      if (std::all_of(members_[c].begin(), members_[c].end(), [&](size_t x) { return res_[x] == v; }))
+        continue;
+      std::map<double, std::vector<size_t>> others;
+      std::vector<size_t> keep;
+      for (size_t x : members_[c]) (res_[x] == v ? keep : others[res_[x]]).push_back(x);
+      members_[c] = std::move(keep);
+      std::vector<Event> pending;
+      for (const Event& e : heap_)
+        if (e.stage != 3 && e.x == rep) pending.push_back(e);
+      for (auto& [time, xs] : others) {
+        for (size_t x : xs) classOf_[x] = members_.size();
+        copyDomain(rep, xs[0], true);
+        for (Event e : pending) e.x = xs[0], push(e);
+        members_.push_back(std::move(xs));
+      }
+    }
+  }
+  // Domain `to` takes domain `from`'s state: its links, its NVSwitch's engine and (for a new
+  // representative) its slices' departures.
+  void copyDomain(size_t from, size_t to, bool departs) {
+    if (from == to) return;
+    for (size_t r = 0; r < d_; ++r) {
+      links_.copyLink(up_[from * d_ + r], up_[to * d_ + r]);
+      links_.copyLink(down_[from * d_ + r], down_[to * d_ + r]);
+    }
+    links_.copyReduce(sw_[from], sw_[to], 0);
+    if (departs)
+      for (size_t ij = 0; ij < slicesIn_.size(); ++ij) departs_[ij * m_ + to] = departs_[ij * m_ + from];
+  }
+
+  const Topology& t_;
+  const CostConstants& k_;
+  Links& links_;
+  size_t m_ = 0, d_ = 0, slices_ = 1;
+  double chunk_ = 0, S_ = 0;
+  uint64_t nChunks_ = 1;
+  std::vector<int> sw_;
+  std::vector<DirLink> up_, down_;  // per (domain, rank): the GPU's NVLink to and from its NVSwitch
+  std::vector<double> upOverhead_;
+  std::vector<AggGroup> groups_;              // nvls_switch: per slice i, GPU i of every domain
+  std::vector<size_t> classOf_;               // per domain
+  std::vector<std::vector<size_t>> members_;  // per class, ascending: the first is its representative
+  std::vector<Event> heap_;
+  std::vector<uint64_t> slicesIn_;  // per (slice, chunk): domains whose stage 2 ran
+  std::vector<double> departs_;     // per (slice, chunk, domain): stage 2's arrival
+  std::vector<Last> last_;          // per (slice, chunk): the stage 2 that ran last
+  std::vector<double> res_, dep_;   // stage 3 scratch: per domain
+};
+
 }  // namespace
 
 Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args, DataType dtype,
@@ -914,7 +1193,6 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
       std::max<double>(esize, static_cast<double>(std::max<uint64_t>(1, args.chunkElems)) * esize);
   const uint64_t nChunks = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(S / chunk)));
   double end = 0;
-  auto chunkBytes = [&](uint64_t j) { return std::min(chunk, S - static_cast<double>(j) * chunk); };
 
   if (algo == PlanAlgo::Switch || algo == PlanAlgo::HierSwitch) {
     return errorf(tribInvalidArgument,
@@ -922,98 +1200,25 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
                   planAlgoName(algo));
   } else if (algo == PlanAlgo::Nvls || algo == PlanAlgo::NvlsSwitch) {
     // Domains: ranks grouped by their NVSwitch, all the same size, in rank order.
-    std::vector<int> sw(n);
-    std::unordered_map<int, std::vector<int>> dom;
-    std::vector<int> domOrder;
+    std::unordered_map<int, size_t> domOf;
+    std::vector<int> sw;
+    std::vector<std::vector<int>> domains;
     for (int r = 0; r < n; ++r) {
-      sw[r] = nvSwitchOf(t, nodes[r]);
-      if (sw[r] < 0) return errorf(tribInvalidArgument, "nvls: rank %d has no reduce-capable NVSwitch", r);
-      if (!dom.count(sw[r])) domOrder.push_back(sw[r]);
-      dom[sw[r]].push_back(r);
+      const int s = nvSwitchOf(t, nodes[r]);
+      if (s < 0) return errorf(tribInvalidArgument, "nvls: rank %d has no reduce-capable NVSwitch", r);
+      auto [it, fresh] = domOf.emplace(s, domains.size());
+      if (fresh) sw.push_back(s), domains.emplace_back();
+      domains[it->second].push_back(nodes[r]);
     }
-    size_t d = dom[domOrder[0]].size();
-    for (int s : domOrder)
-      if (dom[s].size() != d) return errorf(tribInvalidArgument, "nvls: domains of unequal size");
-    if (algo == PlanAlgo::Nvls && domOrder.size() != 1)
+    for (const auto& dm : domains)
+      if (dm.size() != domains[0].size()) return errorf(tribInvalidArgument, "nvls: domains of unequal size");
+    if (algo == PlanAlgo::Nvls && domains.size() != 1)
       return errorf(tribInvalidArgument, "nvls: ranks span %zu NVLink domains (use nvls_switch)",
-                    domOrder.size());
-    std::vector<AggGroup> groups(algo == PlanAlgo::NvlsSwitch ? d : 0);
-    for (size_t i = 0; i < groups.size(); ++i) {
-      std::vector<int> members;
-      for (int s : domOrder) members.push_back(nodes[dom[s][i]]);
-      TRIB_RETURN_IF_ERROR(groups[i].init(t, members, static_cast<int>(i)).prefix("nvls_switch: "));
-    }
-    // Every stage of every chunk is an event, run in the order of the time it becomes ready, so
-    // each link (which books its messages first come, first served) sees them in time order and
-    // chunk j's all-gather overlaps chunk j+1's reduction, as it does on the wire.
-    //   1: every GPU's chunk into its switch, which reduces it;
-    //   2 (nvls_switch): slice i of the reduced chunk to local GPU i;
-    //   3: GPU i of every domain reduces slice i in the network (once all domains' slices are there);
-    //   4: back into the switch;
-    //   5: the switch multicasts the result (a slice, or the chunk for nvls) to every GPU.
-    const size_t m = domOrder.size();
-    const bool across = algo == PlanAlgo::NvlsSwitch;
-    const size_t slices = across ? d : 1;
-    struct Event {
-      double ready;
-      int stage;
-      uint64_t j;
-      size_t x, i;
-      // Ties in chunk order, then stage order: the same run every time.
-      bool operator>(const Event& o) const {
-        return std::tie(ready, j, stage, x, i) > std::tie(o.ready, o.j, o.stage, o.x, o.i);
-      }
-    };
-    std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
-    for (size_t x = 0; x < m; ++x) events.push({0, 1, 0, x, 0});
-    std::vector<size_t> slicesIn(across ? d * nChunks : 0);  // stage 2 done for (i, j), over domains
-    std::vector<double> departs(across ? m * d * nChunks : 0);
-    while (!events.empty()) {
-      const Event e = events.top();
-      events.pop();
-      const int s = domOrder[e.x];
-      const double bytes = chunkBytes(e.j) / static_cast<double>(slices);
-      switch (e.stage) {
-        case 1: {
-          double r = 0;
-          for (int rk : dom[s]) {
-            std::vector<DirLink> p{dirLinkBetween(t, nodes[rk], s)};
-            r = std::max(r, links.send(p, e.j == 0 ? links.overhead(p) : e.ready, chunkBytes(e.j), nullptr));
-          }
-          const double done = links.reduce(s, 0, r, chunkBytes(e.j), t.node(s).reduce.reduceGBps);
-          out->messages += d;
-          // A GPU sends its next chunk once its link has taken this one.
-          if (e.j + 1 < nChunks) events.push({r, 1, e.j + 1, e.x, 0});
-          for (size_t i = 0; i < slices; ++i) events.push({done, across ? 2 : 5, e.j, e.x, i});
-          break;
-        }
-        case 2: {
-          const double at = links.send({dirLinkBetween(t, s, nodes[dom[s][e.i]])}, e.ready, bytes, nullptr);
-          departs[(e.i * nChunks + e.j) * m + e.x] = at;
-          if (++slicesIn[e.i * nChunks + e.j] == m) events.push({at, 3, e.j, 0, e.i});
-          out->messages += 1;
-          break;
-        }
-        case 3: {
-          const double* dep = &departs[(e.i * nChunks + e.j) * m];
-          auto res = groups[e.i].run(t, links, k, bytes, std::vector<double>(dep, dep + m));
-          for (size_t x = 0; x < m; ++x) events.push({res[x], 4, e.j, x, e.i});
-          out->messages += 2 * m;
-          break;
-        }
-        case 4: {
-          std::vector<DirLink> p{dirLinkBetween(t, nodes[dom[s][e.i]], s)};
-          events.push({links.send(p, e.ready + links.overhead(p), bytes, nullptr), 5, e.j, e.x, e.i});
-          out->messages += 1;
-          break;
-        }
-        case 5:
-          for (int rk : dom[s])
-            end = std::max(end, links.send({dirLinkBetween(t, s, nodes[rk])}, e.ready, bytes, nullptr));
-          out->messages += d / slices;
-          break;
-      }
-    }
+                    domains.size());
+    NvlsSim sim(t, k, links);
+    TRIB_RETURN_IF_ERROR(
+        sim.init(domains, sw, algo == PlanAlgo::NvlsSwitch, chunk, S, nChunks, opt.symmetry));
+    end = sim.run(out);
   } else {
     return errorf(tribInvalidArgument, "simulateInNetwork: %s is not an in-network algorithm (use simulate)",
                   planAlgoName(algo));

@@ -28,6 +28,9 @@ struct SimOptions {
   int window = 0;    // blocked steps a rank may look past (executor's overlap); 0 = by rank count
   int topLinks = 5;  // busiest links to report
   CostConstants k = CostConstants::defaults();
+  // Nvls/NvlsSwitch: simulate one domain per class of identical domains (exact; see NvlsSim in
+  // sim.cpp). false: every domain, the reference the reduction is tested against.
+  bool symmetry = true;
 };
 
 struct LinkLoad {
@@ -42,6 +45,8 @@ struct SimResult {
   double algbwGBps = 0, busbwGBps = 0;
   uint64_t steps = 0, messages = 0;
   double wallSeconds = 0;  // how long the simulation itself took
+  // Nvls/NvlsSwitch: the NVLink domains, and those run (one per class of identical domains).
+  size_t domains = 0, simulatedDomains = 0;
   std::vector<LinkLoad> busiest;
 };
 
