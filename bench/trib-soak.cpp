@@ -23,6 +23,8 @@
 
 #include "bench_util.hpp"
 #include "common/dtype.hpp"
+#include "core/comm.hpp"
+#include "exec/scratch_pool.hpp"
 
 namespace {
 
@@ -226,7 +228,11 @@ int runRank(const Options& o) {
   tribCommUserRank(comm, &rank);
   std::mt19937_64 rng(o.seed);
   Totals t;
-  std::vector<double> at, rss;
+  // The communicator's scratch pool keeps idle buffers for reuse, up to a cap: resident memory that
+  // grows as random sizes arrive and stops at the cap. Sampled with RSS, so the slope of what is
+  // left (RSS less the pool's idle bytes) shows whether anything else grows.
+  const trib::ScratchPool& pool = comm->impl()->scratchPool;
+  std::vector<double> at, rss, rssLessPool;
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   Resources warm;  // after the warm-up (a fifth of the run): what no later sample may exceed by much
@@ -239,6 +245,7 @@ int runRank(const Options& o) {
     const Resources now = resourcesNow();
     at.push_back(elapsed());
     rss.push_back(now.rssKiB);
+    rssLessPool.push_back(now.rssKiB - static_cast<double>(pool.idleBytes()) / 1024);
     if (!warmTaken && elapsed() >= o.seconds / 5) warm = now, warmTaken = true;
     // Every rank stops at the same call: when any rank's time is up, or one failed.
     double stop = elapsed() >= o.seconds || t.failed > 0 ? 1 : 0;
@@ -248,10 +255,12 @@ int runRank(const Options& o) {
   const Resources afterSoak = resourcesNow();
   if (!warmTaken) warm = afterSoak;
   // The RSS slope after the warm-up, KiB per minute.
-  std::vector<double> x, y;
+  std::vector<double> x, y, yLessPool;
   for (size_t i = 0; i < at.size(); ++i)
-    if (at[i] >= o.seconds / 5) x.push_back(at[i] / 60), y.push_back(rss[i]);
-  const double rssSlope = slope(x, y);
+    if (at[i] >= o.seconds / 5)
+      x.push_back(at[i] / 60), y.push_back(rss[i]), yLessPool.push_back(rssLessPool[i]);
+  const double rssSlope = slope(x, y), lessPoolSlope = slope(x, yLessPool);
+  const double poolIdleKiB = static_cast<double>(pool.idleBytes()) / 1024;
   const Churn ch = churn(comm, n, rank, o.churn);
   // Growth in the churn: the second half's largest count over the first half's (transient
   // threads and mappings come and go; a leak raises every later sample).
@@ -270,18 +279,21 @@ int runRank(const Options& o) {
                     growth(&Resources::fds),
                     growth(&Resources::maps),
                     growth(&Resources::threads),
-                    afterSoak.rssKiB - warm.rssKiB};
+                    afterSoak.rssKiB - warm.rssKiB,
+                    lessPoolSlope,
+                    poolIdleKiB};
   constexpr size_t kFields = std::size(local);
   std::vector<double> all(kFields * n, 0);
   tribAllGather(local, all.data(), kFields, tribFloat64, comm, nullptr);
   tribCommDestroy(comm);
   if (rank != 0) return 0;
-  double calls = 0, bytes = 0, wrong = 0, failed = 0, worstSlope = 0, fdGrowth = 0, mapGrowth = 0,
-         threadGrowth = 0;
+  double calls = 0, bytes = 0, wrong = 0, failed = 0, worstSlope = 0, worstLessPool = 0, fdGrowth = 0,
+         mapGrowth = 0, threadGrowth = 0;
   for (int r = 0; r < n; ++r) {
     const double* v = &all[kFields * r];
     calls += v[0], bytes += v[1], wrong += v[2], failed += v[3];
     worstSlope = std::max(worstSlope, v[4]);
+    worstLessPool = std::max(worstLessPool, v[9]);
     fdGrowth = std::max(fdGrowth, v[5]), mapGrowth = std::max(mapGrowth, v[6]),
     threadGrowth = std::max(threadGrowth, v[7]);
   }
@@ -290,10 +302,15 @@ int runRank(const Options& o) {
               static_cast<unsigned long long>(o.maxBytes), static_cast<unsigned long long>(o.seed));
   std::printf("calls %.0f  bytes %.3g  wrong elements %.0f  failed calls %.0f\n", calls, bytes, wrong,
               failed);
-  std::printf("resident memory after warm-up: worst rank's slope %.1f KiB/min\n", worstSlope);
+  std::printf(
+      "resident memory after warm-up: worst rank's slope %.1f KiB/min; less the scratch pool's idle buffers "
+      "(capped at %zu MiB): %.1f KiB/min\n",
+      worstSlope, trib::ScratchPool::kMaxIdleBytes >> 20, worstLessPool);
   for (int r = 0; r < n; ++r)
-    std::printf("  rank %d: slope %.1f KiB/min, %+.0f KiB from warm-up to the end\n", r, all[kFields * r + 4],
-                all[kFields * r + 8]);
+    std::printf(
+        "  rank %d: slope %.1f KiB/min, %+.0f KiB from warm-up to the end; pool idle at the end %.0f KiB, "
+        "slope without it %.1f KiB/min\n",
+        r, all[kFields * r + 4], all[kFields * r + 8], all[kFields * r + 10], all[kFields * r + 9]);
   std::printf(
       "churn: %d communicators; growth (2nd half max - 1st half max, worst rank): fds %+.0f, mappings "
       "%+.0f, threads %+.0f\n",
@@ -305,10 +322,11 @@ int runRank(const Options& o) {
       std::fprintf(
           f,
           "{\"ranks\":%d,\"seconds\":%.1f,\"max_bytes\":%llu,\"seed\":%llu,\"calls\":%.0f,\"bytes\":%.0f,"
-          "\"wrong\":%.0f,\"failed\":%.0f,\"rss_slope_kib_per_min\":%.2f,\"churn\":%d,"
+          "\"wrong\":%.0f,\"failed\":%.0f,\"rss_slope_kib_per_min\":%.2f,"
+          "\"rss_less_pool_slope_kib_per_min\":%.2f,\"churn\":%d,"
           "\"fd_growth\":%.0f,\"map_growth\":%.0f,\"thread_growth\":%.0f,\"ok\":%s}\n",
           n, elapsed(), static_cast<unsigned long long>(o.maxBytes), static_cast<unsigned long long>(o.seed),
-          calls, bytes, wrong, failed, worstSlope, o.churn, fdGrowth, mapGrowth, threadGrowth,
+          calls, bytes, wrong, failed, worstSlope, worstLessPool, o.churn, fdGrowth, mapGrowth, threadGrowth,
           ok ? "true" : "false");
       std::fclose(f);
     }

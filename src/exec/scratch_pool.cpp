@@ -87,4 +87,9 @@ size_t ScratchPool::cachedBuffers() const {
   return n;
 }
 
+size_t ScratchPool::idleBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idleBytes_;
+}
+
 }  // namespace trib

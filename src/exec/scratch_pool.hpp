@@ -47,12 +47,14 @@ class ScratchPool {
   // At least `bytes` (0: an empty lease). tribSystemError when the engine has no memory.
   Status acquire(size_t bytes, Scratch* out);
   size_t cachedBuffers() const;  // idle buffers held for reuse
+  size_t idleBytes() const;      // their bytes (at most kMaxIdleBytes)
+
+  static constexpr size_t kKeepPerSize = 2;           // idle buffers kept per size
+  static constexpr size_t kMaxIdleBytes = 256 << 20;  // all idle buffers together
 
  private:
   friend class Scratch;
   void giveBack(void* p, size_t capacity);
-  static constexpr size_t kKeepPerSize = 2;           // idle buffers kept per size
-  static constexpr size_t kMaxIdleBytes = 256 << 20;  // all idle buffers together
   static constexpr size_t kMaxBytes = size_t{1} << 50;
   Engine& engine_;
   mutable std::mutex mu_;
