@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -18,6 +19,8 @@
 #include "support/launcher.hpp"
 #include "tributary/tributary.h"
 #ifdef TRIB_HAVE_VERBS
+#include "topo/locality.hpp"
+#include "transports/verbs/verbs_device.hpp"
 #include "transports/verbs/verbs_transport.hpp"
 #endif
 
@@ -350,6 +353,34 @@ TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {
         << b.var;
   }
 }
+
+#ifdef TRIB_HAVE_VERBS
+// The default choice says why; where no device's locality is known (the guest's rxe devices have
+// no PCI parent) every local rank takes the first active port, as before the choice by locality.
+TEST(Verbs, DefaultPortChoiceSaysWhy) {
+  REQUIRE_RDMA_PORT();
+  unsetenv("TRIB_IB_HCA");
+  trib::verbs::PortChoice first, second;
+  const trib::PciPlace me = trib::verbs::callerPlace();
+  ASSERT_TRUE(trib::verbs::choosePort(&first, me, 0).ok());
+  ASSERT_TRUE(trib::verbs::choosePort(&second, me, 1).ok());
+  std::printf("rank place %s: local rank 0 uses %s:%d (%s), local rank 1 %s:%d (%s)\n", me.what.c_str(),
+              first.device.c_str(), first.port, first.why.c_str(), second.device.c_str(), second.port,
+              second.why.c_str());
+  EXPECT_FALSE(first.why.empty());
+  bool known = false;
+  for (const std::string& dev : trib::sysfs::listDir("/sys/class/infiniband")) {
+    const trib::PciPlace p = trib::sysfsRdmaPlace("/sys", dev);
+    known |= !p.root.empty() || !p.numa.empty();
+  }
+  if (!known) {
+    EXPECT_EQ(first.device, second.device);
+    EXPECT_EQ(first.port, second.port);
+    EXPECT_TRUE(first.why == "locality unknown: the first active port" || first.why == "the only active port")
+        << first.why;
+  }
+}
+#endif
 
 // A link that goes down under a job (the guest's veth end, TRIB_VM_LINK): both ranks' receives
 // fail within the timeout naming the other, and none hangs. Only in the RDMA test guest, which

@@ -393,6 +393,40 @@ TEST(VerbsHca, NcclSyntax) {
   }
 }
 
+// The port choice over described places (the graph and sysfs readers are tested in
+// test_locality): the nearest port the spec selects; TRIB_IB_HCA naming one overrides locality,
+// and an exclusion leaves the choice by locality among the rest.
+TEST(VerbsHca, PickPortByLocalityUnlessTrib_IB_HCA) {
+  PciPlace gpu{"GPU 0000:1b:00.0", "pci0000:17", {"0000:17:01.0", "0000:18:00.0"}, {0}};
+  auto under = [](const char* root, std::vector<std::string> bridges, int numa) {
+    return PciPlace{"", root, std::move(bridges), {numa}};
+  };
+  const std::vector<PortCandidate> c = {
+      {"mlx5_0", 1, under("pci0000:b0", {"0000:b0:01.0"}, 1)},                  // other socket
+      {"mlx5_1", 1, under("pci0000:17", {"0000:17:01.0", "0000:18:00.0"}, 0)},  // the GPU's switch
+      {"mlx5_2", 1, under("pci0000:17", {"0000:17:01.0", "0000:18:00.0"}, 0)},  // the GPU's switch
+      {"rxe0", 1, PciPlace{}},                                                  // no PCI parent
+  };
+  HcaSpec all, one, exclude, none;
+  ASSERT_TRUE(parseHcaSpec("", &all).ok());
+  ASSERT_TRUE(parseHcaSpec("mlx5_0", &one).ok());
+  ASSERT_TRUE(parseHcaSpec("^mlx5_1", &exclude).ok());
+  ASSERT_TRUE(parseHcaSpec("nosuch", &none).ok());
+  PortPick p = pickPort(all, c, gpu, 0);
+  EXPECT_EQ(p.index, 1);
+  EXPECT_EQ(p.why, "same PCI switch as GPU 0000:1b:00.0; one of 2 equally near, by local rank 0");
+  EXPECT_EQ(pickPort(all, c, gpu, 1).index, 2);
+  p = pickPort(one, c, gpu, 1);
+  EXPECT_EQ(p.index, 0);
+  EXPECT_EQ(p.why, "the only port TRIB_IB_HCA selects");
+  EXPECT_EQ(pickPort(exclude, c, gpu, 1).index, 2);
+  EXPECT_EQ(pickPort(none, c, gpu, 0).index, -1);
+  // Without a known place (the test guest's rxe devices), the first, as before locality.
+  const std::vector<PortCandidate> soft = {{"rxe0", 1, PciPlace{}}, {"rxe1", 1, PciPlace{}}};
+  p = pickPort(all, soft, gpu, 1);
+  EXPECT_EQ(p.index, 0);
+  EXPECT_EQ(p.why, "locality unknown: the first active port");
+}
 // The registry lists verbs, connects a pair only where both ranks have an RDMA port, and refuses
 // TRIB_TRANSPORT=verbs on ranks without one with a clear error.
 TEST(VerbsRegistry, ChosenOnlyBetweenRanksWithRdmaPorts) {

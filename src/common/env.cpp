@@ -70,7 +70,8 @@ const std::vector<EnvVarInfo>& envVars() {
        "them, so a split opens no interfaces); 0: every communicator gets its own."},
       {"TRIB_IB_HCA", "",
        "Verbs transport: the RDMA device(s) and port to use, NCCL's syntax: 'mlx5_0:1,mlx5_1', '^mlx5_2' "
-       "excludes, '=' before the list makes names exact (default: the first active port)."},
+       "excludes, '=' before the list makes names exact (default: all; each rank takes the selected port "
+       "nearest its GPU or CPUs, docs/VERBS.md)."},
       {"TRIB_IB_GID_INDEX", "-1",
        "Verbs transport: the GID index to use (default -1: on RoCE the RoCE v2 GID of an IPv4 address)."},
       {"TRIB_IB_REG_CACHE", "0",

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -147,6 +148,10 @@ Status deviceInfo(int device, DeviceInfo* out) {
   TRIB_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, device));
   static_assert(sizeof props.uuid.bytes == 16);
   std::memcpy(out->uuid, props.uuid.bytes, 16);
+  std::snprintf(out->pciBusId, sizeof out->pciBusId, "%04x:%02x:%02x.0",
+                static_cast<unsigned>(props.pciDomainID) & 0xffffu,
+                static_cast<unsigned>(props.pciBusID) & 0xffu,
+                static_cast<unsigned>(props.pciDeviceID) & 0x1fu);
   out->legacyIpc = true;  // Linux, every device: cudaIpcGetMemHandle fails later if not
   const Vmm& v = vmm();
   if (!v.status.ok()) return Status::Ok();  // no VMM: legacy IPC only

@@ -15,6 +15,7 @@ struct DeviceInfo {
   uint8_t uuid[16] = {};
   bool vmmFd = false;      // VMM allocations with POSIX fd handles
   bool legacyIpc = false;  // cudaIpcGetMemHandle
+  char pciBusId[16] = {};  // "0000:1b:00.0", as sysfs names it (NIC choice by locality)
 };
 Status deviceInfo(int device, DeviceInfo* out);
 // The ordinal of the device with `uuid` in this process; -1 where it is not visible.

@@ -5,18 +5,15 @@
 //  - GPUs and NVLinks: NVML, loaded at run time (libnvidia-ml.so.1), so no build dependency;
 //  - RDMA NICs and their port rate: /sys/class/infiniband/<dev>/ports/1/rate (what libibverbs
 //    reports); with hwloc the devices are its OpenFabrics OS devices, with their PCI link.
-#include <dirent.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "common/env.hpp"
+#include "topo/locality.hpp"
 #include "topo/topology.hpp"
 
 #ifdef TRIB_HAVE_HWLOC
@@ -26,47 +23,15 @@
 namespace trib {
 namespace {
 
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-std::vector<std::string> listDir(const std::string& path) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(path.c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') out.push_back(e->d_name);
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// "0-3,8-11" -> {0,1,2,3,8,9,10,11}
-std::vector<int> parseCpuList(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    if (part.empty()) continue;
-    auto dash = part.find('-');
-    int lo = std::atoi(part.c_str());
-    int hi = dash == std::string::npos ? lo : std::atoi(part.c_str() + dash + 1);
-    for (int c = lo; c <= hi && hi - lo < (1 << 20); ++c) out.push_back(c);
-  }
-  return out;
-}
+using sysfs::listDir;
+using sysfs::readText;
 
 // Physical cores among logical CPUs: distinct (package, core id) pairs.
 int physicalCores(const std::vector<int>& cpus) {
   std::set<std::pair<std::string, std::string>> cores;
   for (int c : cpus) {
     std::string dir = strprintf("/sys/devices/system/cpu/cpu%d/topology/", c);
-    cores.insert({readFile(dir + "physical_package_id"), readFile(dir + "core_id")});
+    cores.insert({readText(dir + "physical_package_id"), readText(dir + "core_id")});
   }
   return static_cast<int>(cores.size());
 }
@@ -125,18 +90,16 @@ constexpr double kPcieLatUs = 0.5;
 constexpr double kSocketGBps = 40, kSocketLatUs = 0.3;  // inter-socket link (UPI/xGMI class)
 
 void findFromSys(LocalFindings* f, DetectReport* rep) {
-  for (const auto& e : listDir("/sys/devices/system/node")) {
-    if (e.rfind("node", 0) != 0 || e.size() < 5 || !std::isdigit(static_cast<unsigned char>(e[4]))) continue;
-    std::vector<int> cpus = parseCpuList(readFile("/sys/devices/system/node/" + e + "/cpulist"));
-    if (cpus.empty()) continue;  // memory-only node
-    f->numaOs.push_back(std::atoi(e.c_str() + 4));
+  for (const auto& [node, cpus] : sysfs::numaNodes("/sys")) {  // memory-only nodes left out
+    f->numaOs.push_back(node);
     rep->coresPerNuma.push_back(physicalCores(cpus));
     rep->numaMemGBps.push_back(0);
   }
   for (const auto& dev : listDir("/sys/class/infiniband")) {
     PciFinding nic;
     nic.name = dev;
-    nic.numa = std::atoi(readFile("/sys/class/infiniband/" + dev + "/device/numa_node").c_str());
+    const PciPlace place = sysfsRdmaPlace("/sys", dev);
+    nic.numa = place.numa.empty() ? -1 : place.numa[0];
     f->rdmaNics.push_back(nic);
   }
 }
@@ -305,7 +268,7 @@ Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report)
   // RDMA NICs with an active port rate.
   for (const PciFinding& d : f.rdmaNics) {
     std::string rate =
-        readFile("/sys/class/infiniband/" + d.name + "/ports/1/rate");  // "400 Gb/sec (4X NDR)"
+        readText("/sys/class/infiniband/" + d.name + "/ports/1/rate");  // "400 Gb/sec (4X NDR)"
     double gbits = std::atof(rate.c_str());
     if (gbits <= 0) continue;
     int nic = t.addNode(d.name, NodeType::Nic);

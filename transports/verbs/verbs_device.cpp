@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "common/env.hpp"
+#include "cuda/cuda_api.hpp"
+#include "cuda/cuda_vmm.hpp"
 #include "transports/verbs/verbs_wire.hpp"
 
 namespace trib::verbs {
@@ -85,7 +87,7 @@ Status chooseGid(ibv_context* ctx, const ibv_port_attr& pa, PortChoice* c) {
 
 }  // namespace
 
-Status choosePort(PortChoice* out) {
+Status choosePort(PortChoice* out, const PciPlace& anchor, int localIndex) {
   HcaSpec spec;
   const std::string hca = envString("TRIB_IB_HCA");
   TRIB_RETURN_IF_ERROR(parseHcaSpec(hca, &spec));
@@ -95,44 +97,59 @@ Status choosePort(PortChoice* out) {
     if (list) ibv_free_device_list(list);
     return errorf(tribNotSupported, "verbs: no RDMA device: libibverbs lists none");
   }
+  // Every active port, each device kept open until the chosen one's GID is read.
   std::string seen;
-  Status result = errorf(tribInvalidArgument, "verbs: TRIB_IB_HCA='%s' selects no active port", hca.c_str());
-  bool found = false;
-  for (int d = 0; d < n && !found; ++d) {
+  std::vector<ibv_context*> opened;
+  std::vector<PortCandidate> candidates;
+  std::vector<std::pair<ibv_context*, ibv_port_attr>> attrs;
+  for (int d = 0; d < n; ++d) {
     const std::string name = ibv_get_device_name(list[d]);
     ibv_context* ctx = ibv_open_device(list[d]);
     if (!ctx) continue;
+    opened.push_back(ctx);
     ibv_device_attr da{};
-    if (ibv_query_device(ctx, &da) == 0) {
-      for (int p = 1; p <= da.phys_port_cnt && !found; ++p) {
-        ibv_port_attr pa{};
-        if (ibv_query_port(ctx, p, &pa) != 0) continue;
-        const bool active = pa.state == IBV_PORT_ACTIVE;
-        seen +=
-            strprintf("%s%s:%d %s", seen.empty() ? "" : ", ", name.c_str(), p, active ? "active" : "down");
-        if (!active || !hcaSelected(spec, name, p)) continue;
-        PortChoice c;
-        c.device = name;
-        c.port = p;
-        c.lid = pa.lid;
-        c.mtu = pa.active_mtu;
-        c.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-        result = chooseGid(ctx, pa, &c);
-        if (result.ok()) *out = c;
-        found = true;
-      }
+    if (ibv_query_device(ctx, &da) != 0) continue;
+    for (int p = 1; p <= da.phys_port_cnt; ++p) {
+      ibv_port_attr pa{};
+      if (ibv_query_port(ctx, p, &pa) != 0) continue;
+      const bool active = pa.state == IBV_PORT_ACTIVE;
+      seen += strprintf("%s%s:%d %s", seen.empty() ? "" : ", ", name.c_str(), p, active ? "active" : "down");
+      if (!active) continue;
+      candidates.push_back({name, p, sysfsRdmaPlace("/sys", name)});
+      attrs.push_back({ctx, pa});
     }
-    ibv_close_device(ctx);
   }
+  const PortPick pick = pickPort(spec, candidates, anchor, localIndex);
+  Status result;
+  if (pick.index < 0) {
+    result =
+        hca.empty()
+            ? errorf(tribNotSupported, "verbs: no RDMA port is active; the ports are: %s", seen.c_str())
+            : errorf(tribInvalidArgument, "verbs: TRIB_IB_HCA='%s' selects no active port; the ports are: %s",
+                     hca.c_str(), seen.c_str());
+  } else {
+    const auto& [ctx, pa] = attrs[pick.index];
+    PortChoice c;
+    c.why = pick.why;
+    c.device = candidates[pick.index].device;
+    c.port = candidates[pick.index].port;
+    c.lid = pa.lid;
+    c.mtu = pa.active_mtu;
+    c.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    result = chooseGid(ctx, pa, &c);
+    if (result.ok()) *out = c;
+  }
+  for (ibv_context* ctx : opened) ibv_close_device(ctx);
   ibv_free_device_list(list);
-  if (!found) {
-    return hca.empty()
-               ? errorf(tribNotSupported, "verbs: no RDMA port is active; the ports are: %s", seen.c_str())
-               : errorf(tribInvalidArgument,
-                        "verbs: TRIB_IB_HCA='%s' selects no active port; the ports are: %s", hca.c_str(),
-                        seen.c_str());
-  }
   return result;
+}
+
+PciPlace callerPlace() {
+  int device = -1;
+  cuda::DeviceInfo info;
+  if (cuda::hasCurrentContext() && cuda::currentDevice(&device).ok() && cuda::deviceInfo(device, &info).ok())
+    return sysfsPciPlace("/sys", info.pciBusId, strprintf("GPU %s", info.pciBusId));
+  return sysfsCpuPlace("/sys", boundCpus());
 }
 
 const Status& rdmaPortStatus() {

@@ -13,12 +13,15 @@
 #include <string>
 
 #include "common/status.hpp"
+#include "topo/locality.hpp"
 
 namespace trib::verbs {
 
-// Where this process's ranks attach: TRIB_IB_HCA (NCCL's syntax) or the first device with an
-// active port; GID TRIB_IB_GID_INDEX or, on Ethernet (RoCE), the RoCE v2 GID of an IPv4 address.
+// Where a rank attaches: among the active ports TRIB_IB_HCA (NCCL's syntax) selects, or all, the
+// one nearest the rank's GPU or CPUs (pickPort); GID TRIB_IB_GID_INDEX or, on Ethernet (RoCE), the
+// RoCE v2 GID of an IPv4 address.
 struct PortChoice {
+  std::string why;  // why this port, for the log
   std::string device;
   int port = 1;
   int gidIndex = 0;
@@ -62,10 +65,14 @@ class DeviceContext {
   std::map<uint32_t, std::weak_ptr<Inbox>> routes_;
 };
 
-// Chooses device, port and GID from the environment (TRIB_IB_HCA, TRIB_IB_GID_INDEX) and the
-// devices present. Errors: no device (tribNotSupported), an unknown name or a port not active, a
-// GID index out of the port's table or empty (tribInvalidArgument), each naming what exists.
-Status choosePort(PortChoice* out);
+// Chooses device, port and GID from the environment (TRIB_IB_HCA, TRIB_IB_GID_INDEX), the devices
+// present and their locality to `anchor` (ties spread by `localIndex`: pickPort). Errors: no
+// device (tribNotSupported), an unknown name or a port not active, a GID index out of the port's
+// table or empty (tribInvalidArgument), each naming what exists.
+Status choosePort(PortChoice* out, const PciPlace& anchor = {}, int localIndex = 0);
+// Where the calling thread's rank sits: its current CUDA device where it has a context (it set its
+// device), else the CPUs it may run on.
+PciPlace callerPlace();
 // Whether this process could attach (choosePort succeeds, else why not), decided once.
 const Status& rdmaPortStatus();
 bool haveRdmaPort();

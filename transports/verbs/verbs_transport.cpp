@@ -163,7 +163,8 @@ class VerbsTransport final : public Transport {
   ~VerbsTransport() override { close(); }
   const char* name() const override { return "verbs"; }
 
-  Status init(const std::vector<int>& peers, const OobAllGather& oob);
+  // localIndex: this rank's index among its host's ranks (equally near ports spread by it).
+  Status init(const std::vector<int>& peers, const OobAllGather& oob, int localIndex);
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) override;
   Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                   TransferOp* op) override;
@@ -252,13 +253,13 @@ Status VerbsTransport::makeSlab(Slab* s, size_t bytes, int access) {
   return Status::Ok();
 }
 
-Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather& oob) {
+Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather& oob, int localIndex) {
   PortChoice choice;
-  TRIB_RETURN_IF_ERROR(choosePort(&choice));
+  TRIB_RETURN_IF_ERROR(choosePort(&choice, callerPlace(), localIndex));
   TRIB_RETURN_IF_ERROR(DeviceContext::open(choice, &dev_));
-  TRIB_INFO("transport", "verbs: rank %d uses %s port %d, GID index %d (%s), MTU %s", rank_,
-            choice.device.c_str(), choice.port, choice.gidIndex, gidText(choice.gid).c_str(),
-            mtuName(choice.mtu));
+  TRIB_INFO("transport", "verbs: rank %d uses %s:%d (%s), GID index %d (%s), MTU %s", rank_,
+            choice.device.c_str(), choice.port, choice.why.c_str(), choice.gidIndex,
+            gidText(choice.gid).c_str(), mtuName(choice.mtu));
   const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   const size_t perPeer = size_t(opt_.recvBuffers) * opt_.eagerBytes;
   TRIB_RETURN_IF_ERROR(makeSlab(&recvSlab_, perPeer * nranks_, IBV_ACCESS_LOCAL_WRITE));
@@ -938,7 +939,11 @@ Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>
                   static_cast<long long>(qps), kMaxQpsPerConnection);
   o.qps = static_cast<uint32_t>(qps);
   auto t = std::make_unique<VerbsTransport>(args.rank, args.nranks, o, args.timeout);
-  TRIB_RETURN_IF_ERROR(t->init(args.peers, args.oob));
+  int localIndex = 0;
+  if (args.locations)
+    for (int r = 0; r < args.rank; ++r)
+      localIndex += sameHost((*args.locations)[r], (*args.locations)[args.rank]);
+  TRIB_RETURN_IF_ERROR(t->init(args.peers, args.oob, localIndex));
   *out = std::move(t);
   return Status::Ok();
 }

@@ -120,4 +120,26 @@ bool hcaSelected(const HcaSpec& spec, const std::string& name, int port) {
   return spec.exclude ? !listed : listed;
 }
 
+PortPick pickPort(const HcaSpec& spec, const std::vector<PortCandidate>& candidates, const PciPlace& anchor,
+                  int localIndex) {
+  std::vector<int> selected;
+  std::vector<PciPlace> places;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!hcaSelected(spec, candidates[i].device, candidates[i].port)) continue;
+    selected.push_back(static_cast<int>(i));
+    places.push_back(candidates[i].place);
+  }
+  PortPick pick;
+  if (selected.empty()) return pick;
+  if (selected.size() == 1) {
+    pick.index = selected[0];
+    pick.why = spec.items.empty() ? "the only active port" : "the only port TRIB_IB_HCA selects";
+    return pick;
+  }
+  const NicRank r = rankNics(anchor, places, localIndex);
+  pick.index = selected[r.index];
+  pick.why = describeRank(r, anchor);
+  return pick;
+}
+
 }  // namespace trib::verbs

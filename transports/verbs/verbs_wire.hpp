@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "topo/locality.hpp"
 
 namespace trib::verbs {
 
@@ -267,5 +268,21 @@ struct HcaSpec {
 Status parseHcaSpec(const std::string& text, HcaSpec* out);
 // Whether device `name` port `port` is selected by spec (an empty spec selects everything).
 bool hcaSelected(const HcaSpec& spec, const std::string& name, int port);
+
+// ---- device choice (docs/VERBS.md) ------------------------------------------------------------
+// An active port, and where its device sits.
+struct PortCandidate {
+  std::string device;
+  int port = 1;
+  PciPlace place;
+};
+struct PortPick {
+  int index = -1;   // into the candidates; -1: spec selects none
+  std::string why;  // for the log: "same PCI switch as GPU 0000:1b:00.0", "the only port TRIB_IB_HCA selects"
+};
+// Among the candidates spec selects, the one nearest `anchor` (the rank's GPU or CPUs), equally
+// near ones spread by `localIndex` (the rank's index among its host's ranks): rankNics.
+PortPick pickPort(const HcaSpec& spec, const std::vector<PortCandidate>& candidates, const PciPlace& anchor,
+                  int localIndex);
 
 }  // namespace trib::verbs
