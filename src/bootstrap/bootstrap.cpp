@@ -42,6 +42,18 @@ MissingKeys missingKeys(Store& store, const std::vector<std::string>& keys,
   return m;
 }
 
+Status multiGetIndexed(Store& store, const std::string& prefix, const std::vector<int>& indices,
+                       std::vector<Blob>* values, int timeoutMs) {
+  bool consecutive = !indices.empty() && indices.front() >= 0;
+  for (size_t i = 1; i < indices.size() && consecutive; ++i) consecutive = indices[i] == indices[i - 1] + 1;
+  if (consecutive && storeproto::rangePrefixOk(prefix))
+    return store.multiGetRange(prefix, static_cast<uint32_t>(indices.front()),
+                               static_cast<uint32_t>(indices.size()), values, timeoutMs);
+  std::vector<std::string> keys;
+  for (int i : indices) keys.push_back(storeproto::rangeKey(prefix, static_cast<uint64_t>(i)));
+  return store.multiGet(keys, values, timeoutMs);
+}
+
 std::string Bootstrap::key(const char* what, uint64_t seq) const {
   return strprintf("%s/%s/%llu", prefix_.c_str(), what, static_cast<unsigned long long>(seq));
 }
@@ -58,7 +70,9 @@ Status Bootstrap::allGather(const Blob& mine, std::vector<Blob>* all) {
   for (int i = 0; i < nranks_; ++i) keys[i] = strprintf("%s/%d", base.c_str(), i);
   TRIB_RETURN_IF_ERROR(
       store_->set(keys[rank_], mine).prefix(strprintf("bootstrap allGather (rank %d): ", rank_)));
-  Status st = store_->multiGet(keys, all, timeoutMs_);
+  std::vector<int> everyRank(nranks_);
+  for (int i = 0; i < nranks_; ++i) everyRank[i] = i;
+  Status st = multiGetIndexed(*store_, base + "/", everyRank, all, timeoutMs_);
   if (!st.ok())
     return st.prefix(strprintf(
         "bootstrap allGather #%llu (rank %d of %d): ", static_cast<unsigned long long>(seq), rank_, nranks_));
@@ -82,7 +96,7 @@ Status Bootstrap::groupAllGather(const Blob& mine, std::vector<Blob>* all, const
     std::vector<std::string> keys;
     for (int r : group) keys.push_back(memberKey(r));
     std::vector<Blob> got;
-    Status st = store->multiGet(keys, &got, net::msLeft(deadline));
+    Status st = multiGetIndexed(*store, base + "/", group, &got, net::msLeft(deadline));
     if (st.code() == tribTimeout) {
       MissingKeys m = missingKeys(*store, keys, [&](size_t i) { return std::to_string(group[i]); });
       return errorf(tribTimeout,
@@ -103,7 +117,7 @@ Status Bootstrap::groupAllGather(const Blob& mine, std::vector<Blob>* all, const
   std::vector<std::string> keys;
   for (int s : usedStores_) keys.push_back(groupKey(s));
   std::vector<Blob> groups;
-  Status st = store->multiGet(keys, &groups, net::msLeft(deadline));
+  Status st = multiGetIndexed(*store, base + "/g", usedStores_, &groups, net::msLeft(deadline));
   if (st.code() == tribTimeout) {
     MissingKeys m = missingKeys(*store, keys, [&](size_t i) {
       const int s = usedStores_[i];

@@ -34,6 +34,11 @@ struct MissingKeys {
 };
 MissingKeys missingKeys(Store& store, const std::vector<std::string>& keys,
                         const std::function<std::string(size_t)>& name);
+// The values of the keys prefix + decimal(i), i in `indices`, in that order: one range wait when
+// the indices are consecutive (the server then reads no key names and builds one reply for all
+// identical waiters), else a multi-get of the keys.
+Status multiGetIndexed(Store& store, const std::string& prefix, const std::vector<int>& indices,
+                       std::vector<Blob>* values, int timeoutMs);
 
 class Bootstrap {
  public:

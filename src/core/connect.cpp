@@ -82,8 +82,9 @@ Status joinExchange(Store& store, const std::string& prefix, int rank, int nrank
   auto key = [&](int r) { return prefix + "/join/" + std::to_string(r); };
   TRIB_RETURN_IF_ERROR(store.set(key(rank), mine));
   std::vector<std::string> keys;
-  for (int r = 0; r < nranks; ++r) keys.push_back(key(r));
-  Status st = store.multiGet(keys, all, static_cast<int>(config.timeout.count()));
+  std::vector<int> ranks;
+  for (int r = 0; r < nranks; ++r) keys.push_back(key(r)), ranks.push_back(r);
+  Status st = multiGetIndexed(store, prefix + "/join/", ranks, all, static_cast<int>(config.timeout.count()));
   if (st.code() != tribTimeout) return st.prefix("communicator init: ");
   MissingKeys m = missingKeys(store, keys, [](size_t r) { return std::to_string(r); });
   return errorf(
