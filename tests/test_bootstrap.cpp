@@ -121,15 +121,16 @@ struct StoresRun {
   std::vector<std::unique_ptr<TcpStoreServer>> servers;
   std::vector<int> codes;
 };
-StoresRun runOverStores(int n, int k, const std::function<int(Bootstrap&)>& body) {
+StoresRun runOverStores(int n, int k, const std::function<int(Bootstrap&)>& body,
+                        std::vector<int> storeOf = {}) {
   StoresRun run;
   std::vector<StoreGroups::Root> roots;
   for (int s = 0; s < k; ++s) {
     run.servers.push_back(startServer("key" + std::to_string(s)));
     roots.push_back({run.servers.back()->address(), "key" + std::to_string(s), static_cast<uint64_t>(s + 1)});
   }
-  std::vector<int> storeOf;
-  for (int r = 0; r < n; ++r) storeOf.push_back(storeOfRank(r, n, k));
+  if (storeOf.empty())
+    for (int r = 0; r < n; ++r) storeOf.push_back(storeOfRank(r, n, k));
   run.codes.assign(n, -1);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -154,6 +155,25 @@ TEST(Bootstrap, CollectivesOverSeveralStores) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(run.codes[r], 0) << "rank " << r;
   // Each store has its own ranks' connections and the other stores' leaders', nothing more.
   for (int s = 0; s < k; ++s) EXPECT_EQ(run.servers[s]->stats().connections, (s == 0 ? 3u : 2u) + (k - 1));
+}
+
+TEST(Bootstrap, CollectivesOverInterleavedStoresWithAnEmptyOne) {
+  // As a split of a communicator over several stores may leave them: a store's ranks are not
+  // consecutive (no range waits then) and store 1 has none (nobody writes to it).
+  const int n = 5, k = 3;
+  const std::vector<int> storeOf{2, 0, 2, 0, 2};
+  StoresRun run = runOverStores(
+      n, k,
+      [&](Bootstrap& bs) {
+        if (int rc = collectiveBody(bs)) return rc;
+        CHILD_OK(bs.finalize(bs.rank() == 0 || bs.rank() == 1), 20);  // the leaders host
+        return 0;
+      },
+      storeOf);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(run.codes[r], 0) << "rank " << r;
+  EXPECT_EQ(run.servers[0]->stats().connections, 3u);  // ranks 1 and 3, and store 2's leader
+  EXPECT_EQ(run.servers[1]->stats().connections, 0u);
+  EXPECT_EQ(run.servers[2]->stats().connections, 4u);  // ranks 0, 2 and 4, and store 0's leader
 }
 
 TEST(Bootstrap, AllGatherOverStoresCostsEachStoreItsShare) {

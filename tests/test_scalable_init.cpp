@@ -2,6 +2,7 @@
 // Thread ranks and forked processes get working communicators (and splits of them), one id is the
 // plain init, and each bad input gets its own error within the timeout.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstring>
@@ -138,6 +139,47 @@ TEST(ScalableInit, ForkedProcessesOverTwoStores) {
   auto pids = trib::testing::forkChildren(n - 1, timeoutSec, [&](int i) { return rankMain(i + 1); });
   EXPECT_EQ(rankMain(0), 0);
   for (const auto& c : trib::testing::waitChildren(pids, timeoutSec)) EXPECT_EQ(c.code, 0) << "pid " << c.pid;
+}
+
+TEST(ScalableInit, EachStoreServedByItsFirstRanksProcess) {
+  // As NCCL programs do it: the first rank of each store makes that store's id (its process then
+  // serves it) and shares it with everyone, here through shared memory. Ranks 0 and 2 serve; rank
+  // 0 leads store 0 and also writes to store 1, so rank 2 must keep store 1 up until rank 0 has
+  // left it, and the other way round.
+  const int n = 4, k = 2, timeoutSec = 60;
+  struct Shared {
+    std::atomic<int> ready[2];
+    tribUniqueId ids[2];
+  };
+  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* shared = new (mem) Shared{};
+  auto rankMain = [&](int rank) {
+    const int root = rank == 0 ? 0 : rank == 2 ? 1 : -1;  // the store this rank serves, if any
+    if (root >= 0) {
+      CHILD_CHECK(tribGetUniqueId(&shared->ids[root]) == tribSuccess, 1);
+      shared->ready[root].store(1, std::memory_order_release);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int s = 0; s < k; ++s)
+      while (!shared->ready[s].load(std::memory_order_acquire)) {
+        CHILD_CHECK(std::chrono::steady_clock::now() < deadline, 2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 50000;
+    tribComm_t comm = nullptr;
+    if (tribCommInitRankScalable(&comm, n, rank, k, shared->ids, &cfg) != tribSuccess) {
+      std::fprintf(stderr, "rank %d: init: %s\n", rank, lastError().c_str());
+      return 3;
+    }
+    CHILD_CHECK(allReduceWorks(comm, n), 4);
+    CHILD_CHECK(tribCommDestroy(comm) == tribSuccess, 5);
+    return 0;
+  };
+  auto pids = trib::testing::forkChildren(n, timeoutSec, rankMain);
+  for (const auto& c : trib::testing::waitChildren(pids, timeoutSec)) EXPECT_EQ(c.code, 0) << "pid " << c.pid;
+  munmap(mem, sizeof(Shared));
 }
 
 TEST(ScalableInit, BadArgumentsNameWhatIsWrong) {
