@@ -8,6 +8,7 @@
 // --stores K[,K...] runs the same over K stores (tribCommInitRankScalable's rendezvous; 0 means
 // the square root of the rank count), and --model N[,N...] prints what the protocol's formulas give
 // for N ranks (sizes that do not fit this machine).
+// --init with --threads times whole communicator inits (tribCommInitRankScalable) of thread ranks.
 // Run: build/bench/bm_bootstrap [--max N] | [--threads 64,256,1024 --blob 256 --stores 1,0 --model 4608]
 #include <algorithm>
 #include <barrier>
@@ -20,6 +21,7 @@
 
 #include "tests/shm_util.hpp"
 #include "tests/store_util.hpp"
+#include "tributary/tributary.h"
 
 using namespace trib;
 using namespace trib::testing;
@@ -98,6 +100,43 @@ int threadRanks(int n, int k, size_t blob) {
   return 0;
 }
 
+// A whole communicator init through the public API (tribCommInitRankScalable with k ids; k = 1 is
+// tribCommInitRank) of n thread ranks: the rendezvous, the transports' exchanges and finalize.
+// Prints the time from all threads released to the last one's communicator ready; 0 on success.
+int initRanks(int n, int k) {
+  std::vector<tribUniqueId> ids(k);
+  for (auto& id : ids)
+    if (tribGetUniqueId(&id) != tribSuccess) {
+      std::fprintf(stderr, "tribGetUniqueId: %s\n", tribGetLastError(nullptr));
+      return 1;
+    }
+  std::vector<tribComm_t> comms(n, nullptr);
+  std::vector<std::string> errors(n);
+  std::barrier sync(n);
+  std::chrono::steady_clock::time_point t0, t1;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+      cfg.timeoutMs = 600000;
+      sync.arrive_and_wait();
+      if (r == 0) t0 = std::chrono::steady_clock::now();
+      if (tribCommInitRankScalable(&comms[r], n, r, k, ids.data(), &cfg) != tribSuccess)
+        errors[r] = tribGetLastError(nullptr);
+      sync.arrive_and_wait();
+      if (r == 0) t1 = std::chrono::steady_clock::now();
+      if (comms[r]) tribCommDestroy(comms[r]);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r)
+    if (!errors[r].empty()) {
+      std::fprintf(stderr, "rank %d: %s\n", r, errors[r].c_str());
+      return 1;
+    }
+  std::printf("%6d %6d %10.1f\n", n, k, std::chrono::duration<double, std::milli>(t1 - t0).count());
+  return 0;
+}
+
 // The same figures from the protocol's formulas (docs/BOOTSTRAP.md; the byte counts are exact,
 // as Bootstrap.*Costs* test), for sizes that do not fit this machine: the largest store's.
 void modelRanks(int n, int k, size_t blob) {
@@ -136,6 +175,7 @@ void modelRanks(int n, int k, size_t blob) {
 int main(int argc, char** argv) {
   int maxRanks = 16;
   std::vector<int> threadCounts, modelCounts, storeCounts{1};
+  bool wholeInit = false;
   size_t blob = 256;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--max") && i + 1 < argc) {
@@ -148,21 +188,36 @@ int main(int argc, char** argv) {
       into.clear();
       std::stringstream list(argv[++i]);
       for (std::string item; std::getline(list, item, ',');) into.push_back(std::atoi(item.c_str()));
+    } else if (!std::strcmp(argv[i], "--init")) {
+      wholeInit = true;
     } else if (!std::strcmp(argv[i], "--blob") && i + 1 < argc) {
       blob = static_cast<size_t>(std::atoll(argv[++i]));
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--max N] | [--threads N[,N...]] [--model N[,N...]] [--blob B] [--stores K[,K...]]\n",
+          "usage: %s [--max N] | [--threads N[,N...]] [--model N[,N...]] [--blob B] [--stores K[,K...]] "
+          "[--init]\n",
           argv[0]);
       return 2;
     }
   }
+  // --stores 0 means the square root of the rank count (rounded), the scalable init's sweet spot.
+  auto storesFor = [](int k, int n) {
+    return k > 0 ? k : std::max(1, static_cast<int>(std::lround(std::sqrt(n))));
+  };
+  if (wholeInit) {
+    std::printf("%6s %6s %10s\n", "ranks", "ids", "init(ms)");
+    for (int n : threadCounts)
+      for (int k : storeCounts) {
+        if (n < 2 || k < 0 || storesFor(k, n) > n) {
+          std::fprintf(stderr, "--init: %d ranks over %d stores is not possible\n", n, k);
+          return 2;
+        }
+        if (initRanks(n, storesFor(k, n)) != 0) return 1;
+      }
+    return 0;
+  }
   if (!threadCounts.empty() || !modelCounts.empty()) {
-    // --stores 0 means the square root of the rank count (rounded), the scalable init's sweet spot.
-    auto storesFor = [](int k, int n) {
-      return k > 0 ? k : std::max(1, static_cast<int>(std::lround(std::sqrt(n))));
-    };
     std::printf("%6s %6s %6s %10s %8s %10s %12s %14s %12s %14s\n", "ranks", "stores", "blob", "gather(ms)",
                 "conns", "msgs in", "bytes in", "bytes out", "cpu (s)", "all stores out");
     std::printf("# conns .. cpu: the largest figure of any one store; handshakes included\n");
