@@ -2,7 +2,7 @@
 // broadcast), built on any Store, plus the OobAllGather adapter handed to transports.
 //
 // Message cost through a TCP store for n ranks and blobs of B bytes (docs/BOOTSTRAP.md):
-//   allGather: each rank sends 1 SET (B) and 1 multi-get of n keys, answered by 1 reply of n*B:
+//   allGather: each rank sends 1 SET (B) and 1 range wait for n keys, answered by 1 reply of n*B:
 //              2n requests and 2n replies in all; the server sends n*n*B bytes (no O(n^2) messages).
 //   barrier:   each rank 1 ADD and 1 wait on one key (the last arriver: a REMOVE and a SET instead
 //              of the wait): 2n+1 requests.
