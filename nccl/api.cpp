@@ -68,13 +68,20 @@ ncclResult_t wrap(const char* fn, tribComm_t t, ncclComm_t* out) {
   return ncclSuccess;
 }
 
+// One id: tribCommInitRankConfig (its errors name it); several: tribCommInitRankScalable.
+tribResult_t joinTrib(tribComm_t* comm, int nranks, int rank, const std::vector<tribUniqueId>& ids,
+                      const tribConfig_t* config) {
+  if (ids.size() == 1) return tribCommInitRankConfig(comm, nranks, ids[0], rank, config);
+  return tribCommInitRankScalable(comm, nranks, rank, static_cast<int>(ids.size()), ids.data(), config);
+}
+
 // What ncclGroupEnd completes on this thread: inside a group Tributary's split sets the new
 // communicator at the group's end, and NCCL programs make ncclCommInitRank calls for several ranks
 // in one group (one thread, several GPUs), which must then join together.
 struct PendingInit {
   ncclComm* comm;
   int nranks, rank;
-  tribUniqueId id;
+  std::vector<tribUniqueId> ids;  // one, or several (ncclCommInitRankScalable)
   tribConfig_t config;
   tribResult_t result = tribSuccess;
   std::string message;  // Tributary's, from the thread that ran it
@@ -105,7 +112,7 @@ ncclResult_t runPendingInits() {
   for (auto& [p, out] : inits) {
     PendingInit* pi = &p;
     threads.emplace_back([pi] {
-      pi->result = tribCommInitRankConfig(&pi->comm->trib, pi->nranks, pi->id, pi->rank, &pi->config);
+      pi->result = joinTrib(&pi->comm->trib, pi->nranks, pi->rank, pi->ids, &pi->config);
       if (pi->result != tribSuccess) pi->message = tribGetLastError(nullptr);
     });
   }
@@ -122,23 +129,25 @@ ncclResult_t runPendingInits() {
   return first;
 }
 
-ncclResult_t initRank(const char* fn, ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank,
-                      const ncclConfig_t* config) {
+// nIds ids: one store (ncclCommInitRank) or several (ncclCommInitRankScalable; nIds == 1 is the same).
+ncclResult_t initRank(const char* fn, ncclComm_t* comm, int nranks, int nIds, const ncclUniqueId* ids,
+                      int rank, const ncclConfig_t* config) {
   if (!comm) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
   *comm = nullptr;
   tribConfig_t tc;
   NCCL_CHECK(tribnccl::configToTrib(fn, config, &tc));
-  tribUniqueId tid;
-  static_assert(sizeof(tid.internal) == sizeof(id.internal), "unique ids are both 128 bytes");
-  std::memcpy(tid.internal, id.internal, sizeof(tid.internal));
+  std::vector<tribUniqueId> tids(static_cast<size_t>(nIds));
+  static_assert(sizeof(tids[0].internal) == sizeof(ids[0].internal), "unique ids are both 128 bytes");
+  for (int i = 0; i < nIds; ++i) std::memcpy(tids[i].internal, ids[i].internal, sizeof(tids[i].internal));
   if (tGroup.depth > 0) {  // joins at ncclGroupEnd, with the group's other inits
-    PendingInit p{new ncclComm(nullptr), nranks, rank, tid, tc, tribSuccess, {}};
-    tGroup.inits.emplace_back(p, comm);
-    *comm = p.comm;
+    PendingInit p{new ncclComm(nullptr), nranks, rank, std::move(tids), tc, tribSuccess, {}};
+    ncclComm* made = p.comm;
+    tGroup.inits.emplace_back(std::move(p), comm);
+    *comm = made;
     return ncclSuccess;
   }
   tribComm_t t = nullptr;
-  const tribResult_t r = tribCommInitRankConfig(&t, nranks, tid, rank, &tc);
+  const tribResult_t r = joinTrib(&t, nranks, rank, tids, &tc);
   if (r != tribSuccess && r != tribInProgress) return fromTrib(r);
   NCCL_CHECK(wrap(fn, t, comm));
   return fromTrib(r);
@@ -222,23 +231,26 @@ NCCL_ALIAS(ncclMemFree)
 NCCL_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                  ncclConfig_t* config) {
   return guarded("ncclCommInitRankConfig",
-                 [&] { return initRank("ncclCommInitRankConfig", comm, nranks, commId, rank, config); });
+                 [&] { return initRank("ncclCommInitRankConfig", comm, nranks, 1, &commId, rank, config); });
 }
 NCCL_ALIAS(ncclCommInitRankConfig)
 
 NCCL_EXPORT ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return guarded("ncclCommInitRank",
-                 [&] { return initRank("ncclCommInitRank", comm, nranks, commId, rank, nullptr); });
+                 [&] { return initRank("ncclCommInitRank", comm, nranks, 1, &commId, rank, nullptr); });
 }
 NCCL_ALIAS(ncclCommInitRank)
 
-// Every rank holds all nId ids (NCCL spreads its bootstrap over them); Tributary's store needs one.
+// Every rank holds all nId ids; the rendezvous is spread over their stores as NCCL spreads its
+// bootstrap (tribCommInitRankScalable).
 NCCL_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                    ncclUniqueId* commIds, ncclConfig_t* config) {
   return guarded("ncclCommInitRankScalable", [&] {
-    if (nId < 1) return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId %d must be >= 1", nId);
+    if (nId < 1 || (nranks >= 1 && nId > nranks))
+      return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId %d must be in 1..nranks (%d)", nId,
+                  nranks);
     if (!commIds) return fail(ncclInvalidArgument, "ncclCommInitRankScalable: commIds is NULL");
-    return initRank("ncclCommInitRankScalable", newcomm, nranks, commIds[0], myrank, config);
+    return initRank("ncclCommInitRankScalable", newcomm, nranks, nId, commIds, myrank, config);
   });
 }
 NCCL_ALIAS(ncclCommInitRankScalable)

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/launcher.hpp"
@@ -113,6 +114,93 @@ TEST(Bootstrap, AllGatherCostsTwoMessagesPerRank) {
   uint64_t replyBytes = 4 + 1 + 4 + n * (4 + 100);
   uint64_t setReply = 5, handshakeReplies = 2 * (5 + 32);  // the challenge, the store's proof
   EXPECT_EQ(st.bytesOut, n * (replyBytes + setReply + handshakeReplies));
+}
+
+// Over several stores (tribCommInitRankScalable): n thread ranks, each with its own connections.
+struct StoresRun {
+  std::vector<std::unique_ptr<TcpStoreServer>> servers;
+  std::vector<int> codes;
+};
+StoresRun runOverStores(int n, int k, const std::function<int(Bootstrap&)>& body,
+                        std::vector<int> storeOf = {}) {
+  StoresRun run;
+  std::vector<StoreGroups::Root> roots;
+  for (int s = 0; s < k; ++s) {
+    run.servers.push_back(startServer("key" + std::to_string(s)));
+    roots.push_back({run.servers.back()->address(), "key" + std::to_string(s), static_cast<uint64_t>(s + 1)});
+  }
+  if (storeOf.empty())
+    for (int r = 0; r < n; ++r) storeOf.push_back(storeOfRank(r, n, k));
+  run.codes.assign(n, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Bootstrap bs(std::make_shared<StoreGroups>(roots, 20000), storeOf, r, "groups", 20000);
+      run.codes[r] = body(bs);
+    });
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+TEST(Bootstrap, CollectivesOverSeveralStores) {
+  // 7 ranks over 3 stores: groups of 3, 2 and 2, and every leader writes to all three.
+  const int n = 7, k = 3;
+  StoresRun run = runOverStores(n, k, [&](Bootstrap& bs) {
+    if (int rc = collectiveBody(bs)) return rc;
+    // The first rank of each store hosts it: it returns once every user of its store has left.
+    const bool leader = bs.rank() == 0 || storeOfRank(bs.rank() - 1, n, k) != storeOfRank(bs.rank(), n, k);
+    CHILD_OK(bs.finalize(leader), 20);
+    return 0;
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(run.codes[r], 0) << "rank " << r;
+  // Each store has its own ranks' connections and the other stores' leaders', nothing more.
+  for (int s = 0; s < k; ++s) EXPECT_EQ(run.servers[s]->stats().connections, (s == 0 ? 3u : 2u) + (k - 1));
+}
+
+TEST(Bootstrap, CollectivesOverInterleavedStoresWithAnEmptyOne) {
+  // As a split of a communicator over several stores may leave them: a store's ranks are not
+  // consecutive (no range waits then) and store 1 has none (nobody writes to it).
+  const int n = 5, k = 3;
+  const std::vector<int> storeOf{2, 0, 2, 0, 2};
+  StoresRun run = runOverStores(
+      n, k,
+      [&](Bootstrap& bs) {
+        if (int rc = collectiveBody(bs)) return rc;
+        CHILD_OK(bs.finalize(bs.rank() == 0 || bs.rank() == 1), 20);  // the leaders host
+        return 0;
+      },
+      storeOf);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(run.codes[r], 0) << "rank " << r;
+  EXPECT_EQ(run.servers[0]->stats().connections, 3u);  // ranks 1 and 3, and store 2's leader
+  EXPECT_EQ(run.servers[1]->stats().connections, 0u);
+  EXPECT_EQ(run.servers[2]->stats().connections, 4u);  // ranks 0, 2 and 4, and store 0's leader
+}
+
+TEST(Bootstrap, AllGatherOverStoresCostsEachStoreItsShare) {
+  // One allGather of B-byte blobs, 10 ranks over 3 stores (4, 3, 3 ranks): store s with m ranks
+  // gets m SETs and m multi-gets from its ranks, its leader's multi-get of m keys and one group
+  // blob SET from every leader; it sends each of its ranks every group blob, m * n * B bytes,
+  // where one store would send n * n * B.
+  const int n = 10, k = 3;
+  const size_t B = 100;
+  StoresRun run = runOverStores(n, k, [&](Bootstrap& bs) {
+    std::vector<Blob> all;
+    CHILD_OK(bs.allGather(Blob(B, static_cast<uint8_t>(bs.rank())), &all), 1);
+    for (int r = 0; r < n; ++r) CHILD_CHECK(all[r] == Blob(B, static_cast<uint8_t>(r)), 2);
+    return 0;
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(run.codes[r], 0) << "rank " << r;
+  const uint64_t sizes[k] = {4, 3, 3};
+  uint64_t groupBlobs = 0;  // what a rank's multi-get of the k group blobs returns
+  for (uint64_t m : sizes) groupBlobs += 4 + (4 + m * (4 + B));
+  for (int s = 0; s < k; ++s) {
+    const uint64_t m = sizes[s], conns = m + (k - 1);
+    const StoreServerStats st = run.servers[s]->stats();
+    EXPECT_EQ(st.messagesIn, 2 * conns + 2 * m + 1 + k) << "store " << s;
+    const uint64_t handshake = 2 * (5 + 32), setReply = 5, leaderGather = 9 + m * (4 + B);
+    EXPECT_EQ(st.bytesOut, conns * handshake + (m + k) * setReply + leaderGather + m * (9 + groupBlobs))
+        << "store " << s;
+  }
 }
 
 TEST(Bootstrap, MissingRankTimesOutWithClearStatus) {

@@ -178,6 +178,17 @@ void checkBasicOps(Store& s) {
   st = s.get("never", &v, 50);
   EXPECT_EQ(st.code(), tribTimeout);
   EXPECT_EQ(s.wait({"x"}, -1).code(), tribInvalidArgument);
+
+  // Range waits: the keys rng/1 and rng/2, in order; an empty range; a missing key named.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.set("rng/" + std::to_string(i), blob(std::string(i, 'r'))).ok());
+  ASSERT_TRUE(s.multiGetRange("rng/", 1, 2, &all, 1000).ok());
+  EXPECT_EQ(all, (std::vector<Blob>{blob("r"), blob("rr")}));
+  ASSERT_TRUE(s.multiGetRange("rng/", 7, 0, &all, 0).ok());
+  EXPECT_TRUE(all.empty());
+  st = s.multiGetRange("rng/", 2, 2, &all, 100);
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_NE(st.message().find("rng/3"), std::string::npos) << st.message();
+  EXPECT_EQ(s.multiGetRange("rng/", 0, 1, &all, -1).code(), tribInvalidArgument);
 }
 
 }  // namespace
@@ -367,10 +378,10 @@ TEST(TcpStoreAuth, OldVersionClientRefusedWithBothVersions) {
   ASSERT_FALSE(reply.empty());
   EXPECT_EQ(reply[0], storeproto::kError);
   std::string msg(reply.begin() + 5, reply.end());  // status, u32 length, text
-  EXPECT_NE(msg.find("store protocol version 2, client sent 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("store protocol version 3, client sent 1"), std::string::npos) << msg;
   EXPECT_TRUE(closedByServer(fd));
   close(fd);
-  EXPECT_TRUE(log.contains("speaks store protocol 1, this server 2"));
+  EXPECT_TRUE(log.contains("speaks store protocol 1, this server 3"));
 }
 
 TEST(TcpStoreAuth, ImpostorStoreIsRefusedByTheClient) {
@@ -473,6 +484,19 @@ TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
     w.u32(0x80000000u);
     cases.push_back({"absurd count", w.frame()});
   }
+  auto range = [](const std::string& prefix, uint32_t first, uint32_t count) {
+    net::Writer w;
+    w.u8(storeproto::kWaitRange);
+    w.u32(10);
+    w.u8(1);
+    w.str(prefix);
+    w.u32(first);
+    w.u32(count);
+    return w.frame();
+  };
+  cases.push_back({"range prefix ending in a digit", range("r1", 0, 1)});
+  cases.push_back({"range of too many keys", range("r/", 0, storeproto::kMaxRangeKeys + 1)});
+  cases.push_back({"range past index 2^32 - 1", range("r/", 0xFFFFFFF0u, 17)});
   {
     net::Writer w;  // trailing garbage after a valid SET
     w.u8(storeproto::kSet);
@@ -498,6 +522,53 @@ TEST(TcpStore, MalformedAndOversizedMessagesCloseOnlyThatConnection) {
   // A client whose request is over the limit gets a clear error before sending.
   Status st = good->set("big", Blob(8192));
   EXPECT_EQ(st.code(), tribRemoteError) << st.message();  // server closes: request over its limit
+}
+
+TEST(TcpStore, IdenticalRangeWaitersShareOneReply) {
+  auto server = startServer();
+  auto setter = connectClient(*server);
+  const int waiters = 5;
+  std::vector<std::unique_ptr<TcpStore>> clients;
+  for (int i = 0; i < waiters; ++i) clients.push_back(connectClient(*server));
+  std::vector<std::vector<Blob>> got(waiters);
+  std::vector<Status> st(waiters, Status::Ok());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i)
+    threads.emplace_back([&, i] { st[i] = clients[i]->multiGetRange("ag/", 0, 3, &got[i], 10000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // parked, mostly: either way one reply
+  for (int k = 0; k < 3; ++k)
+    ASSERT_TRUE(setter->set("ag/" + std::to_string(k), blob(std::to_string(k * 11))).ok());
+  for (auto& t : threads) t.join();
+  const std::vector<Blob> want{blob("0"), blob("11"), blob("22")};
+  for (int i = 0; i < waiters; ++i) {
+    ASSERT_TRUE(st[i].ok()) << st[i].message();
+    EXPECT_EQ(got[i], want);
+  }
+  EXPECT_EQ(server->stats().rangeRepliesBuilt, 1u);
+  // A waiter after completion gets the same reply; a changed key makes a new one.
+  std::vector<Blob> again;
+  ASSERT_TRUE(clients[0]->multiGetRange("ag/", 0, 3, &again, 1000).ok());
+  EXPECT_EQ(again, want);
+  EXPECT_EQ(server->stats().rangeRepliesBuilt, 1u);
+  ASSERT_TRUE(setter->set("ag/1", blob("changed")).ok());
+  ASSERT_TRUE(clients[1]->multiGetRange("ag/", 0, 3, &again, 1000).ok());
+  EXPECT_EQ(again[1], blob("changed"));
+  EXPECT_EQ(server->stats().rangeRepliesBuilt, 2u);
+  // A removed key is missing again: the wait times out naming it; a later SET completes it.
+  ASSERT_TRUE(setter->remove("ag/2", nullptr).ok());
+  Status miss = clients[2]->multiGetRange("ag/", 0, 3, &again, 100);
+  EXPECT_EQ(miss.code(), tribTimeout) << miss.message();
+  EXPECT_NE(miss.message().find("1 of 3 keys still missing: 'ag/2'"), std::string::npos) << miss.message();
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_TRUE(setter->set("ag/2", blob("back")).ok());
+  });
+  ASSERT_TRUE(clients[3]->multiGetRange("ag/", 0, 3, &again, 10000).ok());
+  late.join();
+  EXPECT_EQ(again[2], blob("back"));
+  // A prefix ending in a digit is refused before anything is sent.
+  EXPECT_EQ(clients[4]->multiGetRange("ag1", 0, 1, &again, 10).code(), tribInvalidArgument);
+  EXPECT_EQ(server->stats().malformed, 0u);
 }
 
 TEST(TcpStore, ConnectionLimitAndSilentClientsAreBounded) {

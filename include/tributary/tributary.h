@@ -195,6 +195,16 @@ TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueI
  * the join to end. */
 TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId commId, int rank,
                                              const tribConfig_t* config);
+/* As tribCommInitRankConfig, with the rendezvous spread over nIds stores (as ncclCommInitRankScalable):
+ * ids are nIds unique ids from tribGetUniqueId (any processes), the same on every rank, in the same
+ * order. Rank r meets the others through store r*nIds/nranks; the first rank of each store also
+ * writes to every other, so each store carries about nranks/nIds + nIds connections and 1/nIds of
+ * the traffic one store would (docs/BOOTSTRAP.md). nIds = 1 is tribCommInitRankConfig with ids[0].
+ * Errors: tribInvalidArgument for nIds outside 1..nranks, NULL ids, an id that is not valid (naming
+ * its index) or the same id twice; tribInvalidUsage when ranks were given other nranks or ids;
+ * tribTimeout (within config's timeout) naming the ranks or stores that did not arrive. */
+TRIB_API tribResult_t tribCommInitRankScalable(tribComm_t* comm, int nranks, int rank, int nIds,
+                                               const tribUniqueId* ids, const tribConfig_t* config);
 /* Create `ndev` ranks in this process (threads; the loopback transport). devlist may be NULL. */
 TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* devlist);
 /* Create a communicator from the launcher's environment: TRIB_RANK/TRIB_NRANKS, torchrun (RANK,

@@ -170,6 +170,13 @@ class Communicator {
     check(tribCommInitRankConfig(&c, nranks, id, rank, config));
     return Communicator(c);
   }
+  // The rendezvous over several stores (tribCommInitRankScalable): the same ids on every rank.
+  static Communicator initRankScalable(int nranks, int rank, const std::vector<tribUniqueId>& ids,
+                                       const tribConfig_t* config = nullptr) {
+    tribComm_t c = nullptr;
+    check(tribCommInitRankScalable(&c, nranks, rank, static_cast<int>(ids.size()), ids.data(), config));
+    return Communicator(c);
+  }
 
   tribComm_t get() const { return comm_; }
   int rank() const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
@@ -52,10 +53,13 @@ Status needComm(const char* fn, const tribComm* comm) {
   return st;
 }
 
+// How a rank joins (commInitRank or commInitRankScalable), given the config to use.
+using Join = std::function<Status(const tribConfig_t*, tribComm**)>;
+
 // config->blocking = 0 (a config resolveConfig accepted): the join runs in the background, with
 // its own copy of the config and of the strings it points to.
-Status initNonBlocking(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config,
-                       tribComm_t* comm) {
+Status initNonBlocking(const char* fn, int nranks, int rank, const tribConfig_t* config, tribComm_t* comm,
+                       Join join) {
   struct Copy {
     tribConfig_t cfg;
     std::string algo, transport, name;
@@ -74,11 +78,27 @@ Status initNonBlocking(int nranks, const tribUniqueId& id, int rank, const tribC
   copy->cfg.algo = keep(config->algo, &copy->algo);
   copy->cfg.transport = keep(config->transport, &copy->transport);
   copy->cfg.commName = keep(config->commName, &copy->name);
-  *comm = tribComm::initInBackground([copy, nranks, id, rank](tribComm** out) {
-    return trib::commInitRank(nranks, id, rank, &copy->cfg, out);
-  });
-  return errorf(tribInProgress, "tribCommInitRank: rank %d of %d joins in the background (non-blocking init)",
-                rank, nranks);
+  *comm = tribComm::initInBackground(
+      [copy, join = std::move(join)](tribComm** out) { return join(&copy->cfg, out); });
+  return errorf(tribInProgress, "%s: rank %d of %d joins in the background (non-blocking init)", fn, rank,
+                nranks);
+}
+
+// The checks every init by rank makes, then the join itself, in the background when
+// config->blocking is 0.
+Status initRank(const char* fn, tribComm_t* comm, int nranks, int rank, const tribConfig_t* config,
+                Join join) {
+  if (!comm) return errorf(tribInvalidArgument, "%s: comm is NULL", fn);
+  *comm = nullptr;
+  if (nranks < 1) return errorf(tribInvalidArgument, "%s: nranks %d must be >= 1", fn, nranks);
+  if (rank < 0 || rank >= nranks)
+    return errorf(tribInvalidArgument, "%s: rank %d is out of range 0..%d", fn, rank, nranks - 1);
+  if (config) {
+    trib::CommConfig checked;  // a bad config fails now, not in the background
+    TRIB_RETURN_IF_ERROR(trib::resolveConfig(config, &checked));
+    if (config->blocking == 0) return initNonBlocking(fn, nranks, rank, config, comm, std::move(join));
+  }
+  return join(config, comm);
 }
 
 // Blocking collective: on host memory without a stream, launch, then wait (or join the current
@@ -212,18 +232,28 @@ TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* id) {
 TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId id, int rank,
                                              const tribConfig_t* config) {
   return guarded("tribCommInitRank", [&]() -> Status {
-    if (!comm) return errorf(tribInvalidArgument, "tribCommInitRank: comm is NULL");
-    *comm = nullptr;
-    if (nranks < 1) return errorf(tribInvalidArgument, "tribCommInitRank: nranks %d must be >= 1", nranks);
-    if (rank < 0 || rank >= nranks) {
-      return errorf(tribInvalidArgument, "tribCommInitRank: rank %d is out of range 0..%d", rank, nranks - 1);
-    }
-    if (config) {
-      trib::CommConfig checked;  // a bad config fails now, not in the background
-      TRIB_RETURN_IF_ERROR(trib::resolveConfig(config, &checked));
-      if (config->blocking == 0) return initNonBlocking(nranks, id, rank, config, comm);
-    }
-    return trib::commInitRank(nranks, id, rank, config, comm);
+    return initRank("tribCommInitRank", comm, nranks, rank, config,
+                    [nranks, id, rank](const tribConfig_t* c, tribComm** out) {
+                      return trib::commInitRank(nranks, id, rank, c, out);
+                    });
+  });
+}
+
+TRIB_API tribResult_t tribCommInitRankScalable(tribComm_t* comm, int nranks, int rank, int nIds,
+                                               const tribUniqueId* ids, const tribConfig_t* config) {
+  const char* fn = "tribCommInitRankScalable";
+  return guarded(fn, [&]() -> Status {
+    if (comm) *comm = nullptr;
+    if (nIds < 1 || (nranks >= 1 && nIds > nranks))
+      return errorf(tribInvalidArgument, "%s: nIds %d must be in 1..nranks (%d)", fn, nIds, nranks);
+    if (!ids) return errorf(tribInvalidArgument, "%s: ids is NULL", fn);
+    // The background join keeps its own copy of the ids.
+    std::vector<tribUniqueId> copy(ids, ids + nIds);
+    return initRank(fn, comm, nranks, rank, config,
+                    [nranks, rank, copy = std::move(copy)](const tribConfig_t* c, tribComm** out) {
+                      return trib::commInitRankScalable(nranks, static_cast<int>(copy.size()), copy.data(),
+                                                        rank, c, out);
+                    });
   });
 }
 

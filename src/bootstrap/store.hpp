@@ -34,6 +34,10 @@ class Store {
   virtual Status wait(const std::vector<std::string>& keys, int timeoutMs) = 0;
   // Wait until every key exists and return all values in key order: one round trip on TCP.
   virtual Status multiGet(const std::vector<std::string>& keys, std::vector<Blob>* values, int timeoutMs) = 0;
+  // The same for the keys prefix + decimal(first + i), i < count (prefix not ending in a digit):
+  // on TCP one small request, and one reply that the server builds once for identical waiters.
+  virtual Status multiGetRange(const std::string& prefix, uint32_t first, uint32_t count,
+                               std::vector<Blob>* values, int timeoutMs);
   // Remove `key`; *existed (optional) tells whether it was there.
   virtual Status remove(const std::string& key, bool* existed = nullptr) = 0;
 };
@@ -41,10 +45,20 @@ class Store {
 // Protocol constants shared by client, server and tests.
 namespace storeproto {
 constexpr uint32_t kMagic = 0x54535452;  // "RTST": HELLO payload starts with it
-constexpr uint32_t kVersion = 2;         // 2: challenge-response (1 sent the key itself)
-enum Op : uint8_t { kHello = 1, kSet = 2, kAdd = 3, kWait = 4, kRemove = 5, kAuth = 6 };
+constexpr uint32_t kVersion = 3;         // 3: range waits; 2: challenge-response (1 sent the key itself)
+enum Op : uint8_t { kHello = 1, kSet = 2, kAdd = 3, kWait = 4, kRemove = 5, kAuth = 6, kWaitRange = 7 };
 enum Reply : uint8_t { kOk = 0, kTimeoutReply = 1, kError = 2 };
 constexpr size_t kDefaultMaxMessage = 64u << 20;
+// Most keys one range wait may name (4 Mi ranks' worth): what the server scans for it is bounded.
+constexpr uint32_t kMaxRangeKeys = 1u << 22;
+// A range's prefix must not end in a digit, so that a key splits into (prefix, index) one way only.
+inline bool rangePrefixOk(const std::string& prefix) {
+  return prefix.empty() || prefix.back() < '0' || prefix.back() > '9';
+}
+// The key a range wait names at `index`.
+inline std::string rangeKey(const std::string& prefix, uint64_t index) {
+  return prefix + std::to_string(index);
+}
 
 // Decoding, apart from the sockets so that tests/fuzz reaches it (store_codec.cpp).
 // A message's u32 length prefix: 1..maxBytes, else the stream is out of step (or hostile).
@@ -52,14 +66,16 @@ inline bool frameLengthOk(uint32_t len, size_t maxBytes) { return len != 0 && le
 // A client's request after the handshake, as the server reads it.
 struct Request {
   uint8_t op = 0;
-  std::string key;                // set, add, remove
+  std::string key;                // set, add, remove; wait range: the prefix
   std::vector<uint8_t> value;     // set
   uint64_t delta = 0;             // add
   uint32_t timeoutMs = 0;         // wait
   bool values = false;            // wait: reply with the values
   std::vector<std::string> keys;  // wait
+  uint32_t first = 0, count = 0;  // wait range
 };
-// False for an unknown op, a field cut short, bytes left over or more keys than the body can hold.
+// False for an unknown op, a field cut short, bytes left over, more keys than the body can hold,
+// or a range past kMaxRangeKeys, past index 2^32 - 1 or with a prefix ending in a digit.
 bool decodeRequest(const uint8_t* body, size_t n, Request* out);
 // Client side: a reply body (status byte, payload). kOk leaves the payload in *reply; a timeout or
 // error reply becomes tribTimeout / tribRemoteError with the server's message (naming `server`).
@@ -81,7 +97,8 @@ struct StoreServerOptions {
 struct StoreServerStats {
   uint64_t connections = 0, refused = 0, malformed = 0, messagesIn = 0, messagesOut = 0, bytesIn = 0,
            bytesOut = 0;
-  double cpuSeconds = 0;  // the serving thread's CPU time so far (what one server can sustain)
+  uint64_t rangeRepliesBuilt = 0;  // range waits' replies encoded (identical waiters share one)
+  double cpuSeconds = 0;           // the serving thread's CPU time so far (what one server can sustain)
 };
 
 class TcpStoreServer {
@@ -120,6 +137,8 @@ class TcpStore : public Store {
   Status add(const std::string& key, int64_t delta, int64_t* result) override;
   Status wait(const std::vector<std::string>& keys, int timeoutMs) override;
   Status multiGet(const std::vector<std::string>& keys, std::vector<Blob>* values, int timeoutMs) override;
+  Status multiGetRange(const std::string& prefix, uint32_t first, uint32_t count, std::vector<Blob>* values,
+                       int timeoutMs) override;
   Status remove(const std::string& key, bool* existed) override;
 
  private:

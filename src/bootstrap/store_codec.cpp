@@ -2,6 +2,18 @@
 // from the server, free of sockets so that tests/fuzz drives exactly this code.
 #include "bootstrap/store.hpp"
 
+namespace trib {
+
+// Stores without range waits of their own (the file store) wait for the keys one by one.
+Status Store::multiGetRange(const std::string& prefix, uint32_t first, uint32_t count,
+                            std::vector<Blob>* values, int timeoutMs) {
+  std::vector<std::string> keys(count);
+  for (uint32_t i = 0; i < count; ++i) keys[i] = storeproto::rangeKey(prefix, uint64_t{first} + i);
+  return multiGet(keys, values, timeoutMs);
+}
+
+}  // namespace trib
+
 namespace trib::storeproto {
 
 bool decodeRequest(const uint8_t* body, size_t n, Request* out) {
@@ -28,6 +40,19 @@ bool decodeRequest(const uint8_t* body, size_t n, Request* out) {
       // keys are added as they are read, so memory follows the bytes actually received.
       if (!r.ok() || count > n / 4) return false;
       for (uint32_t i = 0; i < count && r.ok(); ++i) r.str(&q.keys.emplace_back());
+      break;
+    }
+    case kWaitRange: {
+      uint8_t values = 0;
+      r.u32(&q.timeoutMs);
+      r.u8(&values);
+      r.str(&q.key);
+      r.u32(&q.first);
+      r.u32(&q.count);
+      q.values = values != 0;
+      if (q.count > kMaxRangeKeys || uint64_t{q.first} + q.count > uint64_t{UINT32_MAX} + 1 ||
+          !rangePrefixOk(q.key))
+        return false;
       break;
     }
     case kRemove:

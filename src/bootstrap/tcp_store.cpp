@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <unordered_map>
 
@@ -50,8 +51,9 @@ struct TcpStoreServer::Impl {
     bool closeAfter = false;  // close once the output buffer drains (refused HELLO)
     Clock::time_point helloDeadline;
     std::vector<uint8_t> in;
-    std::vector<uint8_t> out;
-    size_t outOff = 0;
+    // Replies not yet sent, in order; a range wait's reply is one buffer shared by its waiters.
+    std::deque<std::shared_ptr<const std::vector<uint8_t>>> out;
+    size_t outOff = 0;  // into out.front()
   };
   struct Waiter {
     uint64_t conn;
@@ -59,6 +61,17 @@ struct TcpStoreServer::Impl {
     bool values;
     size_t missing;
     Clock::time_point deadline;
+    std::string range;  // a range wait's (keys empty): its entry in `ranges`
+  };
+  // Every range wait with the same (prefix, first, count, values) shares one entry: its missing
+  // count is kept up as keys come and go (no lookups per waiter), and its reply is built once.
+  struct Range {
+    std::string prefix;
+    uint32_t first = 0, count = 0;
+    bool values = false;
+    size_t missing = 0;
+    std::vector<uint64_t> waiters;                      // parked
+    std::shared_ptr<const std::vector<uint8_t>> reply;  // framed, while every key is unchanged
   };
 
   StoreServerOptions opt;
@@ -82,6 +95,8 @@ struct TcpStoreServer::Impl {
   std::map<uint64_t, Waiter> waiters;  // by id
   uint64_t nextWaiter = 1;
   std::unordered_map<std::string, std::vector<uint64_t>> watchers;  // missing key -> waiter ids
+  std::unordered_map<std::string, Range> ranges;                    // by rangeId()
+  std::unordered_map<std::string, std::vector<std::string>> rangesByPrefix;
 
   mutable std::mutex statsMu;
   StoreServerStats stats;
@@ -97,12 +112,18 @@ struct TcpStoreServer::Impl {
     return c.authed() ? opt.maxMessageBytes : std::min(opt.maxMessageBytes, kMaxHandshakeBytes);
   }
   void reply(Conn& c, uint8_t code, const net::Writer& payload);
+  void send(Conn& c, std::shared_ptr<const std::vector<uint8_t>> framed);  // counts it
   void replyMsg(Conn& c, uint8_t code, const std::string& msg) {
     net::Writer w;
     w.str(msg);
     reply(c, code, w);
   }
   void keyArrived(const std::string& key);
+  // `key` arrived (delta -1), was removed (+1) or changed (0): the ranges holding it follow.
+  void rangeKeyChanged(const std::string& key, int delta);
+  void waitRange(Conn& c, Request& q);
+  void dropRangeWaiter(const Waiter& w, uint64_t id);
+  void forgetRange(const std::string& id);
   void finishWaiter(uint64_t id, bool timedOut);
   void closeConn(uint64_t id);
   bool flush(Conn& c);
@@ -268,7 +289,7 @@ void TcpStoreServer::Impl::run() {
     for (auto& [id, c] : conns) {
       short ev = 0;
       if (!c.parked && !c.closeAfter) ev |= POLLIN;
-      if (c.out.size() > c.outOff) ev |= POLLOUT;
+      if (!c.out.empty()) ev |= POLLOUT;
       fds.push_back({c.fd, ev, 0});
       ids.push_back(id);
       if (!c.authed()) next = std::min(next, c.helloDeadline);
@@ -464,6 +485,7 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
       data[q.key] = std::move(q.value);
       reply(c, kOk, net::Writer());
       if (isNew) keyArrived(q.key);
+      rangeKeyChanged(q.key, isNew ? -1 : 0);
       return true;
     }
     case kAdd: {
@@ -481,10 +503,15 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
       w.u64(static_cast<uint64_t>(v));
       reply(c, kOk, w);
       if (isNew) keyArrived(q.key);
+      rangeKeyChanged(q.key, isNew ? -1 : 0);
       return true;
     }
+    case kWaitRange:
+      waitRange(c, q);
+      return true;
     case kWait: {
-      Waiter w{c.id, std::move(q.keys), q.values, 0, Clock::now() + std::chrono::milliseconds(q.timeoutMs)};
+      Waiter w{c.id, std::move(q.keys), q.values, 0, Clock::now() + std::chrono::milliseconds(q.timeoutMs),
+               {}};
       uint64_t id = nextWaiter++;
       for (auto& k : w.keys)
         if (data.find(k) == data.end()) {
@@ -498,9 +525,11 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
       return true;
     }
     case kRemove: {
+      const bool existed = data.erase(q.key) > 0;
       net::Writer w;
-      w.u8(data.erase(q.key) ? 1 : 0);
+      w.u8(existed ? 1 : 0);
       reply(c, kOk, w);
+      if (existed) rangeKeyChanged(q.key, +1);
       return true;
     }
     default:
@@ -512,16 +541,112 @@ bool TcpStoreServer::Impl::handle(Conn& c, const uint8_t* body, size_t n) {
   return false;
 }
 
+namespace {
+
+std::vector<uint8_t> framedReply(uint8_t code, const net::Writer& payload) {
+  const uint32_t len = static_cast<uint32_t>(1 + payload.data().size());
+  std::vector<uint8_t> out(4 + len);
+  std::memcpy(out.data(), &len, 4);
+  out[4] = code;
+  if (!payload.data().empty()) std::memcpy(out.data() + 5, payload.data().data(), payload.data().size());
+  return out;
+}
+
+// The entry of `ranges` that a range wait belongs to.
+std::string rangeId(const Request& q) {
+  return q.key + '\0' + std::to_string(q.first) + '/' + std::to_string(q.count) + (q.values ? "/v" : "/-");
+}
+
+// A key as (prefix, index) when it ends in a canonical decimal index (no leading zero), the only
+// way a range can hold it (range prefixes never end in a digit).
+bool splitRangeKey(const std::string& key, std::string* prefix, uint64_t* index) {
+  size_t j = key.size();
+  while (j > 0 && key[j - 1] >= '0' && key[j - 1] <= '9') --j;
+  const size_t digits = key.size() - j;
+  if (digits == 0 || digits > 10 || (digits > 1 && key[j] == '0')) return false;
+  *index = std::stoull(key.substr(j));
+  *prefix = key.substr(0, j);
+  return true;
+}
+
+}  // namespace
+
 void TcpStoreServer::Impl::reply(Conn& c, uint8_t code, const net::Writer& payload) {
-  uint32_t len = static_cast<uint32_t>(1 + payload.data().size());
-  size_t at = c.out.size();
-  c.out.resize(at + 4 + len);
-  std::memcpy(c.out.data() + at, &len, 4);
-  c.out[at + 4] = code;
-  if (!payload.data().empty())
-    std::memcpy(c.out.data() + at + 5, payload.data().data(), payload.data().size());
+  send(c, std::make_shared<const std::vector<uint8_t>>(framedReply(code, payload)));
+}
+
+void TcpStoreServer::Impl::send(Conn& c, std::shared_ptr<const std::vector<uint8_t>> framed) {
   bump(&StoreServerStats::messagesOut);
-  bump(&StoreServerStats::bytesOut, 4 + len);
+  bump(&StoreServerStats::bytesOut, framed->size());
+  c.out.push_back(std::move(framed));
+}
+
+void TcpStoreServer::Impl::waitRange(Conn& c, Request& q) {
+  const std::string id = rangeId(q);
+  auto [it, fresh] = ranges.try_emplace(id);
+  Range& g = it->second;
+  if (fresh) {  // the only scan of its keys while it lives
+    g.prefix = q.key;
+    g.first = q.first;
+    g.count = q.count;
+    g.values = q.values;
+    for (uint64_t i = 0; i < q.count; ++i)
+      g.missing += data.count(rangeKey(q.key, uint64_t{q.first} + i)) == 0;
+    rangesByPrefix[q.key].push_back(id);
+  }
+  const uint64_t wid = nextWaiter++;
+  waiters.emplace(wid,
+                  Waiter{c.id, {}, q.values, 0, Clock::now() + std::chrono::milliseconds(q.timeoutMs), id});
+  c.parked = true;
+  if (g.missing == 0) {
+    finishWaiter(wid, false);
+  } else {
+    g.waiters.push_back(wid);
+  }
+}
+
+void TcpStoreServer::Impl::rangeKeyChanged(const std::string& key, int delta) {
+  if (ranges.empty()) return;
+  std::string prefix;
+  uint64_t index = 0;
+  if (!splitRangeKey(key, &prefix, &index)) return;
+  auto pit = rangesByPrefix.find(prefix);
+  if (pit == rangesByPrefix.end()) return;
+  std::vector<std::string> complete, unused;
+  for (const std::string& id : pit->second) {
+    Range& g = ranges.at(id);
+    if (index < g.first || index - g.first >= g.count) continue;
+    g.reply.reset();
+    g.missing = static_cast<size_t>(static_cast<int64_t>(g.missing) + delta);
+    if (g.missing == 0 && !g.waiters.empty()) complete.push_back(id);
+    if (g.missing > 0 && g.waiters.empty()) unused.push_back(id);  // nobody waits, nothing cached
+  }
+  for (const std::string& id : complete) {
+    std::vector<uint64_t> ids = std::move(ranges.at(id).waiters);
+    ranges.at(id).waiters.clear();
+    for (uint64_t w : ids) finishWaiter(w, false);
+  }
+  for (const std::string& id : unused) forgetRange(id);
+}
+
+void TcpStoreServer::Impl::forgetRange(const std::string& id) {
+  auto it = ranges.find(id);
+  if (it == ranges.end()) return;
+  auto pit = rangesByPrefix.find(it->second.prefix);
+  if (pit != rangesByPrefix.end()) {
+    std::erase(pit->second, id);
+    if (pit->second.empty()) rangesByPrefix.erase(pit);
+  }
+  ranges.erase(it);
+}
+
+// A range waiter that leaves without its reply (timed out, or its connection closed).
+void TcpStoreServer::Impl::dropRangeWaiter(const Waiter& w, uint64_t id) {
+  auto it = ranges.find(w.range);
+  if (it == ranges.end()) return;
+  Range& g = it->second;
+  std::erase(g.waiters, id);
+  if (g.waiters.empty() && g.missing > 0) forgetRange(w.range);  // nothing cached to keep
 }
 
 void TcpStoreServer::Impl::keyArrived(const std::string& key) {
@@ -536,6 +661,17 @@ void TcpStoreServer::Impl::keyArrived(const std::string& key) {
   }
 }
 
+namespace {
+
+std::string timeoutMessage(const std::vector<std::string>& firstMissing, size_t missing, size_t total) {
+  std::string list;
+  for (size_t i = 0; i < firstMissing.size(); ++i) list += (i ? ", '" : "'") + firstMissing[i] + "'";
+  if (missing > firstMissing.size()) list += strprintf(" and %zu more", missing - firstMissing.size());
+  return strprintf("%zu of %zu keys still missing: %s", missing, total, list.c_str());
+}
+
+}  // namespace
+
 void TcpStoreServer::Impl::finishWaiter(uint64_t id, bool timedOut) {
   auto wit = waiters.find(id);
   if (wit == waiters.end()) return;
@@ -546,31 +682,56 @@ void TcpStoreServer::Impl::finishWaiter(uint64_t id, bool timedOut) {
     return;
   }
   Conn& c = cit->second;
-  std::vector<std::string> missing;
-  for (auto& k : w.keys)
-    if (data.find(k) == data.end()) missing.push_back(k);
-  if (!missing.empty() && !timedOut) {
-    // A key was removed after it arrived: keep waiting for it.
-    w.missing = missing.size();
-    for (auto& k : missing) watchers[k].push_back(id);
-    return;
-  }
-  if (!missing.empty()) {
-    std::string list;
-    for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", '" : "'") + missing[i] + "'";
-    if (missing.size() > 4) list += strprintf(" and %zu more", missing.size() - 4);
-    replyMsg(c, kTimeoutReply,
-             strprintf("%zu of %zu keys still missing: %s", missing.size(), w.keys.size(), list.c_str()));
-  } else {
-    net::Writer out;
-    if (w.values) {
-      out.u32(static_cast<uint32_t>(w.keys.size()));
-      for (auto& k : w.keys) {
-        const Blob& v = data[k];
-        out.bytes(v.data(), v.size());
+  if (!w.range.empty()) {
+    Range& g = ranges.at(w.range);
+    if (g.missing > 0) {  // only a timeout finishes an incomplete range
+      std::vector<std::string> first;
+      for (uint64_t i = 0; i < g.count && first.size() < 4; ++i) {
+        std::string k = rangeKey(g.prefix, uint64_t{g.first} + i);
+        if (data.find(k) == data.end()) first.push_back(std::move(k));
       }
+      replyMsg(c, kTimeoutReply, timeoutMessage(first, g.missing, g.count));
+      dropRangeWaiter(w, id);
+    } else {
+      if (!g.reply) {  // built once, sent to every waiter until one of its keys changes
+        net::Writer out;
+        if (g.values) {
+          out.u32(g.count);
+          for (uint64_t i = 0; i < g.count; ++i) {
+            const Blob& v = data[rangeKey(g.prefix, uint64_t{g.first} + i)];
+            out.bytes(v.data(), v.size());
+          }
+        }
+        g.reply = std::make_shared<const std::vector<uint8_t>>(framedReply(kOk, out));
+        bump(&StoreServerStats::rangeRepliesBuilt);
+      }
+      send(c, g.reply);
     }
-    reply(c, kOk, out);
+  } else {
+    std::vector<std::string> missing;
+    for (auto& k : w.keys)
+      if (data.find(k) == data.end()) missing.push_back(k);
+    if (!missing.empty() && !timedOut) {
+      // A key was removed after it arrived: keep waiting for it.
+      w.missing = missing.size();
+      for (auto& k : missing) watchers[k].push_back(id);
+      return;
+    }
+    if (!missing.empty()) {
+      const size_t count = missing.size();
+      missing.resize(std::min<size_t>(count, 4));
+      replyMsg(c, kTimeoutReply, timeoutMessage(missing, count, w.keys.size()));
+    } else {
+      net::Writer out;
+      if (w.values) {
+        out.u32(static_cast<uint32_t>(w.keys.size()));
+        for (auto& k : w.keys) {
+          const Blob& v = data[k];
+          out.bytes(v.data(), v.size());
+        }
+      }
+      reply(c, kOk, out);
+    }
   }
   waiters.erase(wit);
   c.parked = false;
@@ -579,17 +740,20 @@ void TcpStoreServer::Impl::finishWaiter(uint64_t id, bool timedOut) {
 }
 
 bool TcpStoreServer::Impl::flush(Conn& c) {
-  while (c.out.size() > c.outOff) {
-    ssize_t w = send(c.fd, c.out.data() + c.outOff, c.out.size() - c.outOff, MSG_NOSIGNAL);
+  while (!c.out.empty()) {
+    const std::vector<uint8_t>& b = *c.out.front();
+    ssize_t w = ::send(c.fd, b.data() + c.outOff, b.size() - c.outOff, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (errno == EINTR) continue;
       return false;
     }
     c.outOff += static_cast<size_t>(w);
+    if (c.outOff == b.size()) {
+      c.out.pop_front();
+      c.outOff = 0;
+    }
   }
-  c.out.clear();
-  c.outOff = 0;
   return !c.closeAfter;
 }
 
@@ -598,9 +762,15 @@ void TcpStoreServer::Impl::closeConn(uint64_t id) {
   if (it == conns.end()) return;
   close(it->second.fd);
   conns.erase(it);
-  // Its parked waits die with it (watchers lists skip ids no longer in waiters).
-  for (auto w = waiters.begin(); w != waiters.end();)
-    w = w->second.conn == id ? waiters.erase(w) : std::next(w);
+  // Its parked waits die with it (watchers lists skip ids no longer in waiters; ranges forget them).
+  for (auto w = waiters.begin(); w != waiters.end();) {
+    if (w->second.conn != id) {
+      ++w;
+      continue;
+    }
+    if (!w->second.range.empty()) dropRangeWaiter(w->second, w->first);
+    w = waiters.erase(w);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -736,6 +906,26 @@ Status TcpStore::wait(const std::vector<std::string>& keys, int timeoutMs) {
 
 Status TcpStore::multiGet(const std::vector<std::string>& keys, std::vector<Blob>* values, int timeoutMs) {
   return waitImpl(keys, timeoutMs, true, values);
+}
+
+Status TcpStore::multiGetRange(const std::string& prefix, uint32_t first, uint32_t count,
+                               std::vector<Blob>* values, int timeoutMs) {
+  if (timeoutMs < 0) return errorf(tribInvalidArgument, "store wait timeout %d ms must be >= 0", timeoutMs);
+  if (!rangePrefixOk(prefix) || count > kMaxRangeKeys || uint64_t{first} + count > uint64_t{UINT32_MAX} + 1)
+    return errorf(tribInvalidArgument,
+                  "store range wait '%s'[%u, +%u): the prefix must not end in a digit, and at most %u keys "
+                  "below index 2^32",
+                  prefix.c_str(), first, count, kMaxRangeKeys);
+  net::Writer w;
+  w.u8(kWaitRange);
+  w.u32(static_cast<uint32_t>(timeoutMs));
+  w.u8(1);
+  w.str(prefix);
+  w.u32(first);
+  w.u32(count);
+  std::vector<uint8_t> reply;
+  TRIB_RETURN_IF_ERROR(call(w, timeoutMs, &reply));
+  return decodeValues(reply, count, addr_, values);
 }
 
 Status TcpStore::remove(const std::string& key, bool* existed) {

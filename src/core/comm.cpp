@@ -232,7 +232,10 @@ Status commOfMembers(Communicator* parent, const std::vector<int>& oldRanks, uin
   const Communicator::Origin& from = parent->origin;
   spec.store = from.store;
   spec.server = from.storeServer;
-  if (spec.store) spec.prefix = from.prefix + prefixSuffix;
+  spec.stores = from.stores;
+  if (from.stores)
+    for (int old : oldRanks) spec.storeOf.push_back(from.storeOf[old]);  // each rank keeps its store
+  if (spec.store || spec.stores) spec.prefix = from.prefix + prefixSuffix;
   std::vector<int> hostIndex(from.hostDumps.size(), -1);  // the parent's host -> the new one's
   for (int old : oldRanks) {
     spec.locations.push_back(from.locations[old]);
@@ -244,7 +247,7 @@ Status commOfMembers(Communicator* parent, const std::vector<int>& oldRanks, uin
     }
   }
   // Ranks created together share one planner, as the parent's do, while the shape is the same.
-  if (!spec.store && spec.nranks == parent->nranks && !cfg) spec.planner = parent->planner;
+  if (!spec.store && !spec.stores && spec.nranks == parent->nranks && !cfg) spec.planner = parent->planner;
   return createComm(spec, out);
 }
 

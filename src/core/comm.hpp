@@ -26,6 +26,7 @@
 namespace trib {
 
 class Store;
+class StoreGroups;
 class TcpStoreServer;
 class Planner;
 struct RankNodes;
@@ -127,6 +128,8 @@ struct Communicator {
   struct Origin {
     std::shared_ptr<trib::Store> store;                 // rendezvous store (null for tribCommInitAll)
     std::shared_ptr<trib::TcpStoreServer> storeServer;  // held where this process serves the store
+    std::shared_ptr<trib::StoreGroups> stores;          // instead of store: several, and
+    std::vector<int> storeOf;                           // each rank's (CommSpec)
     std::string prefix;                                 // this communicator's keys in the store
     std::vector<trib::RankLocation> locations;          // every rank's, in rank order
     std::vector<int> hostOfRank;                        // index into hostDumps
@@ -274,7 +277,11 @@ struct CommSpec {
   // ranks are in this process, created together, and connect with no exchange.
   std::shared_ptr<Store> store;
   std::string prefix;
-  std::shared_ptr<TcpStoreServer> server;  // where this process serves the store
+  std::shared_ptr<TcpStoreServer> server;  // where this process serves the store (this rank's own)
+  // Instead of `store`, several (tribCommInitRankScalable): rank r meets the others through store
+  // storeOf[r] (bootstrap/store_groups.hpp).
+  std::shared_ptr<StoreGroups> stores;
+  std::vector<int> storeOf;
   // Where every rank lives and, with several hosts, every host's topology (in order of the hosts'
   // first ranks), when already known (ranks created together; a split, from its parent): then
   // nothing is exchanged for them.
@@ -287,6 +294,9 @@ struct CommSpec {
 Status createComm(const CommSpec& spec, tribComm** out);
 Status commCreateLocal(int nranks, tribComm** comms);  // N ranks in this process, no store
 Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out);
+// Over nIds root stores (nIds == 1: commInitRank); the caller checked nIds and ids.
+Status commInitRankScalable(int nranks, int nIds, const tribUniqueId* ids, int rank,
+                            const tribConfig_t* config, tribComm** out);
 Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 // Gives every peer of `comm` the transport the registry (transports/registry.hpp) chooses for the
 // pair, under config.transport, and connects those transports: collective over the comm's ranks

@@ -82,22 +82,16 @@ Status joinExchange(Store& store, const std::string& prefix, int rank, int nrank
   auto key = [&](int r) { return prefix + "/join/" + std::to_string(r); };
   TRIB_RETURN_IF_ERROR(store.set(key(rank), mine));
   std::vector<std::string> keys;
-  for (int r = 0; r < nranks; ++r) keys.push_back(key(r));
-  Status st = store.multiGet(keys, all, static_cast<int>(config.timeout.count()));
+  std::vector<int> ranks;
+  for (int r = 0; r < nranks; ++r) keys.push_back(key(r)), ranks.push_back(r);
+  Status st = multiGetIndexed(store, prefix + "/join/", ranks, all, static_cast<int>(config.timeout.count()));
   if (st.code() != tribTimeout) return st.prefix("communicator init: ");
-  std::string missing;
-  int count = 0;
-  for (int r = 0; r < nranks; ++r) {
-    Blob ignored;
-    if (store.get(key(r), &ignored, 0).ok()) continue;
-    if (++count <= 8) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-  }
-  if (count > 8) missing += strprintf(" and %d more", count - 8);
+  MissingKeys m = missingKeys(store, keys, [](size_t r) { return std::to_string(r); });
   return errorf(
       tribTimeout,
       "communicator init: %d of %d ranks did not join within %.1f s (missing: rank %s). Every rank must "
       "call tribCommInitRank with the same unique id and nranks",
-      count, nranks, config.timeout.count() / 1000.0, missing.c_str());
+      m.count, nranks, config.timeout.count() / 1000.0, m.list.c_str());
 }
 
 std::string hex64(uint64_t v) { return strprintf("%016llx", static_cast<unsigned long long>(v)); }
@@ -187,6 +181,42 @@ Status exchangeLocations(Store& store, const CommSpec& spec, std::vector<RankLoc
   return Status::Ok();
 }
 
+// The same over several stores (tribCommInitRankScalable): one allGather of what each rank was
+// given and where it lives. Every rank checks every other's, so ranks given other ids or nranks
+// fail with an error naming one of them (if their own store is shared; else their waits time out
+// naming the stores that did not answer).
+Status exchangeLocationsOverStores(Bootstrap& boot, const CommSpec& spec, std::vector<RankLocation>* out) {
+  struct Joined {
+    int32_t nranks, nIds;
+    uint64_t idsFingerprint;
+    RankLocation location;
+  };
+  const Joined me{spec.nranks, spec.stores->size(), spec.stores->fingerprint(), thisRankLocation()};
+  Blob mine(sizeof me);
+  std::memcpy(mine.data(), &me, sizeof me);
+  std::vector<Blob> all;
+  TRIB_RETURN_IF_ERROR(boot.allGather(mine, &all).prefix("communicator init: "));
+  out->assign(spec.nranks, RankLocation{});
+  for (int r = 0; r < spec.nranks; ++r) {
+    Joined theirs;
+    if (all[r].size() != sizeof theirs)
+      return errorf(tribRemoteError, "communicator init: rank %d sent a malformed join (%zu bytes)", r,
+                    all[r].size());
+    std::memcpy(&theirs, all[r].data(), sizeof theirs);
+    if (theirs.nranks != me.nranks || theirs.nIds != me.nIds || theirs.idsFingerprint != me.idsFingerprint) {
+      return errorf(
+          tribInvalidUsage,
+          "communicator init: rank %d was given nranks=%d and %d ids (fingerprint %016llx) but rank "
+          "%d nranks=%d and %d ids (fingerprint %016llx): every rank must pass the same nranks and "
+          "the same ids in the same order",
+          spec.rank, me.nranks, me.nIds, static_cast<unsigned long long>(me.idsFingerprint), r, theirs.nranks,
+          theirs.nIds, static_cast<unsigned long long>(theirs.idsFingerprint));
+    }
+    (*out)[r] = theirs.location;
+  }
+  return Status::Ok();
+}
+
 // Where each rank lives, for the planner: its host (in order of the hosts' first ranks) and its
 // rank among that host's ranks.
 RankPlacement placementOf(const std::vector<RankLocation>& ids, int* hosts) {
@@ -212,20 +242,24 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   const CommConfig& config = spec.config;
   std::shared_ptr<Bootstrap> boot;
   OobAllGather oob;
-  if (spec.store) {
+  if (spec.stores) {
+    boot = std::make_shared<Bootstrap>(spec.stores, spec.storeOf, rank, spec.prefix,
+                                       static_cast<int>(config.timeout.count()));
+  } else if (spec.store) {
     boot = std::make_shared<Bootstrap>(spec.store, rank, nranks, spec.prefix,
                                        static_cast<int>(config.timeout.count()));
-    oob = boot->oobAllGather();
   }
+  if (boot) oob = boot->oobAllGather();
   // 1. Where does every rank live, and with several hosts, what is every host's topology?
   std::vector<RankLocation> ids = spec.locations;
   std::vector<std::string> hostDumps = spec.hostDumps;
   int hosts = 0;
   RankPlacement placement;
   if (ids.empty()) {
-    if (!spec.store)
+    if (!boot)
       return errorf(tribInternalError, "communicator init: neither the ranks' locations nor a store");
-    TRIB_RETURN_IF_ERROR(exchangeLocations(*spec.store, spec, &ids));
+    TRIB_RETURN_IF_ERROR(spec.stores ? exchangeLocationsOverStores(*boot, spec, &ids)
+                                     : exchangeLocations(*spec.store, spec, &ids));
     placement = placementOf(ids, &hosts);
     if (hosts > 1) {
       std::string dump;
@@ -251,10 +285,11 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   auto comm = std::make_unique<Communicator>(rank, nranks, spec.commId, config);
   comm->planner = spec.planner;
   if (!comm->planner) TRIB_RETURN_IF_ERROR(makePlanner(placement, hostDumps, config, &comm->planner));
-  if (spec.server) {
+  if (spec.server) {  // over several stores, the server of this rank's own store
+    auto sameStore = [&](int r) { return !spec.stores || spec.storeOf[r] == spec.storeOf[rank]; };
     int here = 0;
-    for (const RankLocation& loc : ids) here += sameProcess(loc, ids[rank]);
-    noteServerTaken(spec.commId, here);
+    for (int r = 0; r < nranks; ++r) here += sameProcess(ids[r], ids[rank]) && sameStore(r);
+    noteServerTaken(spec.stores ? spec.stores->root(spec.storeOf[rank]).commId : spec.commId, here);
   }
   // 2. Which transports? The registry decides every pair of ranks from the shared locations, so
   // every rank creates the same (collective) transports.
@@ -263,6 +298,8 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   // 3. The store's host keeps serving until every rank is done with it.
   if (boot) TRIB_RETURN_IF_ERROR(boot->finalize(spec.server != nullptr).prefix("communicator init: "));
   comm->origin.store = spec.store;
+  comm->origin.stores = spec.stores;
+  comm->origin.storeOf = spec.storeOf;
   comm->origin.storeServer = spec.server;
   comm->origin.prefix = spec.prefix;
   comm->origin.locations = std::move(ids);
@@ -292,6 +329,38 @@ Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribCon
   spec.store = std::shared_ptr<Store>(std::move(tcp));
   spec.prefix = hex64(info.commId);
   spec.server = std::move(server);
+  return createComm(spec, out);
+}
+
+Status commInitRankScalable(int nranks, int nIds, const tribUniqueId* ids, int rank, const tribConfig_t* cfg,
+                            tribComm** out) {
+  if (nIds == 1) return commInitRank(nranks, ids[0], rank, cfg, out);  // one store: the plain path
+  std::vector<StoreGroups::Root> roots(nIds);
+  for (int i = 0; i < nIds; ++i) {
+    UniqueIdInfo info;
+    TRIB_RETURN_IF_ERROR(parseUniqueId(ids[i], &info).prefix(strprintf("communicator init: ids[%d]: ", i)));
+    for (int j = 0; j < i; ++j) {
+      if (roots[j].commId == info.commId)
+        return errorf(tribInvalidArgument,
+                      "communicator init: ids[%d] and ids[%d] are the same unique id: each store must be "
+                      "another tribGetUniqueId's",
+                      j, i);
+    }
+    roots[i] = {info.storeAddr, info.jobKey, info.commId};
+  }
+  CommConfig config;
+  TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
+  CommSpec spec;
+  spec.rank = rank;
+  spec.nranks = nranks;
+  spec.commId = roots[0].commId;
+  spec.prefix = hex64(roots[0].commId);
+  for (int r = 0; r < nranks; ++r) spec.storeOf.push_back(storeOfRank(r, nranks, nIds));
+  spec.server = localServer(roots[spec.storeOf[rank]].commId);
+  spec.stores = std::make_shared<StoreGroups>(std::move(roots), static_cast<int>(config.timeout.count()));
+  spec.config = std::move(config);
+  std::shared_ptr<Store> own;  // this rank's own store first, so an unreachable one is named at once
+  TRIB_RETURN_IF_ERROR(spec.stores->store(spec.storeOf[rank], &own).prefix("communicator init: "));
   return createComm(spec, out);
 }
 

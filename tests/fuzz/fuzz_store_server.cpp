@@ -28,6 +28,13 @@ net::Writer encode(const Request& q) {  // as TcpStore's calls write them
       w.u32(static_cast<uint32_t>(q.keys.size()));
       for (const auto& k : q.keys) w.str(k);
       break;
+    case kWaitRange:
+      w.u32(q.timeoutMs);
+      w.u8(q.values ? 1 : 0);
+      w.str(q.key);
+      w.u32(q.first);
+      w.u32(q.count);
+      break;
     case kRemove:
       w.str(q.key);
       break;
@@ -51,10 +58,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t* body = data + off + 4;
     Request q;
     if (decodeRequest(body, len, &q)) {
-      FUZZ_CHECK(q.op >= kSet && q.op <= kRemove);
+      FUZZ_CHECK((q.op >= kSet && q.op <= kRemove) || q.op == kWaitRange);
       FUZZ_CHECK(q.keys.size() <= len / 4);
+      // A range stays within its bounds, so the server's scan of it is bounded.
+      FUZZ_CHECK(q.count <= kMaxRangeKeys && uint64_t{q.first} + q.count <= uint64_t{UINT32_MAX} + 1);
+      FUZZ_CHECK(q.op != kWaitRange || rangePrefixOk(q.key));
       std::vector<uint8_t> sent(body, body + len);
-      if (q.op == kWait) sent[5] = sent[5] != 0;  // any non-zero "values" byte means yes
+      if (q.op == kWait || q.op == kWaitRange)
+        sent[5] = sent[5] != 0;  // any non-zero "values" byte means yes
       FUZZ_CHECK(encode(q).data() == sent);
     }
     off += 4 + len;

@@ -52,15 +52,17 @@ Bytes raw(const T& v) {
 
 void store() {
   using namespace storeproto;
-  net::Writer set, add, wait, get, remove;
+  net::Writer set, add, wait, get, remove, range;
   set.u8(kSet), set.str("rank/0"), set.str("127.0.0.1:4000");
   add.u8(kAdd), add.str("barrier/1"), add.u64(1);
   wait.u8(kWait), wait.u32(30000), wait.u8(0), wait.u32(2), wait.str("rank/0"), wait.str("rank/1");
   get.u8(kWait), get.u32(30000), get.u8(1), get.u32(1), get.str("rank/0");
   remove.u8(kRemove), remove.str("barrier/1");
+  range.u8(kWaitRange), range.u32(30000), range.u8(1), range.str("ag/0/"), range.u32(0), range.u32(8);
   put("fuzz_store_server", "set", set.frame());
   put("fuzz_store_server", "session",
       cat(cat(cat(set.frame(), add.frame()), cat(wait.frame(), get.frame())), remove.frame()));
+  put("fuzz_store_server", "range", range.frame());
   net::Writer ok, values, error, timeout, added;
   ok.u8(kOk);
   values.u8(kOk), values.u32(2), values.str("v0"), values.str("value one");

@@ -35,6 +35,25 @@ static int run(int nranks) {
     if (!failures) failures += ncclCheckAll(joined, nranks, 1);
     for (int i = 0; i < nranks; ++i) ncclCommDestroy(joined[i]);
   }
+  /* ncclCommInitRankScalable with two ids: the rendezvous spread over two stores. */
+  if (!failures && nranks >= 2) {
+    ncclUniqueId ids[2];
+    r = ncclGetUniqueId(&ids[0]);
+    if (r == ncclSuccess) r = ncclGetUniqueId(&ids[1]);
+    if (r == ncclSuccess) {
+      ncclGroupStart();
+      for (int i = 0; i < nranks; ++i) ncclCommInitRankScalable(&joined[i], nranks, i, 2, ids, NULL);
+      r = ncclGroupEnd();
+    }
+    if (r != ncclSuccess) {
+      fprintf(stderr, "FAIL grouped ncclCommInitRankScalable: %s: %s\n", ncclGetErrorString(r),
+              ncclGetLastError(NULL));
+      ++failures;
+    } else {
+      failures += ncclCheckAll(joined, nranks, 1);
+      for (int i = 0; i < nranks; ++i) ncclCommDestroy(joined[i]);
+    }
+  }
   if (!failures) failures += ncclCheckBadInput(comms[0]);
   if (!failures) failures += ncclCheckSimulate(comms, nranks);
   if (!failures && nranks >= 3) {
