@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <poll.h>
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -582,6 +584,67 @@ TEST_F(FileStoreTest, RejectsUnusableDirectory) {
   Status st = FileStore::open(file, &s);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find(file), std::string::npos) << st.message();
+}
+
+// A directory others may write to is refused, whatever its sticky bit (another user could create
+// a key before the job does); group/other read is allowed. Nothing is created in a refused one.
+TEST_F(FileStoreTest, RefusesADirectoryOthersCanWrite) {
+  const std::string dir = dir_ + "/shared";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  std::unique_ptr<FileStore> s;
+  for (mode_t mode : {0777, 01777, 0730, 0702}) {
+    ASSERT_EQ(chmod(dir.c_str(), mode), 0);
+    const Status st = FileStore::open(dir, &s);
+    EXPECT_EQ(st.code(), tribInvalidUsage) << std::oct << mode;
+    char want[64];
+    std::snprintf(want, sizeof want, "has mode %04o: writable by group or others",
+                  static_cast<unsigned>(mode));
+    EXPECT_NE(st.message().find(dir + "' " + want), std::string::npos) << st.message();
+    EXPECT_EQ(s, nullptr);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  EXPECT_TRUE(FileStore::open(dir, &s).ok());
+}
+
+TEST_F(FileStoreTest, RefusesADirectoryOfAnotherUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the directory to another user";
+  const std::string dir = dir_ + "/theirs";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+  std::unique_ptr<FileStore> s;
+  const Status st = FileStore::open(dir, &s);
+  EXPECT_EQ(st.code(), tribInvalidUsage);
+  EXPECT_NE(st.message().find("'" + dir + "' is owned by uid 65534, not by this process's uid 0"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(s, nullptr);
+}
+
+// A link planted where a value is first written is not followed: the file it points to keeps its
+// bytes, and values are files of mode 0600.
+TEST_F(FileStoreTest, WritesNeverFollowALinkAndAre0600) {
+  std::unique_ptr<FileStore> s;
+  ASSERT_TRUE(FileStore::open(dir_, &s).ok());
+  const std::string victim = dir_ + "/../" + std::filesystem::path(dir_).filename().string() + "-victim";
+  { std::ofstream(victim) << "precious"; }
+  // The temporary names this process will use next (.tmp.<pid>.<n>, n counting writes from 0).
+  for (int n = 0; n < 1024; ++n)
+    ASSERT_EQ(symlink(victim.c_str(),
+                      (dir_ + "/.tmp." + std::to_string(getpid()) + "." + std::to_string(n)).c_str()),
+              0);
+  ASSERT_TRUE(s->set("key", blob("value")).ok());
+  std::ifstream in(victim);
+  std::string kept((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(victim);
+  EXPECT_EQ(kept, "precious");
+  Blob v;
+  ASSERT_TRUE(s->get("key", &v, 1000).ok());
+  EXPECT_EQ(v, blob("value"));
+  struct stat st {};
+  ASSERT_EQ(lstat((dir_ + "/k.key").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
 TEST_F(FileStoreTest, ConcurrentProcessesAddAndGather) {
