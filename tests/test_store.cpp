@@ -1,6 +1,8 @@
 // TCP and file stores: operations, timeouts, authentication, hostile input, concurrency.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -645,6 +647,39 @@ TEST_F(FileStoreTest, WritesNeverFollowALinkAndAre0600) {
   ASSERT_EQ(lstat((dir_ + "/k.key").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// add waits for the lock a bounded time: a holder that never lets go (a rank stopped inside add)
+// costs a timeout naming the lock, and the key is left as it was.
+TEST_F(FileStoreTest, AddWaitsForTheLockABoundedTime) {
+  std::unique_ptr<FileStore> s;
+  ASSERT_TRUE(FileStore::open(dir_, &s, 200).ok());
+  ASSERT_TRUE(s->set("ctr", blob("5")).ok());
+  const std::string lockPath = dir_ + "/.lock";
+  const int held = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);  // its own lock
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX), 0);
+  std::thread release([held] {  // without the bound, add would return only once this lets go
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    flock(held, LOCK_UN);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t r = 0;
+  const Status st = s->add("ctr", 1, &r);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  release.join();
+  close(held);
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_NE(st.message().find("'" + lockPath + "' stayed locked by another process for 200 ms"),
+            std::string::npos)
+      << st.message();
+  EXPECT_LT(took, std::chrono::seconds(2));
+  EXPECT_EQ(r, 0);
+  Blob v;
+  ASSERT_TRUE(s->get("ctr", &v, 1000).ok());
+  EXPECT_EQ(v, blob("5"));
+  ASSERT_TRUE(s->add("ctr", 1, &r).ok());  // free again
+  EXPECT_EQ(r, 6);
 }
 
 TEST_F(FileStoreTest, ConcurrentProcessesAddAndGather) {

@@ -53,7 +53,7 @@ Status writeAtomically(const std::string& dir, const std::string& path, const Bl
 
 }  // namespace
 
-Status FileStore::open(const std::string& dir, std::unique_ptr<FileStore>* out) {
+Status FileStore::open(const std::string& dir, std::unique_ptr<FileStore>* out, int lockTimeoutMs) {
   if (dir.empty()) return errorf(tribInvalidArgument, "file store needs a directory (set TRIB_STORE_DIR)");
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     return errorf(tribSystemError, "file store: cannot create directory '%s': %s", dir.c_str(),
@@ -78,6 +78,7 @@ Status FileStore::open(const std::string& dir, std::unique_ptr<FileStore>* out) 
     return errorf(tribSystemError, "file store: directory '%s' is not writable", dir.c_str());
   std::unique_ptr<FileStore> s(new FileStore());
   s->dir_ = dir;
+  s->lockTimeoutMs_ = std::max(lockTimeoutMs, 0);
   *out = std::move(s);
   return Status::Ok();
 }
@@ -157,7 +158,21 @@ Status FileStore::add(const std::string& key, int64_t delta, int64_t* result) {
   int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return errorf(tribSystemError, "file store: cannot open '%s': %s", lockPath.c_str(), strerror(errno));
-  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  // Bounded: a rank stopped (or hung) while it holds the lock must not hang every other add.
+  const auto deadline = net::deadlineAfter(lockTimeoutMs_);
+  for (int sleepUs = 100; flock(fd, LOCK_EX | LOCK_NB) != 0; sleepUs = std::min(sleepUs * 2, 20000)) {
+    const int e = errno;
+    if (e == EINTR) continue;
+    if (e != EWOULDBLOCK || Clock::now() >= deadline) {
+      close(fd);
+      if (e != EWOULDBLOCK)
+        return errorf(tribSystemError, "file store: cannot lock '%s': %s", lockPath.c_str(), strerror(e));
+      return errorf(tribTimeout,
+                    "file store add: '%s' stayed locked by another process for %d ms (a rank stopped or hung "
+                    "while adding?)",
+                    lockPath.c_str(), lockTimeoutMs_);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
   }
   Blob cur;
   int64_t v = 0;
