@@ -167,6 +167,70 @@ TEST(NvlinkFdPassing, WaitsAreBounded) {
   EXPECT_EQ(c.code(), tribTimeout) << c.message();
 }
 
+// SO_PEERCRED names the connecting process: it passes as itself, also once it exited (what it
+// sent still counts), and is refused as another process (another pid, or its pid with another
+// start time: a reused pid).
+TEST(NvlinkFdPassing, APeerIsCheckedToBeTheProcessItShouldBe) {
+  const std::string name = "trib-test-cred-" + std::to_string(getpid());
+  UniqueFd listener;
+  ASSERT_TRUE(nvlink::listenAbstract(name, &listener).ok());
+  auto pids = testing::forkChildren(1, 20, [&](int) {
+    UniqueFd s;
+    if (!nvlink::connectAbstract(name, 10s, &s).ok()) return 1;
+    const ProcessIdentity me = selfIdentity();
+    if (!nvlink::sendFds(s.get(), &me, sizeof me, nullptr, 0).ok()) return 2;
+    char byte;
+    return read(s.get(), &byte, 1) == 1 ? 0 : 3;  // exits when the parent says so
+  });
+  UniqueFd s;
+  ASSERT_TRUE(nvlink::acceptWithin(listener.get(), 10s, &s).ok());
+  ProcessIdentity child;
+  ASSERT_TRUE(nvlink::recvFds(s.get(), &child, sizeof child, nullptr, 0, 10s, "the child").ok());
+  EXPECT_TRUE(nvlink::checkPeer(s.get(), nullptr, "rank 1").ok());
+  const Status same = nvlink::checkPeer(s.get(), &child, "rank 1");
+  EXPECT_TRUE(same.ok()) << same.message();
+  const ProcessIdentity self = selfIdentity();
+  Status st = nvlink::checkPeer(s.get(), &self, "rank 1");
+  EXPECT_EQ(st.code(), tribRemoteError);
+  EXPECT_TRUE(contains(st, ("refused rank 1: the process at the other end of the socket is pid " +
+                            std::to_string(child.pid) + ", not pid " + std::to_string(self.pid))
+                               .c_str()))
+      << st.message();
+  ProcessIdentity reused = child;
+  reused.startTime += 1;
+  st = nvlink::checkPeer(s.get(), &reused, "rank 1");
+  EXPECT_TRUE(contains(st, "now belongs to another process")) << st.message();
+  ProcessIdentity elsewhere = self;  // a pid of another pid namespace says nothing here
+  std::snprintf(elsewhere.space, sizeof elsewhere.space, "another-namespace");
+  EXPECT_TRUE(nvlink::checkPeer(s.get(), &elsewhere, "rank 1").ok());
+  ASSERT_EQ(write(s.get(), "x", 1), 1);
+  EXPECT_EQ(testing::waitChildren(pids, 20)[0].code, 0);
+  const Status exited = nvlink::checkPeer(s.get(), &child, "rank 1");
+  EXPECT_TRUE(exited.ok()) << exited.message();
+}
+
+TEST(NvlinkFdPassing, APeerOfAnotherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the peer as another user";
+  const std::string name = "trib-test-user-" + std::to_string(getpid());
+  UniqueFd listener;
+  ASSERT_TRUE(nvlink::listenAbstract(name, &listener).ok());
+  auto pids = testing::forkChildren(1, 20, [&](int) {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) return 1;
+    UniqueFd s;
+    if (!nvlink::connectAbstract(name, 10s, &s).ok()) return 2;
+    char byte;
+    return read(s.get(), &byte, 1) == 0 ? 0 : 3;
+  });
+  UniqueFd s;
+  ASSERT_TRUE(nvlink::acceptWithin(listener.get(), 10s, &s).ok());
+  const Status st = nvlink::checkPeer(s.get(), nullptr, "a connection to rank 0");
+  EXPECT_EQ(st.code(), tribRemoteError);
+  EXPECT_TRUE(contains(st, "refused a connection to rank 0")) << st.message();
+  EXPECT_TRUE(contains(st, "runs as uid 65534, this process as uid 0")) << st.message();
+  s.reset();
+  EXPECT_EQ(testing::waitChildren(pids, 20)[0].code, 0);
+}
+
 // ---- blobs ----------------------------------------------------------------------------------
 
 TEST(NvlinkBlob, RoundTripsAndRefusesMalformedOrForeignBlobs) {
@@ -473,19 +537,40 @@ std::vector<RankLocation> processLocations(int n) {
   return l;
 }
 
+// The forked ranks' results, once every one is in; the exchange's directory is removed.
+std::vector<testing::ChildResult> waitRanks(const std::vector<pid_t>& pids, const std::string& dir) {
+  auto results = testing::waitChildren(pids, 60);
+  std::filesystem::remove_all(dir);
+  return results;
+}
+
+void expectRanksSucceed(const std::vector<pid_t>& pids, const std::string& dir) {
+  const auto results = waitRanks(pids, dir);
+  for (size_t r = 0; r < results.size(); ++r) EXPECT_EQ(results[r].code, 0) << "rank " << r;
+}
+
+// One rank's windows over host memory (why: the reason there are none, when there are none).
+Status hostWindows(const nvlink::WindowsArgs& args, std::unique_ptr<nvlink::NvlinkWindows>* w,
+                   std::string* why) {
+  return nvlink::NvlinkWindows::create(args, nvlink::hostWindowMemory(), w, why);
+}
+
+// Rank `rank` of `n` processes: its windows, or null with the reason printed.
+std::unique_ptr<nvlink::NvlinkWindows> processWindows(int rank, int n, const std::string& dir) {
+  std::unique_ptr<nvlink::NvlinkWindows> w;
+  std::string why;
+  const Status st = hostWindows(argsFor(rank, n, dir, processLocations(n)), &w, &why);
+  if (!st.ok() || !w) std::fprintf(stderr, "rank %d: %s %s\n", rank, st.message().c_str(), why.c_str());
+  return w;
+}
+
 TEST(NvlinkWindows, ThreeProcessesMapEachOthersWindowsThroughPassedDescriptors) {
   const int n = 3;
   const std::string dir = tempDir();
   ASSERT_FALSE(dir.empty());
   auto pids = testing::forkChildren(n, 60, [&](int rank) {
-    std::unique_ptr<nvlink::NvlinkWindows> w;
-    std::string why;
-    const Status st = nvlink::NvlinkWindows::create(argsFor(rank, n, dir, processLocations(n)),
-                                                    nvlink::hostWindowMemory(), &w, &why);
-    if (!st.ok() || !w) {
-      std::fprintf(stderr, "rank %d: %s %s\n", rank, st.message().c_str(), why.c_str());
-      return 1;
-    }
+    std::unique_ptr<nvlink::NvlinkWindows> w = processWindows(rank, n, dir);
+    if (!w) return 1;
     for (int p = 0; p < n; ++p) {
       if (p != rank && w->path(p) != nvlink::PairPath::VmmFd) return 2;  // fds, as VMM handles travel
       if (p != rank && w->windowOf(p) == w->windowOf(rank)) return 3;
@@ -493,9 +578,7 @@ TEST(NvlinkWindows, ThreeProcessesMapEachOthersWindowsThroughPassedDescriptors) 
     if (w->handle() != nvlink::WindowHandle::HostMemfd) return 4;
     return runWindowsRank(*w, rank, n);
   });
-  const auto results = testing::waitChildren(pids, 60);
-  std::filesystem::remove_all(dir);
-  for (int r = 0; r < n; ++r) EXPECT_EQ(results[r].code, 0) << "rank " << r;
+  expectRanksSucceed(pids, dir);
 }
 
 TEST(NvlinkWindows, RanksOfOneProcessUseEachOthersPointers) {
@@ -508,8 +591,7 @@ TEST(NvlinkWindows, RanksOfOneProcessUseEachOthersPointers) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       std::string why;
-      st[r] = nvlink::NvlinkWindows::create(argsFor(r, n, dir, locations), nvlink::hostWindowMemory(), &w[r],
-                                            &why);
+      st[r] = hostWindows(argsFor(r, n, dir, locations), &w[r], &why);
     });
   }
   for (auto& t : threads) t.join();
@@ -548,9 +630,7 @@ TEST(NvlinkWindows, APairWithoutPeerAccessLeavesEveryRankWithoutWindows) {
     }
     return 0;
   });
-  const auto results = testing::waitChildren(pids, 60);
-  std::filesystem::remove_all(dir);
-  for (int r = 0; r < n; ++r) EXPECT_EQ(results[r].code, 0) << "rank " << r;
+  expectRanksSucceed(pids, dir);
 }
 
 TEST(NvlinkWindows, APeerThatDiesIsReportedAndAbortEndsTheWait) {
@@ -560,7 +640,7 @@ TEST(NvlinkWindows, APeerThatDiesIsReportedAndAbortEndsTheWait) {
     std::unique_ptr<nvlink::NvlinkWindows> w;
     std::string why;
     auto args = argsFor(rank, n, dir, processLocations(n));
-    if (!nvlink::NvlinkWindows::create(args, nvlink::hostWindowMemory(), &w, &why).ok() || !w) return 1;
+    if (!hostWindows(args, &w, &why).ok() || !w) return 1;
     if (rank == 1) return 0;  // exits without signalling
     uint64_t count = 0;
     uint32_t fp = 0;
@@ -578,9 +658,7 @@ TEST(NvlinkWindows, APeerThatDiesIsReportedAndAbortEndsTheWait) {
     const Status st = w->pollSignals(1, 1, &count, &fp);
     return contains(st, "aborted by the test") ? 0 : 4;
   });
-  const auto results = testing::waitChildren(pids, 60);
-  std::filesystem::remove_all(dir);
-  for (int r = 0; r < n; ++r) EXPECT_EQ(results[r].code, 0) << "rank " << r;
+  expectRanksSucceed(pids, dir);
 }
 
 TEST(NvlinkWindows, MismatchedWindowSizesAreRefusedOnEveryRank) {
@@ -591,12 +669,89 @@ TEST(NvlinkWindows, MismatchedWindowSizesAreRefusedOnEveryRank) {
     args.windowBytes = rank == 0 ? 64 << 10 : 128 << 10;
     std::unique_ptr<nvlink::NvlinkWindows> w;
     std::string why;
-    const Status st = nvlink::NvlinkWindows::create(args, nvlink::hostWindowMemory(), &w, &why);
+    const Status st = hostWindows(args, &w, &why);
     return st.code() == tribInvalidUsage && contains(st, "TRIB_WINDOW_BYTES") ? 0 : 1;
   });
-  const auto results = testing::waitChildren(pids, 60);
-  std::filesystem::remove_all(dir);
-  for (int r = 0; r < n; ++r) EXPECT_EQ(results[r].code, 0) << "rank " << r;
+  expectRanksSucceed(pids, dir);
+}
+
+// A process of this user that reaches a rank's socket before its peer and claims to be that peer:
+// its descriptors are closed unused, and the real peer's are taken (before, the stranger's memory
+// was mapped as the peer's window).
+TEST(NvlinkWindows, AStrangerClaimingARankIsRefusedAndTheRankStillConnects) {
+  const int n = 2;
+  const std::string dir = tempDir();
+  ASSERT_FALSE(dir.empty());
+  const std::string strangerDone = dir + "/stranger-done";
+  auto pids = testing::forkChildren(n, 60, [&](int rank) {
+    // Rank 1 starts once the stranger's message waits in rank 0's backlog, ahead of its own.
+    while (rank == 1 && !std::filesystem::exists(strangerDone)) std::this_thread::sleep_for(1ms);
+    std::unique_ptr<nvlink::NvlinkWindows> w = processWindows(rank, n, dir);
+    if (!w) return 1;
+    return runWindowsRank(*w, rank, n);
+  });
+  // The stranger (this process) reads rank 0's published socket and claims to be rank 1.
+  const std::string published = dir + "/0-0";
+  for (int i = 0; i < 20000 && !std::filesystem::exists(published); ++i) std::this_thread::sleep_for(1ms);
+  std::ifstream in(published, std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  nvlink::DeviceBlob rank0;
+  ASSERT_TRUE(nvlink::decodeDeviceBlob(bytes, 0, n, 0x5eed, &rank0).ok());
+  UniqueFd s;
+  ASSERT_TRUE(nvlink::connectAbstract(rank0.socketName, 10s, &s).ok());
+  UniqueFd page = memfdWith(std::string(n * nvlink::NvlinkWindows::kLineBytes, '\0'));
+  UniqueFd window = memfdWith(std::string(64 << 10, '\x5a'));
+  const nvlink::FdMessage claim = nvlink::makeFdMessage(1, n, 0x5eed, 2);
+  const int fds[2] = {page.get(), window.get()};
+  ASSERT_TRUE(nvlink::sendFds(s.get(), &claim, sizeof claim, fds, 2).ok());
+  std::ofstream{strangerDone};
+  expectRanksSucceed(pids, dir);
+}
+
+// A listener that is not the rank that published the name (a process that bound it instead) is
+// sent no descriptor: the sending rank fails with an error that says so.
+TEST(NvlinkWindows, ASocketNotBoundByThePeerIsSentNothing) {
+  const int n = 2;
+  const std::string dir = tempDir();
+  ASSERT_FALSE(dir.empty());
+  const std::string squatter = "trib-test-squatter-" + std::to_string(getpid());
+  UniqueFd listener;
+  ASSERT_TRUE(nvlink::listenAbstract(squatter, &listener).ok());
+  auto pids = testing::forkChildren(n, 60, [&](int rank) {
+    auto args = argsFor(rank, n, dir, processLocations(n));
+    args.timeout = rank == 0 ? 10s : 1s;
+    if (rank == 0) {  // rank 0 is told that rank 1 listens at the squatter's name
+      auto round = std::make_shared<int>(0);
+      args.oob = [inner = args.oob, round, squatter](const std::vector<uint8_t>& mine,
+                                                     std::vector<std::vector<uint8_t>>& all) {
+        TRIB_RETURN_IF_ERROR(inner(mine, all));
+        if ((*round)++ != 0) return Status::Ok();
+        nvlink::DeviceBlob b;
+        TRIB_RETURN_IF_ERROR(nvlink::decodeDeviceBlob(all[1], 1, 2, 0x5eed, &b));
+        std::snprintf(b.socketName, sizeof b.socketName, "%s", squatter.c_str());
+        all[1] = nvlink::encodeDeviceBlob(1, 2, 0x5eed, b);
+        return Status::Ok();
+      };
+    }
+    std::unique_ptr<nvlink::NvlinkWindows> w;
+    std::string why;
+    const Status st = hostWindows(args, &w, &why);
+    if (rank == 1) return 0;  // it waits in vain for rank 0's descriptors: not what is tested
+    if (st.code() == tribRemoteError &&
+        contains(st, "passing descriptors to rank 1: refused the listener at") && contains(st, "not pid"))
+      return 0;
+    std::fprintf(stderr, "rank 0: %s\n", st.message().c_str());
+    return 1;
+  });
+  UniqueFd s;
+  ASSERT_TRUE(nvlink::acceptWithin(listener.get(), 20s, &s).ok());
+  nvlink::FdMessage got;
+  UniqueFd in[2];
+  const Status st = nvlink::recvFds(s.get(), &got, sizeof got, in, 2, 20s, "rank 0");
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(in[0].get(), -1);
+  const auto results = waitRanks(pids, dir);
+  EXPECT_EQ(results[0].code, 0);
 }
 
 // ---- the core path: device calls run one-shot and two-shot over the provider's windows -------
@@ -647,9 +802,7 @@ TEST(NvlinkWindows, DeviceCallsRunOneShotAndTwoShotOverTheDeviceWindows) {
     for (int r = 0; r < n; ++r)
       threads.emplace_back([&, r] {
         std::string why;
-        EXPECT_TRUE(nvlink::NvlinkWindows::create(argsFor(r, n, dir, locations), nvlink::hostWindowMemory(),
-                                                  &w[r], &why)
-                        .ok());
+        EXPECT_TRUE(hostWindows(argsFor(r, n, dir, locations), &w[r], &why).ok());
       });
     for (auto& t : threads) t.join();
     threads.clear();

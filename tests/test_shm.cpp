@@ -1,6 +1,7 @@
 // The shared-memory transport between forked processes: sizes, reduce-on-receive, tag matching,
 // size mismatches, detach, abort, a SIGKILLed peer, and no /dev/shm leaks.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <thread>
@@ -161,6 +162,46 @@ TEST(Shm, TagMatchingOutOfOrderAndUnexpected) {
         &pids);
     expectAllOk(res, pids);
   }
+}
+
+// A message that arrives before its receive is buffered as its bytes come, not as large as its
+// header says: a peer declaring 64 TiB and sending a ring of slots costs that ring (before, the
+// receiver allocated the declared total at the first slot and died of it). The receive then
+// posted is refused by size, naming the declared total.
+TEST(Shm, AnUnexpectedMessageCostsWhatArrivedNotWhatItDeclares) {
+  std::vector<pid_t> pids;
+  constexpr size_t kDeclared = size_t{1} << 46;
+  const ShmOptions opt = options(false);
+  auto res = runShmRanks(
+      2, opt, 60,
+      [&](int rank, ShmTransport& t, Bootstrap& bs) {
+        if (rank == 0) {
+          // The send fills rank 1's ring once, then never progresses again: it reads one ring's
+          // bytes of the 64 TiB it declares.
+          const std::vector<uint8_t> ring(opt.nslots * opt.slotBytes, 0x5a);
+          TransferOp op;
+          CHILD_OK(t.postSend(1, 7, ring.data(), kDeclared, &op), 1);
+          CHILD_OK(bs.barrier(), 2);
+          CHILD_OK(bs.barrier(), 3);
+          t.abort(errorf(tribInvalidUsage, "the test is done"));
+          return 0;
+        }
+        CHILD_OK(bs.barrier(), 10);
+        for (int i = 0; i < 100; ++i) CHILD_OK(t.progress(), 11);
+        rusage ru{};
+        CHILD_CHECK(getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss < (1 << 20), 12);  // < 1 GiB (in KiB)
+        uint8_t small[16];
+        TransferOp op;
+        (void)t.postRecv(0, 7, small, sizeof small, nullptr, &op);
+        CHILD_CHECK(op.state == TransferOp::kFailed && op.error.code() == tribInvalidUsage, 13);
+        CHILD_CHECK(op.error.message().find("has 70368744177664 bytes but the receive expects 16") !=
+                        std::string::npos,
+                    14);
+        CHILD_OK(bs.barrier(), 15);
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
 }
 
 TEST(Shm, SizeMismatchFailsThatReceiveOnly) {

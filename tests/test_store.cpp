@@ -1,7 +1,10 @@
 // TCP and file stores: operations, timeouts, authentication, hostile input, concurrency.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <poll.h>
@@ -10,6 +13,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -653,6 +657,100 @@ TEST_F(FileStoreTest, RejectsUnusableDirectory) {
   Status st = FileStore::open(file, &s);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find(file), std::string::npos) << st.message();
+}
+
+// A directory others may write to is refused, whatever its sticky bit (another user could create
+// a key before the job does); group/other read is allowed. Nothing is created in a refused one.
+TEST_F(FileStoreTest, RefusesADirectoryOthersCanWrite) {
+  const std::string dir = dir_ + "/shared";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  std::unique_ptr<FileStore> s;
+  for (mode_t mode : {0777, 01777, 0730, 0702}) {
+    ASSERT_EQ(chmod(dir.c_str(), mode), 0);
+    const Status st = FileStore::open(dir, &s);
+    EXPECT_EQ(st.code(), tribInvalidUsage) << std::oct << mode;
+    char want[64];
+    std::snprintf(want, sizeof want, "has mode %04o: writable by group or others",
+                  static_cast<unsigned>(mode));
+    EXPECT_NE(st.message().find(dir + "' " + want), std::string::npos) << st.message();
+    EXPECT_EQ(s, nullptr);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  EXPECT_TRUE(FileStore::open(dir, &s).ok());
+}
+
+TEST_F(FileStoreTest, RefusesADirectoryOfAnotherUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the directory to another user";
+  const std::string dir = dir_ + "/theirs";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+  std::unique_ptr<FileStore> s;
+  const Status st = FileStore::open(dir, &s);
+  EXPECT_EQ(st.code(), tribInvalidUsage);
+  EXPECT_NE(st.message().find("'" + dir + "' is owned by uid 65534, not by this process's uid 0"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(s, nullptr);
+}
+
+// A link planted where a value is first written is not followed: the file it points to keeps its
+// bytes, and values are files of mode 0600.
+TEST_F(FileStoreTest, WritesNeverFollowALinkAndAre0600) {
+  std::unique_ptr<FileStore> s;
+  ASSERT_TRUE(FileStore::open(dir_, &s).ok());
+  const std::string victim = dir_ + "/../" + std::filesystem::path(dir_).filename().string() + "-victim";
+  { std::ofstream(victim) << "precious"; }
+  // The temporary names this process will use next (.tmp.<pid>.<n>, n counting writes from 0).
+  for (int n = 0; n < 1024; ++n)
+    ASSERT_EQ(symlink(victim.c_str(),
+                      (dir_ + "/.tmp." + std::to_string(getpid()) + "." + std::to_string(n)).c_str()),
+              0);
+  ASSERT_TRUE(s->set("key", blob("value")).ok());
+  std::ifstream in(victim);
+  std::string kept((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(victim);
+  EXPECT_EQ(kept, "precious");
+  Blob v;
+  ASSERT_TRUE(s->get("key", &v, 1000).ok());
+  EXPECT_EQ(v, blob("value"));
+  struct stat st {};
+  ASSERT_EQ(lstat((dir_ + "/k.key").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// add waits for the lock a bounded time: a holder that never lets go (a rank stopped inside add)
+// costs a timeout naming the lock, and the key is left as it was.
+TEST_F(FileStoreTest, AddWaitsForTheLockABoundedTime) {
+  std::unique_ptr<FileStore> s;
+  ASSERT_TRUE(FileStore::open(dir_, &s, 200).ok());
+  ASSERT_TRUE(s->set("ctr", blob("5")).ok());
+  const std::string lockPath = dir_ + "/.lock";
+  const int held = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);  // its own lock
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX), 0);
+  std::thread release([held] {  // without the bound, add would return only once this lets go
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    flock(held, LOCK_UN);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t r = 0;
+  const Status st = s->add("ctr", 1, &r);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  release.join();
+  close(held);
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_NE(st.message().find("'" + lockPath + "' stayed locked by another process for 200 ms"),
+            std::string::npos)
+      << st.message();
+  EXPECT_LT(took, std::chrono::seconds(2));
+  EXPECT_EQ(r, 0);
+  Blob v;
+  ASSERT_TRUE(s->get("ctr", &v, 1000).ok());
+  EXPECT_EQ(v, blob("5"));
+  ASSERT_TRUE(s->add("ctr", 1, &r).ok());  // free again
+  EXPECT_EQ(r, 6);
 }
 
 TEST_F(FileStoreTest, ConcurrentProcessesAddAndGather) {

@@ -150,6 +150,41 @@ TEST(SwitchProtocol, RejectsMalformedWithReason) {
   EXPECT_NE(s.message().find("exceeds the 512-byte slot"), std::string::npos) << s.message();
 }
 
+// A handshake message carries its role (hello) and its nonce or proof, nothing else: every other
+// field set is refused, named (before, child, group, opId, chunk, dtype, redop, coll and count
+// passed unread).
+TEST(SwitchProtocol, HandshakeMessagesRefuseEveryFieldTheyDoNotUse) {
+  struct Field {
+    const char* name;
+    size_t offset, bytes;
+  };
+  const Field fields[] = {{"child", 12, 4}, {"group", 16, 8}, {"opId", 24, 8}, {"chunk", 32, 4},
+                          {"dtype", 36, 1}, {"redop", 37, 1}, {"coll", 38, 1}, {"count", 48, 8}};
+  for (MsgType t : {MsgType::Hello, MsgType::Challenge, MsgType::Proof, MsgType::HelloAck}) {
+    Header h;
+    h.type = t;
+    h.payloadBytes = kHandshakeBytes;
+    uint8_t good[kHeaderBytes];
+    encodeHeader(h, good);
+    Header out;
+    ASSERT_TRUE(parseHeader(good, 0, &out).ok()) << msgTypeName(t);
+    for (const Field& f : fields) {
+      uint8_t b[kHeaderBytes];
+      std::memcpy(b, good, sizeof b);
+      b[f.offset + f.bytes - 1] = 1;  // the field's top byte: the largest value it can say
+      const Status st = parseHeader(b, 0, &out);
+      EXPECT_EQ(st.code(), tribRemoteError) << msgTypeName(t) << " " << f.name;
+      EXPECT_NE(st.message().find(std::string(msgTypeName(t)) + " with " + f.name + " set"),
+                std::string::npos)
+          << st.message();
+    }
+    uint8_t two[kHeaderBytes];
+    std::memcpy(two, good, sizeof two);
+    two[16] = two[48] = 1;
+    EXPECT_NE(parseHeader(two, 0, &out).message().find("with group, count set"), std::string::npos);
+  }
+}
+
 TEST(SwitchProtocol, PathValidation) {
   std::vector<PathLevel> path{{4, 1}, {2, 0}}, back;
   auto bytes = encodePath(path);

@@ -57,6 +57,22 @@ TEST(WireBounds, ShmSlotsStayInsideTheSlotAndTheMessage) {
   EXPECT_FALSE(shm::checkSlot(slot(7, 10, 0, 10), 3, slotBytes).ok());
 }
 
+// A message's declared total is bounded before anything is sized by it (the bound is a user
+// address space: no receive can be larger).
+TEST(WireBounds, ShmMessageTotalsAreBounded) {
+  const uint64_t slotBytes = 4096;
+  EXPECT_TRUE(shm::checkSlot(slot(shm::kData, shm::kMaxMessageBytes, 0, 4096), 2, slotBytes).ok());
+  EXPECT_TRUE(shm::checkSlot(slot(shm::kCmaRts, shm::kMaxMessageBytes, 0, 0), 2, slotBytes).ok());
+  for (uint32_t kind : {shm::kData, shm::kCmaRts}) {
+    const Status st = shm::checkSlot(slot(kind, shm::kMaxMessageBytes + 1, 0, 0), 2, slotBytes);
+    EXPECT_EQ(st.code(), tribInternalError);
+    EXPECT_NE(st.message().find("corrupt stream from rank 2 (a message for tag 1 of 140737488355329 bytes, "
+                                "more than 140737488355328)"),
+              std::string::npos)
+        << st.message();
+  }
+}
+
 // A peer's segment header must place every part where this rank's layout does: the transport
 // reaches rings, descriptors, signals and the expose table through those offsets.
 TEST(WireBounds, ShmSegmentOffsetsMustBeTheLayout) {

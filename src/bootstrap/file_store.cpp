@@ -1,5 +1,7 @@
 // File store: one file per key in a shared directory. Values appear atomically (write to a
-// unique temporary name, then rename into place); waits poll with a bounded back-off.
+// unique temporary name, then rename into place); waits poll with a bounded back-off. There is no
+// job key: the directory's owner and mode are the protection, so open() checks them, and files
+// are created 0600 without following links (docs/SECURITY.md).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -32,7 +34,11 @@ Status writeAtomically(const std::string& dir, const std::string& path, const Bl
   static std::atomic<uint64_t> counter{0};
   std::string tmp = strprintf("%s/.tmp.%d.%llu", dir.c_str(), static_cast<int>(getpid()),
                               static_cast<unsigned long long>(counter++));
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A fresh file, never one that is there already (nor a link planted at its name). A stale one
+  // (a crashed process of the same pid, in this user's directory) is removed once.
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(tmp.c_str(), flags, 0600);
+  if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0) fd = open(tmp.c_str(), flags, 0600);
   if (fd < 0)
     return errorf(tribSystemError, "file store: cannot create '%s': %s", tmp.c_str(), strerror(errno));
   bool ok = writeAll(fd, value.data(), value.size());
@@ -47,7 +53,7 @@ Status writeAtomically(const std::string& dir, const std::string& path, const Bl
 
 }  // namespace
 
-Status FileStore::open(const std::string& dir, std::unique_ptr<FileStore>* out) {
+Status FileStore::open(const std::string& dir, std::unique_ptr<FileStore>* out, int lockTimeoutMs) {
   if (dir.empty()) return errorf(tribInvalidArgument, "file store needs a directory (set TRIB_STORE_DIR)");
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     return errorf(tribSystemError, "file store: cannot create directory '%s': %s", dir.c_str(),
@@ -55,10 +61,24 @@ Status FileStore::open(const std::string& dir, std::unique_ptr<FileStore>* out) 
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return errorf(tribInvalidArgument, "file store: '%s' is not a directory", dir.c_str());
+  // Whoever may create files here can plant or replace rendezvous values (a sticky bit does not
+  // stop a key from being created first): the directory must be this user's and no one else's.
+  const uid_t uid = geteuid();
+  if (st.st_uid != uid)
+    return errorf(tribInvalidUsage,
+                  "file store: directory '%s' is owned by uid %u, not by this process's uid %u: another "
+                  "user could plant rendezvous values (use a directory of your own, mode 0700)",
+                  dir.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(uid));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return errorf(tribInvalidUsage,
+                  "file store: directory '%s' has mode %04o: writable by group or others, who could plant "
+                  "rendezvous values (chmod go-w, or use a fresh directory: it is created 0700)",
+                  dir.c_str(), static_cast<unsigned>(st.st_mode & 07777));
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     return errorf(tribSystemError, "file store: directory '%s' is not writable", dir.c_str());
   std::unique_ptr<FileStore> s(new FileStore());
   s->dir_ = dir;
+  s->lockTimeoutMs_ = std::max(lockTimeoutMs, 0);
   *out = std::move(s);
   return Status::Ok();
 }
@@ -76,7 +96,7 @@ std::string FileStore::pathOf(const std::string& key) const {
 }
 
 bool FileStore::readKey(const std::string& key, Blob* value) const {
-  int fd = ::open(pathOf(key).c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(pathOf(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return false;
   value->clear();
   uint8_t buf[65536];
@@ -135,10 +155,24 @@ Status FileStore::wait(const std::vector<std::string>& keys, int timeoutMs) {
 
 Status FileStore::add(const std::string& key, int64_t delta, int64_t* result) {
   std::string lockPath = dir_ + "/.lock";
-  int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return errorf(tribSystemError, "file store: cannot open '%s': %s", lockPath.c_str(), strerror(errno));
-  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  // Bounded: a rank stopped (or hung) while it holds the lock must not hang every other add.
+  const auto deadline = net::deadlineAfter(lockTimeoutMs_);
+  for (int sleepUs = 100; flock(fd, LOCK_EX | LOCK_NB) != 0; sleepUs = std::min(sleepUs * 2, 20000)) {
+    const int e = errno;
+    if (e == EINTR) continue;
+    if (e != EWOULDBLOCK || Clock::now() >= deadline) {
+      close(fd);
+      if (e != EWOULDBLOCK)
+        return errorf(tribSystemError, "file store: cannot lock '%s': %s", lockPath.c_str(), strerror(e));
+      return errorf(tribTimeout,
+                    "file store add: '%s' stayed locked by another process for %d ms (a rank stopped or hung "
+                    "while adding?)",
+                    lockPath.c_str(), lockTimeoutMs_);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
   }
   Blob cur;
   int64_t v = 0;

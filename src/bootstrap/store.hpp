@@ -158,10 +158,11 @@ class TcpStore : public Store {
 
 // A store on a directory every rank can see (local disk for one host, NFS/Lustre across hosts).
 // set writes a temporary file then rename()s it into place, so readers never see a partial value;
-// add serialises through flock() on a lock file.
+// add serialises through flock() on a lock file, waiting for it at most `lockTimeoutMs` (as long
+// as a TcpStore request by default).
 class FileStore : public Store {
  public:
-  static Status open(const std::string& dir, std::unique_ptr<FileStore>* out);
+  static Status open(const std::string& dir, std::unique_ptr<FileStore>* out, int lockTimeoutMs = 30000);
   Status set(const std::string& key, const Blob& value) override;
   Status get(const std::string& key, Blob* value, int timeoutMs) override;
   Status add(const std::string& key, int64_t delta, int64_t* result) override;
@@ -173,6 +174,7 @@ class FileStore : public Store {
   std::string pathOf(const std::string& key) const;
   bool readKey(const std::string& key, Blob* value) const;
   std::string dir_;
+  int lockTimeoutMs_ = 30000;
 };
 
 }  // namespace trib

@@ -88,4 +88,10 @@ bool processAlive(const ProcessIdentity& id) {
   return state != 'Z' && state != 'X' && start == id.startTime;
 }
 
+bool pidTakenByAnother(const ProcessIdentity& id) {
+  char state = 0;
+  uint64_t start = 0;
+  return id.pid > 0 && readProcStat(id.pid, &state, &start) == Stat::Ok && start != id.startTime;
+}
+
 }  // namespace trib

@@ -26,5 +26,8 @@ bool samePidSpace(const ProcessIdentity& self, const ProcessIdentity& peer);
 // now belongs to another process; true while /proc cannot be read for another reason (out of file
 // descriptors, say). Meaningful only where samePidSpace holds.
 bool processAlive(const ProcessIdentity& id);
+// True when `id`'s pid now belongs to another process (another start time): false while it is
+// that process, once no process has that pid, and when /proc cannot tell.
+bool pidTakenByAnother(const ProcessIdentity& id);
 
 }  // namespace trib

@@ -9,6 +9,7 @@
 
 #include "algo/schedule.hpp"
 #include "bootstrap/store.hpp"
+#include "bootstrap/store_handshake.hpp"
 #include "bootstrap/unique_id.hpp"
 #include "transports/nvlink/nvlink_blob.hpp"
 #include "transports/shm/shm_layout.hpp"
@@ -76,6 +77,31 @@ void store() {
   put("fuzz_store_client", "add", cat({0}, added.data()));
 }
 
+// Both handshakes' messages, with fixed nonces and proofs (a seed needs their shape, not a key).
+void handshake() {
+  using namespace storeproto;
+  auth::Nonce nonce{};
+  auth::Proof proof{};
+  for (size_t i = 0; i < nonce.size(); ++i)
+    nonce[i] = static_cast<uint8_t>(i), proof[i] = static_cast<uint8_t>(~i);
+  net::Writer v1;  // a version-1 HELLO, which carried the key itself
+  v1.u8(kHello), v1.u32(kMagic), v1.u32(1), v1.str("job key");
+  put("fuzz_handshake", "store_hello", cat({0}, encodeHello(nonce).data()));
+  put("fuzz_handshake", "store_hello_v1", cat({0}, v1.data()));
+  put("fuzz_handshake", "store_auth", cat({0}, encodeAuth(proof).data()));
+  put("fuzz_handshake", "store_challenge", cat({1}, Bytes(nonce.begin(), nonce.end())));
+  for (sw::MsgType t :
+       {sw::MsgType::Hello, sw::MsgType::Challenge, sw::MsgType::Proof, sw::MsgType::HelloAck}) {
+    sw::Header h;
+    h.type = t;
+    h.arg32 = t == sw::MsgType::Hello ? static_cast<uint32_t>(sw::Role::Switch) : 0;
+    const bool isNonce = t == sw::MsgType::Hello || t == sw::MsgType::Challenge;
+    const Bytes payload = isNonce ? Bytes(nonce.begin(), nonce.end()) : Bytes(proof.begin(), proof.end());
+    put("fuzz_handshake", std::string("switch_") + sw::msgTypeName(t),
+        cat({2}, sw::encodeMessage(h, payload.data(), payload.size())));
+  }
+}
+
 void uniqueId() {
   tribUniqueId id;
   StoreServerHandle server;
@@ -92,8 +118,10 @@ void switchProtocol() {
   };
   Header hello;
   hello.type = MsgType::Hello;
-  hello.arg64 = keyHash("job");
-  put("fuzz_switch", "hello", header(hello));
+  hello.payloadBytes = kHandshakeBytes;  // the client's nonce follows
+  Bytes nonce(kHandshakeBytes);
+  for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(i);
+  put("fuzz_switch", "hello", cat(header(hello), nonce));
   Header reg;
   reg.type = MsgType::Register;
   reg.group = 9;
@@ -241,6 +269,7 @@ int main(int argc, char** argv) {
   }
   outDir = argv[1];
   store();
+  handshake();
   uniqueId();
   switchProtocol();
   verbsBlob();

@@ -29,7 +29,7 @@ tribperf() {  # name env... -- trib-perf args...
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
   local store=$dir/store.$name
-  mkdir -p "$store"
+  mkdir -p -m 700 "$store"
   env TRIB_RANK=1 TRIB_NRANKS=2 TRIB_STORE_DIR="$store" TRIB_IB_HCA="$TRIB_VM_HCA1" \
     UCX_NET_DEVICES="$TRIB_VM_HCA1:1" "${envs[@]}" "$perf" "$@" > "$dir/$name.rank1" 2>&1 &
   local other=$!

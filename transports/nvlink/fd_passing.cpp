@@ -99,6 +99,35 @@ Status acceptWithin(int listener, std::chrono::milliseconds timeout, UniqueFd* o
   return Status::Ok();
 }
 
+Status checkPeer(int sock, const ProcessIdentity* expected, const std::string& who) {
+  ucred c{};
+  socklen_t len = sizeof c;
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0 || len != sizeof c)
+    return sysError("getsockopt(SO_PEERCRED)");
+  const uid_t uid = geteuid();
+  if (c.uid != uid)
+    return errorf(tribRemoteError,
+                  "refused %s: the process at the other end of the socket (pid %d) runs as uid %u, this "
+                  "process as uid %u",
+                  who.c_str(), static_cast<int>(c.pid), static_cast<unsigned>(c.uid),
+                  static_cast<unsigned>(uid));
+  static const ProcessIdentity self = selfIdentity();
+  if (!expected || !samePidSpace(self, *expected)) return Status::Ok();  // the uid is all we can tell
+  if (c.pid != expected->pid)
+    return errorf(tribRemoteError,
+                  "refused %s: the process at the other end of the socket is pid %d, not pid %d (the one "
+                  "that published it)",
+                  who.c_str(), static_cast<int>(c.pid), static_cast<int>(expected->pid));
+  // The peer may have exited since it connected (its message still counts), but its pid must not
+  // have gone to another process: then this connection may be that process's.
+  if (pidTakenByAnother(*expected))
+    return errorf(tribRemoteError,
+                  "refused %s: pid %d now belongs to another process than the one that published it "
+                  "(another start time)",
+                  who.c_str(), static_cast<int>(c.pid));
+  return Status::Ok();
+}
+
 Status sendFds(int sock, const void* payload, size_t bytes, const int* fds, int nfds) {
   if (bytes == 0 || nfds < 0 || nfds > kMaxPassedFds)
     return errorf(tribInternalError,

@@ -185,30 +185,49 @@ Status NvlinkWindows::exchangeFds(const WindowsArgs& args, const std::vector<Dev
   for (int p = 0; p < n; ++p) {
     if (p == rank_) continue;
     UniqueFd s;
-    TRIB_RETURN_IF_ERROR(connectAbstract(devices[p].socketName, left(), &s)
-                             .prefix(strprintf("nvlink windows: passing descriptors to rank %d: ", p)));
+    const std::string to = strprintf("nvlink windows: passing descriptors to rank %d: ", p);
+    TRIB_RETURN_IF_ERROR(connectAbstract(devices[p].socketName, left(), &s).prefix(to));
+    // Whoever bound the name is sent nothing unless it is rank p's process.
+    TRIB_RETURN_IF_ERROR(
+        checkPeer(s.get(), &devices[p].process, strprintf("the listener at '%s'", devices[p].socketName))
+            .prefix(to));
     TRIB_RETURN_IF_ERROR(
         sendFds(s.get(), &msg, sizeof msg, fds, nfds).prefix(strprintf("nvlink windows: to rank %d: ", p)));
     sent.push_back(std::move(s));
   }
   std::vector<bool> came(n, false);
-  for (int k = 0; k < n - 1; ++k) {
+  for (int k = 0; k < n - 1;) {
     UniqueFd s;
     TRIB_RETURN_IF_ERROR(
         acceptWithin(listener_.get(), left(), &s)
             .prefix(strprintf("nvlink windows: rank %d waiting for its peers' descriptors (%d of %d "
                               "came): ",
                               rank_, k, n - 1)));
+    // A process of another user is refused before it can hand this rank a descriptor; one of this
+    // user that is not the rank it claims, before a descriptor it handed is used (they close).
+    // Either is dropped, and the wait goes on for the real peers.
+    const std::string from = strprintf("a peer of rank %d", rank_);
+    if (Status who = checkPeer(s.get(), nullptr, "a connection to rank " + std::to_string(rank_));
+        !who.ok()) {
+      TRIB_WARN("nvlink", "nvlink windows: %s", who.message().c_str());
+      continue;
+    }
     FdMessage got;
     UniqueFd in[2];
-    const std::string from = strprintf("a peer of rank %d", rank_);
     TRIB_RETURN_IF_ERROR(
         recvFds(s.get(), &got, sizeof got, in, nfds, left(), from).prefix("nvlink windows: "));
     int q = -1;
     TRIB_RETURN_IF_ERROR(checkFdMessage(got, n, args.commId, from, &q).prefix("nvlink windows: "));
+    if (Status who =
+            checkPeer(s.get(), &devices[q].process, strprintf("a connection claiming to be rank %d", q));
+        !who.ok()) {
+      TRIB_WARN("nvlink", "nvlink windows: rank %d: %s", rank_, who.message().c_str());
+      continue;
+    }
     if (q == rank_ || came[q])
       return errorf(tribRemoteError,
                     "nvlink windows: rank %d sent its descriptors twice (or claims to be rank %d)", q, rank_);
+    ++k;
     came[q] = true;
     if (paths_[q] == PairPath::Direct) {
       // The same process: its own mapping (one address for the signal word, which is also what

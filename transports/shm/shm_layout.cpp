@@ -63,6 +63,11 @@ Status checkPeerSegment(const SegHeader& h, int rank, uint32_t nlocal, uint32_t 
 }
 
 Status checkSlot(const SlotHeader& sh, int rank, uint64_t slotBytes) {
+  if (sh.total > kMaxMessageBytes)
+    return errorf(tribInternalError,
+                  "shm: corrupt stream from rank %d (a message for tag %llu of %llu bytes, more than %llu)",
+                  rank, static_cast<unsigned long long>(sh.tag), static_cast<unsigned long long>(sh.total),
+                  static_cast<unsigned long long>(kMaxMessageBytes));
   const bool ok = sh.kind == kCmaRts ? sh.cmaIndex < kNumCma
                                      : sh.kind == kData && sh.len <= slotBytes && sh.offset <= sh.total &&
                                            sh.len <= sh.total - sh.offset;

@@ -17,6 +17,8 @@ namespace trib::shm {
 
 constexpr uint64_t kSegMagic = 0x314d485342495254ull;  // "TRIBSHM1"
 constexpr uint32_t kNumCma = 64;                       // outstanding single-copy sends per rank
+// The largest message a slot may declare: no buffer is larger than a 47-bit user address space.
+constexpr uint64_t kMaxMessageBytes = 1ull << 47;
 
 struct SegHeader {
   uint64_t magic;
@@ -88,8 +90,9 @@ SegHeader segHeader(int rank, int32_t pid, uint32_t nlocal, uint32_t nslots, uin
 Status checkPeerSegment(const SegHeader& h, int rank, uint32_t nlocal, uint32_t nslots, uint64_t slotBytes,
                         uint64_t windowBytes, uint64_t mappedBytes);
 
-// A slot read from a peer's ring: a known kind, a CMA descriptor index in range, a length that fits
-// the slot and a [offset, offset+len) inside the message's total (tribInternalError naming `rank`).
+// A slot read from a peer's ring: a known kind, a total of at most kMaxMessageBytes, a CMA
+// descriptor index in range, a length that fits the slot and a [offset, offset+len) inside the
+// message's total (tribInternalError naming `rank`).
 Status checkSlot(const SlotHeader& sh, int rank, uint64_t slotBytes);
 
 // What each rank publishes to the others at connect (through the bootstrap's exchange): who it is,

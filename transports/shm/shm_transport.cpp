@@ -873,6 +873,19 @@ void ShmTransport::Impl::drainIncoming(Peer& p) {
   runCmaReads(p);
 }
 
+namespace {
+
+// An unexpected message's bytes grow as they arrive, doubling but never past the total its sender
+// declared, and never sized by that total alone: a peer that declares more than it sends costs
+// at most twice what it sent.
+void appendArrived(std::vector<uint8_t>& buf, uint64_t total, const uint8_t* data, size_t len) {
+  if (buf.size() + len > buf.capacity())
+    buf.reserve(std::min<uint64_t>(total, std::max<uint64_t>(2 * buf.capacity(), buf.size() + len)));
+  buf.insert(buf.end(), data, data + len);
+}
+
+}  // namespace
+
 void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t* data) {
   if (Status bad = checkSlot(sh, p.rank, opt.slotBytes); !bad.ok()) {
     failPeer(p, bad, false);
@@ -914,12 +927,11 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
       auto u = std::make_unique<Unexpected>();
       u->tag = sh.tag;
       u->total = sh.total;
-      u->data.resize(sh.total);
       m.unexp = u.get();
       match.addMessage(p.rank, sh.tag, std::move(u));
     }
   }
-  if (!m.active || m.tag != sh.tag || sh.total != m.total) {
+  if (!m.active || m.tag != sh.tag || sh.total != m.total || sh.offset != m.arrived) {
     failPeer(
         p,
         errorf(tribInternalError, "shm: corrupt stream from rank %d (slot for tag %llu at offset %llu)",
@@ -929,8 +941,8 @@ void ShmTransport::Impl::handleSlot(Peer& p, const SlotHeader& sh, const uint8_t
   }
   if (m.recv)
     deliver(*m.recv, sh.offset, data, sh.len);
-  else if (m.unexp && sh.len > 0)
-    std::memcpy(m.unexp->data.data() + sh.offset, data, sh.len);
+  else if (m.unexp)
+    appendArrived(m.unexp->data, m.total, data, sh.len);
   m.arrived = sh.offset + sh.len;
   if (m.arrived == m.total) {
     if (m.recv)

@@ -20,6 +20,18 @@ T get(const uint8_t* in, size_t off) {
 unsigned long long U(uint64_t v) { return v; }
 #define REJECT(...) Status(tribRemoteError, "malformed switch header: " + strprintf(__VA_ARGS__))
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the switch protocol is little-endian");
+
+// The fields a handshake message leaves unused that are not zero, named ("group, count").
+std::string handshakeFieldsSet(const Header& h) {
+  const std::pair<const char*, bool> fields[] = {
+      {"child", h.child != 0}, {"group", h.group != 0}, {"opId", h.opId != 0}, {"chunk", h.chunk != 0},
+      {"dtype", h.dtype != 0}, {"redop", h.redop != 0}, {"coll", h.coll != 0}, {"count", h.count != 0}};
+  std::string set;
+  for (const auto& [name, nonzero] : fields)
+    if (nonzero) set += (set.empty() ? "" : ", ") + std::string(name);
+  return set;
+}
+
 }  // namespace
 
 const char* msgTypeName(MsgType t) {
@@ -105,6 +117,9 @@ Status parseHeader(const uint8_t in[kHeaderBytes], size_t maxDataBytes, Header* 
                       U(kHandshakeBytes));
       if (h.arg64 != 0 || (h.type != MsgType::Hello && h.arg32 != 0))
         return REJECT("%s with arg64/arg32 set", msgTypeName(h.type));
+      if (const std::string set = handshakeFieldsSet(h); !set.empty())
+        return REJECT("%s with %s set (a handshake message carries only its role and nonce or proof)",
+                      msgTypeName(h.type), set.c_str());
       break;
     case MsgType::Register:
       if (h.payloadBytes == 0 || h.payloadBytes % 8 != 0 || h.payloadBytes > 8 * kMaxLevels)
