@@ -228,10 +228,18 @@ int runRank(const Options& o) {
   tribCommUserRank(comm, &rank);
   std::mt19937_64 rng(o.seed);
   Totals t;
-  // The communicator's scratch pool keeps idle buffers for reuse, up to a cap: resident memory that
-  // grows as random sizes arrive and stops at the cap. Sampled with RSS, so the slope of what is
-  // left (RSS less the pool's idle bytes) shows whether anything else grows.
-  const trib::ScratchPool& pool = comm->impl()->scratchPool;
+  // The communicator keeps memory for reuse: the scratch pool's idle buffers (up to a cap) and the
+  // staging that each cached plan's idle execution keeps for its next run. Both grow as random
+  // sizes arrive. Sampled with RSS, so the slope of what is left (RSS less those) shows whether
+  // anything else grows.
+  const trib::Communicator& impl = *comm->impl();
+  auto poolKiB = [&] { return static_cast<double>(impl.scratchPool.idleBytes()) / 1024; };
+  auto execKiB = [&] {
+    size_t bytes = 0;
+    for (const auto& [key, plan] : impl.planCache)
+      if (plan.idle) bytes += plan.idle->spareStagingBytes();
+    return static_cast<double>(bytes) / 1024;
+  };
   std::vector<double> at, rss, rssLessPool;
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -245,7 +253,7 @@ int runRank(const Options& o) {
     const Resources now = resourcesNow();
     at.push_back(elapsed());
     rss.push_back(now.rssKiB);
-    rssLessPool.push_back(now.rssKiB - static_cast<double>(pool.idleBytes()) / 1024);
+    rssLessPool.push_back(now.rssKiB - poolKiB() - execKiB());
     if (!warmTaken && elapsed() >= o.seconds / 5) warm = now, warmTaken = true;
     // Every rank stops at the same call: when any rank's time is up, or one failed.
     double stop = elapsed() >= o.seconds || t.failed > 0 ? 1 : 0;
@@ -260,7 +268,7 @@ int runRank(const Options& o) {
     if (at[i] >= o.seconds / 5)
       x.push_back(at[i] / 60), y.push_back(rss[i]), yLessPool.push_back(rssLessPool[i]);
   const double rssSlope = slope(x, y), lessPoolSlope = slope(x, yLessPool);
-  const double poolIdleKiB = static_cast<double>(pool.idleBytes()) / 1024;
+  const double poolIdleKiB = poolKiB(), execSpareKiB = execKiB();
   const Churn ch = churn(comm, n, rank, o.churn);
   // Growth in the churn: the second half's largest count over the first half's (transient
   // threads and mappings come and go; a leak raises every later sample).
@@ -281,7 +289,8 @@ int runRank(const Options& o) {
                     growth(&Resources::threads),
                     afterSoak.rssKiB - warm.rssKiB,
                     lessPoolSlope,
-                    poolIdleKiB};
+                    poolIdleKiB,
+                    execSpareKiB};
   constexpr size_t kFields = std::size(local);
   std::vector<double> all(kFields * n, 0);
   tribAllGather(local, all.data(), kFields, tribFloat64, comm, nullptr);
@@ -303,14 +312,16 @@ int runRank(const Options& o) {
   std::printf("calls %.0f  bytes %.3g  wrong elements %.0f  failed calls %.0f\n", calls, bytes, wrong,
               failed);
   std::printf(
-      "resident memory after warm-up: worst rank's slope %.1f KiB/min; less the scratch pool's idle buffers "
-      "(capped at %zu MiB): %.1f KiB/min\n",
+      "resident memory after warm-up: worst rank's slope %.1f KiB/min; less what the communicator keeps for "
+      "reuse (idle scratch, capped at %zu MiB; cached executions' staging): %.1f KiB/min\n",
       worstSlope, trib::ScratchPool::kMaxIdleBytes >> 20, worstLessPool);
   for (int r = 0; r < n; ++r)
     std::printf(
-        "  rank %d: slope %.1f KiB/min, %+.0f KiB from warm-up to the end; pool idle at the end %.0f KiB, "
-        "slope without it %.1f KiB/min\n",
-        r, all[kFields * r + 4], all[kFields * r + 8], all[kFields * r + 10], all[kFields * r + 9]);
+        "  rank %d: slope %.1f KiB/min, %+.0f KiB from warm-up to the end; kept at the end: idle scratch "
+        "%.0f KiB, "
+        "executions' staging %.0f KiB; slope without them %.1f KiB/min\n",
+        r, all[kFields * r + 4], all[kFields * r + 8], all[kFields * r + 10], all[kFields * r + 11],
+        all[kFields * r + 9]);
   std::printf(
       "churn: %d communicators; growth (2nd half max - 1st half max, worst rank): fds %+.0f, mappings "
       "%+.0f, threads %+.0f\n",

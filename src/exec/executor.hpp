@@ -132,6 +132,12 @@ class Execution {
   // Bytes this execution copied into its own staging (in-place overwrites of data in flight,
   // sends of an abandonable execution): 0 when every send went from the caller's buffer.
   uint64_t stagedBytes() const { return stagedBytes_; }
+  // Staging it keeps for its next run (a few buffers, freed with it).
+  size_t spareStagingBytes() const {
+    size_t n = 0;
+    for (const Spare& e : spareStaging_) n += e.bytes;
+    return n;
+  }
   // Whether a transport, offload or engine may still hold one of its operations (posted, not
   // complete): then it, and the memory they point into, must outlive them.
   bool holdsPostedOps() const;
