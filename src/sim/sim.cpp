@@ -14,6 +14,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "algo/domain_ring.hpp"
 #include "topo/route.hpp"
 
 namespace trib {
@@ -158,10 +159,11 @@ class Links {
   // A switch's reduction engine for one group as a server of `rate` GB/s per port: a chunk of
   // `bytes` from every port is reduced in bytes / rate, one chunk after another. Groups on
   // different ports (SHARP trees of different GPUs) reduce in parallel.
-  double reduce(int sw, int group, double ready, double bytes, double rateGBps) {
+  // fixedUs: a cost per chunk on top of its bytes (NVLS: see NvlsSim).
+  double reduce(int sw, int group, double ready, double bytes, double rateGBps, double fixedUs = 0) {
     double& f = reduceFree_[reduceKey(sw, group)];
     double start = std::max(ready, f);
-    f = start + bytes / (rateGBps * kB);
+    f = start + fixedUs + bytes / (rateGBps * kB);
     return f;
   }
   double overhead(std::span<const DirLink> path) const {
@@ -927,6 +929,17 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
     while ((1 << depth) < args.nranks) ++depth;
     o.window = std::max(defaultWindow(args.nranks), 12 * (2 * depth + 2));
   }
+  if (o.window <= 0 && (algo.algo == Algo::Hierarchical || algo.algo == Algo::HierSwitch)) {
+    // Likewise the hierarchical rings: a round is k chunks sent and k received, and chunk j of the
+    // next round goes once chunk j of this one has arrived, while this round's later chunks are
+    // still blocked; a window under a round (8 at 4,608 ranks against 64 chunks) serialised the
+    // rounds, which the executor does not.
+    const uint64_t d = static_cast<uint64_t>(algo::domainSize(args));
+    const uint64_t chunk = algo::chunkOf(args);
+    const uint64_t k = (args.count / d + chunk - 1) / chunk;
+    o.window =
+        static_cast<int>(std::max<uint64_t>(defaultWindow(args.nranks), std::min<uint64_t>(2 * k + 2, 4096)));
+  }
   Engine e(t, args, esize, nodes, o);
   TRIB_RETURN_IF_ERROR(e.run(algo, out));
   finish(args, esize, out, t0);
@@ -1008,8 +1021,11 @@ class NvlsSim {
           for (size_t k = 0; k < d; ++k)
             r = std::max(r,
                          links_.send(up[k], e.j == 0 ? upOverhead_[e.x * d + k] : e.ready, chunkBytes(e.j)));
-          const double done =
-              links_.reduce(sw_[e.x], 0, r, chunkBytes(e.j), t_.node(sw_[e.x]).reduce.reduceGBps);
+          // The GPUs' SMs drive the switch's reduction (load-reduce, multicast store) chunk by
+          // chunk and synchronise on flags between chunks: each chunk costs the model's chunk
+          // overhead on that stage, the pipeline's slowest on every generator's systems.
+          const double done = links_.reduce(sw_[e.x], 0, r, chunkBytes(e.j),
+                                            t_.node(sw_[e.x]).reduce.reduceGBps, k_.chunkOverheadUs);
           out->messages += d * size;
           // A GPU sends its next chunk once its link has taken this one.
           if (e.j + 1 < nChunks_) push({r, 1, e.j + 1, e.x, 0});
