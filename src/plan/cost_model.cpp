@@ -91,6 +91,7 @@ const CostConstants& CostConstants::defaults() {
     c.boardChunkBytes = 1 << 20;
     c.minChunkBytes = 64 << 10;
     c.maxChunkBytes = 4 << 20;
+    c.executorWindowSteps = 512;  // src/exec/executor.cpp kWindow
     return c;
   }();
   return k;
@@ -544,7 +545,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
               std::max((m - 2) * v / m / bOutR, (m - 2) * (c.aOut + c0 / bOutR)) + c.aOut + c0 / bOutR;
           const double ag = pipelinedRing(0, d - 1, v, cb, c.aIn, c.bIn, c.bIn);
           const double lastChunkAg = pipelinedRing(0, d - 1, c0, cb, c.aIn, c.bIn, c.bIn);
-          t = rs + std::max(across + lastChunkAg, firstFinal + ag);
+          // The executor starts steps at most a window past its first unfinished one: while the
+          // network level's all-gather rounds (a send and a receive per chunk) are pending, only
+          // the domain all-gather's rounds that fit in the rest of the window can overlap them;
+          // the others run after it (and the last chunk's hops with them).
+          const double acrossSteps = 2.0 * (m - 1) * std::ceil(v / m / c0);
+          const double agSteps = 2.0 * (d - 1) * std::ceil(v / std::min(cb, v));
+          const double seen = std::clamp((k.executorWindowSteps - acrossSteps) / agSteps, 0.0, 1.0);
+          t = rs + std::max(across + std::max(lastChunkAg, (1 - seen) * ag), firstFinal + ag);
           p.reason = "ring reduce-scatter in domain, ring all-reduce of S/d across, all-gather in domain";
           break;
         }

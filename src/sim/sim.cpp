@@ -14,7 +14,6 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "algo/domain_ring.hpp"
 #include "topo/route.hpp"
 
 namespace trib {
@@ -928,17 +927,6 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
     int depth = 0;
     while ((1 << depth) < args.nranks) ++depth;
     o.window = std::max(defaultWindow(args.nranks), 12 * (2 * depth + 2));
-  }
-  if (o.window <= 0 && (algo.algo == Algo::Hierarchical || algo.algo == Algo::HierSwitch)) {
-    // Likewise the hierarchical rings: a round is k chunks sent and k received, and chunk j of the
-    // next round goes once chunk j of this one has arrived, while this round's later chunks are
-    // still blocked; a window under a round (8 at 4,608 ranks against 64 chunks) serialised the
-    // rounds, which the executor does not.
-    const uint64_t d = static_cast<uint64_t>(algo::domainSize(args));
-    const uint64_t chunk = algo::chunkOf(args);
-    const uint64_t k = (args.count / d + chunk - 1) / chunk;
-    o.window =
-        static_cast<int>(std::max<uint64_t>(defaultWindow(args.nranks), std::min<uint64_t>(2 * k + 2, 4096)));
   }
   Engine e(t, args, esize, nodes, o);
   TRIB_RETURN_IF_ERROR(e.run(algo, out));
