@@ -49,9 +49,6 @@ const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Rhd, 16, 0, kAny,
      "across racks the replay's hashed (ECMP) spine routes collide where the model spreads perfectly; in "
      "one domain the replay overlaps the halving steps' slices"},
-    {PlanAlgo::Switch, 288, 1u << 20, 16u << 20,
-     "three tiers: the model charges the up and the down path a full one-way latency (switch op "
-     "included) each"},
 };
 
 bool knownGap(const Cell& c, const char** why) {

@@ -136,15 +136,16 @@ class Links {
       rate_[d] = dirLinkBw(t, static_cast<DirLink>(d)) * k.eff[static_cast<int>(t.link(d >> 1).type)] * kB;
   }
   // Returns the arrival of the last byte; *first = arrival of the first byte. Overheads are the
-  // caller's (added to depart).
-  double send(std::span<const DirLink> path, double depart, double bytes, double* first) {
+  // caller's (added to depart). gapUs: the path's first link takes its next message only that long
+  // after this one (a sender's per-chunk cost, see AggGroup::run).
+  double send(std::span<const DirLink> path, double depart, double bytes, double* first, double gapUs = 0) {
     double head = depart, tail = 0, prevLat = 0;
     for (DirLink d : path) {
       const double lat = t_.link(dirLinkId(d)).latencyUs;
       double start = std::max(head, free_[d]);
       double x = bytes / rate_[d];
       double finish = std::max(start + x, tail + prevLat);
-      free_[d] = finish;
+      free_[d] = finish + (d == path.front() ? gapUs : 0);
       busy_[d] += x;
       bytes_[d] += bytes;
       head = start + lat;
@@ -304,7 +305,10 @@ class AggGroup {
            const double* departs, double* out) {
     ready_.assign(order_.size(), 0);  // per switch: all inputs arrived, then its result arrived
     for (size_t i = 0; i < up_.size(); ++i) {
-      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), up(i), nullptr);
+      // Each call is one chunk: the member's next one leaves a chunk overhead after it (the flag
+      // and credit exchange per chunk, as the NVSwitch's reduction pays it in NvlsSim and the cost
+      // model charges it: the slowest stage shows it).
+      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), up(i), nullptr, k.chunkOverheadUs);
       ready_[leafOf_[i]] = std::max(ready_[leafOf_[i]], at);
     }
     for (size_t i = 0; i < order_.size(); ++i) {
