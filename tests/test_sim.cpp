@@ -109,9 +109,11 @@ TEST(Simulator, InNetworkReductionHalvesTrafficOnUniformTopology) {
 TEST(Simulator, NvlsAndNvlsSwitchRun) {
   Topology dgx = makeDgxH100();
   SimResult r;
+  // REFERENCE.md: NVLS ~480 GB/s at large sizes (1 GiB in 4 MiB chunks, the planner's largest: each
+  // chunk's fixed overhead costs 1.5% here, 6% at 256 MiB).
   ASSERT_TRUE(
-      simulateInNetwork(dgx, PlanAlgo::Nvls, allreduceArgs(8, 64u << 20, 1u << 20), tribFloat32, &r).ok());
-  EXPECT_NEAR(r.busbwGBps, 480, 480 * 0.06);  // REFERENCE.md: NVLS ~480 GB/s
+      simulateInNetwork(dgx, PlanAlgo::Nvls, allreduceArgs(8, 256u << 20, 1u << 20), tribFloat32, &r).ok());
+  EXPECT_NEAR(r.busbwGBps, 480, 480 * 0.06);
   Topology c = makeNvl72Cluster(2);
   ASSERT_TRUE(
       simulateInNetwork(c, PlanAlgo::NvlsSwitch, allreduceArgs(144, 16u << 20, 1u << 20), tribFloat32, &r)
@@ -145,9 +147,9 @@ static Plan modelPlan(Planner& p, PlanAlgo a, uint64_t bytes, int n) {
 // NVLS within each rack and the network's switches across: the simulator runs each stage of each
 // chunk in the order it becomes ready, so a chunk's all-gather overlaps the next chunk's
 // reduction as the model's pipeline assumes. (Run stage by stage, every link carried one stage's
-// chunks before the next stage's, and the simulation came out 1.58x the model at 1 GiB.) Below
-// 1 GiB the model is still pessimistic by up to 15% (its pipeline fill over 2 + 2 x tiers stages;
-// 0.90 at 256 MiB, 0.85 at 16 MiB): open in the model-agreement work.
+// chunks before the next stage's, and the simulation came out 1.58x the model at 1 GiB.) With the
+// model's fill per stage and the replay's per-chunk overhead they agree within 10% at 256 MiB too
+// (0.90 before, 0.99 now).
 TEST(Simulator, NvlsSwitchPipelinesItsStagesAsTheModelDoes) {
   Topology c = makeNvl72Cluster(2);
   Planner p(c);
@@ -159,7 +161,7 @@ TEST(Simulator, NvlsSwitchPipelinesItsStagesAsTheModelDoes) {
                                   tribFloat32, &r)
                     .ok());
     const double ratio = r.timeUs / plan.predictedUs;
-    EXPECT_GT(ratio, bytes >= (1ull << 30) ? 0.9 : 0.85) << bytes << ": simulated " << r.timeUs << " us";
+    EXPECT_GT(ratio, 0.9) << bytes << ": simulated " << r.timeUs << " us";
     EXPECT_LT(ratio, 1.1) << bytes << ": simulated " << r.timeUs << " us, model " << plan.predictedUs
                           << " us";
   }
@@ -393,8 +395,8 @@ TEST(Hierarchical, ScheduleIsCorrectAndMatchesTheModel) {
     const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
     EXPECT_EQ(materialize(*h, flat, 2).size(), materialize(*ring, flat, 2).size()) << rpd;
   }
-  // On two NVL72 racks the planner's prediction and the simulation agree within 30% (the model does
-  // not credit the overlap of slices across ring rounds, so it is the pessimistic one).
+  // On two NVL72 racks the planner's prediction and the simulation agree within 10% (the model
+  // pipelines the levels and the ring rounds chunk by chunk as the replay runs them).
   Topology t = makeNvl72Cluster(2);
   Planner p(t);
   PlanRequest req;
@@ -409,7 +411,6 @@ TEST(Hierarchical, ScheduleIsCorrectAndMatchesTheModel) {
     a.ranksPerDomain = c.plan.ranksPerDomain;
     SimResult r;
     ASSERT_TRUE(simulate(t, *h, a, tribFloat32, &r).ok());
-    EXPECT_NEAR(r.timeUs, c.plan.predictedUs, c.plan.predictedUs * 0.30);
-    EXPECT_LE(r.timeUs, c.plan.predictedUs);
+    EXPECT_NEAR(r.timeUs, c.plan.predictedUs, c.plan.predictedUs * 0.10);
   }
 }

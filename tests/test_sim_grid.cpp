@@ -49,16 +49,6 @@ const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Rhd, 16, 0, kAny,
      "across racks the replay's hashed (ECMP) spine routes collide where the model spreads perfectly; in "
      "one domain the replay overlaps the halving steps' slices"},
-    {PlanAlgo::Hierarchical, 2, 16u << 20, kAny,
-     "the replay overlaps slices of the domain rings with the cross-domain ring; the model sums the "
-     "phases"},
-    {PlanAlgo::HierSwitch, 2, 16u << 20, kAny, "as hierarchical: the model sums phases the replay overlaps"},
-    {PlanAlgo::Nvls, 2, 16u << 20, 256u << 20,
-     "model: a per-chunk overhead after every chunk and a 2-chunk fill; the event replay has neither"},
-    {PlanAlgo::NvlsSwitch, 2, 16u << 20, 256u << 20, "as nvls: the model's per-chunk overhead and fill"},
-    {PlanAlgo::Switch, 288, 1u << 20, 16u << 20,
-     "three tiers: the model charges the up and the down path a full one-way latency (switch op "
-     "included) each"},
 };
 
 bool knownGap(const Cell& c, const char** why) {

@@ -91,6 +91,7 @@ const CostConstants& CostConstants::defaults() {
     c.boardChunkBytes = 1 << 20;
     c.minChunkBytes = 64 << 10;
     c.maxChunkBytes = 4 << 20;
+    c.executorWindowSteps = 512;  // src/exec/executor.cpp kWindow
     return c;
   }();
   return k;
@@ -353,7 +354,21 @@ double flatRingPhase(const Ctx& c, double v, bool reduce) {
   return std::max(path, capacity);
 }
 
-double localRingPhase(int members, double v, double a, double b) { return (members - 1) * (a + v / b); }
+// Ring rounds in which every rank passes a block of v bytes to its neighbour, cut into chunks of c
+// that pipeline (the hierarchical schedules slice every round; a chunk goes on once the same chunk
+// of the previous round has arrived): `reduceRounds` at bReduce, then `copyRounds` at bCopy.
+// Either the link paces them (every round's bytes back to back, one hop's latency at the end) or
+// one chunk's chain of hops does (a latency and a chunk-time per round, the block's other chunks
+// one chunk-time behind). One chunk per block: rounds x (a + v/b).
+double pipelinedRing(int reduceRounds, int copyRounds, double v, double c, double a, double bReduce,
+                     double bCopy) {
+  if (reduceRounds + copyRounds <= 0 || v <= 0) return 0;
+  c = std::clamp(c, 1.0, v);
+  const double link = reduceRounds * v / bReduce + copyRounds * v / bCopy + a;
+  const double chain = reduceRounds * (a + c / bReduce) + copyRounds * (a + c / bCopy) +
+                       (std::ceil(v / c) - 1) * c / std::min(bReduce, bCopy);
+  return std::max(link, chain);
+}
 
 }  // namespace
 
@@ -512,12 +527,32 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (!c.multi) return unsupported("needs more than one domain");
           if (f.perDomain < 2) return unsupported("one rank per domain: nothing to do inside domains");
           if (!f.uniform) return unsupported("needs equal, contiguous domains");
-          int d = f.perDomain, m = f.domains;
-          double v = S / d;
-          t = localRingPhase(d, v, c.aIn, std::min(c.bIn, c.R)) +
-              localRingPhase(m, v / m, c.aOut, std::min(c.bLoaded, c.R)) +
-              localRingPhase(m, v / m, c.aOut, c.bLoaded) + localRingPhase(d, v, c.aIn, c.bIn);
+          const int d = f.perDomain, m = f.domains;
+          const double v = S / d, bInR = std::min(c.bIn, c.R), bOutR = std::min(c.bLoaded, c.R);
           chunk = clampChunk(std::ceil(v / m), k);
+          const double cb = static_cast<double>(chunk);
+          // The levels overlap chunk by chunk where the data allow (docs/PLANNER.md "hierarchical:
+          // the levels pipelined"): the domain reduce-scatter first (its last round alone makes the
+          // block, so at most a round overlaps the next level: not counted); across domains a ring
+          // of 2(m-1) rounds of v/m, whose results appear from its (m-1)-th round on; the domain
+          // all-gather, on the NVLink the network phase does not use, starts on the first final
+          // chunk. It ends after the last final chunk's d-1 hops, or after its own work from the
+          // first, whichever is later.
+          const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, bInR, c.bIn);
+          const double across = pipelinedRing(m - 1, m - 1, v / m, cb, c.aOut, bOutR, c.bLoaded);
+          const double c0 = std::min(cb, v / m);
+          const double firstFinal =
+              std::max((m - 2) * v / m / bOutR, (m - 2) * (c.aOut + c0 / bOutR)) + c.aOut + c0 / bOutR;
+          const double ag = pipelinedRing(0, d - 1, v, cb, c.aIn, c.bIn, c.bIn);
+          const double lastChunkAg = pipelinedRing(0, d - 1, c0, cb, c.aIn, c.bIn, c.bIn);
+          // The executor starts steps at most a window past its first unfinished one: while the
+          // network level's all-gather rounds (a send and a receive per chunk) are pending, only
+          // the domain all-gather's rounds that fit in the rest of the window can overlap them;
+          // the others run after it (and the last chunk's hops with them).
+          const double acrossSteps = 2.0 * (m - 1) * std::ceil(v / m / c0);
+          const double agSteps = 2.0 * (d - 1) * std::ceil(v / std::min(cb, v));
+          const double seen = std::clamp((k.executorWindowSteps - acrossSteps) / agSteps, 0.0, 1.0);
+          t = rs + std::max(across + std::max(lastChunkAg, (1 - seen) * ag), firstFinal + ag);
           p.reason = "ring reduce-scatter in domain, ring all-reduce of S/d across, all-gather in domain";
           break;
         }
@@ -547,8 +582,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           const double v = S / d, b = f.switchGBps * kB;
           chunk = pipelineChunk(v, b, 2 * f.switchTiers, k);
           if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
-          t = localRingPhase(d, v, c.aIn, std::min(c.bIn, c.R)) + 2 * f.switchLatUs + v / b +
-              pipelineCost(v, chunk, b, 2 * f.switchTiers, k) + localRingPhase(d, v, c.aIn, c.bIn);
+          // The switch takes the block as one step (the schedule's SwitchReduce), so the levels
+          // follow one another; inside the domain the ring rounds pipeline chunk by chunk.
+          const double cb = static_cast<double>(chunk);
+          t = pipelinedRing(d - 1, 0, v, cb, c.aIn, std::min(c.bIn, c.R), c.bIn) + 2 * f.switchLatUs + v / b +
+              pipelineCost(v, cb, b, 2 * f.switchTiers, k) +
+              pipelinedRing(0, d - 1, v, cb, c.aIn, c.bIn, c.bIn);
           p.reason = "ring reduce-scatter in domain, switch all-reduce of S/d, all-gather in domain";
           break;
         }
@@ -576,7 +615,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           double slow = std::max(S / bn, S / f.perDomain / bs);
           double bEff = S / slow;
           chunk = pipelineChunk(S, bEff, 2 + 2 * f.switchTiers, k);
-          t = 2 * c.aIn + 2 * f.switchLatUs + slow + pipelineCost(S, chunk, bEff, 2 + 2 * f.switchTiers, k);
+          // The fill is the first chunk's trip through every stage at that stage's size and rate:
+          // into the NVSwitch (reduced there) and out, a slice of c/d to each GPU and back in, and
+          // the slice up and down the aggregation tree (not depth x the whole chunk at the slowest
+          // rate: across domains each GPU carries only its slice).
+          const double cb = std::max(1.0, std::min(static_cast<double>(chunk), S)), d = f.perDomain;
+          const double fill = 2 * cb / bn + 2 * cb / d / bn + 2 * f.switchTiers * cb / d / bs;
+          t = 2 * c.aIn + 2 * f.switchLatUs + slow + fill + std::ceil(S / cb) * k.chunkOverheadUs;
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }

@@ -50,6 +50,7 @@ struct CostConstants {
   double boardCacheSpeedup;  // one-/two-shot: their window cells are still in the shared cache
   uint64_t boardChunkBytes;  // two-shot: bytes per board step (TRIB_SHM_BOARD_BYTES' default)
   uint64_t minChunkBytes, maxChunkBytes;
+  int executorWindowSteps;  // steps past its first unfinished one the executor may start
   static const CostConstants& defaults();
 };
 

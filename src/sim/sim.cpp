@@ -136,15 +136,16 @@ class Links {
       rate_[d] = dirLinkBw(t, static_cast<DirLink>(d)) * k.eff[static_cast<int>(t.link(d >> 1).type)] * kB;
   }
   // Returns the arrival of the last byte; *first = arrival of the first byte. Overheads are the
-  // caller's (added to depart).
-  double send(std::span<const DirLink> path, double depart, double bytes, double* first) {
+  // caller's (added to depart). gapUs: the path's first link takes its next message only that long
+  // after this one (a sender's per-chunk cost, see AggGroup::run).
+  double send(std::span<const DirLink> path, double depart, double bytes, double* first, double gapUs = 0) {
     double head = depart, tail = 0, prevLat = 0;
     for (DirLink d : path) {
       const double lat = t_.link(dirLinkId(d)).latencyUs;
       double start = std::max(head, free_[d]);
       double x = bytes / rate_[d];
       double finish = std::max(start + x, tail + prevLat);
-      free_[d] = finish;
+      free_[d] = finish + (d == path.front() ? gapUs : 0);
       busy_[d] += x;
       bytes_[d] += bytes;
       head = start + lat;
@@ -158,10 +159,11 @@ class Links {
   // A switch's reduction engine for one group as a server of `rate` GB/s per port: a chunk of
   // `bytes` from every port is reduced in bytes / rate, one chunk after another. Groups on
   // different ports (SHARP trees of different GPUs) reduce in parallel.
-  double reduce(int sw, int group, double ready, double bytes, double rateGBps) {
+  // fixedUs: a cost per chunk on top of its bytes (NVLS: see NvlsSim).
+  double reduce(int sw, int group, double ready, double bytes, double rateGBps, double fixedUs = 0) {
     double& f = reduceFree_[reduceKey(sw, group)];
     double start = std::max(ready, f);
-    f = start + bytes / (rateGBps * kB);
+    f = start + fixedUs + bytes / (rateGBps * kB);
     return f;
   }
   double overhead(std::span<const DirLink> path) const {
@@ -303,7 +305,10 @@ class AggGroup {
            const double* departs, double* out) {
     ready_.assign(order_.size(), 0);  // per switch: all inputs arrived, then its result arrived
     for (size_t i = 0; i < up_.size(); ++i) {
-      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), up(i), nullptr);
+      // Each call is one chunk: the member's next one leaves a chunk overhead after it (the flag
+      // and credit exchange per chunk, as the NVSwitch's reduction pays it in NvlsSim and the cost
+      // model charges it: the slowest stage shows it).
+      double at = links.send(up_[i], departs[i] + links.overhead(up_[i]), up(i), nullptr, k.chunkOverheadUs);
       ready_[leafOf_[i]] = std::max(ready_[leafOf_[i]], at);
     }
     for (size_t i = 0; i < order_.size(); ++i) {
@@ -1008,8 +1013,11 @@ class NvlsSim {
           for (size_t k = 0; k < d; ++k)
             r = std::max(r,
                          links_.send(up[k], e.j == 0 ? upOverhead_[e.x * d + k] : e.ready, chunkBytes(e.j)));
-          const double done =
-              links_.reduce(sw_[e.x], 0, r, chunkBytes(e.j), t_.node(sw_[e.x]).reduce.reduceGBps);
+          // The GPUs' SMs drive the switch's reduction (load-reduce, multicast store) chunk by
+          // chunk and synchronise on flags between chunks: each chunk costs the model's chunk
+          // overhead on that stage, the pipeline's slowest on every generator's systems.
+          const double done = links_.reduce(sw_[e.x], 0, r, chunkBytes(e.j),
+                                            t_.node(sw_[e.x]).reduce.reduceGBps, k_.chunkOverheadUs);
           out->messages += d * size;
           // A GPU sends its next chunk once its link has taken this one.
           if (e.j + 1 < nChunks_) push({r, 1, e.j + 1, e.x, 0});
