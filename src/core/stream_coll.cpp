@@ -41,9 +41,10 @@ Status makeState(Communicator* comm, std::unique_ptr<StreamOrdering> ordering, i
 // The host staging a work's runs take from the engine, reserved on the caller's thread before
 // its stream is held (Engine::reserveHostStaging says why).
 Status reserveStaging(Communicator* comm, const StreamWork& work) {
+  if (!comm->streams->deviceEngine) return Status::Ok();
   std::vector<size_t> needs;
   for (const StreamRun& r : work.runs) addHostStagingNeeds(*r.steps, comm->peers, r.options, &needs);
-  if (needs.empty() || !comm->streams->deviceEngine) return Status::Ok();
+  if (needs.empty()) return Status::Ok();
   Status st = comm->streams->deviceEngine->reserveHostStaging(needs);
   if (!st.ok()) st.prefix(strprintf("rank %d: a stream-ordered call's host staging: ", comm->rank));
   return st;

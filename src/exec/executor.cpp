@@ -42,6 +42,7 @@ MessageMemory messageMemory(const Step& s, const ExecOptions& opts, const Engine
 void addHostStagingNeeds(const std::vector<Step>& steps, const std::vector<Transport*>& peers,
                          const ExecOptions& opts, std::vector<size_t>* needs) {
   const Engine& engine = opts.engine ? *opts.engine : hostEngine();
+  if (engine.memory() != MemoryKind::Device) return;  // only a device engine stages through host memory
   const size_t elemSize = dataTypeSize(opts.dtype);
   for (const Step& s : steps) {
     if (!s.isComm() || s.peer < 0 || s.peer >= static_cast<int>(peers.size()) || !peers[s.peer]) continue;
