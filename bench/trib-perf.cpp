@@ -592,7 +592,15 @@ int main(int argc, char** argv) {
   }
   Bench bench{o, dtype, op};
   if (underLauncher) {
-    // One rank per process, as the launcher started them.
+    // One rank per process, as the launcher started them. With device buffers its GPU is current
+    // before init, as in an NCCL program: the CUDA-IPC windows connect only between ranks that had
+    // a CUDA context at init (docs/CUDA.md).
+    if (o.device) {
+      if (trib::Status st = trib::cuda::setDevice(deviceFor(o, o.localRank)); !st.ok()) {
+        std::fprintf(stderr, "trib-perf: --mem device: %s\n", st.message().c_str());
+        return 1;
+      }
+    }
     tribComm_t comm = nullptr;
     if (tribCommInitFromEnv(&comm, nullptr) != tribSuccess) {
       std::fprintf(stderr, "trib-perf: init from the launcher's environment failed: %s\n",

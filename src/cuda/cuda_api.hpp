@@ -30,6 +30,9 @@ Status synchronize(Engine& engine);
 int deviceOf(const void* p);
 // The calling thread's current device.
 Status currentDevice(int* device);
+// Makes `device` the calling thread's current device with its primary context current, as an NCCL
+// program does before it creates a communicator (device windows need a context at init).
+Status setDevice(int device);
 // Stream ordering on CUDA streams (exec/stream_order.hpp) for calls on `device`: cuStreamWriteValue32
 // marks a ticket's start in mapped host memory that the progress thread reads; cuStreamWaitValue32
 // holds the stream until the progress thread writes the release word. Driver functions come from

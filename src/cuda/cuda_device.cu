@@ -71,6 +71,15 @@ Status currentDevice(int* device) {
   return Status::Ok();
 }
 
+Status setDevice(int device) {
+  TRIB_RETURN_IF_ERROR(deviceStatus());
+  TRIB_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  // Since CUDA 12 cudaSetDevice makes the primary context current; cudaFree(nullptr) makes sure on
+  // older runtimes too.
+  TRIB_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
+  return Status::Ok();
+}
+
 Status cudaFailure(cudaError_t e, const char* what) {
   (void)cudaGetLastError();
   return errorf(tribUnhandledCudaError, "%s failed: %s (%s)", what, cudaGetErrorName(e),

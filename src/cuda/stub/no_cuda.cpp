@@ -21,6 +21,7 @@ Status createEngine(int, std::unique_ptr<Engine>*) { return notBuilt(); }
 Status synchronize(Engine&) { return notBuilt(); }
 int deviceOf(const void*) { return -1; }
 Status currentDevice(int*) { return notBuilt(); }
+Status setDevice(int) { return notBuilt(); }
 Status createStreamOrdering(int, std::unique_ptr<StreamOrdering>*) { return notBuilt(); }
 Status deviceCount(int*) { return notBuilt(); }
 Status deviceAlloc(int, size_t, void**) { return notBuilt(); }
