@@ -429,15 +429,20 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     return sum;
   };
   // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
-  // slice, to each of its n-1 peers at once: one latency, then the software cost of every further
-  // message the rank posts itself ((n-1) per slice; a network step's too across domains), and
-  // (n-1)·v through the rank's own link (the loaded network share across domains).
+  // slice, to each of its n-1 peers. The executor posts every send in its window in one pass
+  // without waiting for any (src/exec/executor.cpp), so their step overheads overlap: a step's
+  // latency per window of steps (one up to 513 ranks), then the rank's bytes, its own domain's
+  // peers' over the domain link and the others' over its network share, at once. Reducing, the
+  // owner folds the n blocks of a slice in rank order (the same bits everywhere); the staggered
+  // sends bring rank 0 its block from rank 1 last, so n-2 folds of the last slice follow it.
   auto directPhase = [&](double v, bool reduce) {
-    double b = c.multi ? c.bLoaded : c.bIn;
-    if (reduce) b = std::min(b, c.R);
-    const double perMessage = k.stepOverheadUs + (c.multi ? k.netStepOverheadUs : 0);
-    const double messages = (n - 1) * std::max(1.0, std::ceil(v / static_cast<double>(chunk)));
-    return (c.multi ? c.aOut : c.aIn) + (messages - 1) * perMessage + (n - 1) * v / b;
+    double bIn = c.bIn, bOut = c.multi ? c.bLoaded : c.bIn;
+    if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);
+    const double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
+    const double rounds = std::ceil((n - 1) / static_cast<double>(k.executorWindowSteps));
+    double t = rounds * (c.multi ? c.aOut : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
+    if (reduce) t += (n - 2) * std::min(v, static_cast<double>(chunk)) / c.R;
+    return t;
   };
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
