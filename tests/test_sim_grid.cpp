@@ -44,8 +44,6 @@ const std::vector<Gap> kKnownGaps = {
      "across domains the replay's source queues send a rank's messages one at a time, all a node's "
      "ranks to the same remote rank first (incast), and its hashed spine routes collide; the model "
      "spreads them as a NIC interleaving its queue pairs would"},
-    {PlanAlgo::OneShot, 2, 0, kAny, false, "model's GPU-window formula is not derived from the GPU replay"},
-    {PlanAlgo::TwoShot, 2, 0, kAny, false, "model's GPU-window formula is not derived from the GPU replay"},
     {PlanAlgo::Tree, 2, 16u << 20, kAny, false,
      "two ranks: the model's 2 x depth chunk fill where the replay overlaps one tree's up with the other's "
      "down; 7+ ranks at >= 256 MiB the replay is 1.13-1.29x the busiest rank's 2S / link"},

@@ -444,6 +444,16 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     if (reduce) t += (n - 2) * std::min(v, static_cast<double>(chunk)) / c.R;
     return t;
   };
+  // GPU windows (transports/nvlink): every rank folds n terms of v bytes in rank order, reading
+  // term j off rank j's window (one-sided: the route's latency, no software step), each read
+  // after the last (it writes what the next one reduces into). They start together, so all read
+  // rank 0 first and its link serves the n-1 reads one after another; the last rank then leads
+  // the others by a read each, and its n-2 later reads find their links free:
+  // (n-1) latencies + (2n-3) reads.
+  auto gpuWindowFold = [&](double v) {
+    const double lat = std::max(0.0, c.aIn - k.stepOverheadUs);
+    return (n - 1) * lat + (2.0 * n - 3) * v / std::min(c.bIn, c.R);
+  };
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
   double rhdExtra = pof2 == n ? 0 : (c.multi ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
@@ -633,9 +643,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::OneShot:
           if (c.multi) return unsupported("one-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) {
-            // GPU windows (transports/nvlink): copy S into its window, then one fold that reads
-            // the n-1 peers' windows over NVLink/PCIe and its own, bound by the link or HBM.
-            t = 2 * c.aIn + S / c.R + (n - 1) * S / std::min(c.bIn, c.R);
+            // GPU windows: copy (or expose, priced as a copy) S into its window, one exchange, the
+            // fold off the windows (gpuWindowFold); from kOneShotExposeFromElems one more exchange.
+            t = (S / dataTypeSize(dtype) >= kOneShotExposeFromElems ? 2 : 1) * c.aIn + S / c.R +
+                gpuWindowFold(S);
             chunk = clampChunk(S, k);
             p.reason = "one exchange; every GPU reduces the n inputs off the peer windows";
             break;
@@ -655,10 +666,15 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::TwoShot: {
           if (c.multi) return unsupported("two-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) {
-            // GPU windows: per cell, copy in, reduce its slice reading the n-1 peers' over the
-            // link, get the n-1 other slices over it: S/R + 2(n-1)/n S over the link.
-            double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
-            t = (2 * chunks + 1) * c.aIn + S / c.R + 2.0 * (n - 1) / n * S / std::min(c.bIn, c.R);
+            // GPU windows, per cell-sized chunk c, one after another: two exchanges; the peers'
+            // slices and then its result exposed (priced as copies: c/R); the fold of its slice
+            // (c/n) off the windows (gpuWindowFold); the n-1 other slices got at once, each from its
+            // owner (a latency, (n-1)c/n into the rank). One more exchange ends the call.
+            const double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
+            const double cb = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
+            const double lat = std::max(0.0, c.aIn - k.stepOverheadUs);
+            t = c.aIn + chunks * (2 * c.aIn + cb / c.R + gpuWindowFold(cb / n) + lat +
+                                  (n - 1) * cb / n / std::min(c.bIn, c.R));
             chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
             p.reason =
                 "per window cell: each GPU reduces its slice off the peer windows, then gets the others'";
