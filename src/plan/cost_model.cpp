@@ -414,20 +414,31 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto rhdPhase = [&](bool reduce, double total) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
     // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
-    // partner is a domain or more away crosses the network, every rank sending at once.
+    // partner is a domain or more away crosses the network, every rank sending at once. Steps are
+    // sent in chunks and the executor starts a chunk once its data are there, so steps overlap:
+    // the phase ends after the later of each link's bytes back to back (steps across domains on
+    // the network share, the others on the domain link; one latency at the end) and one chunk's
+    // chain through the steps (every step's latency, the slowest step's bytes, a chunk of each
+    // other's).
     int L = 0;
     while ((2 << L) <= n) ++L;
-    double sum = 0;
+    double lat = 0, slowest = 0, chunks = 0, linkIn = 0, linkOut = 0, last = 0;
     for (int s = 0; s < L; ++s) {
       int dist = 1 << (L - 1 - s);
       bool cross = c.multi && (!f.uniform || dist >= f.perDomain);
       double v = total / (2 << s);
       double b = cross ? c.bLoaded : c.bIn;
       if (reduce) b = std::min(b, c.R);
-      sum += (cross ? c.aOut : c.aIn) + v / b;
+      last = cross ? c.aOut : c.aIn;
+      lat += last;
+      (cross ? linkOut : linkIn) += v / b;
+      const double one = std::min(v, static_cast<double>(chunk)) / b;
+      chunks += one;
+      slowest = std::max(slowest, v / b - one);
     }
-    return sum;
+    return std::max(std::max(linkIn, linkOut) + last, lat + chunks + slowest);
   };
+
   // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
   // slice, to each of its n-1 peers. The executor posts every send in its window in one pass
   // without waiting for any (src/exec/executor.cpp), so their step overheads overlap: a step's
