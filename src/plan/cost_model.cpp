@@ -461,9 +461,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // rank 0 first and its link serves the n-1 reads one after another; the last rank then leads
   // the others by a read each, and its n-2 later reads find their links free:
   // (n-1) latencies + (2n-3) reads.
+  const double windowReadUs = std::max(0.0, c.aIn - k.stepOverheadUs);  // a one-sided read's latency
   auto gpuWindowFold = [&](double v) {
-    const double lat = std::max(0.0, c.aIn - k.stepOverheadUs);
-    return (n - 1) * lat + (2.0 * n - 3) * v / std::min(c.bIn, c.R);
+    return (n - 1) * windowReadUs + (2.0 * n - 3) * v / std::min(c.bIn, c.R);
   };
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
@@ -683,8 +683,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             // owner (a latency, (n-1)c/n into the rank). One more exchange ends the call.
             const double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
             const double cb = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
-            const double lat = std::max(0.0, c.aIn - k.stepOverheadUs);
-            t = c.aIn + chunks * (2 * c.aIn + cb / c.R + gpuWindowFold(cb / n) + lat +
+            t = c.aIn + chunks * (2 * c.aIn + cb / c.R + gpuWindowFold(cb / n) + windowReadUs +
                                   (n - 1) * cb / n / std::min(c.bIn, c.R));
             chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
             p.reason =
