@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -32,25 +33,29 @@ struct Cell {
 // them with its ratio (an expected failure), and counts those that agree anyway. Reasons:
 // docs/PLANNER.md "Model against simulator: the grid".
 constexpr uint64_t kAny = UINT64_MAX;
+constexpr int kAnyRanks = INT32_MAX;
 struct Gap {
   PlanAlgo algo;
-  int minRanks;
+  int minRanks, maxRanks;
   uint64_t minBytes, maxBytes;
   bool acrossDomainsOnly;  // only cells whose ranks span several NVLink domains of 2+ ranks
   const char* why;
 };
 const std::vector<Gap> kKnownGaps = {
-    {PlanAlgo::Direct, 2, 16u << 20, kAny, true,
+    {PlanAlgo::Direct, 2, kAnyRanks, 16u << 20, kAny, true,
      "across domains the replay's source queues send a rank's messages one at a time, all a node's "
      "ranks to the same remote rank first (incast), and its hashed spine routes collide; the model "
      "spreads them as a NIC interleaving its queue pairs would"},
-    {PlanAlgo::Tree, 2, 16u << 20, kAny, false,
-     "two ranks: the model's 2 x depth chunk fill where the replay overlaps one tree's up with the other's "
-     "down; 7+ ranks at >= 256 MiB the replay is 1.12-1.20x the busiest rank's 2S / link"},
-    {PlanAlgo::Rhd, 16, 0, kAny, true,
+    {PlanAlgo::Tree, 2, 2, 16u << 20, kAny, false,
+     "two ranks: the model adds 2 x depth chunks of fill to the link's work, where the replay overlaps one "
+     "tree's up with the other's down and keeps the link busy from the start"},
+    {PlanAlgo::Tree, 3, kAnyRanks, 256u << 20, kAny, false,
+     "7+ ranks at >= 256 MiB the replay is 1.12-1.20x the busiest rank's 2S / link: its busiest links "
+     "idle a fifth of the time"},
+    {PlanAlgo::Rhd, 16, kAnyRanks, 0, kAny, true,
      "across domains the replay's hashed (ECMP) spine routes collide where the model spreads perfectly "
      "(1.15-1.33 across racks); on 2 x DGX at 16 MiB the replay overlaps the steps more (0.88)"},
-    {PlanAlgo::Rhd, 65, 0, 8, false,
+    {PlanAlgo::Rhd, 65, kAnyRanks, 0, 8, false,
      "72 ranks (not a power of two) at 8 B: 2 elements leave most of 64 blocks empty, and a folding rank's "
      "empty first and last steps let its fold-in and fold-out overlap them; the model counts full steps "
      "(0.877)"},
@@ -58,8 +63,8 @@ const std::vector<Gap> kKnownGaps = {
 
 bool knownGap(const Cell& c, const char** why) {
   for (const Gap& g : kKnownGaps)
-    if (c.algo == g.algo && c.ranks >= g.minRanks && c.bytes >= g.minBytes && c.bytes <= g.maxBytes &&
-        (!g.acrossDomainsOnly || (c.domains > 1 && c.perDomain > 1))) {
+    if (c.algo == g.algo && c.ranks >= g.minRanks && c.ranks <= g.maxRanks && c.bytes >= g.minBytes &&
+        c.bytes <= g.maxBytes && (!g.acrossDomainsOnly || (c.domains > 1 && c.perDomain > 1))) {
       *why = g.why;
       return true;
     }
