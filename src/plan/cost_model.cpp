@@ -414,30 +414,56 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto rhdPhase = [&](bool reduce, double total) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
     // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
-    // partner is a domain or more away crosses the network, every rank sending at once.
+    // partner is a domain or more away crosses the network, every rank sending at once. Steps are
+    // sent in chunks and the executor starts a chunk once its data are there, so steps overlap:
+    // the phase ends after the later of each link's bytes back to back (steps across domains on
+    // the network share, the others on the domain link; one latency at the end) and one chunk's
+    // chain through the steps (every step's latency, the slowest step's bytes, a chunk of each
+    // other's).
     int L = 0;
     while ((2 << L) <= n) ++L;
-    double sum = 0;
+    double lat = 0, slowest = 0, chunks = 0, linkIn = 0, linkOut = 0, last = 0;
     for (int s = 0; s < L; ++s) {
       int dist = 1 << (L - 1 - s);
       bool cross = c.multi && (!f.uniform || dist >= f.perDomain);
       double v = total / (2 << s);
       double b = cross ? c.bLoaded : c.bIn;
       if (reduce) b = std::min(b, c.R);
-      sum += (cross ? c.aOut : c.aIn) + v / b;
+      last = cross ? c.aOut : c.aIn;
+      lat += last;
+      (cross ? linkOut : linkIn) += v / b;
+      const double one = std::min(v, static_cast<double>(chunk)) / b;
+      chunks += one;
+      slowest = std::max(slowest, v / b - one);
     }
-    return sum;
+    return std::max(std::max(linkIn, linkOut) + last, lat + chunks + slowest);
   };
+
   // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
-  // slice, to each of its n-1 peers at once: one latency, then the software cost of every further
-  // message the rank posts itself ((n-1) per slice; a network step's too across domains), and
-  // (n-1)·v through the rank's own link (the loaded network share across domains).
+  // slice, to each of its n-1 peers. The executor posts every send in its window in one pass
+  // without waiting for any (src/exec/executor.cpp), so their step overheads overlap: a step's
+  // latency per window of steps (one up to 513 ranks), then the rank's bytes, its own domain's
+  // peers' over the domain link and the others' over its network share, at once. Reducing, the
+  // owner folds the n blocks of a slice in rank order (the same bits everywhere); the staggered
+  // sends bring rank 0 its block from rank 1 last, so n-2 folds of the last slice follow it.
   auto directPhase = [&](double v, bool reduce) {
-    double b = c.multi ? c.bLoaded : c.bIn;
-    if (reduce) b = std::min(b, c.R);
-    const double perMessage = k.stepOverheadUs + (c.multi ? k.netStepOverheadUs : 0);
-    const double messages = (n - 1) * std::max(1.0, std::ceil(v / static_cast<double>(chunk)));
-    return (c.multi ? c.aOut : c.aIn) + (messages - 1) * perMessage + (n - 1) * v / b;
+    double bIn = c.bIn, bOut = c.multi ? c.bLoaded : c.bIn;
+    if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);
+    const double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
+    const double rounds = std::ceil((n - 1) / static_cast<double>(k.executorWindowSteps));
+    double t = rounds * (c.multi ? c.aOut : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
+    if (reduce) t += (n - 2) * std::min(v, static_cast<double>(chunk)) / c.R;
+    return t;
+  };
+  // GPU windows (transports/nvlink): every rank folds n terms of v bytes in rank order, reading
+  // term j off rank j's window (one-sided: the route's latency, no software step), each read
+  // after the last (it writes what the next one reduces into). They start together, so all read
+  // rank 0 first and its link serves the n-1 reads one after another; the last rank then leads
+  // the others by a read each, and its n-2 later reads find their links free:
+  // (n-1) latencies + (2n-3) reads.
+  const double windowReadUs = std::max(0.0, c.aIn - k.stepOverheadUs);  // a one-sided read's latency
+  auto gpuWindowFold = [&](double v) {
+    return (n - 1) * windowReadUs + (2.0 * n - 3) * v / std::min(c.bIn, c.R);
   };
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
@@ -628,9 +654,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::OneShot:
           if (c.multi) return unsupported("one-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) {
-            // GPU windows (transports/nvlink): copy S into its window, then one fold that reads
-            // the n-1 peers' windows over NVLink/PCIe and its own, bound by the link or HBM.
-            t = 2 * c.aIn + S / c.R + (n - 1) * S / std::min(c.bIn, c.R);
+            // GPU windows: copy (or expose, priced as a copy) S into its window, one exchange, the
+            // fold off the windows (gpuWindowFold); from kOneShotExposeFromElems one more exchange.
+            t = (S / dataTypeSize(dtype) >= kOneShotExposeFromElems ? 2 : 1) * c.aIn + S / c.R +
+                gpuWindowFold(S);
             chunk = clampChunk(S, k);
             p.reason = "one exchange; every GPU reduces the n inputs off the peer windows";
             break;
@@ -650,10 +677,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::TwoShot: {
           if (c.multi) return unsupported("two-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) {
-            // GPU windows: per cell, copy in, reduce its slice reading the n-1 peers' over the
-            // link, get the n-1 other slices over it: S/R + 2(n-1)/n S over the link.
-            double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
-            t = (2 * chunks + 1) * c.aIn + S / c.R + 2.0 * (n - 1) / n * S / std::min(c.bIn, c.R);
+            // GPU windows, per cell-sized chunk c, one after another: two exchanges; the peers'
+            // slices and then its result exposed (priced as copies: c/R); the fold of its slice
+            // (c/n) off the windows (gpuWindowFold); the n-1 other slices got at once, each from its
+            // owner (a latency, (n-1)c/n into the rank). One more exchange ends the call.
+            const double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
+            const double cb = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
+            t = c.aIn + chunks * (2 * c.aIn + cb / c.R + gpuWindowFold(cb / n) + windowReadUs +
+                                  (n - 1) * cb / n / std::min(c.bIn, c.R));
             chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
             p.reason =
                 "per window cell: each GPU reduces its slice off the peer windows, then gets the others'";

@@ -139,21 +139,25 @@ class Links {
   // caller's (added to depart). gapUs: the path's first link takes its next message only that long
   // after this one (a sender's per-chunk cost, see AggGroup::run).
   double send(std::span<const DirLink> path, double depart, double bytes, double* first, double gapUs = 0) {
-    double head = depart, tail = 0, prevLat = 0;
-    for (DirLink d : path) {
-      const double lat = t_.link(dirLinkId(d)).latencyUs;
-      double start = std::max(head, free_[d]);
-      double x = bytes / rate_[d];
-      double finish = std::max(start + x, tail + prevLat);
-      free_[d] = finish + (d == path.front() ? gapUs : 0);
-      busy_[d] += x;
-      bytes_[d] += bytes;
-      head = start + lat;
-      tail = finish;
-      prevLat = lat;
-    }
-    if (first) *first = head;
-    return path.empty() ? depart : tail + prevLat;
+    Cursor c{depart, 0, 0, 0};
+    hops(path, bytes, gapUs, &c);
+    return finishSend(path, depart, c, first);
+  }
+  // A message's place on its route: the next link (index), when its head reaches it, when its
+  // tail left the previous one, and that link's latency.
+  struct Cursor {
+    double head, tail, prevLat;
+    size_t next;
+  };
+  // Books the route's first link only; c->head - that link's latency is when the message starts
+  // on it. The rest of the route waits for sendRest (Engine::transmit: at that time).
+  void sendFirst(std::span<const DirLink> path, double depart, double bytes, Cursor* c) {
+    *c = Cursor{depart, 0, 0, 0};
+    hops(path.first(std::min<size_t>(1, path.size())), bytes, 0, c);
+  }
+  double sendRest(std::span<const DirLink> path, double bytes, Cursor c, double* first) {
+    hops(path, bytes, 0, &c);
+    return finishSend(path, c.head, c, first);
   }
   double send(DirLink d, double depart, double bytes) { return send({&d, 1}, depart, bytes, nullptr); }
   // A switch's reduction engine for one group as a server of `rate` GB/s per port: a chunk of
@@ -204,6 +208,26 @@ class Links {
   }
 
  private:
+  // Books path[c->next ..] in turn, cut-through, behind earlier messages on each link.
+  void hops(std::span<const DirLink> path, double bytes, double gapUs, Cursor* c) {
+    for (; c->next < path.size(); ++c->next) {
+      const DirLink d = path[c->next];
+      const double lat = t_.link(dirLinkId(d)).latencyUs;
+      double start = std::max(c->head, free_[d]);
+      double x = bytes / rate_[d];
+      double finish = std::max(start + x, c->tail + c->prevLat);
+      free_[d] = finish + (c->next == 0 ? gapUs : 0);
+      busy_[d] += x;
+      bytes_[d] += bytes;
+      c->head = start + lat;
+      c->tail = finish;
+      c->prevLat = lat;
+    }
+  }
+  static double finishSend(std::span<const DirLink> path, double depart, const Cursor& c, double* first) {
+    if (first) *first = c.head;
+    return path.empty() ? depart : c.tail + c.prevLat;
+  }
   static uint64_t reduceKey(int sw, int group) {
     return static_cast<uint64_t>(sw) << 24 | static_cast<uint32_t>(group);
   }
@@ -422,6 +446,10 @@ struct Msg {
   // A Put/Get/GetReduce's transfer (src: the rank that runs it): its slot and its route.
   Arrival* transfer = nullptr;
   const std::vector<DirLink>* path = nullptr;
+  // Queued at its source behind earlier messages: it left its first link's queue at `depart`,
+  // and this is where it is on its route (see transmit).
+  bool leaving = false;
+  Links::Cursor at{};
   bool operator>(const Msg& o) const { return depart != o.depart ? depart > o.depart : order > o.order; }
 };
 
@@ -817,10 +845,37 @@ class Engine {
     return true;
   }
 
+  // A message leaves its source's first link in the order posted, one after another (the
+  // transport's queue), and is booked on the rest of its route only once it actually leaves: a
+  // link downstream (a switch's port to a destination) then serves messages from different
+  // sources in the order they reach it, not in the order they were posted. Booking the whole
+  // route at posting let a rank's messages posted at once claim their destinations' ports far
+  // ahead and leave them idle meanwhile (direct at 16 ranks: the ports busy 57% of the replay).
+  // Returns false when the message was put back to leave later.
+  bool leave(const Msg& m, std::span<const DirLink> path, double ready, double bytes, double* at,
+             double* first) {
+    Links::Cursor c = m.at;
+    if (!m.leaving) {
+      links_.sendFirst(path, ready, bytes, &c);
+      const double starts = c.head - c.prevLat;
+      if (path.size() > 1 && starts > ready) {
+        Msg later = m;
+        later.leaving = true;
+        later.at = c;
+        later.depart = m.depart + (starts - ready);  // keyed like the others: before its overhead
+        heap_.push(later);
+        return false;
+      }
+    }
+    *at = links_.sendRest(path, bytes, c, first);
+    return true;
+  }
+
   void transmit(const Msg& m) {
-    ++messages_;
+    if (!m.leaving) ++messages_;
     if (m.transfer) {  // a Put/Get/GetReduce of rank m.src
-      m.transfer->at = links_.send(*m.path, m.depart, static_cast<double>(m.bytes), &m.transfer->first);
+      if (!leave(m, *m.path, m.depart, static_cast<double>(m.bytes), &m.transfer->at, &m.transfer->first))
+        return;
       m.transfer->done = true;
       end_ = std::max(end_, m.transfer->at);
       wake(m.src);
@@ -835,8 +890,8 @@ class Engine {
     if (path.empty()) {  // two ranks on one node: a local copy
       first = m.depart + opt_.k.stepOverheadUs;
       at = first + bytes / src.copyBpu;
-    } else {
-      at = links_.send(path, m.depart + links_.overhead(path), bytes, &first);
+    } else if (!leave(m, path, m.depart + links_.overhead(path), bytes, &at, &first)) {
+      return;
     }
     Arrival& a = peer(m.dst, m.src).in->get(m.seq);
     a.at = at;
