@@ -81,7 +81,8 @@ trib::Status trib::Communicator::checkUsable() const {
   return trib::Status::Ok();
 }
 
-tribComm::tribComm(std::unique_ptr<trib::Communicator> impl) : impl_(std::move(impl)) {}
+tribComm::tribComm(std::unique_ptr<trib::Communicator> impl)
+    : impl_(std::move(impl)), joined_(impl_ != nullptr) {}
 tribComm::~tribComm() {
   if (joinThread_.joinable()) joinThread_.join();
 }
@@ -102,6 +103,7 @@ tribComm* tribComm::initInBackground(std::function<trib::Status(tribComm**)> joi
     }
     h->joinResult_ = st;
     h->joining_ = false;
+    h->joined_.store(st.ok(), std::memory_order_release);
   });
   return h;
 }
@@ -112,6 +114,7 @@ bool tribComm::joining() const {
 }
 
 trib::Status tribComm::ready() const {
+  if (joined_.load(std::memory_order_acquire)) return trib::Status::Ok();
   std::lock_guard<std::mutex> lock(joinMu_);
   if (joining_) {
     return trib::errorf(tribInProgress,

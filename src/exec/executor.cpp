@@ -580,6 +580,16 @@ bool Execution::holdsPostedOps() const {
 
 Status Execution::progress(bool* done) {
   *done = false;
+  // Most polls of a small peer-memory call find it waiting for one signal with nothing else
+  // posted (no transport, offload or engine work in flight): that poll is all the full pass below
+  // would do, and the cheaper the poll, the sooner a wait sees its signal.
+  if (!rescan_ && postedEnd_ == first_ + 1 && distinctTransports_.empty() && !opts_.offload &&
+      steps_[first_].kind == StepKind::Wait && slots_[first_].state == State::Posted &&
+      !slots_[first_].op.done()) {
+    (void)pollWait(first_);
+    if (slots_[first_].state == State::Posted && !slots_[first_].op.done()) return Status::Ok();
+    rescan_ = slots_[first_].state == State::Done;  // the pass below goes on (or reports the failure)
+  }
   for (Transport* t : distinctTransports_) TRIB_RETURN_IF_ERROR(t->progress());
   if (opts_.offload) TRIB_RETURN_IF_ERROR(opts_.offload->progress());
   TRIB_RETURN_IF_ERROR(engine_->progress());
