@@ -6,10 +6,11 @@
 #   perf.sh TRIB_PERF [BW_ITERS] [LAT_ITERS] [TRIB_LAT_ITERS]
 # LAT_ITERS: perftest's 8-byte round trips; TRIB_LAT_ITERS: trib-perf's 8-byte calls, timed
 # together (one clock reading before and after them all), so a coarse guest clock adds at most
-# one tick to their total. Every run is bounded (TRIB_VM_PERF_TIMEOUT seconds, default 120).
+# one tick to their total. Every run is bounded (TRIB_VM_PERF_TIMEOUT seconds, default 300: under
+# TCG on a loaded host an 8-byte all-reduce can take 5 ms, 10 s per 1,000 calls in and out of place).
 set -u
-perf=$1 bw_iters=${2:-200} lat_iters=${3:-10000} trib_lat_iters=${4:-10000}
-bound=${TRIB_VM_PERF_TIMEOUT:-120}
+perf=$1 bw_iters=${2:-200} lat_iters=${3:-10000} trib_lat_iters=${4:-3000}
+bound=${TRIB_VM_PERF_TIMEOUT:-300}
 dir=$(mktemp -d)
 
 # The clock both sides read: the guest kernel's clocksource (trib-perf's steady_clock) and the
@@ -35,9 +36,17 @@ perftest() {  # tool args...
   local tool=$1
   shift
   timeout "$bound" "$tool" -d "$TRIB_VM_HCA0" -x "$TRIB_VM_GID0" -F "$@" > "$dir/$tool.server" 2>&1 &
-  local server=$!
-  sleep 2
-  timeout "$bound" "$tool" -d "$TRIB_VM_HCA1" -x "$TRIB_VM_GID1" -F "$@" "$TRIB_VM_IP0" 2>&1 | tee "$dir/$tool.client"
+  local server=$! try
+  # The server may take more than a few seconds to listen on a loaded host: the client retries
+  # (5 tries, 3 s apart) while its connection is refused.
+  for try in 1 2 3 4 5; do
+    sleep 3
+    timeout "$bound" "$tool" -d "$TRIB_VM_HCA1" -x "$TRIB_VM_GID1" -F "$@" "$TRIB_VM_IP0" > "$dir/$tool.client" 2>&1
+    grep -q "Couldn't connect" "$dir/$tool.client" && kill -0 $server 2> /dev/null || break
+    echo "perf: $tool client: no server listening yet (try $try)"
+  done
+  cat "$dir/$tool.client"
+  grep -q "Couldn't connect" "$dir/$tool.client" && kill $server 2> /dev/null
   wait $server || { echo "perf: $tool server (rxe0) failed:"; cat "$dir/$tool.server"; }
 }
 perftest ib_write_bw -s 1048576 -n "$bw_iters"
