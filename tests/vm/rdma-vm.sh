@@ -13,7 +13,7 @@
 # initramfs is built from it; both are cached in DIR (default ./rdma-vm-cache).
 #
 # TRIB_VM_KERNEL_ARGS adds to the guest kernel's command line (perf.sh's runs use
-# "clocksource=tsc tsc=reliable": without it the clock the guest settles on can step in 4 ms ticks).
+# "clocksource=tsc tsc=reliable": the TSC instead of the emulated HPET the guest picks on its own).
 #
 # Exit status: 0 every command passed (--keep-going: the guest ran them all); 1 some failed; 2 the guest did not boot or finish within
 # --timeout (default 900 s); 77 it cannot run here (no qemu, busybox, kmod or kernel package),
