@@ -60,6 +60,8 @@ export TRIB_VM_HCA0=rxe0 TRIB_VM_HCA1=rxe1 TRIB_VM_IP0=$ip0 TRIB_VM_IP1=$ip1
 TRIB_VM_GID0=$(roce_v2_gid rxe0) TRIB_VM_GID1=$(roce_v2_gid rxe1)
 export TRIB_VM_GID0 TRIB_VM_GID1
 log "RoCEv2 GID index: rxe0 ${TRIB_VM_GID0:-none}, rxe1 ${TRIB_VM_GID1:-none}"
+cs=/sys/devices/system/clocksource/clocksource0
+log "clocksource: $(cat $cs/current_clocksource 2> /dev/null) (available: $(cat $cs/available_clocksource 2> /dev/null))"
 echo "rdma-vm: ran on rxe0 (veth0 $ip0, port ${s0:-none}, RoCE v2 GID ${TRIB_VM_GID0:-none}) and rxe1 (veth1 $ip1, port ${s1:-none}, RoCE v2 GID ${TRIB_VM_GID1:-none}) in kernel $(uname -r)" > "$out/devices"
 
 summary=$out/summary.tmp

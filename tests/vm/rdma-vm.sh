@@ -12,6 +12,9 @@
 # The kernel is Debian 12's stock one, downloaded (not installed) with apt-get, and a busybox
 # initramfs is built from it; both are cached in DIR (default ./rdma-vm-cache).
 #
+# TRIB_VM_KERNEL_ARGS adds to the guest kernel's command line (perf.sh's runs use
+# "clocksource=tsc tsc=reliable": the TSC instead of the emulated HPET the guest picks on its own).
+#
 # Exit status: 0 every command passed (--keep-going: the guest ran them all); 1 some failed; 2 the guest did not boot or finish within
 # --timeout (default 900 s); 77 it cannot run here (no qemu, busybox, kmod or kernel package),
 # with the reason on stderr and in OUT/skipped.
@@ -120,7 +123,7 @@ start=$(date +%s)
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2G \
   -smp "${TRIB_VM_CPUS:-2}" -nodefaults -no-reboot -display none -serial stdio -nic none \
   -kernel "$vmlinuz" -initrd "$cache/initrd.img" \
-  -append "console=ttyS0 panic=-1 quiet loglevel=4 TRIB_VM_OUT=$out TRIB_VM_GUEST=$here/guest.sh TRIB_VM_CMD_TIMEOUT=${TRIB_VM_CMD_TIMEOUT:-240}" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 TRIB_VM_OUT=$out TRIB_VM_GUEST=$here/guest.sh TRIB_VM_CMD_TIMEOUT=${TRIB_VM_CMD_TIMEOUT:-240} ${TRIB_VM_KERNEL_ARGS:-}" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs local,path="$out",mount_tag=out,security_model=none \
   < /dev/null > "$out/console" 2>&1
