@@ -16,10 +16,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/log.hpp"
 #include "common/process.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/registry.hpp"
 #include "transports/ucx/ucx_address.hpp"
+#include "transports/ucx/ucx_rxe.hpp"
 
 namespace trib {
 namespace {
@@ -258,6 +260,23 @@ Status UcxTransport::init(const OobAllGather& oob) {
       if (local.ok() && opts_.keepaliveSec > 0) {
         std::string v = strprintf("%.6fs", opts_.keepaliveSec);
         (void)ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", v.c_str());
+      }
+      if (local.ok()) {
+        // On soft-RoCE only, and only when the user left it alone: UCX's UD destination-GID check
+        // drops every packet there (ucx_rxe.hpp, docs/VERBS.md).
+        const ucx::DgidCheckDecision dgid = ucx::decideDgidCheckHere(tls);
+        if (dgid.turnOff) {
+          st = ucp_config_modify(cfg, ucx::kDgidCheckConfig, "n");
+          if (st == UCS_OK)
+            TRIB_INFO("transport", "UCX: UD destination-GID check off (%s=n): %s", ucx::kDgidCheckConfig,
+                      dgid.reason.c_str());
+          else
+            TRIB_WARN("transport", "UCX: could not turn the UD destination-GID check off (%s): %s; set %s=n",
+                      ucs_status_string(st), dgid.reason.c_str(), ucx::kDgidCheckEnv);
+          st = UCS_OK;
+        } else {
+          TRIB_TRACE("transport", "UCX: UD destination-GID check left as it is: %s", dgid.reason.c_str());
+        }
       }
       if (local.ok()) {
         ucp_params_t params{};
