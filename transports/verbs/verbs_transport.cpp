@@ -134,7 +134,6 @@ struct Peer {
   std::deque<OutMsg> outbox;  // waiting for a send buffer (or, notices, a FIFO slot)
   WorkQueue<Work> work;       // waiting for the send queue and credits
   std::vector<uint32_t> freeSendBufs;
-  std::vector<TransferOp*> eagerOps;    // per send buffer: the op its completion completes
   std::map<uint32_t, LargeSend> large;  // by send id
   RecvTable<LargeRecv> recvs;           // answered large receives, by the id their CTS carried
   uint32_t sqOutstanding = 0;
@@ -225,6 +224,7 @@ class VerbsTransport final : public Transport {
   void markLost(int p, const Status& why, bool warn = true);
   void failAll(const Status& why);
   void probe(int p);
+  void drainEagerSends();
   void close();
 
   int rank_, nranks_;
@@ -303,7 +303,6 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     pe.reposts = Reposts(std::max(1u, opt_.recvBuffers / 4));
     pe.ctsIn = CtsReader(opt_.fifoSlots);
     pe.ctsOut = CtsWriter(opt_.fifoSlots);
-    pe.eagerOps.assign(opt_.recvBuffers, nullptr);
     for (uint32_t i = opt_.recvBuffers; i-- > 0;) pe.freeSendBufs.push_back(i);
     for (uint32_t i = 0; i < opt_.recvBuffers; ++i) TRIB_RETURN_IF_ERROR(postRecvBuf(p, i));
     QpInfo& q = mine.qp[p];
@@ -437,7 +436,12 @@ void VerbsTransport::flush(int p) {
     std::memcpy(sendBuf(p, b), &h, sizeof h);
     if (m.type == kEager && m.bytes) std::memcpy(sendBuf(p, b) + sizeof h, m.buf, m.bytes);
     if (m.type == kReadyToSend) ++pe.noticesSent;
-    pe.eagerOps[b] = m.op;
+    // An eager send is complete once its payload is in the send buffer (the caller's buffer is
+    // free again), as UCX's eager sends are: waiting for the peer NIC's acknowledgement instead
+    // hung a sender whose receiver destroyed its queue pair between its receive's completion and
+    // that acknowledgement (soft-RoCE sends it after the completion). Delivery is the transport's
+    // job from here: close() lets the buffers drain, and a send that fails marks the peer lost.
+    if (m.op) m.op->complete();
     Work w{kWrEager, true, b};
     w.length = sizeof h + (m.type == kEager ? m.bytes : 0);
     pe.work.push(w);
@@ -743,13 +747,9 @@ void VerbsTransport::handle(const ibv_wc& wc) {
       pe.reposts.reposted();
       break;
     }
-    case kWrEager: {
-      const uint32_t b = wrIndex(wc.wr_id);
-      if (TransferOp* op = pe.eagerOps[b]) op->complete();
-      pe.eagerOps[b] = nullptr;
-      pe.freeSendBufs.push_back(b);
+    case kWrEager:
+      pe.freeSendBufs.push_back(wrIndex(wc.wr_id));
       break;
-    }
     case kWrData: {
       auto it = pe.large.find(wrIndex(wc.wr_id));
       if (it == pe.large.end()) break;
@@ -849,10 +849,6 @@ void VerbsTransport::markLost(int p, const Status& why, bool warn) {
     if (m.op) m.op->fail(why);
   pe.outbox.clear();
   pe.work.clear();
-  for (TransferOp*& op : pe.eagerOps) {
-    if (op) op->fail(why);
-    op = nullptr;
-  }
   match_.eraseRecvsIf([&](int src, uint64_t, Recv& r) {
     if (src != p) return false;
     r.op->fail(why);
@@ -888,6 +884,7 @@ void VerbsTransport::abort(const Status& why) {
 // destroyed, so that no completion of theirs reaches a later queue pair with the same number.
 void VerbsTransport::close() {
   if (!dev_) return;
+  drainEagerSends();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) {
@@ -925,6 +922,28 @@ void VerbsTransport::close() {
   for (Slab* s : {&recvSlab_, &sendSlab_, &fifoSlab_, &ctsSlab_, &creditSlab_})
     if (s->mr) ibv_dereg_mr(s->mr), s->mr = nullptr;
   dev_.reset();
+}
+
+// Eager sends completed when they were copied into send buffers: before the queue pairs go to
+// the error state (which would discard them), give those still queued or unacknowledged a bounded
+// time to leave, as long as their peer is not known to be gone. Skipped after an abort.
+void VerbsTransport::drainEagerSends() {
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    bool pending = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_) return;
+      for (const Peer& pe : peers_) {
+        if (!pe.active || pe.lost) continue;
+        pending |= pe.freeSendBufs.size() < opt_.recvBuffers;  // sent, not yet acknowledged
+        for (const OutMsg& m : pe.outbox) pending |= m.type == kEager;
+      }
+    }
+    if (!pending || Clock::now() > deadline) return;
+    (void)progress();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
