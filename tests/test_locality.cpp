@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_tree.hpp"
 #include "topo/locality.hpp"
 #include "topo/topology.hpp"
 
@@ -73,12 +74,11 @@ namespace {
 // port 17:01.0, upstream 18:00.0) with a GPU (1b:00.0) and two NICs (mlx5_0, mlx5_1), and a NIC on
 // another root port (mlx5_3); a NIC under another host bridge of socket 0 (mlx5_2); one on socket
 // 1 (mlx5_4); and soft-RoCE rxe0, a virtual device without a PCI parent.
-class FakeSys : public ::testing::Test {
+class FakeSys : public TempTreeTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/trib-locality-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root = tmpl;
+    TempTreeTest::SetUp();
+    if (HasFatalFailure()) return;
     write("devices/system/node/node0/cpulist", "0-3\n");
     write("devices/system/node/node1/cpulist", "4-7\n");
     pci("0000:1b:00.0", "pci0000:17/0000:17:01.0/0000:18:00.0/0000:19:01.0", 0);
@@ -88,14 +88,7 @@ class FakeSys : public ::testing::Test {
     rdma("mlx5_3", "pci0000:17/0000:17:02.0/0000:20:00.0", 0);
     rdma("mlx5_4", "pci0000:b0/0000:b0:01.0/0000:b1:00.0", 1);
     fs::create_directories(root + "/devices/virtual/infiniband/rxe0");
-    fs::create_directories(root + "/class/infiniband");
-    fs::create_directory_symlink("../../devices/virtual/infiniband/rxe0", root + "/class/infiniband/rxe0");
-  }
-  void TearDown() override { fs::remove_all(root); }
-
-  void write(const std::string& rel, const std::string& text) {
-    fs::create_directories(fs::path(root + "/" + rel).parent_path());
-    std::ofstream(root + "/" + rel) << text;
+    linkInfinibandClass("rxe0", "devices/virtual/infiniband/rxe0");
   }
   // A PCI device at devices/<path>/<busId>, linked from bus/pci/devices.
   std::string pci(const std::string& busId, const std::string& path, int numa) {
@@ -111,16 +104,13 @@ class FakeSys : public ::testing::Test {
     const std::string dev = pci(path.substr(slash + 1), path.substr(0, slash), numa);
     write(dev + "/infiniband/" + name + "/ibdev", name);
     fs::create_directory_symlink("../..", root + "/" + dev + "/infiniband/" + name + "/device");
-    fs::create_directories(root + "/class/infiniband");
-    fs::create_directory_symlink("../../" + dev + "/infiniband/" + name, root + "/class/infiniband/" + name);
+    linkInfinibandClass(name, dev + "/infiniband/" + name);
   }
   std::vector<PciPlace> places(const std::vector<std::string>& names) {
     std::vector<PciPlace> out;
     for (const std::string& n : names) out.push_back(sysfsRdmaPlace(root, n));
     return out;
   }
-
-  std::string root;
 };
 
 }  // namespace

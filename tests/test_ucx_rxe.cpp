@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "temp_tree.hpp"
 #include "transports/ucx/ucx_rxe.hpp"
 
 namespace fs = std::filesystem;
@@ -15,27 +16,15 @@ using namespace trib::ucx;
 
 namespace {
 
-class FakeSys : public ::testing::Test {
+class FakeSys : public TempTreeTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/trib-ucx-rxe-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root); }
-
-  void write(const std::string& rel, const std::string& text) {
-    fs::create_directories(fs::path(root + "/" + rel).parent_path());
-    std::ofstream(root + "/" + rel) << text;
-  }
   // A device without a parent (devices/virtual/infiniband/<name>), as rdma_rxe and siw register.
   void virtualDevice(const std::string& name, const std::string& nodeType, const std::string& linkLayer) {
     const std::string dev = "devices/virtual/infiniband/" + name;
     write(dev + "/node_type", nodeType + "\n");
     write(dev + "/parent", "veth0\n");
     write(dev + "/ports/1/link_layer", linkLayer + "\n");
-    fs::create_directories(root + "/class/infiniband");
-    fs::create_directory_symlink("../../" + dev, root + "/class/infiniband/" + name);
+    linkInfinibandClass(name, dev);
   }
   void rxe(const std::string& name) { virtualDevice(name, "1: CA", "Ethernet"); }
   // A RoCE NIC on a PCI function bound to `driver` (its port's link layer is Ethernet too).
@@ -47,11 +36,8 @@ class FakeSys : public ::testing::Test {
     fs::create_directories(root + "/bus/pci/drivers/" + driver);
     fs::create_directory_symlink("../../../../bus/pci/drivers/" + driver, root + "/" + fn + "/driver");
     fs::create_directory_symlink("../..", root + "/" + dev + "/device");
-    fs::create_directories(root + "/class/infiniband");
-    fs::create_directory_symlink("../../" + dev, root + "/class/infiniband/" + name);
+    linkInfinibandClass(name, dev);
   }
-
-  std::string root;
 };
 
 TEST_F(FakeSys, ClassifiesDevices) {
