@@ -1,5 +1,6 @@
-// A test fixture that owns a fresh folder under /tmp (removed after each test) and writes files
-// into it by relative path: the fake sysfs trees of the locality and UCX-on-rxe tests.
+// A test fixture that owns a fresh private folder under /tmp (mkdtemp, mode 0700; removed after each test)
+// and writes files into it by relative path: the fake sysfs trees of the locality and UCX-on-rxe tests, the
+// file store's folder.
 #pragma once
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -22,6 +22,7 @@
 #include "bootstrap/store_handshake.hpp"
 #include "common/log.hpp"
 #include "store_util.hpp"
+#include "temp_tree.hpp"
 
 using namespace trib;
 using trib::testing::runChildren;
@@ -631,27 +632,19 @@ TEST(TcpStore, ConcurrentClientsFromForkedProcesses) {
   EXPECT_EQ(run.stats.malformed, 0u);
 }
 
-class FileStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/trib-filestore-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
-};
+// A fresh private folder per test (mkdtemp: mode 0700) for the store's files.
+class FileStoreTest : public TempTreeTest {};
 
 TEST_F(FileStoreTest, BasicOperations) {
   std::unique_ptr<FileStore> s;
-  ASSERT_TRUE(FileStore::open(dir_ + "/store", &s).ok());
+  ASSERT_TRUE(FileStore::open(root + "/store", &s).ok());
   checkBasicOps(*s);
 }
 
 TEST_F(FileStoreTest, RejectsUnusableDirectory) {
   std::unique_ptr<FileStore> s;
   EXPECT_EQ(FileStore::open("", &s).code(), tribInvalidArgument);
-  std::string file = dir_ + "/plain";
+  std::string file = root + "/plain";
   FILE* f = fopen(file.c_str(), "w");
   fclose(f);
   Status st = FileStore::open(file, &s);
@@ -662,7 +655,7 @@ TEST_F(FileStoreTest, RejectsUnusableDirectory) {
 // A directory others may write to is refused, whatever its sticky bit (another user could create
 // a key before the job does); group/other read is allowed. Nothing is created in a refused one.
 TEST_F(FileStoreTest, RefusesADirectoryOthersCanWrite) {
-  const std::string dir = dir_ + "/shared";
+  const std::string dir = root + "/shared";
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
   std::unique_ptr<FileStore> s;
   for (mode_t mode : {0777, 01777, 0730, 0702}) {
@@ -682,7 +675,7 @@ TEST_F(FileStoreTest, RefusesADirectoryOthersCanWrite) {
 
 TEST_F(FileStoreTest, RefusesADirectoryOfAnotherUser) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to give the directory to another user";
-  const std::string dir = dir_ + "/theirs";
+  const std::string dir = root + "/theirs";
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
   ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
   std::unique_ptr<FileStore> s;
@@ -698,13 +691,13 @@ TEST_F(FileStoreTest, RefusesADirectoryOfAnotherUser) {
 // bytes, and values are files of mode 0600.
 TEST_F(FileStoreTest, WritesNeverFollowALinkAndAre0600) {
   std::unique_ptr<FileStore> s;
-  ASSERT_TRUE(FileStore::open(dir_, &s).ok());
-  const std::string victim = dir_ + "/../" + std::filesystem::path(dir_).filename().string() + "-victim";
+  ASSERT_TRUE(FileStore::open(root, &s).ok());
+  const std::string victim = root + "/../" + std::filesystem::path(root).filename().string() + "-victim";
   { std::ofstream(victim) << "precious"; }
   // The temporary names this process will use next (.tmp.<pid>.<n>, n counting writes from 0).
   for (int n = 0; n < 1024; ++n)
     ASSERT_EQ(symlink(victim.c_str(),
-                      (dir_ + "/.tmp." + std::to_string(getpid()) + "." + std::to_string(n)).c_str()),
+                      (root + "/.tmp." + std::to_string(getpid()) + "." + std::to_string(n)).c_str()),
               0);
   ASSERT_TRUE(s->set("key", blob("value")).ok());
   std::ifstream in(victim);
@@ -715,7 +708,7 @@ TEST_F(FileStoreTest, WritesNeverFollowALinkAndAre0600) {
   ASSERT_TRUE(s->get("key", &v, 1000).ok());
   EXPECT_EQ(v, blob("value"));
   struct stat st {};
-  ASSERT_EQ(lstat((dir_ + "/k.key").c_str(), &st), 0);
+  ASSERT_EQ(lstat((root + "/k.key").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
@@ -724,9 +717,9 @@ TEST_F(FileStoreTest, WritesNeverFollowALinkAndAre0600) {
 // costs a timeout naming the lock, and the key is left as it was.
 TEST_F(FileStoreTest, AddWaitsForTheLockABoundedTime) {
   std::unique_ptr<FileStore> s;
-  ASSERT_TRUE(FileStore::open(dir_, &s, 200).ok());
+  ASSERT_TRUE(FileStore::open(root, &s, 200).ok());
   ASSERT_TRUE(s->set("ctr", blob("5")).ok());
-  const std::string lockPath = dir_ + "/.lock";
+  const std::string lockPath = root + "/.lock";
   const int held = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);  // its own lock
   ASSERT_GE(held, 0);
   ASSERT_EQ(flock(held, LOCK_EX), 0);
@@ -755,7 +748,7 @@ TEST_F(FileStoreTest, AddWaitsForTheLockABoundedTime) {
 
 TEST_F(FileStoreTest, ConcurrentProcessesAddAndGather) {
   const int kProcs = 4, kAdds = 50;
-  std::string dir = dir_;
+  std::string dir = root;
   auto res = runChildren(kProcs, 30, [&](int rank) {
     std::unique_ptr<FileStore> s;
     CHILD_OK(FileStore::open(dir, &s), 1);
