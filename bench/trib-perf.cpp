@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -60,13 +61,14 @@ struct Options {
   std::string algo;
   std::string json;
   Coll coll = Coll::AllReduce;
-  bool shared = false;  // buffers from tribMemAlloc (-R 1)
-  double rttNs = -1;    // core-to-core round trip measured before any rank ran; < 0: measure after
-  int localRanks = 1;   // ranks of this host (device runs: the header's device map)
-  bool device = false;  // --mem device: CUDA device buffers, stream-ordered calls
-  int gpus = 1;         // -g: ranks per thread, each on its own device, driven in a group
-  int devices = 0;      // devices the driver reports (device runs)
-  int localRank = 0;    // this process's rank on its host (processes), for the device map
+  bool shared = false;   // buffers from tribMemAlloc (-R 1)
+  double rttNs = -1;     // core-to-core round trip measured before any rank ran; < 0: measure after
+  int localRanks = 1;    // ranks of this host (device runs: the header's device map)
+  bool device = false;   // --mem device: CUDA device buffers, stream-ordered calls
+  int gpus = 1;          // -g: ranks per thread, each on its own device, driven in a group
+  int devices = 0;       // devices the driver reports (device runs)
+  int localRank = 0;     // this process's rank on its host (processes), for the device map
+  bool perCall = false;  // -L 1: time every call too (min and median columns, as perftest's t_min/t_typical)
 };
 
 // The probe pins two threads to two CPUs for a few ms. While ranks run, that displaces them, and
@@ -127,6 +129,8 @@ class Buffer {
       "                       to 1); with --mem device each on its own GPU, more ranks than GPUs\n"
       "                       sharing them   [1]\n"
       "  -J, --json FILE      also write results as JSON\n"
+      "  -L, --latency 0|1    also time each call: the fastest and the median call per size\n"
+      "                       (the slowest rank's; as perftest's t_min and t_typical; host memory) [0]\n"
       "  -h, --help\n");
   std::exit(code);
 }
@@ -244,11 +248,20 @@ struct Bench {
         std::printf("# core-to-core round trip (first two CPUs, same run): %.0f ns\n#\n", o.rttNs);
       else
         std::printf("# core-to-core round trip: measured after the run (below)\n#\n");
-      std::printf("#%61s%36s\n", "out-of-place", "in-place");
-      std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
-                  "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-      std::printf("#%12s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
-                  "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+      // With -L each side gains the fastest and the median call (min, p50) after its #wrong.
+      const int side = o.perCall ? 55 : 36;
+      std::printf("#%*s%*s\n", 25 + side, "out-of-place", side, "in-place");
+      std::printf("#%12s %12s %8s %6s %6s", "size", "count", "type", "redop", "root");
+      for (int i = 0; i < 2; ++i) {
+        std::printf(" %9s %8s %8s %6s", "time", "algbw", "busbw", "#wrong");
+        if (o.perCall) std::printf(" %9s %8s", "min", "p50");
+      }
+      std::printf("\n#%12s %12s %8s %6s %6s", "(B)", "(elements)", "", "", "");
+      for (int i = 0; i < 2; ++i) {
+        std::printf(" %9s %8s %8s %6s", "(us)", "(GB/s)", "(GB/s)", "");
+        if (o.perCall) std::printf(" %9s %8s", "(us)", "(us)");
+      }
+      std::printf("\n");
       std::fflush(stdout);
       json = o.json.empty() ? nullptr : std::fopen(o.json.c_str(), "w");
       if (json) {
@@ -363,10 +376,25 @@ struct Bench {
         for (int it = 0; it < o.warmup; ++it) once();
         drain();
         barrier();
+        std::vector<double> callUs(o.perCall ? o.iters : 0);
         auto t0 = Clock::now();
-        for (int it = 0; it < o.iters; ++it) once();
+        if (o.perCall) {  // (a clock read per call: ~20 ns more per call than the plain loop)
+          for (int it = 0; it < o.iters; ++it) {
+            auto c0 = Clock::now();
+            once();
+            callUs[it] = std::chrono::duration<double, std::micro>(Clock::now() - c0).count();
+          }
+        } else {
+          for (int it = 0; it < o.iters; ++it) once();
+        }
         drain();
         double timeUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
+        double minUs = 0, medianUs = 0;
+        if (o.perCall) {
+          std::sort(callUs.begin(), callUs.end());
+          minUs = callUs.front();
+          medianUs = callUs[callUs.size() / 2];
+        }
         std::vector<int64_t> wrong(g, 0);
         if (o.check && error.empty()) {
           fill();
@@ -389,12 +417,13 @@ struct Bench {
           std::fprintf(stderr, "trib-perf: rank %d failed: %s\n", rank, error.c_str());
           return 1;
         }
-        // The slowest rank's time and everyone's errors.
-        std::vector<double> stats(g, timeUs);
+        // The slowest rank's times (average, fastest call, median call) and everyone's errors.
+        std::vector<std::array<double, 3>> stats(g, {timeUs, minUs, medianUs});
         std::vector<int64_t>& wrongs = wrong;
         if (each(g,
                  [&](size_t j) {
-                   return tribAllReduce(&stats[j], &stats[j], 1, tribFloat64, tribMax, comms[j], nullptr);
+                   return tribAllReduce(stats[j].data(), stats[j].data(), stats[j].size(), tribFloat64,
+                                        tribMax, comms[j], nullptr);
                  }) != tribSuccess ||
             each(g, [&](size_t j) {
               return tribAllReduce(&wrongs[j], &wrongs[j], 1, tribInt64, tribSum, comms[j], nullptr);
@@ -403,18 +432,22 @@ struct Bench {
                        tribGetLastError(comms[0]));
           return 1;
         }
-        double algbw = bytesS / (stats[0] * 1e-6) / 1e9;
+        const double avgUs = stats[0][0];
+        double algbw = bytesS / (avgUs * 1e-6) / 1e9;
         double busbw = algbw * trib::busBandwidthFactor(o.coll, n);
         busSum += busbw;
         ++busCount;
         wrongTotal += wrongs[0];
         if (print) {
-          std::printf(" %9.2f %8.3f %8.3f %6lld", stats[0], algbw, busbw,
+          std::printf(" %9.2f %8.3f %8.3f %6lld", avgUs, algbw, busbw,
                       o.check ? static_cast<long long>(wrongs[0]) : -1LL);
+          if (o.perCall) std::printf(" %9.3f %8.3f", stats[0][1], stats[0][2]);
           if (json) {
-            std::fprintf(json, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
-                         inPlace ? "in_place" : "out_of_place", stats[0], algbw, busbw,
+            std::fprintf(json, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld",
+                         inPlace ? "in_place" : "out_of_place", avgUs, algbw, busbw,
                          static_cast<long long>(wrongs[0]));
+            if (o.perCall) std::fprintf(json, ",\"min_us\":%.3f,\"p50_us\":%.3f", stats[0][1], stats[0][2]);
+            std::fprintf(json, "}");
           }
         }
       }
@@ -453,9 +486,11 @@ int main(int argc, char** argv) {
       {"root", 1, nullptr, 'r'},      {"threads", 1, nullptr, 't'},   {"coll", 1, nullptr, 'C'},
       {"algo", 1, nullptr, 'A'},      {"json", 1, nullptr, 'J'},      {"help", 0, nullptr, 'h'},
       {"ranks", 1, nullptr, 'N'},     {"transport", 1, nullptr, 'T'}, {"registered", 1, nullptr, 'R'},
-      {"mem", 1, nullptr, 'm'},       {"gpus", 1, nullptr, 'g'},      {nullptr, 0, nullptr, 0}};
+      {"mem", 1, nullptr, 'm'},       {"gpus", 1, nullptr, 'g'},      {"latency", 1, nullptr, 'L'},
+      {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:N:T:C:A:J:R:m:g:h", longOpts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:t:N:T:C:A:J:R:m:g:L:h", longOpts, nullptr)) !=
+         -1) {
     switch (ch) {
       case 'b':
         o.minBytes = parseSize(optarg);
@@ -519,6 +554,9 @@ int main(int argc, char** argv) {
         }
         o.device = std::strcmp(optarg, "device") == 0;
         break;
+      case 'L':
+        o.perCall = std::atoi(optarg) != 0;
+        break;
       case 'g':
         o.gpus = std::atoi(optarg);
         gpusGiven = true;
@@ -556,6 +594,12 @@ int main(int argc, char** argv) {
                  "trib-perf: --mem device: this build has no CUDA (configure with nvcc present, "
                  "TRIB_WITH_CUDA=AUTO or ON)\n");
     return 1;
+  }
+  if (o.perCall && o.device) {
+    std::fprintf(stderr,
+                 "trib-perf: --latency times each call on the host, and a device call returns before it "
+                 "completes: use it with --mem host\n");
+    return 2;
   }
   if (!o.transport.empty()) setenv("TRIB_TRANSPORT", o.transport.c_str(), 1);
   if (!o.algo.empty()) setenv("TRIB_ALGO", o.algo.c_str(), 1);

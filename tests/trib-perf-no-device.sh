@@ -23,7 +23,7 @@ for args in "--mem device" "--mem device -t 3" "--mem device -g 2" "--mem device
   fi
 done
 # Bad memory-option input: usage errors (2), before anything runs.
-for args in "--mem gpu" "--ranks 2 -g 2" "--mem device -g 0" "--mem device -R 1"; do
+for args in "--mem gpu" "--ranks 2 -g 2" "--mem device -g 0" "--mem device -R 1" "--mem device -L 1"; do
   out=$(timeout 60 "$perf" $args 2>&1)
   rc=$?
   echo "trib-perf $args -> exit $rc: $out"

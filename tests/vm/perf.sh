@@ -6,7 +6,8 @@
 #   perf.sh TRIB_PERF [BW_ITERS] [LAT_ITERS] [TRIB_LAT_ITERS]
 # LAT_ITERS: perftest's 8-byte round trips; TRIB_LAT_ITERS: trib-perf's 8-byte calls, timed
 # together (one clock reading before and after them all), so a coarse guest clock adds at most
-# one tick to their total. Every run is bounded (TRIB_VM_PERF_TIMEOUT seconds, default 300: under
+# one tick to their total, and the all-reduce's also one by one (-L 1: its fastest and median
+# call, against perftest's t_min and t_typical; a guest clock's step bounds their resolution). Every run is bounded (TRIB_VM_PERF_TIMEOUT seconds, default 300: under
 # TCG on a loaded host an 8-byte all-reduce can take 5 ms, 10 s per 1,000 calls in and out of place).
 set -u
 perf=$1 bw_iters=${2:-200} lat_iters=${3:-10000} trib_lat_iters=${4:-3000}
@@ -57,6 +58,7 @@ bw_ref=$(awk '$1 == 1048576 {print $4}' "$dir/ib_write_bw.client")  # BW average
 lat_min=$(awk '$1 == 8 {print $3}' "$dir/ib_write_lat.client")
 lat_avg=$(awk '$1 == 8 {print $6}' "$dir/ib_write_lat.client")
 send_min=$(awk '$1 == 8 {print $3}' "$dir/ib_send_lat.client")
+send_typ=$(awk '$1 == 8 {print $5}' "$dir/ib_send_lat.client")
 send_avg=$(awk '$1 == 8 {print $6}' "$dir/ib_send_lat.client")
 
 # trib-perf: two processes, one per device, joined through a file store.
@@ -84,7 +86,7 @@ tribperf() {  # name env... -- trib-perf args...
 tribperf bw TRIB_TRANSPORT=verbs -- -C broadcast -b 1M -e 1M -n "$bw_iters" -w 5
 tribperf lat TRIB_TRANSPORT=verbs -- -C broadcast -b 8 -e 8 -n "$trib_lat_iters" -w 200
 tribperf lat_ar TRIB_TRANSPORT=verbs TRIB_DEBUG=INFO TRIB_DEBUG_SUBSYS=TUNING -- \
-  -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200
+  -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200 -L 1
 # UCX over rxe needs UD's destination-GID check off (tests/vm/ucx-probe.sh, docs/VERBS.md).
 ucx_rxe=(TRIB_TRANSPORT=ucx UCX_TLS=rc,self UCX_UD_VERBS_ETH_DGID_CHECK=n)
 tribperf lat_ar_ucx_rc "${ucx_rxe[@]}" -- -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200
@@ -101,18 +103,25 @@ done
 bw=$(awk '$1 == 1048576 {printf "%.2f", $1 / $6}' "$dir/bw.out")  # bytes/us = MB/s
 lat=$(awk '$1 == 8 {print $6}' "$dir/lat.out")                   # us per call, out-of-place
 lat_ar=$(awk '$1 == 8 {print $6}' "$dir/lat_ar.out")
+# -L 1 adds each side's fastest and median call after its #wrong (columns 10 and 11, out-of-place).
+lat_ar_min=$(awk '$1 == 8 {print $10}' "$dir/lat_ar.out")
+lat_ar_p50=$(awk '$1 == 8 {print $11}' "$dir/lat_ar.out")
 lat_ar_ucx=$(awk '$1 == 8 {print $6}' "$dir/lat_ar_ucx_rc.out")
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}'; }
 echo
 echo "perf: ib_write_bw 1 MiB ${bw_ref:-?} MB/s; trib-perf verbs p2p 1 MiB ${bw:-?} MB/s; ratio $(ratio "$bw" "$bw_ref")"
 echo "perf: ib_write_lat 8 B -n $lat_iters: t_min ${lat_min:-?} us, t_avg ${lat_avg:-?} us"
-echo "perf: ib_send_lat 8 B -n $lat_iters: t_min ${send_min:-?} us, t_avg ${send_avg:-?} us"
+echo "perf: ib_send_lat 8 B -n $lat_iters: t_min ${send_min:-?} us, t_typical ${send_typ:-?} us, t_avg ${send_avg:-?} us"
 half() { awk -v a="${1:-0}" 'BEGIN {if (a > 0) printf "%.2f", a / 2; else print "?"}'; }
 algo=$(grep -ho 'allreduce 8 B on 2 ranks -> [a-z]*' "$dir/lat_ar.out" "$dir/lat_ar.rank1" 2> /dev/null |
   sed 's/.*-> //' | sort -u | tr '\n' ' ')
 echo "perf: trib-perf verbs 8 B, $trib_lat_iters calls timed together: broadcast ${lat:-?} us/call;" \
   "all-reduce (${algo:-?}) ${lat_ar:-?} us/call, $(half "$lat_ar") us per exchange;" \
   "over UCX rc (rxe) all-reduce ${lat_ar_ucx:-?} us/call, $(half "$lat_ar_ucx") us per exchange"
+echo "perf: trib-perf verbs 8 B all-reduce, call by call (the slower rank's): fastest ${lat_ar_min:-?} us," \
+  "median ${lat_ar_p50:-?} us; per exchange $(half "$lat_ar_min") / $(half "$lat_ar_p50") us"
+echo "perf: ratios per exchange: fastest/ib_send_lat t_min $(ratio "$(half "$lat_ar_min")" "$send_min")," \
+  "median/ib_send_lat t_typical $(ratio "$(half "$lat_ar_p50")" "$send_typ")"
 echo "perf: ratios to t_avg: broadcast/ib_write_lat $(ratio "$lat" "$lat_avg")," \
   "broadcast/ib_send_lat $(ratio "$lat" "$send_avg"), all-reduce exchange/ib_send_lat $(ratio "$(half "$lat_ar")" "$send_avg")"
 for t in verbs ucx_rc ucx_tcp; do
