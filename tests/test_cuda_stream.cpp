@@ -289,6 +289,51 @@ TEST(CudaStream, OrderedOnTheCallersStream) {
   }
 }
 
+// tribCommInitAll's devlist names each rank's device: its calls run there whatever device is
+// current when they are made, and (with several GPUs) a buffer of another device is refused.
+TEST(CudaStream, InitAllDevlistNamesEachRanksDevice) {
+  TRIB_NEED_CUDA_DEVICE();
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 4096;
+  int count = 0;
+  CUDA_OK(cudaGetDeviceCount(&count));
+  const int dev = count - 1;  // with several GPUs, not the one current below
+  const int devlist[kRanks] = {dev, dev};
+  CUDA_OK(cudaSetDevice(0));
+  std::vector<tribComm_t> comms(kRanks);
+  ASSERT_EQ(tribCommInitAll(comms.data(), kRanks, devlist), tribSuccess) << lastError();
+  CUDA_OK(cudaSetDevice(dev));
+  std::vector<cudaStream_t> streams(kRanks);
+  std::vector<std::unique_ptr<DeviceMem>> buf(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
+    buf[r] = std::make_unique<DeviceMem>(kCount * 4);
+    std::vector<float> in(kCount, static_cast<float>(r + 1));
+    CUDA_OK(cudaMemcpy(buf[r]->p, in.data(), kCount * 4, cudaMemcpyHostToDevice));
+  }
+  CUDA_OK(cudaSetDevice(0));
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(tribAllReduce(buf[r]->p, buf[r]->p, kCount, tribFloat32, tribSum, comms[r], streams[r]),
+              tribSuccess)
+        << lastError();
+  for (int r = 0; r < kRanks; ++r) {
+    CUDA_OK(cudaStreamSynchronize(streams[r]));
+    std::vector<float> out(kCount, 0.f);
+    CUDA_OK(cudaMemcpy(out.data(), buf[r]->p, kCount * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < kCount; i += 511) ASSERT_EQ(out[i], 3.f) << "rank " << r << " element " << i;
+  }
+  if (count > 1) {
+    DeviceMem other(kCount * 4);  // on device 0, current
+    EXPECT_EQ(tribAllReduce(other.p, other.p, kCount, tribFloat32, tribSum, comms[0], streams[0]),
+              tribInvalidArgument);
+    EXPECT_NE(lastError().find("tribCommInitAll's devlist"), std::string::npos) << lastError();
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    cudaStreamDestroy(streams[r]);
+    EXPECT_EQ(tribCommDestroy(comms[r]), tribSuccess);
+  }
+}
+
 // A pre-multiplied sum on device memory: the input, copied in by the stream after the call
 // returned, is scaled by the CUDA engine's kernels when the stream reaches the call. Rank r's
 // input r + 1 is scaled by 0.5 * (r + 1); in place; the operator destroyed right after the call.

@@ -559,6 +559,35 @@ TEST(StreamOrdered, WithoutADeviceAStreamSaysSo) {
   EXPECT_EQ(tribCommDestroy(comms[0]), tribSuccess);
 }
 
+// tribCommInitAll's devlist: entries are checked before any rank exists, and a host program's
+// NULL devlist needs no CUDA at all.
+TEST(StreamOrdered, InitAllChecksItsDevlist) {
+  std::vector<tribComm_t> comms(2, nullptr);
+  const int negative[2] = {0, -1};
+  EXPECT_EQ(tribCommInitAll(comms.data(), 2, negative), tribInvalidArgument);
+  EXPECT_NE(lastError().find("devlist[1] is -1"), std::string::npos) << lastError();
+  EXPECT_EQ(comms[0], nullptr);
+  const int shared[2] = {0, 0};  // two ranks on one GPU
+  if (!cuda::deviceStatus().ok()) {
+    EXPECT_EQ(tribCommInitAll(comms.data(), 2, shared), tribUnhandledCudaError);
+    EXPECT_NE(lastError().find("devlist names CUDA devices, but no CUDA driver/device"), std::string::npos)
+        << lastError();
+    EXPECT_EQ(comms[0], nullptr);
+  } else {
+    int count = 0;
+    ASSERT_TRUE(cuda::deviceCount(&count).ok());
+    const int past[2] = {0, count};
+    EXPECT_EQ(tribCommInitAll(comms.data(), 2, past), tribInvalidArgument);
+    EXPECT_NE(lastError().find("devlist[1] is device " + std::to_string(count)), std::string::npos)
+        << lastError();
+    ASSERT_EQ(tribCommInitAll(comms.data(), 2, shared), tribSuccess) << lastError();
+    for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+  }
+  // NULL: host ranks, as always.
+  ASSERT_EQ(tribCommInitAll(comms.data(), 2, nullptr), tribSuccess) << lastError();
+  for (tribComm_t c : comms) EXPECT_EQ(tribCommDestroy(c), tribSuccess);
+}
+
 // A refused send or receive takes no sequence number: the pair's next messages still match (a
 // shifted number would leave them waiting for each other until the timeout).
 TEST(StreamOrdered, ARefusedStreamSendShiftsNoSequence) {

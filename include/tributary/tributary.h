@@ -205,7 +205,12 @@ TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribU
  * tribTimeout (within config's timeout) naming the ranks or stores that did not arrive. */
 TRIB_API tribResult_t tribCommInitRankScalable(tribComm_t* comm, int nranks, int rank, int nIds,
                                                const tribUniqueId* ids, const tribConfig_t* config);
-/* Create `ndev` ranks in this process (threads; the loopback transport). devlist may be NULL. */
+/* Create `ndev` ranks in this process (threads; the loopback transport). devlist may be NULL (host
+ * programs; a rank's stream-ordered calls then run on their buffers' device); else rank r's
+ * stream-ordered calls run on CUDA device devlist[r] (entries may repeat: ranks sharing a GPU), and
+ * a device buffer of another device is refused. tribInvalidArgument for a negative entry or one the
+ * driver does not have; without a CUDA driver or in a build without CUDA, a devlist is refused
+ * with that reason. */
 TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* devlist);
 /* Create a communicator from the launcher's environment: TRIB_RANK/TRIB_NRANKS, torchrun (RANK,
  * WORLD_SIZE, MASTER_ADDR/PORT), Open MPI (OMPI_COMM_WORLD_*), Slurm (SLURM_*), MPICH/PMI (PMI_*),

@@ -269,11 +269,11 @@ TRIB_API tribResult_t tribCommInitFromEnv(tribComm_t* comm, const tribConfig_t* 
   });
 }
 
-TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* /*devlist*/) {
+TRIB_API tribResult_t tribCommInitAll(tribComm_t* comms, int ndev, const int* devlist) {
   return guarded("tribCommInitAll", [&]() -> Status {
     if (!comms) return errorf(tribInvalidArgument, "tribCommInitAll: comms is NULL");
     if (ndev < 1) return errorf(tribInvalidArgument, "tribCommInitAll: ndev %d must be >= 1", ndev);
-    return trib::commCreateLocal(ndev, comms);
+    return trib::commCreateLocal(ndev, devlist, comms);
   });
 }
 

@@ -17,6 +17,7 @@
 #include "core/group.hpp"
 #include "core/stream_coll.hpp"
 #include "core/switch_coll.hpp"
+#include "cuda/cuda_api.hpp"
 #include "transports/registry.hpp"
 
 void trib::Communicator::setAsyncError(const trib::Status& s) {
@@ -174,7 +175,22 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser: derives child ids determini
 
 }  // namespace
 
-Status commCreateLocal(int nranks, tribComm** comms) {
+Status commCreateLocal(int nranks, const int* devices, tribComm** comms) {
+  if (devices) {
+    for (int r = 0; r < nranks; ++r)
+      if (devices[r] < 0)
+        return errorf(tribInvalidArgument,
+                      "tribCommInitAll: devlist[%d] is %d; CUDA devices are numbered from 0", r, devices[r]);
+    const char* why = "tribCommInitAll: devlist names CUDA devices, but ";
+    TRIB_RETURN_IF_ERROR(cuda::deviceStatus().prefix(why));
+    int count = 0;
+    TRIB_RETURN_IF_ERROR(cuda::deviceCount(&count).prefix(why));
+    for (int r = 0; r < nranks; ++r)
+      if (devices[r] >= count)
+        return errorf(tribInvalidArgument,
+                      "tribCommInitAll: devlist[%d] is device %d, but there are %d CUDA device(s)", r,
+                      devices[r], count);
+  }
   CommSpec spec;
   TRIB_RETURN_IF_ERROR(resolveConfig(nullptr, &spec.config));
   spec.nranks = nranks;
@@ -188,6 +204,7 @@ Status commCreateLocal(int nranks, tribComm** comms) {
       while (r > 0) delete comms[--r];
       return st;
     }
+    if (devices) comms[r]->impl()->boundDevice = devices[r];
   }
   agreeSwitchLocal(comms, nranks);
   return Status::Ok();

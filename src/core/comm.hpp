@@ -203,6 +203,10 @@ struct Communicator {
   void setAsyncError(const trib::Status& s);
   trib::Status checkUsable() const;  // another process / aborted / finalized / broken -> error
 
+  // The CUDA device its stream-ordered calls run on, named at creation (tribCommInitAll's devlist);
+  // -1: the device of its first stream-ordered call's buffers, else the caller's current one.
+  int boundDevice = -1;
+
   // Stream-ordered calls (core/stream_coll.hpp), made at the first; last, so destroyed (its progress
   // thread drained and joined) before everything it uses.
   std::unique_ptr<trib::StreamState, trib::StreamStateDeleter> streams;
@@ -295,7 +299,9 @@ struct CommSpec {
 // Collective over spec.nranks ranks (through the store, when there is one): learns what the spec
 // does not say, makes the planner, connects the transports, attaches the switch (connect.cpp).
 Status createComm(const CommSpec& spec, tribComm** out);
-Status commCreateLocal(int nranks, tribComm** comms);  // N ranks in this process, no store
+// N ranks in this process, no store; `devices` (may be null): rank r's CUDA device, checked here
+// against the devices the driver reports.
+Status commCreateLocal(int nranks, const int* devices, tribComm** comms);
 Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out);
 // Over nIds root stores (nIds == 1: commInitRank); the caller checked nIds and ids.
 Status commInitRankScalable(int nranks, int nIds, const tribUniqueId* ids, int rank,

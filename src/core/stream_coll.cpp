@@ -98,8 +98,8 @@ Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const
     device = true;
   }
   if (!comm->streams) {
-    // The device of the first device buffer, else the caller's current device.
-    int dev = -1;
+    // The device named at creation, else the first device buffer's, else the caller's current one.
+    int dev = comm->boundDevice;
     for (size_t i = 0; i < n && dev < 0 && device; ++i) dev = cuda::deviceOf(buffers[i]);
     if (dev < 0) TRIB_RETURN_IF_ERROR(cuda::currentDevice(&dev).prefix("a stream-ordered call: "));
     std::unique_ptr<StreamOrdering> ordering;
@@ -118,8 +118,9 @@ Status prepareStreamCall(Communicator* comm, CollCall* call, void* stream, const
         return errorf(
             tribInvalidArgument,
             "rank %d: a buffer (%p) is memory of CUDA device %d, but this communicator's calls run on "
-            "device %d (its first stream-ordered call's)",
-            comm->rank, buffers[i], dev, s.device);
+            "device %d (%s)",
+            comm->rank, buffers[i], dev, s.device,
+            comm->boundDevice >= 0 ? "tribCommInitAll's devlist" : "its first stream-ordered call's");
     }
   }
   if (!s.deviceEngine) {
