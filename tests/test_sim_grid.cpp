@@ -40,12 +40,15 @@ struct Gap {
   uint64_t minBytes, maxBytes;
   bool acrossDomainsOnly;  // only cells whose ranks span several NVLink domains of 2+ ranks
   const char* why;
+  bool nonPowerOfTwoOnly = false;  // only cells whose rank count is not a power of two
 };
 const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Direct, 2, kAnyRanks, 16u << 20, kAny, true,
-     "across domains the replay's source queues send a rank's messages one at a time, all a node's "
-     "ranks to the same remote rank first (incast), and its hashed spine routes collide; the model "
-     "spreads them as a NIC interleaving its queue pairs would"},
+     "across domains on rank counts that are not powers of two (144, 288: racks of 72) the schedule's "
+     "rank + k order sends all a rack's ranks to the same remote rank first once their in-rack sends are "
+     "posted, the replay's source queues send a rank's messages one at a time, and its hashed spine "
+     "routes collide; the model spreads them as a NIC interleaving its queue pairs would",
+     true},
     {PlanAlgo::Tree, 2, 2, 16u << 20, kAny, false,
      "two ranks: the model adds 2 x depth chunks of fill to the link's work, where the replay overlaps one "
      "tree's up with the other's down and keeps the link busy from the start"},
@@ -64,7 +67,8 @@ const std::vector<Gap> kKnownGaps = {
 bool knownGap(const Cell& c, const char** why) {
   for (const Gap& g : kKnownGaps)
     if (c.algo == g.algo && c.ranks >= g.minRanks && c.ranks <= g.maxRanks && c.bytes >= g.minBytes &&
-        c.bytes <= g.maxBytes && (!g.acrossDomainsOnly || (c.domains > 1 && c.perDomain > 1))) {
+        c.bytes <= g.maxBytes && (!g.acrossDomainsOnly || (c.domains > 1 && c.perDomain > 1)) &&
+        (!g.nonPowerOfTwoOnly || (c.ranks & (c.ranks - 1)) != 0)) {
       *why = g.why;
       return true;
     }
