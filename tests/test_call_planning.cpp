@@ -2,6 +2,7 @@
 // the kind of its buffers (host, registered, tribMemAlloc's shared memory), which the plan cache
 // keeps apart; and the C API's registration calls.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -84,6 +85,48 @@ TEST(CallPlanning, MemoryKindsArePlannedApart) {
               (std::vector<MemoryKind>{MemoryKind::Host, MemoryKind::HostShared, MemoryKind::Registered}));
     EXPECT_EQ(tribCommDeregister(comm, handle), tribSuccess);
     EXPECT_EQ(tribMemFree(shared), tribSuccess);
+  });
+}
+
+// A repeated call skips validation and classification (ops.cpp checkedCall) only while the memory
+// it was classified by is unchanged: registering, deregistering, freeing and reusing the address
+// change the kind the same call runs with.
+TEST(CallPlanning, RepeatedCallsSeeMemoryChanges) {
+  withComms(2, [&](int r, tribComm_t comm) {
+    const Communicator::RepeatCall& last = comm->impl()->lastCall;
+    auto kindOfRepeat = [&](void* buf) {
+      EXPECT_EQ(tribAllReduce(buf, buf, 256, tribFloat32, tribSum, comm, nullptr), tribSuccess)
+          << tribGetLastError(nullptr);
+      EXPECT_TRUE(last.valid && last.made.sendbuff == buf) << "rank " << r;
+      return last.call.sendKind;
+    };
+    std::vector<float> heap(256, 1.0f);
+    EXPECT_EQ(kindOfRepeat(heap.data()), MemoryKind::Host);
+    EXPECT_EQ(kindOfRepeat(heap.data()), MemoryKind::Host);
+    void* handle = nullptr;
+    ASSERT_EQ(tribCommRegister(comm, heap.data(), heap.size() * sizeof(float), &handle), tribSuccess);
+    EXPECT_EQ(kindOfRepeat(heap.data()), MemoryKind::Registered);
+    ASSERT_EQ(tribCommDeregister(comm, handle), tribSuccess);
+    EXPECT_EQ(kindOfRepeat(heap.data()), MemoryKind::Host);
+    EXPECT_EQ(heap[0], 16.0f) << "rank " << r;  // four all-reduces of 2 ranks, in place
+
+    // A tribMemAlloc buffer freed, and private memory mapped at its address: host again.
+    const size_t bytes = 256 * sizeof(float);
+    void* shared = nullptr;
+    ASSERT_EQ(tribMemAlloc(&shared, bytes), tribSuccess);
+    std::memset(shared, 0, bytes);
+    EXPECT_EQ(kindOfRepeat(shared), MemoryKind::HostShared);
+    ASSERT_EQ(tribMemFree(shared), tribSuccess);
+    void* again =
+        mmap(shared, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    ASSERT_EQ(again, shared) << "the address was taken meanwhile";
+    EXPECT_EQ(kindOfRepeat(again), MemoryKind::Host);
+    munmap(again, bytes);
+
+    // A repeat is still refused what validation refuses: a call that differs is validated again.
+    EXPECT_EQ(tribAllReduce(heap.data() + 1, heap.data() + 2, 255, tribFloat32, tribSum, comm, nullptr),
+              tribInvalidArgument);
+    EXPECT_EQ(kindOfRepeat(heap.data()), MemoryKind::Host);
   });
 }
 

@@ -32,7 +32,13 @@ struct Registry {
   // byBase.size(), readable without the lock: every call classifies its buffers, and a process
   // with no shared allocation should not take a global lock for it.
   std::atomic<size_t> live{0};
+  // Bumped by every change of byBase (sharedRegionsGeneration).
+  std::atomic<uint64_t> generation{0};
   uint64_t nextId = 1;
+  void changed() {
+    live.store(byBase.size(), std::memory_order_relaxed);
+    generation.fetch_add(1, std::memory_order_release);
+  }
 };
 
 Registry& registry() {
@@ -65,7 +71,7 @@ Status sharedAlloc(size_t bytes, void** ptr) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.byBase[reinterpret_cast<uintptr_t>(m)] = Allocation{rounded, fd, r.nextId++};
-  r.live.store(r.byBase.size(), std::memory_order_relaxed);
+  r.changed();
   *ptr = m;
   return Status::Ok();
 }
@@ -82,13 +88,15 @@ Status sharedFree(void* ptr) {
                     ptr);
     a = it->second;
     r.byBase.erase(it);
-    r.live.store(r.byBase.size(), std::memory_order_relaxed);
+    r.changed();
   }
   // Peers that mapped it keep their pages until they unmap; the memory goes with the last mapping.
   munmap(ptr, a.bytes);
   close(a.fd);
   return Status::Ok();
 }
+
+uint64_t sharedRegionsGeneration() { return registry().generation.load(std::memory_order_acquire); }
 
 bool findSharedRegion(const void* p, size_t bytes, SharedRegion* region) {
   if (!p) return false;
@@ -189,7 +197,7 @@ Status adoptShared(const void* p, size_t bytes, bool* adopted) {
     ++it->second.adoptions;
   } else {
     ++r.nextId;
-    r.live.store(r.byBase.size(), std::memory_order_relaxed);
+    r.changed();
   }
   *adopted = true;
   return Status::Ok();
@@ -207,7 +215,7 @@ void releaseShared(const void* p) {
   if (--it->second.adoptions > 0) return;
   close(it->second.fd);
   r.byBase.erase(it);
-  r.live.store(r.byBase.size(), std::memory_order_relaxed);
+  r.changed();
 }
 
 }  // namespace trib

@@ -29,6 +29,9 @@ Status sharedFree(void* ptr);
 // Whether [p, p + bytes) lies inside one live shared allocation (or adopted mapping); fills
 // *region if so.
 bool findSharedRegion(const void* p, size_t bytes, SharedRegion* region);
+// Changes whenever findSharedRegion's answer may have (an allocation, free, adoption or release
+// in this process): what remembers a classification compares it (core/ops.cpp's repeat calls).
+uint64_t sharedRegionsGeneration();
 
 // Registered host memory that already is a shared file mapping (a memfd, a tmpfs file such as
 // /dev/shm/*, shared anonymous memory) can be mapped by peers as tribMemAlloc's is: adoptShared

@@ -62,6 +62,10 @@ trib::Status trib::Communicator::checkProcess() const {
 
 trib::Status trib::Communicator::checkUsable() const {
   using trib::errorf;
+  // Every call asks: the usual answer in four loads (currentPid() would take its once-flag).
+  if (cachedPid.load(std::memory_order_relaxed) == creatorPid && !broken.load(std::memory_order_acquire) &&
+      !aborted.load() && !finalized.load())
+    return trib::Status::Ok();
   TRIB_RETURN_IF_ERROR(checkProcess());
   if (broken.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(errorMu));

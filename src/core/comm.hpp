@@ -171,6 +171,29 @@ struct Communicator {
   std::atomic<int> outstanding{0};   // live requests
   std::vector<tribRequest*> active;  // requests still running: progressed together
   std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> planCache;
+  // Bumped by clearPlans(): what points into planCache (recentPlans) compares it.
+  uint64_t planEpoch = 0;
+  void clearPlans() {
+    planCache.clear();
+    ++planEpoch;
+  }
+  // The last plan looked up for each window cell (a repeated peer-memory call alternates cells),
+  // checked before the hash lookup (core/ops.cpp planFor).
+  struct RecentPlan {
+    PlanKey key{};
+    const CachedPlan* plan = nullptr;
+    uint64_t epoch = 0;
+  } recentPlans[2];
+  // The last call that was validated and classified (core/ops.cpp checkedCall), as made and as
+  // classified: the same call again (the training-loop case) is not validated and classified
+  // again while the memory it was classified by is unchanged (the process's shared allocations
+  // and this communicator's registrations have the same generations).
+  struct RepeatCall {
+    bool valid = false;
+    trib::CollCall made, call;
+    trib::CollArgs args;
+    uint64_t sharedGeneration = 0, registrationGeneration = 0;
+  } lastCall;
   // tribRedOpCreatePreMulSum's operators, by value (from tribNumOps up; core/premul.hpp).
   std::map<int, trib::PreMulSum> preMulSums;
   int nextPreMulSum = tribNumOps;

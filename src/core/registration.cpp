@@ -105,6 +105,7 @@ Status Registrations::add(void* buf, size_t bytes, void** handle) {
   const uint64_t id = nextId_++;
   ranges_.emplace(lo, Range{hi, id, device, alloc, adopted});
   count_.store(ranges_.size(), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
   *handle = makeHandle(owner_, id);
   return Status::Ok();
 }
@@ -122,6 +123,7 @@ Status Registrations::remove(void* handle) {
     if (it->second.adopted) releaseShared(reinterpret_cast<void*>(it->first));
     ranges_.erase(it);
     count_.store(ranges_.size(), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
     return Status::Ok();
   }
   return errorf(tribInvalidArgument,

@@ -48,6 +48,8 @@ class Registrations {
   // the registered allocation where [p, p + bytes) lies inside a registration.
   Status checkDevice(const void* p, size_t bytes, cuda::DeviceAllocation* alloc = nullptr) const;
   size_t size() const;
+  // Changes with every registration and deregistration: covers() may answer differently.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   struct Range {
@@ -65,6 +67,7 @@ class Registrations {
   std::map<uintptr_t, Range> ranges_;  // by start address; disjoint
   // ranges_.size(), readable without the lock: covers() runs on every call, mostly with none.
   std::atomic<size_t> count_{0};
+  std::atomic<uint64_t> generation_{0};
   uint64_t nextId_ = 1;
 };
 

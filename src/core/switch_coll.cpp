@@ -351,7 +351,7 @@ Status advanceSwitchRun(tribRequest* req, Status result, bool* done) {
                   "using it and finishes on a host algorithm",
                   comm->rank, req->what().c_str(), why.c_str());
         comm->switchDisabled = true;
-        comm->planCache.clear();  // cached switch plans must not be reused
+        comm->clearPlans();  // cached switch plans must not be reused
         if (comm->switchOffload) comm->switchOffload->abort(errorf(tribAborted, "the switch was given up"));
         if (comm->sliceOffload) comm->sliceOffload->abort(errorf(tribAborted, "the switch was given up"));
       }

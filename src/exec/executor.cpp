@@ -83,7 +83,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
     slot.blockedBy = kNone;
     slot.phase = Phase::Direct;
     slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
-    slot.op.error = Status::Ok();
+    if (!slot.op.error.ok()) slot.op.error = Status::Ok();
     slot.staging.release();
   }
   buf_ = buffers;
@@ -138,7 +138,9 @@ Execution::Range Execution::windowRange(int owner) const {
 
 Status Execution::sourceAddress(const Step& s, const char** at) {
   if (!s.srcIsPeers()) {
-    if (s.src.buf == Buf::Window && s.src.count > 0) return ownWindowAddress(s.src, at);
+    // (Without exposures of its own, a window range is the window.)
+    if (s.src.buf == Buf::Window && s.src.count > 0 && !ownExposures_.empty())
+      return ownWindowAddress(s.src, at);
     *at = address(s.src);
     return Status::Ok();
   }
@@ -515,7 +517,7 @@ Status Execution::opFinished(size_t i) {
       break;
   }
   slot.state = State::Done;
-  releaseStaging(slot);
+  if (slot.staging.data) releaseStaging(slot);
   rescan_ = true;
   return Status::Ok();
 }
@@ -671,9 +673,13 @@ Status Execution::progress(bool* done) {
       if (blocked && !(onlyPostedSends && canLand)) continue;
       if (blocked && detachBlockingSends(active, a)) continue;
       postedEnd_ = std::max(postedEnd_, i + 1);
+      const bool rescanBefore = rescan_;
       Status st = startStep(i, blocked);
       if (!st.ok()) return stepError(i, st);
-      if (slot.state == State::Done) rescan_ = true;
+      // A step that finished at once can only unblock later steps (a step waits for earlier ones),
+      // and this pass still reaches those in the window: another pass is needed only where the
+      // window may grow past it (a landing, not done yet, has asked for one in opFinished).
+      if (slot.state == State::Done) rescan_ = rescanBefore || end < steps_.size();
     }
     for (size_t i : active) {
       Slot& slot = slots_[i];
