@@ -2,6 +2,9 @@
 // links modelled as servers. See sim.hpp for the model.
 #include "sim/sim.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -1053,6 +1056,57 @@ void finish(const CollArgs& args, size_t esize, SimResult* out, std::chrono::ste
   out->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What a replay holds at its peak, estimated before it runs from a few ranks' schedules (all of
+// them would cost as much as the replay): per rank its state and a window of blocked steps; per
+// rank and peer it exchanges with, the peer entry, the route, a message in flight and its slot (a
+// direct schedule posts all its sends at once: nvl72-cluster:16 measured 190 bytes per pair).
+struct ReplayEstimate {
+  double bytes = 0, pairs = 0, steps = 0;
+};
+ReplayEstimate estimateReplay(const AlgoInfo& algo, const CollArgs& args, int window) {
+  const int n = args.nranks;
+  const int root = args.root >= 0 && args.root < n ? args.root : 0;
+  // The root (a rooted collective's may talk to everybody), then up to 8 others evenly spread.
+  std::vector<int> sample{root};
+  const int others = std::min(8, n - 1);
+  for (int i = 0; i < others; ++i)
+    sample.push_back((root + 1 + static_cast<int>(int64_t{i} * (n - 1) / others)) % n);
+  double peers[2] = {0, 0}, steps[2] = {0, 0};
+  std::vector<int> seen;
+  for (size_t i = 0; i < sample.size(); ++i) {
+    const int r = sample[i];
+    seen.clear();
+    Generator<Step> g = algo.generate(args, r);
+    while (g.next()) {
+      const Step& s = g.value();
+      steps[i > 0] += 1;
+      if ((s.isComm() || s.isPeerMemory() || s.isSync()) && s.peer != r) seen.push_back(s.peer);
+    }
+    std::sort(seen.begin(), seen.end());
+    peers[i > 0] += static_cast<double>(std::unique(seen.begin(), seen.end()) - seen.begin());
+  }
+  ReplayEstimate e;
+  const double rest = others ? (n - 1.0) / others : 0;
+  e.pairs = peers[0] + rest * peers[1];
+  e.steps = steps[0] + rest * steps[1];
+  constexpr double kPerRank = 4096;  // time maps, the schedule's coroutine, queues
+  const double perPair =
+      sizeof(RankState::Peer) + sizeof(Msg) + sizeof(Arrival) + 8 * sizeof(DirLink) + 2 * sizeof(void*);
+  e.bytes = n * (sizeof(RankState) + kPerRank + window * sizeof(Pending)) + e.pairs * perPair;
+  return e;
+}
+
+// The memory a replay may use: SimOptions::memoryLimitBytes, else the address-space limit
+// (ulimit -v) or the machine's memory, whichever is less.
+double replayMemoryLimit(const SimOptions& o) {
+  if (o.memoryLimitBytes > 0) return o.memoryLimitBytes;
+  double limit = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    limit = std::min(limit, static_cast<double>(as.rlim_cur));
+  return limit > 0 ? limit : 0;
+}
+
 }  // namespace
 
 Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, DataType dtype, SimResult* out,
@@ -1081,6 +1135,16 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
     while ((1 << depth) < args.nranks) ++depth;
     o.window = std::max(defaultWindow(args.nranks), 12 * (2 * depth + 2));
   }
+  // Refuse up front what cannot fit rather than grow until the machine kills the process.
+  const ReplayEstimate est = estimateReplay(algo, args, o.window > 0 ? o.window : defaultWindow(args.nranks));
+  const double limit = replayMemoryLimit(o);
+  if (limit > 0 && est.bytes > limit)
+    return errorf(tribNotSupported,
+                  "simulate: %s %s on %d ranks would need about %.1f GiB (%.3g rank pairs that exchange, "
+                  "%.3g steps), more than the %.1f GiB allowed (SimOptions::memoryLimitBytes, else ulimit -v "
+                  "or the machine's memory)",
+                  algoName(algo.algo), collName(args.coll), args.nranks, est.bytes / (1 << 30), est.pairs,
+                  est.steps, limit / (1 << 30));
   Engine e(t, args, esize, nodes, o);
   TRIB_RETURN_IF_ERROR(e.run(algo, out));
   finish(args, esize, out, t0);
