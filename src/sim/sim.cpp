@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -1092,7 +1093,9 @@ ReplayEstimate estimateReplay(const AlgoInfo& algo, const CollArgs& args, int wi
   constexpr double kPerRank = 4096;  // time maps, the schedule's coroutine, queues
   const double perPair =
       sizeof(RankState::Peer) + sizeof(Msg) + sizeof(Arrival) + 8 * sizeof(DirLink) + 2 * sizeof(void*);
-  e.bytes = n * (sizeof(RankState) + kPerRank + window * sizeof(Pending)) + e.pairs * perPair;
+  // A rank's blocked steps are a vector grown by doubling up to the window: its capacity.
+  const double blocked = static_cast<double>(std::bit_ceil(static_cast<size_t>(std::max(1, window))));
+  e.bytes = n * (sizeof(RankState) + kPerRank + blocked * sizeof(Pending)) + e.pairs * perPair;
   return e;
 }
 
