@@ -5,6 +5,7 @@
 
 #include "plan/planner.hpp"
 #include "sim/sim.hpp"
+#include "sim/sim_plan.hpp"
 #include "verify/verify.hpp"
 
 using namespace trib;
@@ -354,6 +355,60 @@ TEST(Simulator, ScheduleThatCannotFinishIsAnErrorNotAHang) {
   EXPECT_NE(s.message().find("rank 0 waits at recv(from 1"), std::string::npos) << s.message();
   s = simulate(t, *findAlgorithm(Coll::AllReduce, Algo::Ring), allreduceArgs(3, 16, 16), tribFloat32, &r);
   EXPECT_NE(s.message().find("has 2 GPUs/CPUs for ranks but 3"), std::string::npos) << s.message();
+}
+
+// The replay's per-pair state was compacted (2026-12-04: message queues as vectors, routes in a
+// pool, 56-byte messages, peers indexed by rank) so that direct fits at 4,608 ranks. Pinned to
+// the replay before that change, bit for bit (`trib-plan --gen G --bytes B --simulate --algo A`):
+// direct with every rank's peers indexed by rank, and the window schedules' transfers and signals.
+TEST(Simulator, CompactedReplayEqualsTheReplayBeforeIt) {
+  struct Case {
+    const char* gen;
+    int nranks;
+    uint64_t bytes;
+    PlanAlgo algo;
+    double timeUs;
+    uint64_t steps, messages;
+  };
+  const Case cases[] = {
+      {"nvl72-cluster:2", 144, 8u << 20, PlanAlgo::Direct, 0x1.6523c760d7a41p+7, 82512, 41184},
+      {"uniform:64", 33, 1u << 20, PlanAlgo::Direct, 0x1.b9239fc168b04p+5, 4257, 2112},
+      {"dgx-h100", 8, 256u << 10, PlanAlgo::OneShot, 0x1.f576ef5c0f914p+4, 296, 168},
+      {"dgx-h100", 8, 1u << 20, PlanAlgo::TwoShot, 0x1.13b5448851f85p+5, 478, 280},
+  };
+  for (const Case& c : cases) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.gen, {}, &t).ok()) << c.gen;
+    Planner planner(t);
+    PlanRequest req;
+    req.bytes = c.bytes;
+    req.memory = MemoryKind::Device;
+    req.nranks = c.nranks;
+    req.includeModelOnly = true;
+    PlannedSim ps;
+    Status s = simulatePlanned(planner, req, c.algo, &ps);
+    ASSERT_TRUE(s.ok()) << c.gen << ": " << s.message();
+    EXPECT_EQ(ps.sim.timeUs, c.timeUs) << c.gen << " " << planAlgoName(c.algo);
+    EXPECT_EQ(ps.sim.steps, c.steps) << c.gen << " " << planAlgoName(c.algo);
+    EXPECT_EQ(ps.sim.messages, c.messages) << c.gen << " " << planAlgoName(c.algo);
+  }
+}
+
+// A replay that cannot fit is refused before it starts, with its estimate.
+TEST(Simulator, ReplayTooLargeForTheMemoryIsRefusedUpFront) {
+  Topology t = makeUniform(64, 50, 1);
+  SimOptions o;
+  o.memoryLimitBytes = 1 << 20;
+  SimResult r;
+  Status s = simulate(t, *findAlgorithm(Coll::AllReduce, Algo::Direct), allreduceArgs(64, 1 << 16, 1 << 16),
+                      tribFloat32, &r, {}, o);
+  EXPECT_EQ(s.code(), tribNotSupported);
+  EXPECT_NE(s.message().find("would need about"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("4.03e+03 rank pairs"), std::string::npos) << s.message();
+  o.memoryLimitBytes = 0;  // ulimit -v or the machine's memory: plenty
+  EXPECT_TRUE(simulate(t, *findAlgorithm(Coll::AllReduce, Algo::Direct), allreduceArgs(64, 1 << 16, 1 << 16),
+                       tribFloat32, &r, {}, o)
+                  .ok());
 }
 
 TEST(Simulator, RackScaleRingRunsQuickly) {

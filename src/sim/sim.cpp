@@ -2,13 +2,18 @@
 // links modelled as servers. See sim.hpp for the model.
 #include "sim/sim.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <queue>
 #include <span>
 #include <tuple>
@@ -365,16 +370,64 @@ struct Arrival {
   double at = 0, first = 0;
   bool done = false, consumed = false;
 };
+// The slots of one queue (messages of a pair, signals, a rank's transfers) by sequence number,
+// first in first out. Slots are found by number, never held by address, so the queue is a plain
+// vector holding only what is outstanding: on a direct schedule every rank pair has one, n² of
+// them (a std::deque allocated ~600 bytes each, 12 GB at 4,608 ranks).
 struct PairQ {
-  uint64_t base = 0;
-  std::deque<Arrival> q;
+  uint64_t base = 0;  // the sequence number of q[head]
+  size_t head = 0;
+  std::vector<Arrival> q;
   Arrival& get(uint64_t seq) {
-    while (q.size() <= seq - base) q.emplace_back();
-    return q[seq - base];
+    const size_t i = head + static_cast<size_t>(seq - base);
+    if (i >= q.size()) q.resize(i + 1);
+    return q[i];
   }
-  void pop() {
-    while (!q.empty() && q.front().consumed) q.pop_front(), ++base;
+  // Drops the consumed slots at the front; release: give the memory back once empty (queues of
+  // ranks with many peers, each used a few times).
+  void pop(bool release = false) {
+    while (head < q.size() && q[head].consumed) ++head, ++base;
+    if (head == q.size()) {
+      head = 0;
+      if (release)
+        std::vector<Arrival>().swap(q);
+      else
+        q.clear();
+    } else if (head >= 64 && 2 * head >= q.size()) {
+      q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(head));
+      head = 0;
+    }
   }
+};
+
+// Routes between nodes, computed once per rank pair and stored back to back (a rank pair of a
+// direct schedule among n² keeps 4-8 links, not the Router cache's hash node and vector).
+class RoutePool {
+ public:
+  std::span<const DirLink> add(const std::vector<DirLink>& r) {
+    if (r.empty()) return {};
+    if (blocks_.empty() || used_ + r.size() > cap_) {
+      cap_ = std::max<size_t>(kBlock, r.size());
+      blocks_.push_back(std::make_unique<DirLink[]>(cap_));
+      used_ = 0;
+    }
+    DirLink* at = blocks_.back().get() + used_;
+    std::copy(r.begin(), r.end(), at);
+    used_ += r.size();
+    return {at, r.size()};
+  }
+
+ private:
+  static constexpr size_t kBlock = size_t{1} << 20;
+  std::vector<std::unique_ptr<DirLink[]>> blocks_;
+  size_t used_ = 0, cap_ = 0;
+};
+// A route looked up once: `known` tells an empty route (two ranks on one node) from none yet.
+struct RouteRef {
+  const DirLink* links = nullptr;
+  uint32_t size = 0;
+  bool known = false;
+  std::span<const DirLink> span() const { return {links, size}; }
 };
 
 // One SwitchReduce of a group (every rank, or a slice group): it completes once every member
@@ -388,12 +441,12 @@ struct Rendezvous {
 struct Pending {
   Step s;
   uint64_t seq;
-  PairQ* q;             // receives, waits: the queue of messages (signals) from the peer (stable nodes)
+  // Receives, waits: the queue of messages (signals) from the peer, its slot number seq; an issued
+  // Put/Get/GetReduce: the rank's transfers, its transfer's slot (queues live in stable nodes).
+  PairQ* q;
   uint64_t id = 0;      // position in the rank's program
   uint64_t waitOn = 0;  // id+1 of the earlier blocked step it conflicted with at the last check (0: none)
-  // Receives, waits: its message's slot; an issued Put/Get/GetReduce: its transfer's (deque
-  // elements do not move).
-  Arrival* arr = nullptr;
+  Arrival& slot() const { return q->get(seq); }
   Rendezvous* rv = nullptr;  // SwitchReduce: its group's instance (map nodes are stable)
   // A reduce right after a copy into the same region: the executor runs the pair as one reduce of
   // both sources (Execution::fuseCopyReduce), so this one costs only what that adds to the copy.
@@ -415,19 +468,31 @@ struct RankState {
   bool prevCopies = false;  // the step pulled last is a copy or get into prevDst (fusion, Pending::fused)
   Region prevDst;
   // Per peer: message counters, the queue of messages from it, the route to it. Few peers per rank
-  // for every schedule but all-to-all, so a short list searched from the last hit.
+  // for every schedule but direct and all-to-all, so a short list searched from the last hit, then
+  // a hash index, and an index by rank once the peers are a sixteenth of the ranks. Kept small: a
+  // direct schedule at 4,608 ranks has 21 M of them.
   struct Peer {
     int peer = -1;
-    uint64_t sent = 0, received = 0, signalled = 0, waited = 0;
-    PairQ* in = nullptr;
-    PairQ* signals = nullptr;                       // signals from the peer
-    const std::vector<DirLink>* route = nullptr;    // to the peer
-    const std::vector<DirLink>* routeIn = nullptr;  // from the peer
-    TimeMap window;                                 // this rank's accesses to the peer's window
+    uint64_t sent = 0, received = 0;
+    PairQ in;        // messages from the peer
+    RouteRef route;  // to the peer
+    // Peer-memory schedules: their signals, the route back and this rank's view of the window.
+    struct Window {
+      uint64_t signalled = 0, waited = 0;
+      PairQ signals;     // signals from the peer
+      RouteRef routeIn;  // from the peer
+      TimeMap window;    // this rank's accesses to the peer's window
+    };
+    std::unique_ptr<Window> win;
+    Window& w() {
+      if (!win) win = std::make_unique<Window>();
+      return *win;
+    }
   };
-  std::vector<Peer> peers;
+  std::deque<Peer> peers;  // stable: pending receives hold their queue's address
   size_t lastPeer = 0;
   std::unordered_map<int, size_t> peerIndex;  // used once the list grows long
+  std::vector<int32_t> peerByRank;            // then this, by rank (-1: none yet)
   uint64_t pulled = 0;
   double reduceBpu = 0, copyBpu = 0;
   int node = -1;
@@ -438,18 +503,21 @@ struct RankState {
   std::unordered_map<int, uint64_t> switchSteps;  // SwitchReduce steps pulled, per stride
 };
 
+// A message in flight, 56 bytes (a direct schedule posts n² at once).
 struct Msg {
   double depart;
   uint64_t order;  // tie-break: deterministic
   int src, dst;
-  uint64_t seq, bytes;
-  // A Put/Get/GetReduce's transfer (src: the rank that runs it): its slot and its route.
-  Arrival* transfer = nullptr;
-  const std::vector<DirLink>* path = nullptr;
+  uint64_t bytes;
+  // A message: its number on the pair. A Put/Get/GetReduce's transfer (transfer set; src: the
+  // rank that runs it, dst: the window's owner): its slot in the source's transfers, and its
+  // route is the one from the owner (inbound: Get/GetReduce) or to it.
+  uint64_t seq : 61 = 0;
+  uint64_t transfer : 1 = 0, inbound : 1 = 0;
   // Queued at its source behind earlier messages: it left its first link's queue at `depart`,
-  // and this is where it is on its route (see transmit).
-  bool leaving = false;
-  Links::Cursor at{};
+  // and its head and tail are there (Links::Cursor after the first link; see leave).
+  uint64_t leaving : 1 = 0;
+  double head = 0, tail = 0;
   bool operator>(const Msg& o) const { return depart != o.depart ? depart > o.depart : order > o.order; }
 };
 
@@ -566,15 +634,15 @@ class Engine {
         if (p.s.kind == StepKind::Send) {
           p.seq = pe.sent++;
         } else if (p.s.kind == StepKind::Signal) {
-          p.seq = pe.signalled++;
+          p.seq = pe.w().signalled++;
         } else if (p.s.kind == StepKind::Wait) {
-          p.seq = pe.waited++;  // the k-th wait for the peer matches its k-th signal to this rank
-          p.q = pe.signals;
-          p.arr = &p.q->get(p.seq);
+          p.seq = pe.w().waited++;  // the k-th wait for the peer matches its k-th signal to this rank
+          p.q = &pe.w().signals;
+          p.q->get(p.seq);
         } else if (p.s.isComm()) {
           p.seq = pe.received++;
-          p.q = pe.in;
-          p.arr = &p.q->get(p.seq);
+          p.q = &pe.in;
+          p.q->get(p.seq);
         }
       } else if (p.s.kind == StepKind::SwitchReduce) {
         joinRendezvous(r, p);
@@ -584,13 +652,9 @@ class Engine {
     }
   }
 
-  static uint64_t key(int src, int dst) {
-    return static_cast<uint64_t>(src) << 32 | static_cast<uint32_t>(dst);
-  }
-
   static bool ready(const Pending& p) {
     if (p.rv) return !p.issued || p.rv->complete;
-    return !p.arr || p.arr->done;  // a Put/Get/GetReduce has a slot once it is issued
+    return !p.q || p.slot().done;  // a Put/Get/GetReduce has a slot once it is issued
   }
 
   // The SwitchReduce's group instance: the k-th step of its stride among the group's members
@@ -662,19 +726,28 @@ class Engine {
   RankState::Peer& peer(int r, int peer) {
     RankState& rs = ranks_[r];
     if (rs.lastPeer < rs.peers.size() && rs.peers[rs.lastPeer].peer == peer) return rs.peers[rs.lastPeer];
-    if (rs.peers.size() <= 16) {
+    if (!rs.peerByRank.empty()) {
+      if (const int32_t i = rs.peerByRank[peer]; i >= 0)
+        return rs.peers[rs.lastPeer = static_cast<size_t>(i)];
+    } else if (rs.peers.size() <= 16) {
       for (size_t i = 0; i < rs.peers.size(); ++i)
         if (rs.peers[i].peer == peer) return rs.peers[rs.lastPeer = i];
     } else if (auto it = rs.peerIndex.find(peer); it != rs.peerIndex.end()) {
       return rs.peers[rs.lastPeer = it->second];
     }
-    RankState::Peer pe;
-    pe.peer = peer;
-    pe.in = &pairs_[key(peer, r)];
-    pe.signals = &signalPairs_[key(peer, r)];
-    rs.peerIndex[peer] = rs.peers.size();
-    rs.peers.push_back(pe);
-    return rs.peers[rs.lastPeer = rs.peers.size() - 1];
+    const size_t i = rs.peers.size();
+    rs.peers.emplace_back().peer = peer;
+    if (!rs.peerByRank.empty()) {
+      rs.peerByRank[peer] = static_cast<int32_t>(i);
+    } else if (i + 1 > 16 && (i + 1) * 16 > static_cast<size_t>(args_.nranks)) {
+      // The peers are a sixteenth of the ranks: an index by rank costs no more than they do.
+      rs.peerByRank.assign(args_.nranks, -1);
+      for (size_t j = 0; j <= i; ++j) rs.peerByRank[rs.peers[j].peer] = static_cast<int32_t>(j);
+      std::unordered_map<int, size_t>().swap(rs.peerIndex);
+    } else {
+      rs.peerIndex[peer] = i;
+    }
+    return rs.peers[rs.lastPeer = i];
   }
 
   // Window work done in the rank's memory: copies (2 bytes of traffic per byte: read, write) and
@@ -699,9 +772,10 @@ class Engine {
     const double bytes = static_cast<double>(s.dst.count * esize_);
     const bool reduce = s.kind == StepKind::GetReduce;
     if (p.issued) {  // its transfer has arrived
-      *done = p.arr->at;
-      if (reduce) *done = std::max(*done, p.arr->first + bytes / rs.reduceBpu);
-      p.arr->consumed = true;
+      Arrival& a = p.slot();
+      *done = a.at;
+      if (reduce) *done = std::max(*done, a.first + bytes / rs.reduceBpu);
+      a.consumed = true;
       rs.transfers.pop();
       return true;
     }
@@ -710,31 +784,43 @@ class Engine {
       *done = localWindowWork(rs, start, bytes, reduce, p.fused);
       return true;
     }
-    const std::vector<DirLink>*& path = s.kind == StepKind::Put ? pe.route : pe.routeIn;
-    if (!path)
-      path = s.kind == StepKind::Put ? &router_.route(rs.node, other) : &router_.route(other, rs.node);
-    if (path->empty()) {
+    const bool inbound = s.kind != StepKind::Put;
+    if (route(inbound ? pe.w().routeIn : pe.route, inbound ? other : rs.node, inbound ? rs.node : other)
+            .empty()) {
       bad_ = strprintf("no route between %s and %s for %s", t_.node(rs.node).name.c_str(),
                        t_.node(other).name.c_str(), describeStep(s).c_str());
       *done = start;
       return true;
     }
-    p.arr = &rs.transfers.get(rs.issuedTransfers++);
+    p.q = &rs.transfers;
+    p.seq = rs.issuedTransfers++;
+    p.q->get(p.seq);
     p.issued = true;
-    Msg m{start, order_++, r, pe.peer, 0, s.dst.count * esize_};
-    m.transfer = p.arr;
-    m.path = path;
+    Msg m{start, order_++, r, pe.peer, s.dst.count * esize_};
+    m.seq = p.seq;
+    m.transfer = 1;
+    m.inbound = inbound;
     heap_.push(m);
     return false;
+  }
+
+  // The route from node `from` to `to`, looked up once into ref (kept in the pool).
+  std::span<const DirLink> route(RouteRef& ref, int from, int to) {
+    if (!ref.known) {
+      router_.path(from, to, &routeScratch_);
+      const std::span<const DirLink> kept = routes_.add(routeScratch_);
+      ref = {kept.data(), static_cast<uint32_t>(kept.size()), true};
+    }
+    return ref.span();
   }
 
   // Signal: a small message, its arrival delayed by the route's latency and a software step.
   double signalArrival(const RankState& rs, RankState::Peer& pe, double start) {
     const int other = ranks_[pe.peer].node;
     if (other == rs.node) return start + opt_.k.stepOverheadUs;
-    if (!pe.route) pe.route = &router_.route(rs.node, other);
-    double at = start + links_.overhead(*pe.route);
-    for (DirLink d : *pe.route) at += t_.link(dirLinkId(d)).latencyUs;
+    const std::span<const DirLink> path = route(pe.route, rs.node, other);
+    double at = start + links_.overhead(path);
+    for (DirLink d : path) at += t_.link(dirLinkId(d)).latencyUs;
     return at;
   }
 
@@ -744,8 +830,8 @@ class Engine {
     RankState& rs = ranks_[r];
     const Step& s = p.s;
     RankState::Peer* pe = s.isPeerMemory() || s.isSync() ? &peer(r, s.peer) : nullptr;
-    TimeMap& srcMap = s.srcIsPeers() ? pe->window : rs.maps[static_cast<int>(s.src.buf)];
-    TimeMap& dstMap = s.dstIsPeers() ? pe->window : rs.maps[static_cast<int>(s.dst.buf)];
+    TimeMap& srcMap = s.srcIsPeers() ? pe->w().window : rs.maps[static_cast<int>(s.src.buf)];
+    TimeMap& dstMap = s.dstIsPeers() ? pe->w().window : rs.maps[static_cast<int>(s.dst.buf)];
     double done = 0;
     switch (s.kind) {
       case StepKind::Send: {
@@ -756,13 +842,15 @@ class Engine {
               strprintf("rank %d: %s names a peer outside [0, %d)", r, describeStep(s).c_str(), args_.nranks);
           return true;
         }
-        heap_.push({start, order_++, r, s.peer, p.seq, s.src.count * esize_});
+        Msg m{start, order_++, r, s.peer, s.src.count * esize_};
+        m.seq = p.seq;
+        heap_.push(m);
         return true;
       }
       case StepKind::Recv:
       case StepKind::RecvReduce: {
         PairQ& q = *p.q;
-        Arrival& a = *p.arr;
+        Arrival& a = p.slot();
         double start = dstMap.maxA(s.dst);
         if (s.kind == StepKind::Recv) {
           done = std::max(a.at, start);
@@ -772,7 +860,7 @@ class Engine {
           done = std::max(a.at, std::max(start, a.first) + s.dst.count * esize_ / rs.reduceBpu);
         }
         a.consumed = true;
-        q.pop();
+        q.pop(!rs.peerByRank.empty());
         break;
       }
       case StepKind::Copy:
@@ -806,20 +894,22 @@ class Engine {
         // Both windows as written (see accesses): after every earlier access to them, before any
         // later one; a Wait ends when the matching signal has arrived.
         const Region whole{Buf::Window, 0, kWhole};
-        done = std::max(rs.maps[static_cast<int>(Buf::Window)].maxA(whole), pe->window.maxA(whole));
+        TimeMap& window = pe->w().window;
+        done = std::max(rs.maps[static_cast<int>(Buf::Window)].maxA(whole), window.maxA(whole));
         if (s.kind == StepKind::Signal) {
-          Arrival& a = peer(s.peer, r).signals->get(p.seq);
+          Arrival& a = peer(s.peer, r).w().signals.get(p.seq);
           a.at = a.first = signalArrival(rs, *pe, done);
           a.done = true;
           ++messages_;
           wake(s.peer);
         } else {
-          done = std::max(done, p.arr->at);
-          p.arr->consumed = true;
+          Arrival& a = p.slot();
+          done = std::max(done, a.at);
+          a.consumed = true;
           p.q->pop();
         }
         rs.maps[static_cast<int>(Buf::Window)].write(whole, done);
-        pe->window.write(whole, done);
+        window.write(whole, done);
         end_ = std::max(end_, done);
         return true;
       }
@@ -854,14 +944,16 @@ class Engine {
   // Returns false when the message was put back to leave later.
   bool leave(const Msg& m, std::span<const DirLink> path, double ready, double bytes, double* at,
              double* first) {
-    Links::Cursor c = m.at;
+    // A leaving message's cursor: past its first link (the only one sendFirst books).
+    Links::Cursor c{m.head, m.tail, t_.link(dirLinkId(path[0])).latencyUs, 1};
     if (!m.leaving) {
       links_.sendFirst(path, ready, bytes, &c);
       const double starts = c.head - c.prevLat;
       if (path.size() > 1 && starts > ready) {
         Msg later = m;
-        later.leaving = true;
-        later.at = c;
+        later.leaving = 1;
+        later.head = c.head;
+        later.tail = c.tail;
         later.depart = m.depart + (starts - ready);  // keyed like the others: before its overhead
         heap_.push(later);
         return false;
@@ -873,18 +965,23 @@ class Engine {
 
   void transmit(const Msg& m) {
     if (!m.leaving) ++messages_;
+    const RankState& src = ranks_[m.src];
+    const int dstNode = ranks_[m.dst].node;
+    RankState::Peer& pe = peer(m.src, m.dst);
     if (m.transfer) {  // a Put/Get/GetReduce of rank m.src
-      if (!leave(m, *m.path, m.depart, static_cast<double>(m.bytes), &m.transfer->at, &m.transfer->first))
-        return;
-      m.transfer->done = true;
-      end_ = std::max(end_, m.transfer->at);
+      const std::span<const DirLink> path =
+          m.inbound ? route(pe.w().routeIn, dstNode, src.node) : route(pe.route, src.node, dstNode);
+      double at, first;
+      if (!leave(m, path, m.depart, static_cast<double>(m.bytes), &at, &first)) return;
+      Arrival& a = ranks_[m.src].transfers.get(m.seq);
+      a.at = at;
+      a.first = first;
+      a.done = true;
+      end_ = std::max(end_, at);
       wake(m.src);
       return;
     }
-    const RankState& src = ranks_[m.src];
-    RankState::Peer& pe = peer(m.src, m.dst);
-    if (!pe.route) pe.route = &router_.route(src.node, ranks_[m.dst].node);
-    const auto& path = *pe.route;
+    const std::span<const DirLink> path = route(pe.route, src.node, dstNode);
     double bytes = static_cast<double>(m.bytes);
     double at, first;
     if (path.empty()) {  // two ranks on one node: a local copy
@@ -893,7 +990,7 @@ class Engine {
     } else if (!leave(m, path, m.depart + links_.overhead(path), bytes, &at, &first)) {
       return;
     }
-    Arrival& a = peer(m.dst, m.src).in->get(m.seq);
+    Arrival& a = peer(m.dst, m.src).in.get(m.seq);
     a.at = at;
     a.first = first;
     a.done = true;
@@ -907,7 +1004,8 @@ class Engine {
   uint64_t esize_;
   SimOptions opt_;
   std::vector<RankState> ranks_;
-  std::unordered_map<uint64_t, PairQ> pairs_, signalPairs_;
+  RoutePool routes_;
+  std::vector<DirLink> routeScratch_;
   std::vector<int> nodes_;
   std::map<std::array<uint64_t, 3>, Rendezvous> rendezvous_;  // (stride, group, k)
   std::unordered_map<uint64_t, AggGroup> groups_;
@@ -959,6 +1057,59 @@ void finish(const CollArgs& args, size_t esize, SimResult* out, std::chrono::ste
   out->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What a replay holds at its peak, estimated before it runs from a few ranks' schedules (all of
+// them would cost as much as the replay): per rank its state and a window of blocked steps; per
+// rank and peer it exchanges with, the peer entry, the route, a message in flight and its slot (a
+// direct schedule posts all its sends at once: nvl72-cluster:16 measured 190 bytes per pair).
+struct ReplayEstimate {
+  double bytes = 0, pairs = 0, steps = 0;
+};
+ReplayEstimate estimateReplay(const AlgoInfo& algo, const CollArgs& args, int window) {
+  const int n = args.nranks;
+  const int root = args.root >= 0 && args.root < n ? args.root : 0;
+  // The root (a rooted collective's may talk to everybody), then up to 8 others evenly spread.
+  std::vector<int> sample{root};
+  const int others = std::min(8, n - 1);
+  for (int i = 0; i < others; ++i)
+    sample.push_back((root + 1 + static_cast<int>(int64_t{i} * (n - 1) / others)) % n);
+  double peers[2] = {0, 0}, steps[2] = {0, 0};
+  std::vector<int> seen;
+  for (size_t i = 0; i < sample.size(); ++i) {
+    const int r = sample[i];
+    seen.clear();
+    Generator<Step> g = algo.generate(args, r);
+    while (g.next()) {
+      const Step& s = g.value();
+      steps[i > 0] += 1;
+      if ((s.isComm() || s.isPeerMemory() || s.isSync()) && s.peer != r) seen.push_back(s.peer);
+    }
+    std::sort(seen.begin(), seen.end());
+    peers[i > 0] += static_cast<double>(std::unique(seen.begin(), seen.end()) - seen.begin());
+  }
+  ReplayEstimate e;
+  const double rest = others ? (n - 1.0) / others : 0;
+  e.pairs = peers[0] + rest * peers[1];
+  e.steps = steps[0] + rest * steps[1];
+  constexpr double kPerRank = 4096;  // time maps, the schedule's coroutine, queues
+  const double perPair =
+      sizeof(RankState::Peer) + sizeof(Msg) + sizeof(Arrival) + 8 * sizeof(DirLink) + 2 * sizeof(void*);
+  // A rank's blocked steps are a vector grown by doubling up to the window: its capacity.
+  const double blocked = static_cast<double>(std::bit_ceil(static_cast<size_t>(std::max(1, window))));
+  e.bytes = n * (sizeof(RankState) + kPerRank + blocked * sizeof(Pending)) + e.pairs * perPair;
+  return e;
+}
+
+// The memory a replay may use: SimOptions::memoryLimitBytes, else the address-space limit
+// (ulimit -v) or the machine's memory, whichever is less.
+double replayMemoryLimit(const SimOptions& o) {
+  if (o.memoryLimitBytes > 0) return o.memoryLimitBytes;
+  double limit = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    limit = std::min(limit, static_cast<double>(as.rlim_cur));
+  return limit > 0 ? limit : 0;
+}
+
 }  // namespace
 
 Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, DataType dtype, SimResult* out,
@@ -987,6 +1138,16 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
     while ((1 << depth) < args.nranks) ++depth;
     o.window = std::max(defaultWindow(args.nranks), 12 * (2 * depth + 2));
   }
+  // Refuse up front what cannot fit rather than grow until the machine kills the process.
+  const ReplayEstimate est = estimateReplay(algo, args, o.window > 0 ? o.window : defaultWindow(args.nranks));
+  const double limit = replayMemoryLimit(o);
+  if (limit > 0 && est.bytes > limit)
+    return errorf(tribNotSupported,
+                  "simulate: %s %s on %d ranks would need about %.1f GiB (%.3g rank pairs that exchange, "
+                  "%.3g steps), more than the %.1f GiB allowed (SimOptions::memoryLimitBytes, else ulimit -v "
+                  "or the machine's memory)",
+                  algoName(algo.algo), collName(args.coll), args.nranks, est.bytes / (1 << 30), est.pairs,
+                  est.steps, limit / (1 << 30));
   Engine e(t, args, esize, nodes, o);
   TRIB_RETURN_IF_ERROR(e.run(algo, out));
   finish(args, esize, out, t0);

@@ -31,6 +31,9 @@ struct SimOptions {
   // Nvls/NvlsSwitch: simulate one domain per class of identical domains (exact; see NvlsSim in
   // sim.cpp). false: every domain, the reference the reduction is tested against.
   bool symmetry = true;
+  // simulate() refuses (tribNotSupported, naming its estimate) a replay estimated to need more
+  // memory than this; 0: the address-space limit (ulimit -v) or the machine's memory.
+  double memoryLimitBytes = 0;
 };
 
 struct LinkLoad {

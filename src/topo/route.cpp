@@ -49,6 +49,11 @@ const std::vector<DirLink>& Router::route(int src, int dst) {
   return cache_.emplace(key, std::move(path)).first->second;
 }
 
+void Router::path(int src, int dst, std::vector<DirLink>* out) {
+  out->clear();
+  if (src != dst) compute(src, dst, out);
+}
+
 void Router::compute(int src, int dst, std::vector<DirLink>* out) {
   ++gen_;
   for (auto [lid, nb] : t_.adjacent(dst)) nearDst_[nb] = gen_;

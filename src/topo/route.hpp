@@ -26,6 +26,9 @@ class Router {
   // Path from node src to node dst (empty when src == dst, or unreachable: check reachable()).
   // The reference stays valid for the Router's lifetime.
   const std::vector<DirLink>& route(int src, int dst);
+  // The same path, computed into *out and not cached (for callers that keep n² paths more
+  // compactly than the cache's vector per pair: the simulator's RoutePool).
+  void path(int src, int dst, std::vector<DirLink>* out);
   bool reachable(int src, int dst) { return src == dst || !route(src, dst).empty(); }
   double latencyUs(int src, int dst);       // sum of link latencies
   double bottleneckGBps(int src, int dst);  // min link bandwidth along the path (0 if none)
