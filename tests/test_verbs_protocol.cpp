@@ -185,6 +185,39 @@ TEST(VerbsCredits, RepostsAdvertiseInBatchesAndOnFlush) {
   EXPECT_EQ(r.advertise(), 5u);
 }
 
+// The transport's credit loop as a model: a sender posts while Credits allow, the receiver reposts
+// each message as it arrives and writes its total back only when Reposts says a batch is due.
+// Returns false if it reaches a state where the sender waits for credits, nothing is in flight
+// and the receiver has nothing to advertise (a deadlock).
+bool creditLoopKeepsMoving(uint32_t buffers, uint32_t batch, uint32_t seed) {
+  Credits credits(buffers);
+  Reposts reposts(batch);
+  uint64_t advertised = 0, inFlight = 0, delivered = 0;
+  uint32_t x = seed;
+  for (int step = 0; step < 200000; ++step) {
+    x = x * 1664525u + 1013904223u;
+    const bool senderTurn = (x >> 16) % 3 != 0;  // the sender runs ahead of the receiver
+    if (senderTurn && credits.take(advertised)) {
+      ++inFlight;
+    } else if (inFlight) {
+      --inFlight;
+      ++delivered;
+      reposts.reposted();
+      if (reposts.shouldAdvertise()) advertised = reposts.advertise();
+    } else if (credits.available(advertised) == 0) {
+      return false;
+    }
+  }
+  return delivered > 1000;
+}
+
+TEST(VerbsCredits, BatchedAdvertisementsNeverStarveASender) {
+  for (uint32_t seed : {1u, 7u, 12345u})
+    for (uint32_t batch : {1u, 16u, 63u, 64u}) EXPECT_TRUE(creditLoopKeepsMoving(64, batch, seed)) << batch;
+  // The bound is tight: a batch larger than the receive buffers holds back the last credits.
+  EXPECT_FALSE(creditLoopKeepsMoving(64, 65, 1));
+}
+
 struct Item {
   bool needsCredit;
   int id;

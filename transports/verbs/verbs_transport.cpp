@@ -58,6 +58,9 @@ struct Options {
   uint32_t sqDepth = 256;  // per peer, over all its queue pairs
   size_t regKeep = 0;
   uint32_t qps = 1;  // queue pairs per connection
+  // Asked of every queue pair: an eager header and a small payload, CTS entries and credit words
+  // fit, so they post without the NIC reading them back from memory (as perftest posts them).
+  uint32_t inlineBytes = 128;
 };
 
 // A posted receive, waiting in the match queue or for its data.
@@ -238,6 +241,8 @@ class VerbsTransport final : public Transport {
   RegCache<Mr> sendRegs_, recvRegs_;
   MatchQueue<Recv, Arrived> match_;
   uint32_t nextSendId_ = 1;
+  uint32_t inlineBytes_ = 0;  // what every queue pair granted
+  uint32_t qpsCreated_ = 0;
   bool aborted_ = false;
   Status abortWhy_;
 };
@@ -354,10 +359,17 @@ Status VerbsTransport::createQp(int p, uint32_t recvDepth, ibv_qp** out) {
   ia.cap.max_send_wr = opt_.sqDepth;
   ia.cap.max_recv_wr = recvDepth;
   ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  ia.cap.max_inline_data = opt_.inlineBytes;
   *out = ibv_create_qp(dev_->pd(), &ia);
+  if (!*out && errno == EINVAL && ia.cap.max_inline_data) {  // a device without inline sends
+    ia.cap.max_inline_data = 0;
+    *out = ibv_create_qp(dev_->pd(), &ia);
+  }
   if (!*out)
     return errorf(tribSystemError, "verbs: creating a queue pair for rank %d on %s failed: %s", p,
                   me.device.c_str(), std::strerror(errno));
+  // ibv_create_qp writes back what the device granted; keep what all queue pairs allow.
+  inlineBytes_ = qpsCreated_++ ? std::min(inlineBytes_, ia.cap.max_inline_data) : ia.cap.max_inline_data;
   dev_->route((*out)->qp_num, inbox_);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
@@ -485,6 +497,7 @@ void VerbsTransport::flush(int p) {
       default:
         break;
     }
+    if (wr.num_sge && sge.length <= inlineBytes_ && w.kind != kWrData) wr.send_flags |= IBV_SEND_INLINE;
     ibv_send_wr* bad = nullptr;
     if (int e = ibv_post_send(pe.qps[w.qp], &wr, &bad)) {
       markLost(p,
@@ -824,7 +837,10 @@ Status VerbsTransport::progress() {
       if (pe.lost) break;
     }
     if (pe.lost) continue;
-    if (pe.reposts.pending()) {
+    // Credits go back in batches, one RDMA write per recvBuffers / 4 reposts rather than one per
+    // message (half the work requests of a small exchange). No sender can starve: it waits only
+    // once all recvBuffers of its messages are unadvertised, and those arrive and are reposted.
+    if (pe.reposts.shouldAdvertise()) {
       pe.reposts.advertise();
       pe.work.push(Work{kWrCredit, false, 0});
     }
