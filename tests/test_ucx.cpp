@@ -1,7 +1,77 @@
 // UCX transport tests: real processes (fork), worker addresses exchanged through a file-based
 // all-gather, run over UCX_TLS=tcp, sm and UCX's default. Without UCX in the build the suite
-// compiles to one skipped test.
+// compiles to one skipped test (and the address blob's tests, which need no UCX).
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "transports/ucx/ucx_address.hpp"
+
+namespace {
+
+// The address blob (ucx_address.hpp) carries the tag secret through the authenticated store.
+TEST(UcxAddress, RoundTripCarriesTheTagSecret) {
+  trib::ucx::AddressHeader head;
+  head.slot = 5;
+  head.tagSecret = 0x00c0ffee12345678ull;
+  head.proc = trib::selfIdentity();
+  const uint8_t worker[24] = {0x11, 0x22, 0x33, 0x44, 1, 2, 3};
+  const std::vector<uint8_t> blob = trib::ucx::encodeAddress(head, worker, sizeof worker);
+  trib::ucx::AddressHeader got;
+  const uint8_t* address = nullptr;
+  size_t bytes = 0;
+  trib::Status s = trib::ucx::decodeAddress(blob, 3, 8, &got, &address, &bytes);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(got.version, trib::ucx::AddressHeader::kVersion);
+  EXPECT_EQ(got.slot, 5u);
+  EXPECT_EQ(got.tagSecret, 0x00c0ffee12345678ull);
+  EXPECT_EQ(got.proc.pid, head.proc.pid);
+  ASSERT_EQ(bytes, sizeof worker);
+  EXPECT_EQ(std::memcmp(address, worker, bytes), 0);
+}
+
+// A rank of the build before the secret (magic, slot, process identity, address: no version) or
+// of another version is refused by name, never read as a secret-less header.
+TEST(UcxAddress, AnotherFormatVersionIsRefusedClearly) {
+  struct V1 {
+    uint32_t magic = trib::ucx::AddressHeader::kMagic;
+    uint32_t slot = 0;
+    trib::ProcessIdentity proc;
+  };
+  const uint8_t worker[200] = {0x11, 0x22};
+  std::vector<uint8_t> v1(sizeof(V1) + sizeof worker);
+  for (uint32_t slot : {0u, 2u, 77u}) {
+    V1 old;
+    old.slot = slot;
+    std::memcpy(v1.data(), &old, sizeof old);
+    std::memcpy(v1.data() + sizeof old, worker, sizeof worker);
+    trib::ucx::AddressHeader got;
+    const uint8_t* address = nullptr;
+    size_t bytes = 0;
+    trib::Status s = trib::ucx::decodeAddress(v1, 3, 8, &got, &address, &bytes);
+    EXPECT_EQ(s.code(), tribInvalidUsage) << "slot " << slot;
+    EXPECT_NE(s.message().find("rank 3 sent a UCX address of format version"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("every rank must run the same Tributary"), std::string::npos) << s.message();
+  }
+  // A version 3 header, and a current header with no worker address after it.
+  trib::ucx::AddressHeader head;
+  head.version = 3;
+  std::vector<uint8_t> v3 = trib::ucx::encodeAddress(head, worker, sizeof worker);
+  trib::ucx::AddressHeader got;
+  const uint8_t* address = nullptr;
+  size_t bytes = 0;
+  trib::Status s = trib::ucx::decodeAddress(v3, 1, 8, &got, &address, &bytes);
+  EXPECT_EQ(s.code(), tribInvalidUsage);
+  EXPECT_NE(s.message().find("version 3"), std::string::npos) << s.message();
+  head = trib::ucx::AddressHeader{};
+  s = trib::ucx::decodeAddress(trib::ucx::encodeAddress(head, nullptr, 0), 1, 8, &got, &address, &bytes);
+  EXPECT_EQ(s.code(), tribInvalidUsage);
+  EXPECT_NE(s.message().find("no worker address"), std::string::npos) << s.message();
+}
+
+}  // namespace
 
 #ifndef TRIB_HAVE_UCX
 TEST(Ucx, NotBuilt) { GTEST_SKIP() << "UCX transport not built: install libucx-dev and reconfigure"; }
