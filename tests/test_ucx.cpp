@@ -1,13 +1,84 @@
 // UCX transport tests: real processes (fork), worker addresses exchanged through a file-based
 // all-gather, run over UCX_TLS=tcp, sm and UCX's default. Without UCX in the build the suite
-// compiles to one skipped test.
+// compiles to one skipped test (and the address blob's tests, which need no UCX).
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "transports/ucx/ucx_address.hpp"
+
+namespace {
+
+// The address blob (ucx_address.hpp) carries the tag secret through the authenticated store.
+TEST(UcxAddress, RoundTripCarriesTheTagSecret) {
+  trib::ucx::AddressHeader head;
+  head.slot = 5;
+  head.tagSecret = 0x00c0ffee12345678ull;
+  head.proc = trib::selfIdentity();
+  const uint8_t worker[24] = {0x11, 0x22, 0x33, 0x44, 1, 2, 3};
+  const std::vector<uint8_t> blob = trib::ucx::encodeAddress(head, worker, sizeof worker);
+  trib::ucx::AddressHeader got;
+  const uint8_t* address = nullptr;
+  size_t bytes = 0;
+  trib::Status s = trib::ucx::decodeAddress(blob, 3, 8, &got, &address, &bytes);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(got.version, trib::ucx::AddressHeader::kVersion);
+  EXPECT_EQ(got.slot, 5u);
+  EXPECT_EQ(got.tagSecret, 0x00c0ffee12345678ull);
+  EXPECT_EQ(got.proc.pid, head.proc.pid);
+  ASSERT_EQ(bytes, sizeof worker);
+  EXPECT_EQ(std::memcmp(address, worker, bytes), 0);
+}
+
+// A rank of the build before the secret (magic, slot, process identity, address: no version) or
+// of another version is refused by name, never read as a secret-less header.
+TEST(UcxAddress, AnotherFormatVersionIsRefusedClearly) {
+  struct V1 {
+    uint32_t magic = trib::ucx::AddressHeader::kMagic;
+    uint32_t slot = 0;
+    trib::ProcessIdentity proc;
+  };
+  const uint8_t worker[200] = {0x11, 0x22};
+  std::vector<uint8_t> v1(sizeof(V1) + sizeof worker);
+  for (uint32_t slot : {0u, 2u, 77u}) {
+    V1 old;
+    old.slot = slot;
+    std::memcpy(v1.data(), &old, sizeof old);
+    std::memcpy(v1.data() + sizeof old, worker, sizeof worker);
+    trib::ucx::AddressHeader got;
+    const uint8_t* address = nullptr;
+    size_t bytes = 0;
+    trib::Status s = trib::ucx::decodeAddress(v1, 3, 8, &got, &address, &bytes);
+    EXPECT_EQ(s.code(), tribInvalidUsage) << "slot " << slot;
+    EXPECT_NE(s.message().find("rank 3 sent a UCX address of format version"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("every rank must run the same Tributary"), std::string::npos) << s.message();
+  }
+  // A version 3 header, and a current header with no worker address after it.
+  trib::ucx::AddressHeader head;
+  head.version = 3;
+  std::vector<uint8_t> v3 = trib::ucx::encodeAddress(head, worker, sizeof worker);
+  trib::ucx::AddressHeader got;
+  const uint8_t* address = nullptr;
+  size_t bytes = 0;
+  trib::Status s = trib::ucx::decodeAddress(v3, 1, 8, &got, &address, &bytes);
+  EXPECT_EQ(s.code(), tribInvalidUsage);
+  EXPECT_NE(s.message().find("version 3"), std::string::npos) << s.message();
+  head = trib::ucx::AddressHeader{};
+  s = trib::ucx::decodeAddress(trib::ucx::encodeAddress(head, nullptr, 0), 1, 8, &got, &address, &bytes);
+  EXPECT_EQ(s.code(), tribInvalidUsage);
+  EXPECT_NE(s.message().find("no worker address"), std::string::npos) << s.message();
+}
+
+}  // namespace
 
 #ifndef TRIB_HAVE_UCX
 TEST(Ucx, NotBuilt) { GTEST_SKIP() << "UCX transport not built: install libucx-dev and reconfigure"; }
 #else
 #include <signal.h>
 #include <sys/wait.h>
+#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -345,6 +416,129 @@ TEST_P(UcxTls, OutOfOrderTags) {
       for (int tag = 0; tag < kMsgs; ++tag)
         if (bufs[tag] != makeData(0, 1, tag, size(tag)))
           return strprintf("message with tag %d corrupted", tag);
+    return "";
+  });
+}
+
+// A process outside the job that knows a rank's worker address and slot but not its tag secret:
+// its own UCX context and worker, an endpoint to that rank, tag messages sent as a job rank would
+// send them without the secret (and with a wrong one). Everything is released on destruction.
+struct Stranger {
+  ucp_context_h ctx = nullptr;
+  ucp_worker_h worker = nullptr;
+  ucp_ep_h ep = nullptr;
+  std::vector<uint8_t> junk = std::vector<uint8_t>(256, 0xa5);
+
+  // Progresses until `r` (a request or status from UCX) is done, at most 10 s.
+  std::string wait(ucs_status_ptr_t r, const char* what) {
+    if (!UCS_PTR_IS_PTR(r))
+      return UCS_PTR_STATUS(r) == UCS_OK ? ""
+                                         : std::string(what) + ": " + ucs_status_string(UCS_PTR_STATUS(r));
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
+      ucp_worker_progress(worker);
+    ucs_status_t st = ucp_request_check_status(r);
+    if (st == UCS_INPROGRESS) ucp_request_cancel(worker, r);
+    ucp_request_free(r);
+    return st == UCS_OK ? "" : std::string(what) + ": " + ucs_status_string(st);
+  }
+  // Connects to the rank whose published blob is `blob` and sends `tag` from rank `claimedSrc`.
+  std::string attack(const std::vector<uint8_t>& blob, const std::string& tls, int claimedSrc, uint64_t tag) {
+    ucx::AddressHeader head;
+    const uint8_t* address = nullptr;
+    size_t bytes = 0;
+    if (Status s = ucx::decodeAddress(blob, 0, UcxOptions{}.commBits, &head, &address, &bytes); !s.ok())
+      return s.message();
+    head.tagSecret = 0;  // what a stranger does not know
+    ucp_config_t* cfg = nullptr;
+    if (ucp_config_read(nullptr, nullptr, &cfg) != UCS_OK) return "ucp_config_read";
+    if (!tls.empty()) (void)ucp_config_modify(cfg, "TLS", tls.c_str());
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    ucs_status_t st = ucp_init(&params, cfg, &ctx);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) return std::string("ucp_init: ") + ucs_status_string(st);
+    ucp_worker_params_t wp{};
+    if ((st = ucp_worker_create(ctx, &wp, &worker)) != UCS_OK)
+      return std::string("ucp_worker_create: ") + ucs_status_string(st);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(address);
+    if ((st = ucp_ep_create(worker, &ep, &this->ep)) != UCS_OK)
+      return std::string("ucp_ep_create: ") + ucs_status_string(st);
+    uint64_t plain = 0;
+    if (Status s = ucxTagFor(UcxOptions{}, head.slot, claimedSrc, tag, &plain); !s.ok()) return s.message();
+    // The tag a job rank computes, without the secret; then with a guessed one.
+    for (uint64_t guess : {uint64_t{0}, uint64_t{0x005eed5eed5eed5e}}) {
+      ucp_request_param_t prm{};
+      std::string e = wait(ucp_tag_send_nbx(this->ep, junk.data(), junk.size(), plain ^ guess, &prm), "send");
+      if (!e.empty()) return e;
+    }
+    ucp_request_param_t prm{};
+    return wait(ucp_ep_flush_nbx(this->ep, &prm), "flush");  // delivered to the victim's worker
+  }
+  ~Stranger() {
+    if (ep) {
+      ucp_request_param_t prm{};
+      prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      (void)wait(ucp_ep_close_nbx(ep, &prm), "close");
+    }
+    if (worker) ucp_worker_destroy(worker);
+    if (ctx) ucp_cleanup(ctx);
+  }
+};
+
+// Rank 0 posts a receive from rank 1. A stranger that read rank 0's published blob but ignores
+// its tag secret sends it rank 1's tag (as a build without the secret would): the receive must
+// stay pending while rank 0 progresses. Then rank 1's own message completes it with its data.
+TEST_P(UcxTls, AStrangerWithoutTheTagSecretCompletesNoReceive) {
+  run(2, [&](int rank, int, Transport& t, FileOob& oob) -> std::string {
+    const uint64_t tag = (uint64_t{3} << 32) | 4;
+    const size_t n = 256;  // eager, like the stranger's
+    const std::vector<uint8_t> real = makeData(1, 0, tag, n);
+    const fs::path sent = oob.dir / "stranger.sent";
+    if (rank == 0) {
+      std::vector<uint8_t> in(n, 0);
+      TransferOp r;
+      if (Status s = t.postRecv(1, tag, in.data(), n, nullptr, &r); !s.ok()) return s.message();
+      std::ofstream(oob.dir / "recv.posted") << "";
+      // Progress (the stranger's connection needs it) until its messages are delivered, then a bit.
+      auto deadline = Clock::now() + std::chrono::seconds(20);
+      while (!fs::exists(sent) && Clock::now() < deadline) (void)t.progress();
+      if (!fs::exists(sent)) return "the stranger never said it had sent";
+      std::ifstream f(sent);
+      std::string why((std::istreambuf_iterator<char>(f)), {});
+      if (!why.empty()) return "the stranger failed: " + why;
+      auto until = Clock::now() + std::chrono::milliseconds(500);
+      while (Clock::now() < until && !r.done()) (void)t.progress();
+      std::string err;
+      if (r.done())
+        err = in == std::vector<uint8_t>(n, 0xa5) ? "the stranger's message completed the receive"
+                                                  : "the receive completed before rank 1 sent";
+      (void)oob.barrier();  // rank 1 sends now
+      if (!err.empty()) return err;
+      if (Status w = waitAll(t, {&r}); !w.ok()) return "rank 1's message: " + w.message();
+      return in == real ? "" : "rank 1's data differs";
+    }
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (!fs::exists(oob.dir / "recv.posted") && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::ifstream in(oob.dir / "0.0", std::ios::binary);  // rank 0's blob, as the exchange left it
+    const std::vector<uint8_t> blob((std::istreambuf_iterator<char>(in)), {});
+    Stranger stranger;
+    const std::string why = stranger.attack(blob, GetParam(), 1, tag);
+    {
+      std::ofstream o(oob.dir / "tmp.sent");
+      o << why;
+    }
+    fs::rename(oob.dir / "tmp.sent", sent);
+    (void)oob.barrier();
+    if (!why.empty()) return "the stranger failed: " + why;
+    TransferOp so;
+    if (Status s = t.postSend(0, tag, real.data(), n, &so); !s.ok()) return s.message();
+    if (Status w = waitAll(t, {&so}); !w.ok()) return w.message();
     return "";
   });
 }

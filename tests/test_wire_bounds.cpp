@@ -158,6 +158,10 @@ TEST(WireBounds, UcxAddressBlobs) {
   EXPECT_EQ(s.code(), tribInvalidUsage);
   EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.message();
   EXPECT_EQ(ucx::decodeAddress(blob, 2, 2, &got, &address, &bytes).code(), tribInvalidUsage);  // slot 5 >= 4
+  for (size_t n = 1; n <= sizeof head; ++n)  // every truncated header, version fields included
+    EXPECT_EQ(ucx::decodeAddress({blob.begin(), blob.begin() + n}, 2, 8, &got, &address, &bytes).code(),
+              tribInvalidUsage)
+        << n << " bytes";
 }
 
 // A peer's connection blob names the segment this rank opens read-write: only this transport's.

@@ -1,5 +1,6 @@
 // The UCX transport's bootstrap blob (transports/ucx/ucx_address.hpp) as a peer published it:
-// a header (magic, communicator slot, process identity), then the worker address UCX itself reads.
+// a header (magic, version, header size, communicator slot, tag secret, process identity), then
+// the worker address UCX itself reads.
 // Input: [peer] [commBits] blob... decodeAddress must refuse with a message naming the peer, or
 // return a slot below 2^commBits and a non-empty address lying inside the blob.
 #include "fuzz_check.hpp"
@@ -23,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(head.magic == AddressHeader::kMagic);
+  FUZZ_CHECK(head.version == AddressHeader::kVersion && head.headerBytes == sizeof(AddressHeader));
   FUZZ_CHECK(commBits < 32 && head.slot < (1u << commBits));
   FUZZ_CHECK(bytes > 0 && address == blob.data() + sizeof(AddressHeader));
   FUZZ_CHECK(address + bytes == blob.data() + blob.size());

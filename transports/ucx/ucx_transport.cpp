@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bootstrap/unique_id.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
 #include "reduce/reduce.hpp"
@@ -96,6 +97,10 @@ std::string contextKey(const std::string& tls, double keepaliveSec) {
 }
 
 using ucx::AddressHeader;  // the blob each rank publishes (ucx_address.hpp)
+
+// The tag bits a secret covers: all but the comm field, which stays clear so communicators sharing
+// a worker never match each other's messages, whatever their secrets.
+uint64_t secretMask(const UcxOptions& o) { return ~0ull >> o.commBits; }
 
 class UcxTransport;
 
@@ -178,7 +183,11 @@ class UcxTransport final : public Transport {
   uint32_t slot_ = 0;                     // this communicator's slot on it
   bool holdsSlot_ = false;
   std::vector<uint32_t> peerSlot_;  // each rank's slot on its own worker: the tags sent to it
-  std::vector<Peer> peers_;         // sized once in init(); error callbacks hold pointers into it
+  // Tag secrets (ucx_transport.hpp): this transport's, XOR-ed into every receive and probe, and
+  // each rank's, XOR-ed into every tag sent to it. The comm field is left clear.
+  uint64_t tagSecret_ = 0;
+  std::vector<uint64_t> peerSecret_;
+  std::vector<Peer> peers_;  // sized once in init(); error callbacks hold pointers into it
   // Serialises every UCX call and this transport's state (abort() may come from another thread):
   // the mutex of the worker, shared with the other communicators on it.
   std::mutex& mu() { return shared_->mu; }
@@ -355,6 +364,10 @@ Status UcxTransport::init(const OobAllGather& oob) {
   }
   std::vector<uint8_t> mine;
   if (local.ok()) {
+    if (Status r = randomBytes(&tagSecret_, sizeof tagSecret_); !r.ok()) local = r.prefix("UCX tag secret: ");
+    tagSecret_ &= secretMask(opts_);
+  }
+  if (local.ok()) {
     std::lock_guard<std::mutex> lock(mu());
     ucp_address_t* addr = nullptr;
     size_t len = 0;
@@ -364,6 +377,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
     } else {
       AddressHeader head;
       head.slot = slot_;
+      head.tagSecret = tagSecret_;
       head.proc = selfIdentity();
       mine = ucx::encodeAddress(head, addr, len);
       ucp_worker_release_address(worker_, addr);
@@ -385,6 +399,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
 
   peers_.resize(nranks_);
   peerSlot_.resize(nranks_);
+  peerSecret_.resize(nranks_);
   const ProcessIdentity me = selfIdentity();
   std::lock_guard<std::mutex> lock(mu());
   for (int r = 0; r < nranks_; ++r) {
@@ -396,6 +411,7 @@ Status UcxTransport::init(const OobAllGather& oob) {
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     const AddressHeader& head = heads[r];
     peerSlot_[r] = head.slot;
+    peerSecret_[r] = head.tagSecret & secretMask(opts_);
     p.proc = head.proc;
     p.proc.space[sizeof p.proc.space - 1] = '\0';  // a peer's bytes: terminated before any use
     p.sameHost = r != rank_ &&
@@ -427,6 +443,8 @@ Status UcxTransport::checkPost(int peer, uint64_t tag, const void* buf, size_t b
   // A message carries its receiver's slot and its sender's rank.
   TRIB_RETURN_IF_ERROR(isSend ? ucxTagFor(opts_, peerSlot_[peer], rank_, tag, ucpTag)
                               : ucxTagFor(opts_, slot_, peer, tag, ucpTag));
+  // The receiver's secret: a sender applies it, a receive (full mask) expects it.
+  *ucpTag ^= isSend ? peerSecret_[peer] : tagSecret_;
   if (!buf && bytes > 0)
     return errorf(tribInvalidArgument, "UCX: null buffer for %zu bytes to/from rank %d", bytes, peer);
   return Status::Ok();
@@ -719,7 +737,9 @@ void UcxTransport::abort(const Status& why) {
 void UcxTransport::discardUnexpected() {
   // Messages peers sent this communicator that nobody received (an abandoned collective): taken
   // off the worker now, so a later communicator given this slot never matches them.
-  const uint64_t field = opts_.commBits == 0 ? 0 : static_cast<uint64_t>(slot_) << (64 - opts_.commBits);
+  // Incoming tags carry this transport's secret: (tag ^ S) & mask == (field ^ S) & mask.
+  const uint64_t field =
+      (opts_.commBits == 0 ? 0 : static_cast<uint64_t>(slot_) << (64 - opts_.commBits)) ^ tagSecret_;
   const uint64_t mask = opts_.commBits == 0 ? 0 : ~0ull << (64 - opts_.commBits);
   std::vector<uint8_t> sink;
   for (int i = 0; i < 100000; ++i) {

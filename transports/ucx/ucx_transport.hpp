@@ -27,6 +27,13 @@
 //  - index: the message index, which must be below 2^indexBits (1M messages per pair per
 //    operation by default); a larger one, or a rank >= 2^rankBits, is refused with
 //    tribInvalidArgument, never folded.
+// Tag secret. UCX accepts messages from any endpoint that reaches a worker, and a receive does not
+// say which one sent a message. So each transport draws a random 64-bit secret (randomBytes) and
+// publishes it in its address blob, which only ranks that passed the store's authentication see;
+// every tag sent to it is XOR-ed with its secret below the comm field, and its receives expect
+// that: (incoming ^ S) & m == t & m exactly when incoming & m == (t ^ S) & m, so masked probes
+// still match. A host outside the job must guess rankBits + seqBits + indexBits bits of it to
+// land a message in a receive. Not cryptographic: tags travel in clear (ucx_address.hpp).
 #pragma once
 #include <cstdint>
 #include <memory>
