@@ -589,17 +589,18 @@ int main(int argc, char** argv) {
                  "trib-perf: -R 1 (tribMemAlloc's host memory) and --mem device exclude each other\n");
     return 2;
   }
-  if (o.device && !trib::cuda::built()) {
-    std::fprintf(stderr,
-                 "trib-perf: --mem device: this build has no CUDA (configure with nvcc present, "
-                 "TRIB_WITH_CUDA=AUTO or ON)\n");
-    return 1;
-  }
+  // Usage errors first (exit 2), whatever the build: then what this build cannot do (exit 1).
   if (o.perCall && o.device) {
     std::fprintf(stderr,
                  "trib-perf: --latency times each call on the host, and a device call returns before it "
                  "completes: use it with --mem host\n");
     return 2;
+  }
+  if (o.device && !trib::cuda::built()) {
+    std::fprintf(stderr,
+                 "trib-perf: --mem device: this build has no CUDA (configure with nvcc present, "
+                 "TRIB_WITH_CUDA=AUTO or ON)\n");
+    return 1;
   }
   if (!o.transport.empty()) setenv("TRIB_TRANSPORT", o.transport.c_str(), 1);
   if (!o.algo.empty()) setenv("TRIB_ALGO", o.algo.c_str(), 1);
