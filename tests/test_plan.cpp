@@ -207,7 +207,13 @@ TEST(Overrides, EveryRegisteredHostScheduleCanBeForced) {
       for (auto [p, n] : {std::pair{&twoDomains, 16}, std::pair{&oneDomain, 8}}) {
         if (p == &oneDomain && algoNeeds(info->algo)) continue;
         ASSERT_TRUE(p->setOverrides(spec, "").ok()) << spec;
-        PlanRequest r = allreduce(coll == Coll::Barrier ? 0 : 1ull << 20, n, /*modelOnly=*/false);
+        // 1 MiB, or 4 KiB for a small-message schedule (allgather_reduce) that refuses 1 MiB.
+        CollArgs big;
+        big.coll = coll;
+        big.nranks = n;
+        big.count = (1ull << 20) / 4;
+        const uint64_t bytes = coll == Coll::Barrier ? 0 : info->supports(big) ? 1ull << 20 : 4096;
+        PlanRequest r = allreduce(bytes, n, /*modelOnly=*/false);
         r.coll = coll;
         Plan plan = p->choose(r);
         EXPECT_EQ(plan.scheduleAlgo(), info->algo) << spec << " on " << n << " ranks: " << plan.why;

@@ -182,9 +182,9 @@ void runSystem(const std::string& spec, const std::vector<int>& rankCounts,
 }
 
 const std::vector<PlanAlgo> kAllReduceAlgos = {
-    PlanAlgo::Ring,         PlanAlgo::Tree,    PlanAlgo::Rhd,    PlanAlgo::Direct,
-    PlanAlgo::Hierarchical, PlanAlgo::Switch,  PlanAlgo::Nvls,   PlanAlgo::NvlsSwitch,
-    PlanAlgo::HierSwitch,   PlanAlgo::OneShot, PlanAlgo::TwoShot};
+    PlanAlgo::Ring,         PlanAlgo::Tree,    PlanAlgo::Rhd,     PlanAlgo::Direct,
+    PlanAlgo::Hierarchical, PlanAlgo::Switch,  PlanAlgo::Nvls,    PlanAlgo::NvlsSwitch,
+    PlanAlgo::HierSwitch,   PlanAlgo::OneShot, PlanAlgo::TwoShot, PlanAlgo::AllgatherReduce};
 
 // The grid. Sizes and rank counts are dense where simulating is cheap and thinner where a cell
 // costs seconds (a flat ring or direct schedule on 4,608 ranks is 42 M steps whatever the size:
@@ -199,9 +199,9 @@ constexpr uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024;
 const std::vector<uint64_t> kSizes = {8, 64 * KiB, 16 * MiB, 256 * MiB};
 // One-/two-shot on 72 GPUs: every GPU folds all 72 windows cell by cell, O(n^2) steps per cell;
 // they are in the grid on 2..16 ranks.
-const std::vector<PlanAlgo> kRackAlgos = {PlanAlgo::Ring,   PlanAlgo::Tree,         PlanAlgo::Rhd,
-                                          PlanAlgo::Direct, PlanAlgo::Hierarchical, PlanAlgo::Switch,
-                                          PlanAlgo::Nvls,   PlanAlgo::NvlsSwitch,   PlanAlgo::HierSwitch};
+const std::vector<PlanAlgo> kRackAlgos = {
+    PlanAlgo::Ring,   PlanAlgo::Tree, PlanAlgo::Rhd,        PlanAlgo::Direct,     PlanAlgo::Hierarchical,
+    PlanAlgo::Switch, PlanAlgo::Nvls, PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch, PlanAlgo::AllgatherReduce};
 const std::vector<PlanAlgo> kCheapAlgos = {PlanAlgo::Ring, PlanAlgo::Tree, PlanAlgo::Rhd, PlanAlgo::Switch};
 const std::vector<PlanAlgo> kRackScaleAlgos = {PlanAlgo::Tree,   PlanAlgo::Rhd,        PlanAlgo::Hierarchical,
                                                PlanAlgo::Switch, PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch};

@@ -13,6 +13,7 @@ extern const AlgoInfo kRhdAllGather;     //   recursive doubling
 extern const AlgoInfo kDirectAllReduce;  // direct.cpp: every rank talks to every rank
 extern const AlgoInfo kDirectReduceScatter;
 extern const AlgoInfo kDirectAllGather;
+extern const AlgoInfo kAllgatherReduceAllReduce;  // allgather_reduce.cpp: every input to every rank
 extern const AlgoInfo kDirectAlltoAll;
 extern const AlgoInfo kDirectGather;
 extern const AlgoInfo kDirectScatter;

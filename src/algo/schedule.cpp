@@ -89,6 +89,7 @@ using namespace algo;
 // clang-format off
 const AlgoInfo* const kRegistry[] = {
     &kRingAllReduce, &kTreeAllReduce, &kRhdAllReduce, &kDirectAllReduce, &kHierarchicalAllReduce,
+    &kAllgatherReduceAllReduce,
     &kRingReduceScatter, &kDirectReduceScatter,
     &kRingAllGather, &kRhdAllGather, &kDirectAllGather,
     &kBinomialBroadcast, &kChainBroadcast,

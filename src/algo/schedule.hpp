@@ -209,9 +209,10 @@ enum class Algo : uint8_t {
   Switch,
   OneShot,
   HierSwitch,
-  TwoShot
+  TwoShot,
+  AllgatherReduce
 };
-constexpr int kNumAlgos = 11;
+constexpr int kNumAlgos = 12;
 // Schedules whose SwitchReduce steps run on a collective offload the communicator must have (the
 // aggregation switch), and schedules of peer-memory steps, which need every rank's window mapped
 // (a transport's PeerWindows: the shm transport's, one host).

@@ -41,7 +41,7 @@ double busBandwidthFactor(Coll c, int n) {
 const char* algoName(Algo a) {
   static const char* const names[kNumAlgos] = {"ring",     "tree",        "rhd",          "direct",
                                                "binomial", "chain",       "hierarchical", "switch",
-                                               "oneshot",  "hier_switch", "twoshot"};
+                                               "oneshot",  "hier_switch", "twoshot",      "allgather_reduce"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumAlgos ? names[i] : "invalid";
 }

@@ -13,8 +13,8 @@ namespace trib {
 
 const char* planAlgoName(PlanAlgo a) {
   static const char* const names[kNumPlanAlgos] = {
-      "ring",   "tree", "rhd",         "direct",  "binomial",    "chain",  "hierarchical",
-      "switch", "nvls", "nvls_switch", "oneshot", "hier_switch", "twoshot"};
+      "ring",   "tree", "rhd",         "direct",  "binomial",    "chain",   "hierarchical",
+      "switch", "nvls", "nvls_switch", "oneshot", "hier_switch", "twoshot", "allgather_reduce"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
@@ -55,6 +55,8 @@ Algo toScheduleAlgo(PlanAlgo a) {
       return Algo::HierSwitch;
     case PlanAlgo::TwoShot:
       return Algo::TwoShot;
+    case PlanAlgo::AllgatherReduce:
+      return Algo::AllgatherReduce;
     default:
       return Algo::Switch;
   }
@@ -553,6 +555,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         case PlanAlgo::Direct:
           t = directPhase(S / n, true) + directPhase(S / n, false);
           p.reason = "direct reduce-scatter + all-gather: every peer at once";
+          break;
+        case PlanAlgo::AllgatherReduce:
+          // One direct round of whole inputs (n-1 sends of S, as direct's all-gather phase with
+          // blocks of S), then the fold of n terms in rank order: a copy fused with the first
+          // reduction, then n-2 more, (n-1)S at the reduction rate.
+          t = directPhase(S, false) + (n - 1) * S / c.R;
+          p.reason = "one round: every rank sends S to every peer, then folds the n inputs in rank order";
           break;
         case PlanAlgo::Hierarchical: {
           if (!c.multi) return unsupported("needs more than one domain");

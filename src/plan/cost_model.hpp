@@ -31,8 +31,9 @@ enum class PlanAlgo : uint8_t {
   OneShot,       // one host: every rank reduces all inputs off the peers' windows (PlanRequest::oneShotBytes)
   HierSwitch,    // ring reduce-scatter in each domain -> switch all-reduce of S/d per rank -> ring all-gather
   TwoShot,       // one host: each rank reduces a slice of each window cell, then gets the others' slices
+  AllgatherReduce,  // every rank sends its input to every rank, then folds all n (small vectors)
 };
-constexpr int kNumPlanAlgos = 13;
+constexpr int kNumPlanAlgos = 14;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
 Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch -> Algo::Switch
