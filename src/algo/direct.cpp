@@ -1,4 +1,4 @@
-// Direct schedules: every rank exchanges with every other rank, in a staggered order (sendPeer)
+// Direct schedules: every rank exchanges with every other rank, in a staggered order (PeerOrder)
 // so no rank is everybody's first peer. Reductions happen once, at the block's owner, in
 // ascending rank order: the result does not depend on timing.
 #include "algo/algo_util.hpp"
@@ -7,12 +7,39 @@
 namespace trib::algo {
 namespace {
 
-// The k-th rank (k = 1..n-1) that `rank` sends to. Each k is a permutation of the ranks. With n a
-// power of two it is rank XOR k: every k pairs the ranks off, and the ranks of one aligned block of
-// 2^j (a node's GPUs) meet another block's ranks each at a different one. With rank + k they all
-// met the same first rank outside their block once their quick in-block sends were posted, and
-// its link took their messages one after another (dgx-h100:2, 16 MiB: the replay 1.38x the model).
-int sendPeer(int rank, int k, int n) { return (n & (n - 1)) == 0 ? rank ^ k : mod(rank + k, n); }
+// The order in which a rank meets its peers: step k = 1..n-1 sends to sendPeer(rank, k) and
+// receives from recvPeer(rank, k), the rank whose sendPeer at step k is this one (so a rank posts
+// its receives in the order its peers send). Each k is a permutation of the ranks. A rank's sends
+// to its own domain are quick (NVLink); those to other domains queue at its network port, so what
+// matters is whom the ranks of one domain meet outside it. With rank + k they all met the same
+// first rank outside their domain once their in-domain sends were posted, and that rank's port
+// took their messages one after another (incast: nvl72-cluster:2, 16 MiB, the replay 1.44x the
+// model; dgx-h100:2 1.38x before the XOR order).
+//  - Rack order, when args.ranksPerDomain = d >= 2 makes m = n / d >= 2 equal contiguous domains
+//    (the planner sets it so): rank = R d + l and k = dr d + dl go to ((R + dr) mod m) d +
+//    (l + dl) mod d. Steps with dr = 0 stay in the domain; at each dr >= 1 the d ranks of a domain
+//    all go to one remote domain, each to a different rank of it. On powers of two it replaces XOR
+//    too: the same replay on 2 and 4 DGX nodes, 1.09x the model against 1.13x on 8 (which spine
+//    routes collide; docs/PLANNER.md).
+//  - Without domains, rank XOR k for n a power of two (every step pairs the ranks off, and an
+//    aligned block of 2^j ranks meets another block each at a different rank), else rank + k.
+struct PeerOrder {
+  int n, d, m;  // d = 0: no domains
+  explicit PeerOrder(const CollArgs& a)
+      : n(a.nranks),
+        d(a.ranksPerDomain >= 2 && a.ranksPerDomain < a.nranks && a.nranks % a.ranksPerDomain == 0
+              ? a.ranksPerDomain
+              : 0),
+        m(d ? n / d : 1) {}
+  int sendPeer(int rank, int k) const { return peer(rank, k, 1); }
+  int recvPeer(int rank, int k) const { return peer(rank, k, -1); }
+
+ private:
+  int peer(int rank, int k, int sign) const {
+    if (d) return mod(rank / d + sign * (k / d), m) * d + mod(rank % d + sign * (k % d), d);
+    return (n & (n - 1)) == 0 ? rank ^ k : mod(rank + sign * k, n);
+  }
+};
 
 // Slot scratch for an owner that cannot accumulate in its output (in place, where the output
 // still holds the rank's own contribution, which must be folded in at its turn in rank order).
@@ -46,11 +73,12 @@ uint64_t directReduceScatterScratch(const CollArgs& a, int rank) {
 // Reduce-scatter: send block p to p, then reduce the own block at home.
 Generator<Step> directReduceScatter(CollArgs a, int rank) {
   const int n = a.nranks;
+  const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count, slot = std::min(chunk, c);
   for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
     const uint64_t off = j * chunk, len = sliceLen(c, chunk, j);
     for (int k = 1; k < n; ++k) {
-      const int p = sendPeer(rank, k, n);
+      const int p = order.sendPeer(rank, k);
       co_yield Step::send(p, inR(static_cast<uint64_t>(p) * c + off, len));
     }
     TRIB_YIELD_ALL(ownerReduce(a, rank, inR(static_cast<uint64_t>(rank) * c + off, len), outR(off, len),
@@ -70,13 +98,14 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
     TRIB_YIELD_ALL(localCopy(a, rank));
     co_return;
   }
+  const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count;
   const uint64_t slot = std::min(chunk, blockSize(c, n, 0));
   const uint64_t mineBegin = blockBegin(c, n, rank), mineSize = blockSize(c, n, rank);
   for (uint64_t j = 0; j < numSlices(blockSize(c, n, 0), chunk); ++j) {
     const uint64_t off = j * chunk;
     for (int k = 1; k < n; ++k) {
-      const int p = sendPeer(rank, k, n);
+      const int p = order.sendPeer(rank, k);
       const uint64_t len = sliceLen(blockSize(c, n, p), chunk, j);
       if (len) co_yield Step::send(p, inR(blockBegin(c, n, p) + off, len));
     }
@@ -84,10 +113,10 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
     if (len) {
       TRIB_YIELD_ALL(ownerReduce(a, rank, inR(mineBegin + off, len), outR(mineBegin + off, len),
                                  scrR((j % 2) * slot, len)));
-      for (int k = 1; k < n; ++k) co_yield Step::send(sendPeer(rank, k, n), outR(mineBegin + off, len));
+      for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), outR(mineBegin + off, len));
     }
     for (int k = 1; k < n; ++k) {
-      const int q = mod(rank - k, n);
+      const int q = order.recvPeer(rank, k);
       const uint64_t qlen = sliceLen(blockSize(c, n, q), chunk, j);
       if (qlen) co_yield Step::recv(q, outR(blockBegin(c, n, q) + off, qlen));
     }
@@ -97,13 +126,14 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
 // All-gather: send the own block to everybody, receive everybody's.
 Generator<Step> directAllGather(CollArgs a, int rank) {
   const int n = a.nranks;
+  const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count;
   for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
     const uint64_t off = j * chunk, len = sliceLen(c, chunk, j);
     if (!a.inPlace) co_yield Step::copy(inR(off, len), outR(static_cast<uint64_t>(rank) * c + off, len));
-    for (int k = 1; k < n; ++k) co_yield Step::send(sendPeer(rank, k, n), inR(off, len));
+    for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), inR(off, len));
     for (int k = 1; k < n; ++k) {
-      const int q = mod(rank - k, n);
+      const int q = order.recvPeer(rank, k);
       co_yield Step::recv(q, outR(static_cast<uint64_t>(q) * c + off, len));
     }
   }
