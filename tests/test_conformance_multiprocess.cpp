@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <map>
+
+#include <unistd.h>
 
 #include "conformance.hpp"
 #include "core/comm.hpp"
@@ -166,6 +170,100 @@ TEST_P(MultiProcess, EveryCollectiveAlgorithmDtypeOp) {
         for (int r = 0; r < s.nranks; ++r) channel.send(r, &id, sizeof id);
       });
   if (s.ucxTls) unsetenv("UCX_TLS");
+  EXPECT_EQ(testing::describeFailures(results), "");
+}
+
+// Direct across domains, over real processes: a topology file (TRIB_TOPO_FILE, read by every
+// process) puts 6 ranks in 3 hosts of 2, so the planner gives direct plans ranksPerDomain 2 and
+// every process builds the rack order (src/algo/direct.cpp PeerOrder), which differs from the flat
+// rank + k there. Every direct collective, in and out of place, must match the reference.
+std::string writeThreeHostTopology() {
+  const std::string path = strprintf("/tmp/trib_three_hosts_%d.topo", static_cast<int>(getpid()));
+  std::ofstream f(path);
+  f << "topology three-hosts\nnode sw switch\n";
+  for (int h = 0; h < 3; ++h) {
+    f << "node h" << h << "c0 cpu\nnode h" << h << "c1 cpu\nnode h" << h << "nic nic\n";
+    f << "link h" << h << "c0 h" << h << "c1 shm bw=20\n";
+    f << "link h" << h << "c0 h" << h << "nic pcie bw=20\nlink h" << h << "c1 h" << h << "nic pcie bw=20\n";
+    f << "link h" << h << "nic sw net bw=10 lat=2\n";
+  }
+  return path;
+}
+
+int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& report) {
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 60000;
+  cfg.transport = "shm";
+  cfg.algo = "direct";
+  tribComm_t comm = nullptr;
+  if (tribCommInitRankConfig(&comm, n, id, rank, &cfg) != tribSuccess) {
+    report = std::string("init: ") + tribGetLastError(nullptr);
+    return 1;
+  }
+  int failures = 0;
+  for (auto cases : {structuralCases({n}, {0, 1, 7, 4093, 262147}), arithmeticCases({n}, {7, 4093})}) {
+    for (const Case& c : cases) {
+      if (c.algo != "direct" || c.sharedBuffers) continue;
+      RankBuffers b;
+      prepare(c, rank, &b);
+      tribResult_t r = runCase(c, comm, &b);
+      std::string err =
+          r == tribSuccess ? check(c, rank, b) : std::string("call failed: ") + tribGetLastError(comm);
+      if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
+      if (r != tribSuccess) break;
+    }
+  }
+  // The all-reduce ran direct in rack order: domains of 2, so rank R*2+l sends first to
+  // R*2 + (l+1) % 2, its domain's other rank (rank + 1 in the flat order). (A call of its own: the
+  // cases above may have filled the plan cache past its bound and cleared it.)
+  const uint64_t probe = 601;
+  std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
+  if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
+    report += std::string("probe all-reduce: ") + tribGetLastError(comm) + "\n", ++failures;
+  bool sawAllReduce = false;
+  for (const auto& [key, plan] : comm->impl()->planCache) {
+    if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != probe) continue;
+    sawAllReduce = true;
+    if (plan.algo->algo != Algo::Direct) {
+      report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
+      break;
+    }
+    const int want = rank / 2 * 2 + (rank % 2 + 1) % 2;
+    for (const Step& st : *plan.steps) {
+      if (st.kind != StepKind::Send) continue;
+      if (st.peer != want)
+        report += strprintf("first send to rank %d, the rack order's is %d\n", st.peer, want), ++failures;
+      break;
+    }
+  }
+  if (!sawAllReduce) report += "no all-reduce plan cached\n", ++failures;
+  tribCommDestroy(comm);
+  return failures ? 1 : 0;
+}
+
+TEST(MultiProcessDomains, DirectInRackOrderAcrossProcesses) {
+  const int n = 6;
+  const std::string topo = writeThreeHostTopology();
+  setenv("TRIB_TOPO_FILE", topo.c_str(), 1);
+  testing::ParentChannel channel(n);
+  auto results = testing::runProcesses(
+      n,
+      [&](int rank, std::string& report) {
+        tribUniqueId id;
+        if (!channel.receive(rank, &id, sizeof id, 30000)) {
+          report = "no unique id from the parent";
+          return 1;
+        }
+        return directRackOrderRank(rank, n, id, report);
+      },
+      std::chrono::minutes(4),
+      [&](const std::vector<int>&) {
+        tribUniqueId id;
+        ASSERT_EQ(tribGetUniqueId(&id), tribSuccess) << tribGetLastError(nullptr);
+        for (int r = 0; r < n; ++r) channel.send(r, &id, sizeof id);
+      });
+  unsetenv("TRIB_TOPO_FILE");
+  std::remove(topo.c_str());
   EXPECT_EQ(testing::describeFailures(results), "");
 }
 

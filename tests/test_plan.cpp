@@ -699,3 +699,23 @@ TEST(ForcedAlgorithm, OneThatCannotRunWarnsOncePerCommunicatorAndFailsWhenStrict
     destroyAll(comms);
   }
 }
+
+// Direct plans carry the domain size where the ranks form equal contiguous domains of 2+ ranks
+// (direct.cpp sends in rack order then), and none in one domain or with a rank per domain.
+TEST(Planner, DirectPlansCarryTheDomainSizeAcrossEqualDomains) {
+  struct Case {
+    const char* gen;
+    int nranks, perDomain;
+  };
+  for (const Case& c :
+       {Case{"nvl72-cluster:2", 144, 72}, Case{"dgx-h100:3", 24, 8}, Case{"dgx-h100:2", 16, 8},
+        Case{"gb300-nvl72", 72, 0}, Case{"dgx-h100:2", 8, 0}, Case{"uniform:16", 16, 0}}) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.gen, {}, &t).ok()) << c.gen;
+    Planner p(std::move(t));
+    PlanRequest r = allreduce(16u << 20, c.nranks);
+    const Candidate* d = find(p.explain(r), PlanAlgo::Direct);
+    ASSERT_TRUE(d) << c.gen;
+    EXPECT_EQ(d->plan.ranksPerDomain, c.perDomain) << c.gen << " " << c.nranks << " ranks";
+  }
+}

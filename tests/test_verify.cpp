@@ -255,6 +255,43 @@ TEST(VerifyAll, EveryAlgorithmEveryShape) {
               static_cast<unsigned long long>(skipped));
 }
 
+// Direct in rack order (args.ranksPerDomain: equal contiguous domains, the planner's choice across
+// racks): every collective, domains of 2 to 72 ranks, rank counts that are and are not powers of
+// two, uneven blocks, in place and not. A domain size that does not make two or more equal domains
+// falls back to the flat order and must run too.
+TEST(VerifyAll, DirectInRackOrder) {
+  const std::vector<std::pair<int, int>> shapes = {{4, 2},    {6, 2},  {6, 3},  {8, 4},  {9, 3},
+                                                   {10, 5},   {12, 4}, {15, 5}, {16, 8}, {24, 8},
+                                                   {144, 72}, {6, 4},  {6, 6},  {7, 1}};
+  int verified = 0;
+  for (int c = 0; c < kNumColls; ++c) {
+    const AlgoInfo* info = findAlgorithm(static_cast<Coll>(c), Algo::Direct);
+    if (!info) continue;
+    for (auto [n, d] : shapes) {
+      for (uint64_t count : {static_cast<uint64_t>(n + 1), uint64_t{4093}}) {
+        if (n == 144 && count > 1000) continue;  // n x count state: the small one proves the order
+        for (int inPlace = 0; inPlace < 2; ++inPlace) {
+          if (inPlace && !supportsInPlace(static_cast<Coll>(c))) continue;
+          CollArgs a;
+          a.coll = static_cast<Coll>(c);
+          a.nranks = n;
+          a.root = n - 1;
+          a.count = static_cast<Coll>(c) == Coll::Barrier ? 0 : count;
+          a.inPlace = inPlace;
+          a.chunkElems = 64;
+          a.ranksPerDomain = d;
+          if (!info->supports(a)) continue;
+          const Status st = verifySchedule(*info, a);
+          ++verified;
+          EXPECT_TRUE(st.ok()) << collName(a.coll) << " direct ranks " << n << " ranks/domain " << d
+                               << " count " << count << (inPlace ? " in place" : "") << ": " << st.message();
+        }
+      }
+    }
+  }
+  EXPECT_GT(verified, 100);
+}
+
 TEST(VerifyAll, AllReduceAt1024Ranks) {
   for (Algo algo : {Algo::Ring, Algo::Tree, Algo::Rhd}) {
     const AlgoInfo* info = findAlgorithm(Coll::AllReduce, algo);

@@ -19,11 +19,6 @@ constexpr int kMaxRanks = 256;
 
 // Scratch slot q holds rank q's input; out of place this rank's own slot is not used (its input
 // stays where it is), in place it keeps a copy (the output is written by the fold).
-// Direct's send order (direct.cpp): on powers of two rank ^ k, so the ranks of one node meet
-// another node's each at a different rank (with rank + k all met the same one first: the 16-rank
-// 2 x DGX replays at 64 KiB were 1.29-1.44x the model); else rank + k.
-int sendTo(int r, int k, int n) { return (n & (n - 1)) == 0 ? r ^ k : mod(r + k, n); }
-int recvFrom(int r, int k, int n) { return (n & (n - 1)) == 0 ? r ^ k : mod(r - k, n); }
 uint64_t slots(const CollArgs& a) { return static_cast<uint64_t>(a.nranks); }
 
 bool supports(const CollArgs& a) {
@@ -43,14 +38,15 @@ Generator<Step> allgatherReduce(CollArgs a, int rank) {
   if (!supports(a)) throw std::invalid_argument("allgather_reduce: too many ranks or elements");
   // Slice by slice (messages stay within the planner's chunk), each folded once it is in.
   const uint64_t chunk = chunkOf(a);
+  const PeerOrder order(a);  // direct's: no rank of a domain meets the same remote rank first
   for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
     const uint64_t off = j * chunk, len = sliceLen(c, chunk, j);
     const auto slot = [&](int q) { return scrR(static_cast<uint64_t>(q) * c + off, len); };
     // In place, the fold overwrites the own input: keep it in its slot first (the sends read the
     // input too; the executor orders the fold's writes after them).
     if (a.inPlace) co_yield Step::copy(inR(off, len), slot(rank));
-    for (int k = 1; k < n; ++k) co_yield Step::send(sendTo(rank, k, n), inR(off, len));
-    for (int k = 1; k < n; ++k) co_yield Step::recv(recvFrom(rank, k, n), slot(recvFrom(rank, k, n)));
+    for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), inR(off, len));
+    for (int k = 1; k < n; ++k) co_yield Step::recv(order.recvPeer(rank, k), slot(order.recvPeer(rank, k)));
     for (int q = 0; q < n; ++q) {
       const Region term = q == rank && !a.inPlace ? inR(off, len) : slot(q);
       co_yield q == 0 ? Step::copy(term, outR(off, len)) : Step::reduce(term, outR(off, len));

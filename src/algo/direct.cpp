@@ -1,4 +1,4 @@
-// Direct schedules: every rank exchanges with every other rank, in a staggered order (sendPeer)
+// Direct schedules: every rank exchanges with every other rank, in a staggered order (PeerOrder)
 // so no rank is everybody's first peer. Reductions happen once, at the block's owner, in
 // ascending rank order: the result does not depend on timing.
 #include "algo/algo_util.hpp"
@@ -6,13 +6,6 @@
 
 namespace trib::algo {
 namespace {
-
-// The k-th rank (k = 1..n-1) that `rank` sends to. Each k is a permutation of the ranks. With n a
-// power of two it is rank XOR k: every k pairs the ranks off, and the ranks of one aligned block of
-// 2^j (a node's GPUs) meet another block's ranks each at a different one. With rank + k they all
-// met the same first rank outside their block once their quick in-block sends were posted, and
-// its link took their messages one after another (dgx-h100:2, 16 MiB: the replay 1.38x the model).
-int sendPeer(int rank, int k, int n) { return (n & (n - 1)) == 0 ? rank ^ k : mod(rank + k, n); }
 
 // Slot scratch for an owner that cannot accumulate in its output (in place, where the output
 // still holds the rank's own contribution, which must be folded in at its turn in rank order).
@@ -46,11 +39,12 @@ uint64_t directReduceScatterScratch(const CollArgs& a, int rank) {
 // Reduce-scatter: send block p to p, then reduce the own block at home.
 Generator<Step> directReduceScatter(CollArgs a, int rank) {
   const int n = a.nranks;
+  const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count, slot = std::min(chunk, c);
   for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
     const uint64_t off = j * chunk, len = sliceLen(c, chunk, j);
     for (int k = 1; k < n; ++k) {
-      const int p = sendPeer(rank, k, n);
+      const int p = order.sendPeer(rank, k);
       co_yield Step::send(p, inR(static_cast<uint64_t>(p) * c + off, len));
     }
     TRIB_YIELD_ALL(ownerReduce(a, rank, inR(static_cast<uint64_t>(rank) * c + off, len), outR(off, len),
@@ -70,13 +64,14 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
     TRIB_YIELD_ALL(localCopy(a, rank));
     co_return;
   }
+  const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count;
   const uint64_t slot = std::min(chunk, blockSize(c, n, 0));
   const uint64_t mineBegin = blockBegin(c, n, rank), mineSize = blockSize(c, n, rank);
   for (uint64_t j = 0; j < numSlices(blockSize(c, n, 0), chunk); ++j) {
     const uint64_t off = j * chunk;
     for (int k = 1; k < n; ++k) {
-      const int p = sendPeer(rank, k, n);
+      const int p = order.sendPeer(rank, k);
       const uint64_t len = sliceLen(blockSize(c, n, p), chunk, j);
       if (len) co_yield Step::send(p, inR(blockBegin(c, n, p) + off, len));
     }
@@ -84,10 +79,10 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
     if (len) {
       TRIB_YIELD_ALL(ownerReduce(a, rank, inR(mineBegin + off, len), outR(mineBegin + off, len),
                                  scrR((j % 2) * slot, len)));
-      for (int k = 1; k < n; ++k) co_yield Step::send(sendPeer(rank, k, n), outR(mineBegin + off, len));
+      for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), outR(mineBegin + off, len));
     }
     for (int k = 1; k < n; ++k) {
-      const int q = mod(rank - k, n);
+      const int q = order.recvPeer(rank, k);
       const uint64_t qlen = sliceLen(blockSize(c, n, q), chunk, j);
       if (qlen) co_yield Step::recv(q, outR(blockBegin(c, n, q) + off, qlen));
     }
@@ -97,13 +92,14 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
 // All-gather: send the own block to everybody, receive everybody's.
 Generator<Step> directAllGather(CollArgs a, int rank) {
   const int n = a.nranks;
+  const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count;
   for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
     const uint64_t off = j * chunk, len = sliceLen(c, chunk, j);
     if (!a.inPlace) co_yield Step::copy(inR(off, len), outR(static_cast<uint64_t>(rank) * c + off, len));
-    for (int k = 1; k < n; ++k) co_yield Step::send(sendPeer(rank, k, n), inR(off, len));
+    for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), inR(off, len));
     for (int k = 1; k < n; ++k) {
-      const int q = mod(rank - k, n);
+      const int q = order.recvPeer(rank, k);
       co_yield Step::recv(q, outR(static_cast<uint64_t>(q) * c + off, len));
     }
   }

@@ -162,7 +162,8 @@ struct CollArgs {
   bool inPlace = false;
   uint64_t chunkElems = 1 << 16;  // pipeline slice in elements (>= 1); the planner picks it
   // Hierarchical: ranks per domain; domains are contiguous rank ranges (the planner sets it from the
-  // topology). 0 = flat; every other algorithm ignores it.
+  // topology). Direct: the order it meets its peers in (direct.cpp). 0 = flat; every other
+  // algorithm ignores it.
   int ranksPerDomain = 0;
   // Peer-memory schedules (one-shot, two-shot): each rank's window in elements (two cells of
   // windowElems / 2), and the cell this call's first chunk uses (0 or 1; the communicator

@@ -447,9 +447,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // latency per window of steps (one up to 513 ranks), then the rank's bytes, its own domain's
   // peers' over the domain link and the others' over its network share, at once. Reducing, the
   // owner folds the n blocks of a slice in rank order (the same bits everywhere); the staggered
-  // sends (direct.cpp sendPeer) bring some owner an early block last (rank + k: rank 0 its block
-  // from rank 1; rank ^ k: rank n-1 its block from rank 0), so about n-2 folds of the last slice
-  // follow it.
+  // sends (direct.cpp PeerOrder) bring some owner an early block last (rank + k: rank 0 its block
+  // from rank 1; rank ^ k and the rack order: rank n-1 its block from rank 0), so about n-2 folds
+  // of the last slice follow it.
   // An ideal switch, as in the replay: the n-1 streams into a port add up to its rate and nothing
   // pushes back. Incast, congestion control and per-peer NIC costs are not priced: no published
   // figure to price them from (docs/PLANNER.md, "Direct on a flat fabric").
