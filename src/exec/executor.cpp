@@ -71,14 +71,18 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
               buffers.outputCount == buf_.outputCount && buffers.scratchCount == buf_.scratchCount &&
               opts.windows == opts_.windows && opts.offload == opts_.offload && opts.rank == opts_.rank &&
               opts.nranks == opts_.nranks;
-  for (Slot& slot : slots_) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
     slot.state = State::NotStarted;
     if (!prepared_) {
       slot.read1 = slot.read2 = slot.write = slot.write2 = Range{};
       slot.fusedSrc = nullptr;
       slot.fusedAway = false;
       slot.hostStaged = false;
+    } else if (slot.readsCopy) {  // the same buffers: its source is what it read before the copy
+      slot.read1 = range(steps_[i].src);
     }
+    slot.readsCopy = false;
     slot.tag = 0;
     slot.blockedBy = kNone;
     slot.phase = Phase::Direct;
@@ -88,7 +92,11 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   }
   buf_ = buffers;
   opts_ = opts;
-  if (!prepared_) distinctTransports_.clear();
+  if (!prepared_) {
+    distinctTransports_.clear();
+    conflictBegin_.clear();
+    conflictList_.clear();
+  }
   first_ = 0;
   ownExposures_.clear();
   postedEnd_ = 0;
@@ -302,6 +310,7 @@ Status Execution::start() {
     }
   }
   fuseCopyReduce();
+  listConflicts();
   // Copies into the output go around the cache once the ranks' inputs and outputs together (times
   // the ranks sharing a core: a switch between them evicts the other's lines) exceed the last-level
   // cache: those lines are only written now. (The shm board's rule, measured there: 2 ranks at
@@ -331,6 +340,19 @@ void Execution::fuseCopyReduce() {
     slots_[i].read2 = slots_[i + 1].read1;  // so it waits for what the reduce would have
     slots_[i + 1].fusedAway = true;
   }
+}
+
+void Execution::listConflicts() {
+  conflictBegin_.clear();
+  conflictList_.clear();
+  if (steps_.size() > kListedSteps) return;  // the scan compares (a bounded window of) steps instead
+  conflictBegin_.reserve(steps_.size() + 1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    conflictBegin_.push_back(static_cast<uint32_t>(conflictList_.size()));
+    for (size_t j = 0; j < i; ++j)
+      if (conflicts(j, i)) conflictList_.push_back(static_cast<uint32_t>(j));
+  }
+  conflictBegin_.push_back(static_cast<uint32_t>(conflictList_.size()));
 }
 
 char* Execution::stage(Slot& slot, size_t bytes, bool host) {
@@ -504,6 +526,7 @@ Status Execution::opFinished(size_t i) {
       // The copy is the send's source now: later writers of the caller's memory need not wait.
       slot.phase = Phase::Direct;
       slot.read1 = {};
+      slot.readsCopy = true;
       rescan_ = true;
       return postSendFrom(i, slot.staging.data);
     case Phase::Landing:
@@ -543,21 +566,24 @@ bool Execution::stillBlocked(const Slot& slot) const {
 }
 
 bool Execution::blockedByEarlier(const std::vector<size_t>& active, size_t a) const {
-  for (size_t b = 0; b < a; ++b)
-    if (slots_[active[b]].state != State::Done && conflicts(active[b], active[a])) return true;
+  const Earlier e = earlierOf(active, a);
+  for (size_t k = 0; k < e.n; ++k)
+    if (slots_[e[k]].state != State::Done && conflictsNow(e, e[k], active[a])) return true;
   return false;
 }
 
 bool Execution::detachBlockingSends(const std::vector<size_t>& active, size_t a) {
   const size_t i = active[a];
-  for (size_t b = 0; b < a; ++b) {
-    const size_t j = active[b];
-    if (slots_[j].state != State::Done && conflicts(j, i) && !peers_[steps_[j].peer]->detachesSends())
+  const Earlier e = earlierOf(active, a);
+  for (size_t k = 0; k < e.n; ++k) {
+    const size_t j = e[k];
+    if (slots_[j].state != State::Done && conflictsNow(e, j, i) && !peers_[steps_[j].peer]->detachesSends())
       return false;
   }
-  for (size_t b = 0; b < a; ++b) {
-    const size_t j = active[b];
-    if (slots_[j].state != State::Done && conflicts(j, i)) peers_[steps_[j].peer]->detachSend(&slots_[j].op);
+  for (size_t k = 0; k < e.n; ++k) {
+    const size_t j = e[k];
+    if (slots_[j].state != State::Done && conflictsNow(e, j, i))
+      peers_[steps_[j].peer]->detachSend(&slots_[j].op);
   }
   // No rescan of its own: the step starts once those ops complete (at once on loopback; a shm
   // slot-path send once the rest is in the ring, which needs no receive), like any other.
@@ -649,9 +675,10 @@ Status Execution::progress(bool* done) {
       slot.blockedBy = kNone;
       bool blocked = false;
       bool onlyPostedSends = true;
-      for (size_t b = 0; b < a; ++b) {
-        size_t j = active[b];
-        if (slots_[j].state == State::Done || !conflicts(j, i)) continue;
+      const Earlier earlier = earlierOf(active, a);
+      for (size_t k = 0; k < earlier.n; ++k) {
+        const size_t j = earlier[k];
+        if (slots_[j].state == State::Done || !conflictsNow(earlier, j, i)) continue;
         // One that finished since it was posted (a send matched inline, or by another thread)
         // stands in nobody's way: collect it now rather than stage around it.
         if (slots_[j].state == State::Posted && slots_[j].phase != Phase::Landed && slots_[j].op.done()) {
