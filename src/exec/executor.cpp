@@ -93,11 +93,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   }
   buf_ = buffers;
   opts_ = opts;
-  if (!prepared_) {
-    distinctTransports_.clear();
-    conflictBegin_.clear();
-    conflictList_.clear();
-  }
+  if (!prepared_) distinctTransports_.clear();
   first_ = 0;
   ownExposures_.clear();
   postedEnd_ = 0;
@@ -320,7 +316,6 @@ Status Execution::start() {
     slot.dstAt = at(s.dst, s.dstIsPeers());
   }
   fuseCopyReduce();
-  listConflicts();
   // Copies into the output go around the cache once the ranks' inputs and outputs together (times
   // the ranks sharing a core: a switch between them evicts the other's lines) exceed the last-level
   // cache: those lines are only written now. (The shm board's rule, measured there: 2 ranks at
@@ -350,19 +345,6 @@ void Execution::fuseCopyReduce() {
     slots_[i].read2 = slots_[i + 1].read1;  // so it waits for what the reduce would have
     slots_[i + 1].fusedAway = true;
   }
-}
-
-void Execution::listConflicts() {
-  conflictBegin_.clear();
-  conflictList_.clear();
-  if (steps_.size() > kListedSteps) return;  // the scan compares (a bounded window of) steps instead
-  conflictBegin_.reserve(steps_.size() + 1);
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    conflictBegin_.push_back(static_cast<uint32_t>(conflictList_.size()));
-    for (size_t j = 0; j < i; ++j)
-      if (conflicts(j, i)) conflictList_.push_back(static_cast<uint32_t>(j));
-  }
-  conflictBegin_.push_back(static_cast<uint32_t>(conflictList_.size()));
 }
 
 char* Execution::stage(Slot& slot, size_t bytes, bool host) {
@@ -576,24 +558,21 @@ bool Execution::stillBlocked(const Slot& slot) const {
 }
 
 bool Execution::blockedByEarlier(const std::vector<size_t>& active, size_t a) const {
-  const Earlier e = earlierOf(active, a);
-  for (size_t k = 0; k < e.n; ++k)
-    if (slots_[e[k]].state != State::Done && conflictsNow(e, e[k], active[a])) return true;
+  for (size_t b = 0; b < a; ++b)
+    if (slots_[active[b]].state != State::Done && conflicts(active[b], active[a])) return true;
   return false;
 }
 
 bool Execution::detachBlockingSends(const std::vector<size_t>& active, size_t a) {
   const size_t i = active[a];
-  const Earlier e = earlierOf(active, a);
-  for (size_t k = 0; k < e.n; ++k) {
-    const size_t j = e[k];
-    if (slots_[j].state != State::Done && conflictsNow(e, j, i) && !peers_[steps_[j].peer]->detachesSends())
+  for (size_t b = 0; b < a; ++b) {
+    const size_t j = active[b];
+    if (slots_[j].state != State::Done && conflicts(j, i) && !peers_[steps_[j].peer]->detachesSends())
       return false;
   }
-  for (size_t k = 0; k < e.n; ++k) {
-    const size_t j = e[k];
-    if (slots_[j].state != State::Done && conflictsNow(e, j, i))
-      peers_[steps_[j].peer]->detachSend(&slots_[j].op);
+  for (size_t b = 0; b < a; ++b) {
+    const size_t j = active[b];
+    if (slots_[j].state != State::Done && conflicts(j, i)) peers_[steps_[j].peer]->detachSend(&slots_[j].op);
   }
   // No rescan of its own: the step starts once those ops complete (at once on loopback; a shm
   // slot-path send once the rest is in the ring, which needs no receive), like any other.
@@ -685,10 +664,9 @@ Status Execution::progress(bool* done) {
       slot.blockedBy = kNone;
       bool blocked = false;
       bool onlyPostedSends = true;
-      const Earlier earlier = earlierOf(active, a);
-      for (size_t k = 0; k < earlier.n; ++k) {
-        const size_t j = earlier[k];
-        if (slots_[j].state == State::Done || !conflictsNow(earlier, j, i)) continue;
+      for (size_t b = 0; b < a; ++b) {
+        size_t j = active[b];
+        if (slots_[j].state == State::Done || !conflicts(j, i)) continue;
         // One that finished since it was posted (a send matched inline, or by another thread)
         // stands in nobody's way: collect it now rather than stage around it.
         if (slots_[j].state == State::Posted && slots_[j].phase != Phase::Landed && slots_[j].op.done()) {

@@ -208,7 +208,7 @@ class Execution {
   bool writesAroundCache(Buf b) const {
     return (b == Buf::Output && streamOut_) || (b == Buf::Window && streamWindow_);
   }
-  // Where step s reads its source now: a window range may be its owner's exposed buffer (a
+  // Where step i reads its source now: a window range may be its owner's exposed buffer (a
   // peer's, which the windows resolve, or this rank's own, from ownExposures_).
   Status sourceAddress(size_t i, const char** at);
   // Where a put writes the peer's window range now: the same resolution.
@@ -233,25 +233,6 @@ class Execution {
   char* stage(Slot& slot, size_t bytes, bool host = false);
   // A posted step's op finished: the step is done, or moves on to its next phase.
   Status opFinished(size_t i);
-  // The earlier steps that may stand in step active[a]'s way, in schedule order: the ones listed
-  // for it when the schedule is small (conflictBegin_), else every earlier unfinished one.
-  struct Earlier {
-    const size_t* active;
-    const uint32_t* listed;
-    size_t n;
-    size_t operator[](size_t k) const { return listed ? listed[k] : active[k]; }
-  };
-  Earlier earlierOf(const std::vector<size_t>& active, size_t a) const {
-    if (conflictBegin_.empty()) return {active.data(), nullptr, a};
-    const size_t i = active[a];
-    return {nullptr, conflictList_.data() + conflictBegin_[i], conflictBegin_[i + 1] - conflictBegin_[i]};
-  }
-  // Earlier step j (unfinished) conflicts with step i now. A listed j did when prepared, and
-  // still does unless its read range has been cleared since (readsCopy).
-  bool conflictsNow(const Earlier& e, size_t j, size_t i) const {
-    return (e.listed && !slots_[j].readsCopy) || conflicts(j, i);
-  }
-  void listConflicts();
   bool blockedByEarlier(const std::vector<size_t>& active, size_t a) const;
   // Slot's blockedBy still stands in its way.
   bool stillBlocked(const Slot& slot) const;
@@ -284,11 +265,6 @@ class Execution {
   // buffers; a rearm over the same ones keeps them (only tags and wait targets are per call).
   bool prepared_ = false;
   std::vector<size_t> activeScratch_;
-  // For a schedule of up to kListedSteps steps, each step's conflicts with earlier steps, found
-  // once when prepared (ranges are fixed then): step i's are conflictList_[conflictBegin_[i] ..
-  // conflictBegin_[i + 1]). Empty: the scan compares every earlier unfinished step.
-  static constexpr size_t kListedSteps = 256;
-  std::vector<uint32_t> conflictBegin_, conflictList_;
   std::vector<OwnExposure> ownExposures_;
   uint64_t stagedBytes_ = 0;
   // Staging of finished steps, for the next to land (pipelined slices have equal sizes).
