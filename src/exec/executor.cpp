@@ -71,8 +71,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
               buffers.outputCount == buf_.outputCount && buffers.scratchCount == buf_.scratchCount &&
               opts.windows == opts_.windows && opts.offload == opts_.offload && opts.rank == opts_.rank &&
               opts.nranks == opts_.nranks;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    Slot& slot = slots_[i];
+  for (Slot& slot : slots_) {
     slot.state = State::NotStarted;
     if (!prepared_) {
       slot.read1 = slot.read2 = slot.write = slot.write2 = Range{};
@@ -80,10 +79,11 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
       slot.fusedAway = false;
       slot.hostStaged = false;
       slot.srcAt = slot.dstAt = nullptr;
+      slot.readsCopy = false;
     } else if (slot.readsCopy) {  // the same buffers: its source is what it read before the copy
-      slot.read1 = range(steps_[i].src);
+      slot.read1 = range(steps_[static_cast<size_t>(&slot - slots_.data())].src);
+      slot.readsCopy = false;
     }
-    slot.readsCopy = false;
     slot.tag = 0;
     slot.blockedBy = kNone;
     slot.phase = Phase::Direct;
@@ -100,7 +100,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   rescan_ = true;
   finalized_ = false;
   finalOp_.state.store(TransferOp::kPending, std::memory_order_relaxed);
-  finalOp_.error = Status::Ok();
+  if (!finalOp_.error.ok()) finalOp_.error = Status::Ok();
   stagedBytes_ = 0;
   if (!prepared_) streamOut_ = false;
   return true;
@@ -657,7 +657,7 @@ Status Execution::progress(bool* done) {
       const StepKind kind = steps_[i].kind;
       const bool isSwitch = kind == StepKind::SwitchReduce;
       if (isSwitch && switchWaiting) continue;
-      if (stillBlocked(slot)) {
+      if (slot.blockedBy != kNone && stillBlocked(slot)) {
         switchWaiting |= isSwitch;
         continue;
       }
