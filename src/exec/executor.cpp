@@ -80,6 +80,8 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
       slot.hostStaged = false;
       slot.srcAt = slot.dstAt = nullptr;
       slot.readsCopy = false;
+    } else if (slot.fusedAway) {
+      slot.state = State::Done;   // as fuseCopyReduce left it
     } else if (slot.readsCopy) {  // the same buffers: its source is what it read before the copy
       slot.read1 = range(steps_[static_cast<size_t>(&slot - slots_.data())].src);
       slot.readsCopy = false;
@@ -344,6 +346,9 @@ void Execution::fuseCopyReduce() {
     slots_[i].fusedSrc = address(b.src, b.srcIsPeers() ? b.peer : -1);
     slots_[i].read2 = slots_[i + 1].read1;  // so it waits for what the reduce would have
     slots_[i + 1].fusedAway = true;
+    // Done from the start: the copy's ranges hold the reduce's (same destination, its source as
+    // read2), so whatever would wait for the reduce, or the reduce for, waits for the copy.
+    slots_[i + 1].state = State::Done;
   }
 }
 
@@ -433,10 +438,6 @@ Status Execution::startStep(size_t i, bool land) {
       char* dst = slot.dstAt;
       const bool reduce = s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce;
       const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
-      if (slot.fusedAway) {  // its work was done by the copy before it (fuseCopyReduce)
-        slot.state = State::Done;
-        return Status::Ok();
-      }
       const char* src = nullptr;
       const char* fusedSrc = slot.fusedSrc;
       TRIB_RETURN_IF_ERROR(sourceAddress(i, &src));
