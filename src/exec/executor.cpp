@@ -78,6 +78,13 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
       slot.fusedSrc = nullptr;
       slot.fusedAway = false;
       slot.hostStaged = false;
+      slot.srcAt = slot.dstAt = nullptr;
+      slot.readsCopy = false;
+    } else if (slot.fusedAway) {
+      slot.state = State::Done;   // as fuseCopyReduce left it
+    } else if (slot.readsCopy) {  // the same buffers: its source is what it read before the copy
+      slot.read1 = range(steps_[static_cast<size_t>(&slot - slots_.data())].src);
+      slot.readsCopy = false;
     }
     slot.tag = 0;
     slot.blockedBy = kNone;
@@ -95,7 +102,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   rescan_ = true;
   finalized_ = false;
   finalOp_.state.store(TransferOp::kPending, std::memory_order_relaxed);
-  finalOp_.error = Status::Ok();
+  if (!finalOp_.error.ok()) finalOp_.error = Status::Ok();
   stagedBytes_ = 0;
   if (!prepared_) streamOut_ = false;
   return true;
@@ -136,12 +143,13 @@ Execution::Range Execution::windowRange(int owner) const {
   return {lo, lo + opts_.windows->windowBytes()};
 }
 
-Status Execution::sourceAddress(const Step& s, const char** at) {
+Status Execution::sourceAddress(size_t i, const char** at) {
+  const Step& s = steps_[i];
   if (!s.srcIsPeers()) {
     // (Without exposures of its own, a window range is the window.)
     if (s.src.buf == Buf::Window && s.src.count > 0 && !ownExposures_.empty())
       return ownWindowAddress(s.src, at);
-    *at = address(s.src);
+    *at = slots_[i].srcAt;
     return Status::Ok();
   }
   uint8_t* p = nullptr;
@@ -179,14 +187,16 @@ void Execution::dropOwnExposures(uint64_t offset, uint64_t bytes) {
   });
 }
 
-bool Execution::exposeOrUnexpose(const Step& s) {
+bool Execution::exposeOrUnexpose(size_t i) {
+  const Step& s = steps_[i];
   const uint64_t offset = s.dst.offset * elemSize_, bytes = s.dst.count * elemSize_;
   dropOwnExposures(offset, bytes);
   // Only the caller's buffers: they outlive the call, which ends after every peer's reads.
+  const char* src = slots_[i].srcAt;
   if (s.kind == StepKind::Expose && (s.src.buf == Buf::Input || s.src.buf == Buf::Output) &&
-      opts_.windows->expose(offset, address(s.src), bytes,
+      opts_.windows->expose(offset, src, bytes,
                             s.src.buf == Buf::Input ? opts_.inputKind : opts_.outputKind)) {
-    ownExposures_.push_back(OwnExposure{offset, bytes, address(s.src)});
+    ownExposures_.push_back(OwnExposure{offset, bytes, src});
     return true;
   }
   opts_.windows->unexpose(offset, bytes);
@@ -300,6 +310,12 @@ Status Execution::start() {
       if (std::find(distinctTransports_.begin(), distinctTransports_.end(), t) == distinctTransports_.end())
         distinctTransports_.push_back(t);
     }
+    // (A window region without windows was refused above where the step uses it.)
+    const auto at = [&](const Region& r, bool peers) {
+      return r.buf == Buf::Window && !opts_.windows ? nullptr : address(r, peers ? s.peer : -1);
+    };
+    slot.srcAt = at(s.src, s.srcIsPeers());
+    slot.dstAt = at(s.dst, s.dstIsPeers());
   }
   fuseCopyReduce();
   // Copies into the output go around the cache once the ranks' inputs and outputs together (times
@@ -330,6 +346,9 @@ void Execution::fuseCopyReduce() {
     slots_[i].fusedSrc = address(b.src, b.srcIsPeers() ? b.peer : -1);
     slots_[i].read2 = slots_[i + 1].read1;  // so it waits for what the reduce would have
     slots_[i + 1].fusedAway = true;
+    // Done from the start: the copy's ranges hold the reduce's (same destination, its source as
+    // read2), so whatever would wait for the reduce, or the reduce for, waits for the copy.
+    slots_[i + 1].state = State::Done;
   }
 }
 
@@ -366,7 +385,7 @@ Status Execution::startStep(size_t i, bool land) {
   const size_t bytesOf = s.kind == StepKind::Send ? s.src.count * elemSize_ : s.dst.count * elemSize_;
   char* into = nullptr;  // where the step writes: its destination, or staging when it lands
   if (s.writesDst() && !s.dstIsPeers() && s.dst.buf == Buf::Window && s.dst.count > 0 &&
-      exposeOrUnexpose(s)) {
+      exposeOrUnexpose(i)) {
     slot.state = State::Done;  // published instead of copied
     return Status::Ok();
   }
@@ -380,7 +399,7 @@ Status Execution::startStep(size_t i, bool land) {
   } else if (s.dstIsPeers()) {
     TRIB_RETURN_IF_ERROR(putAddress(s, &into));
   } else if (s.writesDst()) {
-    into = address(s.dst);
+    into = slot.dstAt;
   }
   switch (s.kind) {
     case StepKind::Send:
@@ -395,14 +414,14 @@ Status Execution::startStep(size_t i, bool land) {
         return slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone ? opFinished(i)
                                                                                   : Status::Ok();
       }
-      return postSendFrom(i, address(s.src));
+      return postSendFrom(i, slot.srcAt);
     case StepKind::Recv:
     case StepKind::RecvReduce: {
       slot.state = State::Posted;
       ReduceSpec spec;
       const ReduceSpec* reduce = nullptr;
       if (s.kind == StepKind::RecvReduce && !hostLanding) {  // hostLanding: reduced at the commit
-        spec.local = address(s.src);
+        spec.local = slot.srcAt;
         spec.dtype = opts_.dtype;
         spec.op = opts_.op == tribAvg ? tribSum : opts_.op;
         reduce = &spec;
@@ -416,17 +435,13 @@ Status Execution::startStep(size_t i, bool land) {
     case StepKind::Get:
     case StepKind::GetReduce: {
       slot.state = State::Posted;
-      char* dst = address(s.dst, s.dstIsPeers() ? s.peer : -1);
+      char* dst = slot.dstAt;
       const bool reduce = s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce;
       const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
-      if (slot.fusedAway) {  // its work was done by the copy before it (fuseCopyReduce)
-        slot.state = State::Done;
-        return Status::Ok();
-      }
       const char* src = nullptr;
       const char* fusedSrc = slot.fusedSrc;
-      TRIB_RETURN_IF_ERROR(sourceAddress(s, &src));
-      if (fusedSrc) TRIB_RETURN_IF_ERROR(sourceAddress(steps_[i + 1], &fusedSrc));
+      TRIB_RETURN_IF_ERROR(sourceAddress(i, &src));
+      if (fusedSrc) TRIB_RETURN_IF_ERROR(sourceAddress(i + 1, &fusedSrc));
       if (!reduce && !fusedSrc && src == into) {  // a copy from the window range aliasing its destination
         slot.state = State::Done;
         return Status::Ok();
@@ -504,6 +519,7 @@ Status Execution::opFinished(size_t i) {
       // The copy is the send's source now: later writers of the caller's memory need not wait.
       slot.phase = Phase::Direct;
       slot.read1 = {};
+      slot.readsCopy = true;
       rescan_ = true;
       return postSendFrom(i, slot.staging.data);
     case Phase::Landing:
@@ -642,7 +658,7 @@ Status Execution::progress(bool* done) {
       const StepKind kind = steps_[i].kind;
       const bool isSwitch = kind == StepKind::SwitchReduce;
       if (isSwitch && switchWaiting) continue;
-      if (stillBlocked(slot)) {
+      if (slot.blockedBy != kNone && stillBlocked(slot)) {
         switchWaiting |= isSwitch;
         continue;
       }

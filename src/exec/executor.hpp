@@ -190,6 +190,12 @@ class Execution {
     // A message of device memory over a transport that reaches only host memory: it goes through
     // the engine's host staging (sent from a copy; received there, then copied or reduced into place).
     bool hostStaged = false;
+    // Where the step's source and destination are (a peer's window for a peer's region), fixed
+    // once prepared: the buffers and windows are the same for every run of a prepared execution.
+    char* srcAt = nullptr;
+    char* dstAt = nullptr;
+    // A send now reads its copy in staging, not read1 (cleared): rearm restores read1.
+    bool readsCopy = false;
     TransferOp op;
     Staging staging;
   };
@@ -202,9 +208,9 @@ class Execution {
   bool writesAroundCache(Buf b) const {
     return (b == Buf::Output && streamOut_) || (b == Buf::Window && streamWindow_);
   }
-  // Where step s reads its source now: a window range may be its owner's exposed buffer (a
+  // Where step i reads its source now: a window range may be its owner's exposed buffer (a
   // peer's, which the windows resolve, or this rank's own, from ownExposures_).
-  Status sourceAddress(const Step& s, const char** at);
+  Status sourceAddress(size_t i, const char** at);
   // Where a put writes the peer's window range now: the same resolution.
   Status putAddress(const Step& s, char** at);
   // This rank's exposures of this run: own-window byte range -> the buffer it aliases.
@@ -214,9 +220,9 @@ class Execution {
   };
   void dropOwnExposures(uint64_t offset, uint64_t bytes);
   Status ownWindowAddress(const Region& r, const char** at) const;
-  // Step s writes its own window: an expose publishes its source there if the windows can map it
+  // Step i writes its own window: an expose publishes its source there if the windows can map it
   // (true: nothing to copy); any other write ends the exposures it overlaps.
-  bool exposeOrUnexpose(const Step& s);
+  bool exposeOrUnexpose(size_t i);
   Status pollWait(size_t i);
   void fuseCopyReduce();
   bool conflicts(size_t earlier, size_t later) const;
