@@ -78,18 +78,18 @@ tribperf() {  # name env... -- trib-perf args...
 }
 # Broadcast between two ranks is one message from rank 0 to rank 1: point-to-point. At 8 bytes it
 # is a stream of eager sends (rank 0 need not wait for rank 1), so its time per call is the
-# message interval, not a latency. The 2-rank all-reduce of 8 bytes is one: without peer windows
-# (none over verbs) every algorithm the planner has takes two dependent exchanges for 2 ranks
-# (reduce-scatter then all-gather, or halving then doubling), each rank sending 4 bytes to the
-# other and waiting for the peer's; so half its time per call is one message's latency, the
-# counterpart of ib_send_lat's half round trip. The planner's choice is logged (TUNING).
+# message interval, not a latency. The 2-rank all-reduce of 8 bytes is one: over verbs (no peer
+# windows) the planner picks allgather_reduce, one exchange per call (each rank sends its 8 bytes
+# to the other and waits for the peer's), the counterpart of ib_send_lat's half round trip; the
+# other algorithms (rhd, direct, ring) take two dependent exchanges. The planner's choice is
+# logged (TUNING), and the time per exchange is the call's divided by its exchanges.
 tribperf bw TRIB_TRANSPORT=verbs -- -C broadcast -b 1M -e 1M -n "$bw_iters" -w 5
 tribperf lat TRIB_TRANSPORT=verbs -- -C broadcast -b 8 -e 8 -n "$trib_lat_iters" -w 200
 tribperf lat_ar TRIB_TRANSPORT=verbs TRIB_DEBUG=INFO TRIB_DEBUG_SUBSYS=TUNING -- \
   -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200 -L 1
 # UCX over rxe needs UD's destination-GID check off (tests/vm/ucx-probe.sh, docs/VERBS.md).
 ucx_rxe=(TRIB_TRANSPORT=ucx UCX_TLS=rc,self UCX_UD_VERBS_ETH_DGID_CHECK=n)
-tribperf lat_ar_ucx_rc "${ucx_rxe[@]}" -- -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200
+tribperf lat_ar_ucx_rc "${ucx_rxe[@]}" TRIB_DEBUG=INFO TRIB_DEBUG_SUBSYS=TUNING -- -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200
 for t in verbs ucx_rc ucx_tcp; do
   case $t in
     verbs) e=(TRIB_TRANSPORT=verbs) ;;
@@ -112,18 +112,23 @@ echo
 echo "perf: ib_write_bw 1 MiB ${bw_ref:-?} MB/s; trib-perf verbs p2p 1 MiB ${bw:-?} MB/s; ratio $(ratio "$bw" "$bw_ref")"
 echo "perf: ib_write_lat 8 B -n $lat_iters: t_min ${lat_min:-?} us, t_avg ${lat_avg:-?} us"
 echo "perf: ib_send_lat 8 B -n $lat_iters: t_min ${send_min:-?} us, t_typical ${send_typ:-?} us, t_avg ${send_avg:-?} us"
-half() { awk -v a="${1:-0}" 'BEGIN {if (a > 0) printf "%.2f", a / 2; else print "?"}'; }
-algo=$(grep -ho 'allreduce 8 B on 2 ranks -> [a-z]*' "$dir/lat_ar.out" "$dir/lat_ar.rank1" 2> /dev/null |
-  sed 's/.*-> //' | sort -u | tr '\n' ' ')
+chosen() {  # run name: the algorithm(s) the planner logged for the 8-byte all-reduce
+  grep -ho 'allreduce 8 B on 2 ranks -> [a-z_]*' "$dir/$1.out" "$dir/$1.rank1" 2> /dev/null |
+    sed 's/.*-> //' | sort -u | tr '\n' ' '
+}
+algo=$(chosen lat_ar) algo_ucx=$(chosen lat_ar_ucx_rc)
+exchanges() { [ "$1" = "allgather_reduce " ] && echo 1 || echo 2; }  # per call
+ex=$(exchanges "$algo") ex_ucx=$(exchanges "$algo_ucx")
+per_exchange() { awk -v a="${1:-0}" -v e="${2:-$ex}" 'BEGIN {if (a > 0) printf "%.2f", a / e; else print "?"}'; }
 echo "perf: trib-perf verbs 8 B, $trib_lat_iters calls timed together: broadcast ${lat:-?} us/call;" \
-  "all-reduce (${algo:-?}) ${lat_ar:-?} us/call, $(half "$lat_ar") us per exchange;" \
-  "over UCX rc (rxe) all-reduce ${lat_ar_ucx:-?} us/call, $(half "$lat_ar_ucx") us per exchange"
+  "all-reduce (${algo:-?}) ${lat_ar:-?} us/call, $(per_exchange "$lat_ar") us per exchange;" \
+  "over UCX rc (rxe) all-reduce (${algo_ucx:-?}) ${lat_ar_ucx:-?} us/call, $(per_exchange "$lat_ar_ucx" "$ex_ucx") us per exchange"
 echo "perf: trib-perf verbs 8 B all-reduce, call by call (the slower rank's): fastest ${lat_ar_min:-?} us," \
-  "median ${lat_ar_p50:-?} us; per exchange $(half "$lat_ar_min") / $(half "$lat_ar_p50") us"
-echo "perf: ratios per exchange: fastest/ib_send_lat t_min $(ratio "$(half "$lat_ar_min")" "$send_min")," \
-  "median/ib_send_lat t_typical $(ratio "$(half "$lat_ar_p50")" "$send_typ")"
+  "median ${lat_ar_p50:-?} us; per exchange $(per_exchange "$lat_ar_min") / $(per_exchange "$lat_ar_p50") us"
+echo "perf: ratios per exchange: fastest/ib_send_lat t_min $(ratio "$(per_exchange "$lat_ar_min")" "$send_min")," \
+  "median/ib_send_lat t_typical $(ratio "$(per_exchange "$lat_ar_p50")" "$send_typ")"
 echo "perf: ratios to t_avg: broadcast/ib_write_lat $(ratio "$lat" "$lat_avg")," \
-  "broadcast/ib_send_lat $(ratio "$lat" "$send_avg"), all-reduce exchange/ib_send_lat $(ratio "$(half "$lat_ar")" "$send_avg")"
+  "broadcast/ib_send_lat $(ratio "$lat" "$send_avg"), all-reduce exchange/ib_send_lat $(ratio "$(per_exchange "$lat_ar")" "$send_avg")"
 for t in verbs ucx_rc ucx_tcp; do
   # Two ranks: busbw = 2(n-1)/n * size / time = size / time.
   echo "perf: all-reduce busbw over $t (MB/s, out-of-place):" \
