@@ -71,6 +71,14 @@ std::vector<Case> casesFor(const TransportSetup& s) {
   return all;
 }
 
+// Runs one case on this rank: "" when the call succeeded with the expected result, else why.
+std::string runAndCheck(const Case& c, tribComm_t comm, int rank, tribResult_t* r) {
+  RankBuffers b;
+  prepare(c, rank, &b);
+  *r = runCase(c, comm, &b);
+  return *r == tribSuccess ? check(c, rank, b) : std::string("call failed: ") + tribGetLastError(comm);
+}
+
 // One rank: join, then for each algorithm a split communicator that forces it, then every case.
 int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::string& report) {
   tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
@@ -96,11 +104,8 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
     bool sharedTwoShot = false;
     for (const Case& c : cases) {
       sharedTwoShot |= c.sharedBuffers && c.count > 0;
-      RankBuffers b;
-      prepare(c, rank, &b);
-      tribResult_t r = runCase(c, comm, &b);
-      std::string err =
-          r == tribSuccess ? check(c, rank, b) : std::string("call failed: ") + tribGetLastError(comm);
+      tribResult_t r;
+      const std::string err = runAndCheck(c, comm, rank, &r);
       if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
       if (r != tribSuccess) break;  // the communicator is unusable after a failed call
     }
@@ -128,6 +133,29 @@ int rankMain(const TransportSetup& s, int rank, const tribUniqueId& id, std::str
   return failures ? 1 : 0;
 }
 
+// Runs n rank processes; each gets one unique id, made by the parent once they all exist.
+std::vector<testing::ProcessResult> runRanks(
+    int n, std::chrono::milliseconds limit,
+    const std::function<int(int rank, const tribUniqueId& id, std::string& report)>& body) {
+  testing::ParentChannel channel(n);
+  return testing::runProcesses(
+      n,
+      [&](int rank, std::string& report) {
+        tribUniqueId id;
+        if (!channel.receive(rank, &id, sizeof id, 30000)) {
+          report = "no unique id from the parent";
+          return 1;
+        }
+        return body(rank, id, report);
+      },
+      limit,
+      [&](const std::vector<int>&) {
+        tribUniqueId id;
+        ASSERT_EQ(tribGetUniqueId(&id), tribSuccess) << tribGetLastError(nullptr);
+        for (int r = 0; r < n; ++r) channel.send(r, &id, sizeof id);
+      });
+}
+
 class MultiProcess : public ::testing::TestWithParam<TransportSetup> {};
 
 TEST_P(MultiProcess, EveryCollectiveAlgorithmDtypeOp) {
@@ -142,10 +170,8 @@ TEST_P(MultiProcess, EveryCollectiveAlgorithmDtypeOp) {
       GTEST_SKIP() << "needs an RDMA device (no active RDMA port here; tests/vm/ has one)";
   }
   if (s.ucxTls) setenv("UCX_TLS", s.ucxTls, 1);
-  testing::ParentChannel channel(s.nranks);
-  auto results = testing::runProcesses(
-      s.nranks,
-      [&](int rank, std::string& report) {
+  auto results =
+      runRanks(s.nranks, std::chrono::minutes(8), [&](int rank, const tribUniqueId& id, std::string& report) {
         // Over verbs in the RDMA test guest (tests/vm/), ranks alternate between its two devices.
         if (const char* hca = std::getenv(rank % 2 ? "TRIB_VM_HCA1" : "TRIB_VM_HCA0")) {
           setenv("TRIB_IB_HCA", hca, 1);
@@ -156,18 +182,7 @@ TEST_P(MultiProcess, EveryCollectiveAlgorithmDtypeOp) {
             setenv("UCX_NET_DEVICES", (std::string(hca) + ":1").c_str(), 1);
           }
         }
-        tribUniqueId id;
-        if (!channel.receive(rank, &id, sizeof id, 30000)) {
-          report = "no unique id from the parent";
-          return 1;
-        }
         return rankMain(s, rank, id, report);
-      },
-      std::chrono::minutes(8),
-      [&](const std::vector<int>&) {
-        tribUniqueId id;
-        ASSERT_EQ(tribGetUniqueId(&id), tribSuccess) << tribGetLastError(nullptr);
-        for (int r = 0; r < s.nranks; ++r) channel.send(r, &id, sizeof id);
       });
   if (s.ucxTls) unsetenv("UCX_TLS");
   EXPECT_EQ(testing::describeFailures(results), "");
@@ -204,11 +219,8 @@ int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& re
   for (auto cases : {structuralCases({n}, {0, 1, 7, 4093, 262147}), arithmeticCases({n}, {7, 4093})}) {
     for (const Case& c : cases) {
       if (c.algo != "direct" || c.sharedBuffers) continue;
-      RankBuffers b;
-      prepare(c, rank, &b);
-      tribResult_t r = runCase(c, comm, &b);
-      std::string err =
-          r == tribSuccess ? check(c, rank, b) : std::string("call failed: ") + tribGetLastError(comm);
+      tribResult_t r;
+      const std::string err = runAndCheck(c, comm, rank, &r);
       if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
       if (r != tribSuccess) break;
     }
@@ -245,22 +257,9 @@ TEST(MultiProcessDomains, DirectInRackOrderAcrossProcesses) {
   const int n = 6;
   const std::string topo = writeThreeHostTopology();
   setenv("TRIB_TOPO_FILE", topo.c_str(), 1);
-  testing::ParentChannel channel(n);
-  auto results = testing::runProcesses(
-      n,
-      [&](int rank, std::string& report) {
-        tribUniqueId id;
-        if (!channel.receive(rank, &id, sizeof id, 30000)) {
-          report = "no unique id from the parent";
-          return 1;
-        }
+  auto results =
+      runRanks(n, std::chrono::minutes(4), [&](int rank, const tribUniqueId& id, std::string& report) {
         return directRackOrderRank(rank, n, id, report);
-      },
-      std::chrono::minutes(4),
-      [&](const std::vector<int>&) {
-        tribUniqueId id;
-        ASSERT_EQ(tribGetUniqueId(&id), tribSuccess) << tribGetLastError(nullptr);
-        for (int r = 0; r < n; ++r) channel.send(r, &id, sizeof id);
       });
   unsetenv("TRIB_TOPO_FILE");
   std::remove(topo.c_str());
