@@ -79,7 +79,7 @@ struct AlgoFilter {
 };
 // NCCL-style: "ring,tree" (every collective), "allreduce:tree;broadcast:chain", "^ring" (all but),
 // "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch
-// oneshot hier_switch twoshot.
+// oneshot hier_switch twoshot allgather_reduce.
 Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
 
 // UCC-style tune string (TRIB_TUNE): entries separated by '#', fields by ':' --
