@@ -714,7 +714,8 @@ TEST(Planner, DirectPlansCarryTheDomainSizeAcrossEqualDomains) {
     ASSERT_TRUE(generateTopology(c.gen, {}, &t).ok()) << c.gen;
     Planner p(std::move(t));
     PlanRequest r = allreduce(16u << 20, c.nranks);
-    const Candidate* d = find(p.explain(r), PlanAlgo::Direct);
+    const std::vector<Candidate> cands = p.explain(r);  // find() points into it
+    const Candidate* d = find(cands, PlanAlgo::Direct);
     ASSERT_TRUE(d) << c.gen;
     EXPECT_EQ(d->plan.ranksPerDomain, c.perDomain) << c.gen << " " << c.nranks << " ranks";
   }
