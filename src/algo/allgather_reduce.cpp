@@ -12,8 +12,8 @@
 namespace trib::algo {
 namespace {
 
-// Scratch elements ((n-1) received inputs, n in place) and ranks beyond which it is not offered:
-// its traffic grows as (n-1)S per rank, so it is never the faster choice there.
+// Scratch elements (n slots of count: the n-1 received inputs, and in place the own) and ranks
+// beyond which it is not offered: its traffic grows as (n-1)S per rank, never the faster choice.
 constexpr uint64_t kMaxScratchElems = uint64_t{1} << 18;
 constexpr int kMaxRanks = 256;
 
