@@ -71,7 +71,8 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
               buffers.outputCount == buf_.outputCount && buffers.scratchCount == buf_.scratchCount &&
               opts.windows == opts_.windows && opts.offload == opts_.offload && opts.rank == opts_.rank &&
               opts.nranks == opts_.nranks;
-  for (Slot& slot : slots_) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
     slot.state = State::NotStarted;
     if (!prepared_) {
       slot.read1 = slot.read2 = slot.write = slot.write2 = Range{};
@@ -83,7 +84,7 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
     } else if (slot.fusedAway) {
       slot.state = State::Done;   // as fuseCopyReduce left it
     } else if (slot.readsCopy) {  // the same buffers: its source is what it read before the copy
-      slot.read1 = range(steps_[static_cast<size_t>(&slot - slots_.data())].src);
+      slot.read1 = range(steps_[i].src);
       slot.readsCopy = false;
     }
     slot.tag = 0;

@@ -241,8 +241,7 @@ class VerbsTransport final : public Transport {
   RegCache<Mr> sendRegs_, recvRegs_;
   MatchQueue<Recv, Arrived> match_;
   uint32_t nextSendId_ = 1;
-  uint32_t inlineBytes_ = 0;  // what every queue pair granted
-  uint32_t qpsCreated_ = 0;
+  uint32_t inlineBytes_ = UINT32_MAX;  // the least any queue pair was granted
   bool aborted_ = false;
   Status abortWhy_;
 };
@@ -369,7 +368,7 @@ Status VerbsTransport::createQp(int p, uint32_t recvDepth, ibv_qp** out) {
     return errorf(tribSystemError, "verbs: creating a queue pair for rank %d on %s failed: %s", p,
                   me.device.c_str(), std::strerror(errno));
   // ibv_create_qp writes back what the device granted; keep what all queue pairs allow.
-  inlineBytes_ = qpsCreated_++ ? std::min(inlineBytes_, ia.cap.max_inline_data) : ia.cap.max_inline_data;
+  inlineBytes_ = std::min(inlineBytes_, ia.cap.max_inline_data);
   dev_->route((*out)->qp_num, inbox_);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
