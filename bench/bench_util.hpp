@@ -23,6 +23,7 @@
 #include "bootstrap/store.hpp"
 #include "bootstrap/unique_id.hpp"
 #include "common/perf_pattern.hpp"
+#include "common/random.hpp"
 #include "tributary/tributary.h"
 
 namespace trib::bench {

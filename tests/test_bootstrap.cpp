@@ -1,13 +1,16 @@
 // Bootstrap collectives over forked processes, unique ids, and launcher environment detection.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/launcher.hpp"
 #include "bootstrap/unique_id.hpp"
+#include "common/random.hpp"
 #include "store_util.hpp"
 
 using namespace trib;
@@ -289,6 +292,18 @@ TEST(UniqueId, RoundTripAndRendezvous) {
     ASSERT_EQ(write(pipes[1], record, sizeof record), static_cast<ssize_t>(sizeof record));
   close(pipes[1]);
   for (auto& r : trib::testing::waitChildren(pids, 30)) EXPECT_EQ(r.code, 0);
+}
+
+// The one random source (common/random.hpp): draws differ, so ids and secrets do not repeat.
+TEST(Random, DrawsDoNotRepeat) {
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 1000; ++i) ids.insert(randomId64());
+  EXPECT_EQ(ids.size(), 1000u);
+  uint8_t a[64] = {}, b[64] = {};
+  ASSERT_TRUE(randomBytes(a, sizeof a).ok());
+  ASSERT_TRUE(randomBytes(b, sizeof b).ok());
+  EXPECT_NE(std::memcmp(a, b, sizeof a), 0);
+  EXPECT_TRUE(randomBytes(nullptr, 0).ok());
 }
 
 TEST(UniqueId, EnvironmentAddressAndWildcardRefused) {

@@ -4,10 +4,10 @@
 
 #include <cstring>
 #include <map>
-#include <random>
 #include <tuple>
 
 #include "common/process.hpp"
+#include "common/random.hpp"
 #include "transports/loopback/loopback.hpp"
 #include "transports/nvlink/nvlink_transport.hpp"
 #include "transports/shm/shm_transport.hpp"
@@ -24,10 +24,7 @@ namespace trib {
 namespace {
 
 uint64_t processToken() {
-  static const uint64_t token = [] {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-  }();
+  static const uint64_t token = randomId64();
   return token;
 }
 

@@ -1,8 +1,6 @@
 #include "bootstrap/unique_id.hpp"
-#include "common/env.hpp"
 
 #include <arpa/inet.h>
-#include <sys/random.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +8,7 @@
 #include <cstring>
 
 #include "common/env.hpp"
+#include "common/random.hpp"
 
 namespace trib {
 
@@ -22,18 +21,6 @@ uint32_t fnv1a(const uint8_t* p, size_t n) {
 }
 
 }  // namespace
-
-Status randomBytes(void* out, size_t n) {
-  auto* p = static_cast<uint8_t*>(out);
-  while (n > 0) {
-    ssize_t r = getrandom(p, n, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return errorf(tribSystemError, "getrandom: %s", strerror(errno));
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return Status::Ok();
-}
 
 std::string toHex(const uint8_t* p, size_t n) {
   static const char* digits = "0123456789abcdef";

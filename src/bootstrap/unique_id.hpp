@@ -41,8 +41,6 @@ Status makeUniqueId(tribUniqueId* id, StoreServerHandle* server, const std::stri
 // Validate and decode an id; a corrupt, truncated or foreign id gets a message saying so.
 Status parseUniqueId(const tribUniqueId& id, UniqueIdInfo* info);
 
-// Fill `n` bytes with cryptographically random data (getrandom).
-Status randomBytes(void* out, size_t n);
 std::string toHex(const uint8_t* p, size_t n);
 
 }  // namespace trib

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/random.hpp"
 #include "core/group.hpp"
 #include "core/stream_coll.hpp"
 #include "core/switch_coll.hpp"
@@ -164,12 +164,6 @@ namespace trib {
 
 namespace {
 
-uint64_t randomId() {
-  std::random_device rd;
-  return (uint64_t{rd()} << 32) ^ rd() ^
-         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser: derives child ids deterministically
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -198,7 +192,7 @@ Status commCreateLocal(int nranks, const int* devices, tribComm** comms) {
   CommSpec spec;
   TRIB_RETURN_IF_ERROR(resolveConfig(nullptr, &spec.config));
   spec.nranks = nranks;
-  spec.commId = randomId();
+  spec.commId = randomId64();
   spec.locations.assign(nranks, thisRankLocation());
   TRIB_RETURN_IF_ERROR(makePlanner(RankPlacement::singleHost(nranks), {}, spec.config, &spec.planner));
   for (int r = 0; r < nranks; ++r) {

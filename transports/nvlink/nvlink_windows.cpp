@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <random>
 
 #include "common/log.hpp"
+#include "common/random.hpp"
 #include "transports/nvlink/nvlink_blob.hpp"
 
 namespace trib::nvlink {
@@ -18,9 +18,8 @@ constexpr auto kLivenessInterval = std::chrono::milliseconds(50);
 bool fdHandle(WindowHandle h) { return h == WindowHandle::VmmFd || h == WindowHandle::HostMemfd; }
 
 std::string socketNameFor(uint64_t commId, int rank) {
-  std::random_device rd;
   return strprintf("trib-nvl-%016llx-%d-%d-%08x", static_cast<unsigned long long>(commId), rank,
-                   static_cast<int>(getpid()), rd());
+                   static_cast<int>(getpid()), static_cast<unsigned>(randomId64()));
 }
 
 Status exchange(const OobAllGather& oob, const std::vector<uint8_t>& mine, int nranks,

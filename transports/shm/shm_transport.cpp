@@ -1,5 +1,4 @@
 #include "transports/shm/shm_transport.hpp"
-#include "common/env.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -27,10 +26,10 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/net.hpp"
-#include "bootstrap/unique_id.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "common/random.hpp"
 #include "common/shared_alloc.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/expose_table.hpp"

@@ -16,9 +16,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "bootstrap/unique_id.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "common/random.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/registry.hpp"
 #include "transports/ucx/ucx_address.hpp"
