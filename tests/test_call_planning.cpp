@@ -253,6 +253,20 @@ TEST(CallPlanning, RepeatedCallsRerunOnlyTheSameCall) {
         ASSERT_EQ(allReduce(d.data(), d.data(), 2), tribSuccess);
         EXPECT_EQ(d[1], sum(1)) << "rank " << r;
 
+        // The plan cache emptied between repeats (as when it is full): the repeat plans again, and
+        // does not run the freed plans' executions (ASan reads them).
+        for (int k = 0; k < 2; ++k) {
+          fill(a.data(), 2);
+          ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+        }
+        comm->impl()->clearPlans();
+        for (int k = 0; k < 3; ++k) {
+          fill(a.data(), 2);
+          ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+          EXPECT_EQ(c[1], sum(1)) << "rank " << r << ", repeat " << k << " after the cache was emptied";
+        }
+        EXPECT_EQ(comm->impl()->planCache.size(), 2u) << "one plan per window cell";
+
         // A refused call between repeats (misaligned output): the repeat after it still runs right.
         for (int k = 0; k < 2; ++k) {
           fill(a.data(), 2);

@@ -200,6 +200,9 @@ struct Communicator {
     uint64_t sharedGeneration = 0, registrationGeneration = 0;
     // A number no other call recorded here had (from repeatCalls): what a run of it may keep.
     uint64_t id = 0;
+    // The plans it ran with, one per window cell, while planEpoch is theirs (ops.cpp runBlocking).
+    const CachedPlan* plans[2] = {nullptr, nullptr};
+    uint64_t plansEpoch[2] = {0, 0};
   } lastCall;
   uint64_t repeatCalls = 0;  // calls recorded in lastCall so far
   // tribRedOpCreatePreMulSum's operators, by value (from tribNumOps up; core/premul.hpp).

@@ -432,7 +432,7 @@ Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args,
                  uint64_t repeat) {
   const size_t es = dataTypeSize(call.dtype);
   Scratch scratch;
-  TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
+  if (plan->scratchCount) TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
   const char* algo = algoName(plan->algo->algo);
   TRIB_TRACE("coll", "%s", describeCall(comm, call, algo).c_str());
   std::shared_ptr<Execution> reuse = std::move(plan->idle);
@@ -544,10 +544,22 @@ Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
     args = argsFor(comm, run);
   }
   if (inGroup()) return queueCollective(comm, run, std::move(scaled));
+  if (preMul) repeat = 0;  // what runs is the scaled call, which is not the one remembered
   const CachedPlan* plan = nullptr;
-  TRIB_RETURN_IF_ERROR(planFor(comm, run, args, &plan));
+  // A repeat takes the plan its last run in this window cell had, while the cache still holds it.
+  const int cell = args.windowCell & 1;
+  Communicator::RepeatCall& last = comm->lastCall;
+  if (repeat != 0 && last.plans[cell] && last.plansEpoch[cell] == comm->planEpoch) {
+    plan = last.plans[cell];
+  } else {
+    TRIB_RETURN_IF_ERROR(planFor(comm, run, args, &plan));
+    if (repeat != 0) {
+      last.plans[cell] = plan;
+      last.plansEpoch[cell] = comm->planEpoch;
+    }
+  }
   if (comm->active.empty() && !isSwitchAlgo(plan->algo->algo))
-    return runInline(comm, run, args, plan, preMul ? 0 : repeat);
+    return runInline(comm, run, args, plan, repeat);
   tribRequest* req = nullptr;
   TRIB_RETURN_IF_ERROR(launchPlan(comm, run, args, plan, &req));
   req->preMulInput = std::move(scaled);
