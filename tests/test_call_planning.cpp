@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -16,7 +18,7 @@ namespace trib {
 namespace {
 
 // n thread ranks that run `body(rank, comm)` together; ring forced so the slices are the planner's.
-void withComms(int n, const std::function<void(int, tribComm_t)>& body) {
+void withComms(int n, const std::function<void(int, tribComm_t)>& body, const char* algo = "allreduce:ring") {
   tribUniqueId id;
   ASSERT_EQ(tribGetUniqueId(&id), tribSuccess);
   std::vector<tribComm_t> comms(n);
@@ -24,7 +26,7 @@ void withComms(int n, const std::function<void(int, tribComm_t)>& body) {
   for (int r = 0; r < n; ++r)
     t.emplace_back([&, r] {
       tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-      cfg.algo = "allreduce:ring";
+      cfg.algo = algo;
       ASSERT_EQ(tribCommInitRankConfig(&comms[r], n, id, r, &cfg), tribSuccess) << tribGetLastError(nullptr);
       body(r, comms[r]);
     });
@@ -128,6 +130,197 @@ TEST(CallPlanning, RepeatedCallsSeeMemoryChanges) {
               tribInvalidArgument);
     EXPECT_EQ(kindOfRepeat(heap.data()), MemoryKind::Host);
   });
+}
+
+// Whether some cached plan keeps an idle execution a repeat of the last call may rerun as it is.
+bool rerunReady(tribComm_t comm) {
+  const Communicator* c = comm->impl();
+  for (const auto& [key, plan] : c->planCache)
+    if (plan.idle && plan.idleCall != 0 && plan.idleCall == c->lastCall.id) return true;
+  return false;
+}
+
+// A repeat of the same blocking call reruns its plan's idle execution with the last run's buffers
+// and options (ops.cpp runInline). Any call that differs in a buffer, count, dtype, op or place
+// right after one that was repeated must run with its own: each result lands where that call
+// says, and nothing else is written. Calls alternate the window cells (one plan per cell), so a
+// plan's idle execution may be two calls old: X, Y, Y reruns the execution X left.
+TEST(CallPlanning, RepeatedCallsRerunOnlyTheSameCall) {
+  withComms(
+      2,
+      [&](int r, tribComm_t comm) {
+        constexpr float kUntouched = -7.0f;
+        std::vector<float> a(64), b(64, kUntouched), c(64, kUntouched), d(64);
+        float round = 0;
+        // sendbuff[i] = rank + i + round on both ranks: the sum is 1 + 2 (i + round).
+        auto fill = [&](float* p, int n) {
+          ++round;
+          for (int i = 0; i < n; ++i) p[i] = static_cast<float>(r + i) + round;
+        };
+        auto sum = [&](int i) { return 1.0f + 2.0f * (static_cast<float>(i) + round); };
+        auto allReduce = [&](const float* in, float* out, int n, DataType dt = tribFloat32,
+                             RedOp op = tribSum) { return tribAllReduce(in, out, n, dt, op, comm, nullptr); };
+        // X: a -> b, 2 floats (8 bytes), repeated until it reruns.
+        for (int k = 0; k < 4; ++k) {
+          fill(a.data(), 2);
+          ASSERT_EQ(allReduce(a.data(), b.data(), 2), tribSuccess) << tribGetLastError(nullptr);
+          EXPECT_EQ(b[0], sum(0));
+          EXPECT_EQ(b[1], sum(1));
+        }
+        EXPECT_TRUE(rerunReady(comm)) << "rank " << r << ": the repeat did not keep its execution";
+        EXPECT_EQ(b[2], kUntouched);
+
+        // Another output right after: c gets the sum, b keeps the last one.
+        fill(a.data(), 2);
+        const float bBefore = b[0];
+        ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+        EXPECT_EQ(c[0], sum(0)) << "rank " << r;
+        EXPECT_EQ(b[0], bBefore) << "rank " << r << ": a changed output went to the last call's";
+        // ... repeated (its plan's idle execution is X's, two calls old), then X again.
+        for (int k = 0; k < 3; ++k) {
+          fill(a.data(), 2);
+          ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+          EXPECT_EQ(c[1], sum(1)) << "rank " << r << ", repeat " << k;
+        }
+        fill(a.data(), 2);
+        const float cBefore = c[0];
+        ASSERT_EQ(allReduce(a.data(), b.data(), 2), tribSuccess);
+        EXPECT_EQ(b[0], sum(0)) << "rank " << r;
+        EXPECT_EQ(c[0], cBefore) << "rank " << r;
+
+        // Another input: d's values, not a's.
+        fill(d.data(), 2);
+        for (float& v : a) v = 1000.0f;
+        ASSERT_EQ(allReduce(d.data(), b.data(), 2), tribSuccess);
+        EXPECT_EQ(b[0], sum(0)) << "rank " << r << ": a changed input read the last call's";
+
+        // A larger count on the same buffers: all 3 elements, and the 4th untouched.
+        b.assign(64, kUntouched);
+        for (int k = 0; k < 2; ++k) {
+          fill(d.data(), 2);
+          ASSERT_EQ(allReduce(d.data(), b.data(), 2), tribSuccess);
+        }
+        fill(d.data(), 3);
+        ASSERT_EQ(allReduce(d.data(), b.data(), 3), tribSuccess);
+        EXPECT_EQ(b[2], sum(2)) << "rank " << r << ": a changed count ran the last call's";
+        EXPECT_EQ(b[3], kUntouched);
+        // A smaller one: only the first element is written.
+        for (int k = 0; k < 2; ++k) {
+          fill(d.data(), 3);
+          ASSERT_EQ(allReduce(d.data(), b.data(), 3), tribSuccess);
+        }
+        b[1] = kUntouched;
+        fill(d.data(), 1);
+        ASSERT_EQ(allReduce(d.data(), b.data(), 1), tribSuccess);
+        EXPECT_EQ(b[0], sum(0));
+        EXPECT_EQ(b[1], kUntouched) << "rank " << r << ": a smaller count wrote the last call's";
+
+        // Another dtype over the same bytes: int32 sums of 2 ints (4 bytes each) and of 1 double.
+        auto* ai = reinterpret_cast<int32_t*>(d.data());
+        auto* bi = reinterpret_cast<int32_t*>(b.data());
+        for (int k = 0; k < 2; ++k) {
+          fill(d.data(), 2);
+          ASSERT_EQ(allReduce(d.data(), b.data(), 2), tribSuccess);
+        }
+        ai[0] = 10 + r;
+        ai[1] = 20 + r;
+        ASSERT_EQ(allReduce(d.data(), b.data(), 2, tribInt32), tribSuccess);
+        EXPECT_EQ(bi[0], 21) << "rank " << r << ": a changed dtype ran as float32";
+        EXPECT_EQ(bi[1], 41);
+        ASSERT_EQ(allReduce(d.data(), b.data(), 2, tribInt32), tribSuccess);
+        EXPECT_EQ(bi[1], 41);
+        auto* ad = reinterpret_cast<double*>(d.data());
+        auto* bd = reinterpret_cast<double*>(b.data());
+        *ad = 0.25 + r;
+        ASSERT_EQ(allReduce(d.data(), b.data(), 1, tribFloat64), tribSuccess);
+        EXPECT_EQ(*bd, 1.5) << "rank " << r;
+
+        // Another op: max instead of sum.
+        for (int k = 0; k < 2; ++k) {
+          fill(d.data(), 2);
+          ASSERT_EQ(allReduce(d.data(), b.data(), 2), tribSuccess);
+        }
+        fill(d.data(), 2);
+        ASSERT_EQ(allReduce(d.data(), b.data(), 2, tribFloat32, tribMax), tribSuccess);
+        EXPECT_EQ(b[0], 1.0f + round) << "rank " << r << ": a changed op summed";
+
+        // In place with the input's pointer, after the out-of-place repeat.
+        for (int k = 0; k < 2; ++k) {
+          fill(d.data(), 2);
+          ASSERT_EQ(allReduce(d.data(), b.data(), 2), tribSuccess);
+        }
+        fill(d.data(), 2);
+        ASSERT_EQ(allReduce(d.data(), d.data(), 2), tribSuccess);
+        EXPECT_EQ(d[1], sum(1)) << "rank " << r;
+
+        // The plan cache emptied between repeats (as when it is full): the repeat plans again, and
+        // does not run the freed plans' executions (ASan reads them).
+        for (int k = 0; k < 2; ++k) {
+          fill(a.data(), 2);
+          ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+        }
+        comm->impl()->clearPlans();
+        for (int k = 0; k < 3; ++k) {
+          fill(a.data(), 2);
+          ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+          EXPECT_EQ(c[1], sum(1)) << "rank " << r << ", repeat " << k << " after the cache was emptied";
+        }
+        EXPECT_EQ(comm->impl()->planCache.size(), 2u) << "one plan per window cell";
+
+        // A refused call between repeats (misaligned output): the repeat after it still runs right.
+        for (int k = 0; k < 2; ++k) {
+          fill(a.data(), 2);
+          ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+        }
+        EXPECT_EQ(tribAllReduce(a.data(), reinterpret_cast<char*>(c.data()) + 1, 2, tribFloat32, tribSum,
+                                comm, nullptr),
+                  tribInvalidArgument);
+        c.assign(64, kUntouched);
+        fill(a.data(), 2);
+        ASSERT_EQ(allReduce(a.data(), c.data(), 2), tribSuccess);
+        EXPECT_EQ(c[1], sum(1)) << "rank " << r;
+        EXPECT_EQ(c[2], kUntouched);
+      },
+      "allreduce:oneshot");
+}
+
+// A repeat on a communicator that was aborted, or broken by a failed call, fails as the first
+// call after it does: the kept execution is not run.
+TEST(CallPlanning, RepeatedCallsStopOnceTheCommunicatorFails) {
+  for (bool abort : {true, false}) {
+    SCOPED_TRACE(abort ? "aborted" : "broken by a failed call");
+    std::atomic<int> arrived{0};
+    withComms(
+        2,
+        [&](int r, tribComm_t comm) {
+          std::vector<float> a(2, 1.0f), b(2);
+          for (int k = 0; k < 4; ++k)
+            ASSERT_EQ(tribAllReduce(a.data(), b.data(), 2, tribFloat32, tribSum, comm, nullptr), tribSuccess);
+          EXPECT_EQ(b[0], 2.0f);
+          // Both ranks are done with the calls before either fails.
+          for (arrived.fetch_add(1); arrived.load() < 2;) std::this_thread::yield();
+          if (abort) {
+            ASSERT_EQ(tribCommAbort(comm), tribSuccess);
+          } else {
+            // The same call once more, whose peer never comes: rank 1 makes it, times out, and the
+            // communicator breaks.
+            if (r == 1) {
+              comm->impl()->config.timeout = std::chrono::milliseconds(200);
+              EXPECT_NE(tribAllReduce(a.data(), b.data(), 2, tribFloat32, tribSum, comm, nullptr),
+                        tribSuccess);
+            } else {
+              ASSERT_EQ(tribCommAbort(comm), tribSuccess);  // rank 0 leaves
+            }
+          }
+          b.assign(2, -1.0f);
+          for (int k = 0; k < 2; ++k) {
+            EXPECT_NE(tribAllReduce(a.data(), b.data(), 2, tribFloat32, tribSum, comm, nullptr), tribSuccess)
+                << "rank " << r << ", call " << k;
+            EXPECT_EQ(b[0], -1.0f) << "rank " << r << ": a failed communicator ran the kept execution";
+          }
+        },
+        "allreduce:oneshot");
+  }
 }
 
 TEST(CallPlanning, RegistrationErrorsThroughTheCApi) {

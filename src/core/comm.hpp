@@ -104,6 +104,11 @@ struct CachedPlan {
   // The last finished inline execution of these steps (ops.cpp runInline), rearmed for the next
   // call instead of building a new one.
   mutable std::shared_ptr<trib::Execution> idle;
+  // The repeated call (Communicator::RepeatCall::id) whose buffers and options `idle` last ran
+  // with, 0 if none, and which window cells that run moved on (bit 0: the host windows', bit 1:
+  // the device windows'): a run of the same repeat reruns it as it is (ops.cpp runInline).
+  mutable uint64_t idleCall = 0;
+  mutable uint8_t idleCellMoves = 0;
 };
 
 namespace trib {
@@ -193,7 +198,13 @@ struct Communicator {
     trib::CollCall made, call;
     trib::CollArgs args;
     uint64_t sharedGeneration = 0, registrationGeneration = 0;
+    // A number no other call recorded here had (from repeatCalls): what a run of it may keep.
+    uint64_t id = 0;
+    // The plans it ran with, one per window cell, while planEpoch is theirs (ops.cpp runBlocking).
+    const CachedPlan* plans[2] = {nullptr, nullptr};
+    uint64_t plansEpoch[2] = {0, 0};
   } lastCall;
+  uint64_t repeatCalls = 0;  // calls recorded in lastCall so far
   // tribRedOpCreatePreMulSum's operators, by value (from tribNumOps up; core/premul.hpp).
   std::map<int, trib::PreMulSum> preMulSums;
   int nextPreMulSum = tribNumOps;

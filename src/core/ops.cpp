@@ -239,8 +239,11 @@ static bool deviceLookups() {
 // shared allocations, this communicator's registrations) has the same generations. Only the
 // communicator's state (checkUsable) and the window cell are looked at again. Not remembered: a
 // pre-multiplied sum (its operator may be destroyed and its value reused), and buffers the CUDA
-// driver was asked about where one is present.
-static Status checkedCall(Communicator* comm, const CollCall& made, CollArgs* args, CollCall* call) {
+// driver was asked about where one is present. *repeat: the id of the remembered call this is (a
+// run of it may keep what the last run of the same id built), or 0.
+static Status checkedCall(Communicator* comm, const CollCall& made, CollArgs* args, CollCall* call,
+                          uint64_t* repeat) {
+  *repeat = 0;
   Communicator::RepeatCall& last = comm->lastCall;
   const uint64_t shared = sharedRegionsGeneration(), registered = comm->registrations.generation();
   if (last.valid && sameCall(last.made, made) && last.sharedGeneration == shared &&
@@ -251,6 +254,7 @@ static Status checkedCall(Communicator* comm, const CollCall& made, CollArgs* ar
     // (its kinds not known yet: host) the host windows' cell.
     args->windowCell = comm->windowCell;
     *call = last.call;
+    *repeat = last.id;
     return Status::Ok();
   }
   last.valid = false;
@@ -258,8 +262,10 @@ static Status checkedCall(Communicator* comm, const CollCall& made, CollArgs* ar
   *call = classified(comm, made, *args);
   const bool askedDriver = call->sendKind == MemoryKind::Host || call->recvKind == MemoryKind::Host ||
                            call->sendKind == MemoryKind::Device || call->recvKind == MemoryKind::Device;
-  if (!isPreMulSum(made.op) && !(askedDriver && deviceLookups()))
-    last = Communicator::RepeatCall{true, made, *call, *args, shared, registered};
+  if (!isPreMulSum(made.op) && !(askedDriver && deviceLookups())) {
+    last = Communicator::RepeatCall{true, made, *call, *args, shared, registered, ++comm->repeatCalls};
+    *repeat = last.id;
+  }
   return Status::Ok();
 }
 
@@ -353,7 +359,8 @@ static Status launchPlan(Communicator* comm, const CollCall& call, const CollArg
 Status launchCollective(Communicator* comm, const CollCall& userCall, tribRequest** out) {
   CollArgs args;
   CollCall call;
-  TRIB_RETURN_IF_ERROR(checkedCall(comm, userCall, &args, &call));
+  uint64_t repeat = 0;
+  TRIB_RETURN_IF_ERROR(checkedCall(comm, userCall, &args, &call, &repeat));
   TRIB_RETURN_IF_ERROR(quiesceStreams(comm));
   if (callMemoryKind(call) == MemoryKind::Device)  // refused before anything is planned or touched
     return errorf(tribInvalidUsage,
@@ -420,19 +427,35 @@ namespace {
 // bookkeeping and the communicator-wide progress were most of an 8-byte all-reduce's cost).
 // Failure, timeout and abort end it as they end a request: the communicator breaks (its
 // transports are aborted first, so nothing refers to the caller's buffers afterwards).
-Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan) {
+// `repeat`: checkedCall's id of the call (0: none).
+Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args, const CachedPlan* plan,
+                 uint64_t repeat) {
   const size_t es = dataTypeSize(call.dtype);
   Scratch scratch;
-  TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
-  ExecBuffers bufs;
-  ExecOptions opts;
-  executionSetup(comm, call, args, plan, scratch.data(), &bufs, &opts);
-  attachRunResources(comm, call, args, plan->algo->algo, &opts);
+  if (plan->scratchCount) TRIB_RETURN_IF_ERROR(comm->scratchPool.acquire(plan->scratchCount * es, &scratch));
   const char* algo = algoName(plan->algo->algo);
   TRIB_TRACE("coll", "%s", describeCall(comm, call, algo).c_str());
   std::shared_ptr<Execution> reuse = std::move(plan->idle);
-  if (!reuse || !reuse->rearm(bufs, opts))
-    reuse = std::make_shared<Execution>(plan->steps, bufs, comm->peers, opts);
+  uint8_t cellMoves = plan->idleCellMoves;
+  // The idle execution last ran this very call (the same id: the same fields and memory, so the
+  // same buffers and options, made on this communicator whose windows and engine stay): only the
+  // sequence number and the window cells move on, as executionSetup and attachRunResources would.
+  if (repeat != 0 && reuse && plan->idleCall == repeat &&
+      reuse->rerun(comm->collSeq & ~kP2pSeqBit, scratch.data())) {
+    ++comm->collSeq;
+    if (cellMoves & 1) comm->windowCell ^= 1;
+    if (cellMoves & 2) comm->deviceWindowCell ^= 1;
+  } else {
+    ExecBuffers bufs;
+    ExecOptions opts;
+    executionSetup(comm, call, args, plan, scratch.data(), &bufs, &opts);
+    const int hostCell = comm->windowCell, deviceCell = comm->deviceWindowCell;
+    attachRunResources(comm, call, args, plan->algo->algo, &opts);
+    cellMoves = static_cast<uint8_t>((hostCell != comm->windowCell ? 1 : 0) |
+                                     (deviceCell != comm->deviceWindowCell ? 2 : 0));
+    if (!reuse || !reuse->rearm(bufs, opts))
+      reuse = std::make_shared<Execution>(plan->steps, bufs, comm->peers, opts);
+  }
   Execution& exec = *reuse;
   bool done = false;
   Status st = exec.start();
@@ -454,6 +477,8 @@ Status runInline(Communicator* comm, const CollCall& call, const CollArgs& args,
   }
   if (st.ok()) {
     plan->idle = std::move(reuse);
+    plan->idleCall = repeat;
+    plan->idleCellMoves = cellMoves;
     return st;
   }
   const std::string what = describeCall(comm, call, algo);
@@ -506,7 +531,8 @@ Status runBlocking(Communicator* comm, const CollCall& userCall) {
 Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
   CollArgs args;
   CollCall call;
-  TRIB_RETURN_IF_ERROR(checkedCall(comm, userCall, &args, &call));
+  uint64_t repeat = 0;
+  TRIB_RETURN_IF_ERROR(checkedCall(comm, userCall, &args, &call, &repeat));
   // Device memory is stream-ordered on the legacy default stream when the stream is NULL (NCCL's).
   const bool preMul = usesOp(call.coll) && isPreMulSum(call.op);
   if (stream || callMemoryKind(call) == MemoryKind::Device) return enqueueOnStream(comm, call, args, stream);
@@ -518,9 +544,22 @@ Status runBlocking(Communicator* comm, const CollCall& userCall, void* stream) {
     args = argsFor(comm, run);
   }
   if (inGroup()) return queueCollective(comm, run, std::move(scaled));
+  if (preMul) repeat = 0;  // what runs is the scaled call, which is not the one remembered
   const CachedPlan* plan = nullptr;
-  TRIB_RETURN_IF_ERROR(planFor(comm, run, args, &plan));
-  if (comm->active.empty() && !isSwitchAlgo(plan->algo->algo)) return runInline(comm, run, args, plan);
+  // A repeat takes the plan its last run in this window cell had, while the cache still holds it.
+  const int cell = args.windowCell & 1;
+  Communicator::RepeatCall& last = comm->lastCall;
+  if (repeat != 0 && last.plans[cell] && last.plansEpoch[cell] == comm->planEpoch) {
+    plan = last.plans[cell];
+  } else {
+    TRIB_RETURN_IF_ERROR(planFor(comm, run, args, &plan));
+    if (repeat != 0) {
+      last.plans[cell] = plan;
+      last.plansEpoch[cell] = comm->planEpoch;
+    }
+  }
+  if (comm->active.empty() && !isSwitchAlgo(plan->algo->algo))
+    return runInline(comm, run, args, plan, repeat);
   tribRequest* req = nullptr;
   TRIB_RETURN_IF_ERROR(launchPlan(comm, run, args, plan, &req));
   req->preMulInput = std::move(scaled);

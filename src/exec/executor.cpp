@@ -71,6 +71,20 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
               buffers.outputCount == buf_.outputCount && buffers.scratchCount == buf_.scratchCount &&
               opts.windows == opts_.windows && opts.offload == opts_.offload && opts.rank == opts_.rank &&
               opts.nranks == opts_.nranks;
+  buf_ = buffers;
+  opts_ = opts;
+  resetRun();
+  return true;
+}
+
+bool Execution::rerun(uint32_t seq, void* scratch) {
+  if (scratch != buf_.scratch || holdsPostedOps()) return false;
+  opts_.seq = seq;
+  resetRun();
+  return true;
+}
+
+void Execution::resetRun() {
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& slot = slots_[i];
     slot.state = State::NotStarted;
@@ -94,8 +108,6 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
     if (!slot.op.error.ok()) slot.op.error = Status::Ok();
     slot.staging.release();
   }
-  buf_ = buffers;
-  opts_ = opts;
   if (!prepared_) distinctTransports_.clear();
   first_ = 0;
   ownExposures_.clear();
@@ -106,7 +118,6 @@ bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   if (!finalOp_.error.ok()) finalOp_.error = Status::Ok();
   stagedBytes_ = 0;
   if (!prepared_) streamOut_ = false;
-  return true;
 }
 
 Execution::~Execution() {

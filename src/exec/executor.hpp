@@ -113,6 +113,11 @@ class Execution {
   // steps again over other buffers and options (same dtype and engine), without reallocating;
   // start() follows. false: it cannot be reused.
   bool rearm(const ExecBuffers& buffers, const ExecOptions& opts);
+  // rearm() with the buffers and options of its last run, but the tag sequence `seq`, for a caller
+  // that knows nothing else of them changed (ops.cpp: a repeat of the same call): nothing is
+  // rebuilt or compared. false (nothing changed): `scratch` is not the last run's, or an op is
+  // still posted; rearm() then decides.
+  bool rerun(uint32_t seq, void* scratch);
   // Advances; *done = true when every step finished. Returns the first error (naming the
   // step) once a step failed.
   Status progress(bool* done);
@@ -241,6 +246,8 @@ class Execution {
   // costs one copy at once instead of a landing's copy into place after the exchange.
   bool detachBlockingSends(const std::vector<size_t>& active, size_t a);
   Status finishLocal();
+  // rearm()'s part that every run needs: the slots and the run's own state back to not started.
+  void resetRun();
   Status stepError(size_t i, const Status& cause) const;
 
   std::shared_ptr<const std::vector<Step>> plan_;
