@@ -64,10 +64,11 @@ static_assert(sizeof(BlobHeader) == 112);
 // fingerprint, written whole by one RDMA WRITE (inline) over the previous. The count is at both
 // ends, as in a CTS entry: the NIC writes in address order, so a record whose ends agree has landed
 // whole (a torn read is retried at the next poll).
+// `closing` 1: the sender is closing its communicator (the count and fingerprint are its last).
 struct SignalRecord {
   uint64_t count = 0;
   uint32_t fingerprint = 0;
-  uint32_t pad = 0;
+  uint32_t closing = 0;
   uint64_t countEnd = 0;
   uint64_t pad2 = 0;
 };
