@@ -720,3 +720,31 @@ TEST(Planner, DirectPlansCarryTheDomainSizeAcrossEqualDomains) {
     EXPECT_EQ(d->plan.ranksPerDomain, c.perDomain) << c.gen << " " << c.nranks << " ranks";
   }
 }
+
+// Remote windows (verbs across hosts): one-shot and two-shot become eligible across domains,
+// priced at the network's latency (one-shot: a signal exchange and an RDMA READ round trip), so an
+// 8-byte call stays with the one-message allgather_reduce; without them they remain one-host only.
+TEST(CostModel, RemoteWindowsArePricedAtTheNetwork) {
+  Planner p(makeUniform(2, 100, 2));  // two ranks, each alone in its domain
+  PlanRequest r = allreduce(8, 2, /*modelOnly=*/false, MemoryKind::Host);
+  r.oneShotBytes = 1 << 20;
+  const std::vector<Candidate> mapped = p.explain(r);
+  const Candidate* one = find(mapped, PlanAlgo::OneShot);
+  ASSERT_NE(one, nullptr);
+  EXPECT_FALSE(one->eligible) << "mapped windows do not reach across domains";
+  r.remoteWindows = true;
+  const std::vector<Candidate> cs = p.explain(r);
+  one = find(cs, PlanAlgo::OneShot);
+  const Candidate* two = find(cs, PlanAlgo::TwoShot);
+  const Candidate* agr = find(cs, PlanAlgo::AllgatherReduce);
+  ASSERT_TRUE(one && two && agr);
+  EXPECT_TRUE(one->eligible) << one->reason;
+  EXPECT_TRUE(two->eligible) << two->reason;
+  EXPECT_GT(one->plan.predictedUs, agr->plan.predictedUs);
+  EXPECT_EQ(p.choose(r).algo, PlanAlgo::AllgatherReduce);
+  // Not below two network steps: not the intra-host rate.
+  const FabricView& f = p.fabric(2, MemoryKind::Host);
+  EXPECT_GE(one->plan.predictedUs, 2 * f.latInterUs);
+  ASSERT_TRUE(p.setOverrides("allreduce:oneshot", "").ok());
+  EXPECT_EQ(p.choose(r).algo, PlanAlgo::OneShot);
+}

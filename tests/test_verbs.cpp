@@ -322,6 +322,81 @@ TEST(Verbs, MismatchedRemoteKeyFailsBothSides) {
       "");
 }
 
+// One-shot and two-shot forced (strictly: the call fails if they cannot run) over verbs: the
+// peer-memory steps are RDMA READs and WRITEs of registered remote windows (docs/VERBS.md). Exact
+// sums (integers in float64), in and out of place, one-shot within a cell, two-shot over several.
+TEST(Verbs, RemoteWindowsRunOneShotAndTwoShot) {
+  REQUIRE_RDMA_PORT();
+  for (const char* algo : {"oneshot", "twoshot"}) {
+    EXPECT_EQ(run(3, 1,
+                  [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                    setenv("TRIB_ALGO", algo, 1);
+                    setenv("TRIB_ALGO_STRICT", "1", 1);
+                    Comm c = join(3, rank, ids[0]);
+                    if (!c.comm) return report = "init: " + c.error, 1;
+                    const size_t big = std::string(algo) == "oneshot" ? 100000 : 600000;  // 2 MiB windows
+                    for (size_t count : {size_t{1}, size_t{1000}, size_t{20000}, big}) {
+                      for (bool inPlace : {false, true}) {
+                        std::vector<double> x(count), y(count, -1);
+                        for (size_t i = 0; i < count; ++i) x[i] = static_cast<double>(rank + 1) * (i % 97);
+                        double* out = inPlace ? x.data() : y.data();
+                        if (tribAllReduce(x.data(), out, count, tribFloat64, tribSum, c.comm, nullptr) !=
+                            tribSuccess)
+                          return report = std::string(algo) + ": " + tribGetLastError(c.comm), 1;
+                        for (size_t i = 0; i < count; ++i)
+                          if (out[i] != 6.0 * (i % 97))
+                            return report = strprintf("%s count %zu%s: element %zu is %g", algo, count,
+                                                      inPlace ? " in place" : "", i, out[i]),
+                                   1;
+                      }
+                    }
+                    tribCommDestroy(c.comm);
+                    return 0;
+                  }),
+              "")
+        << algo;
+  }
+}
+
+// Rank 1 advertises a wrong remote key for its window (verbsTestCorruptWindowRkeys): rank 0's
+// RDMA READ of it is refused, and rank 0's one-shot fails naming rank 1 and the key; rank 1's
+// calls fail naming rank 0 too, within the timeout, and no data of rank 1's was read.
+TEST(Verbs, MismatchedWindowKeyFailsNamingThePeer) {
+  REQUIRE_RDMA_PORT();
+  EXPECT_EQ(run(2, 1,
+                [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+#ifdef TRIB_HAVE_VERBS
+                  if (rank == 1) trib::verbsTestCorruptWindowRkeys(true);
+#endif
+                  setenv("TRIB_ALGO", "oneshot", 1);
+                  setenv("TRIB_ALGO_STRICT", "1", 1);
+                  Comm c = join(2, rank, ids[0], 20000);
+                  if (!c.comm) return report = "init: " + c.error, 1;
+                  const auto start = Clock::now();
+                  std::string err;
+                  for (int call = 0; call < 3 && err.empty(); ++call) {
+                    std::vector<float> x(1000, 1.0f), y(1000, 0.0f);
+                    if (tribAllReduce(x.data(), y.data(), x.size(), tribFloat32, tribSum, c.comm, nullptr) !=
+                        tribSuccess)
+                      err = tribGetLastError(c.comm);
+                    else if (rank == 0)
+                      return report = "an RDMA READ through a mismatched remote key succeeded", 1;
+                  }
+                  const double sec = std::chrono::duration<double>(Clock::now() - start).count();
+                  if (err.empty()) return report = "three calls succeeded with the peer's window refused", 1;
+                  if (err.find("rank " + std::to_string(1 - rank)) == std::string::npos)
+                    return report = "error does not name the peer: " + err, 1;
+                  if (rank == 0 && err.find("remote key") == std::string::npos)
+                    return report = "the reader's error does not say the remote key did not match: " + err, 1;
+                  if (sec > 20) return report = strprintf("failing took %.1f s", sec), 1;
+                  std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
+                  tribCommAbort(c.comm);
+                  tribCommDestroy(c.comm);
+                  return 0;
+                }),
+            "");
+}
+
 // An unknown device, a GID index out of range, queue pairs per connection out of range or not
 // the same on every rank: init fails with a clear error.
 TEST(Verbs, UnknownDeviceAndGidOutOfRangeAreClearErrors) {

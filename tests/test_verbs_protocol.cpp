@@ -54,6 +54,23 @@ TEST(VerbsBlob, RoundTripsWithSeveralQueuePairs) {
   EXPECT_EQ(out.qp[2].qpn, 102u) << "the first stays in the peer's entry";
 }
 
+// The window (remote windows): address, size, key and READs in flight round-trip; the signal record
+// of rank r lies past the window, one 32-byte record per rank.
+TEST(VerbsBlob, WindowRoundTripsAndSignalRecordsFollowIt) {
+  Blob b = sampleBlob(1, 3);
+  b.header.windowAddr = 0x7f0000100000ull;
+  b.header.windowBytes = 2 << 20;
+  b.header.windowRkey = 0x1234;
+  b.header.readsInFlight = 16;
+  Blob out;
+  ASSERT_TRUE(decodeBlob(encodeBlob(b), 1, 3, &out).ok());
+  EXPECT_EQ(out.header.windowAddr, 0x7f0000100000ull);
+  EXPECT_EQ(out.header.windowBytes, uint64_t{2} << 20);
+  EXPECT_EQ(out.header.windowRkey, 0x1234u);
+  EXPECT_EQ(out.header.readsInFlight, 16u);
+  EXPECT_EQ(windowSignalAddr(out.header, 2), 0x7f0000100000ull + (2 << 20) + 64);
+}
+
 // Every malformed blob is refused with tribRemoteError naming the rank that sent it.
 TEST(VerbsBlob, MalformedIsRefusedNamingThePeer) {
   auto refused = [](std::vector<uint8_t> bytes, int from, int nranks, const char* what) {
@@ -92,6 +109,23 @@ TEST(VerbsBlob, MalformedIsRefusedNamingThePeer) {
   Blob name = sampleBlob(1, 3);
   std::memset(name.header.device, 'x', sizeof name.header.device);
   refused(encodeBlob(name), 1, 3, "unterminated device name");
+  for (uint32_t reads : {0u, 256u}) {
+    Blob bad = sampleBlob(1, 3);
+    bad.header.readsInFlight = reads;
+    refused(encodeBlob(bad), 1, 3, "RDMA READs in flight out of range");
+  }
+  auto window = [](uint64_t addr, uint64_t bytes, uint32_t rkey) {
+    Blob w = sampleBlob(1, 3);
+    w.header.windowAddr = addr;
+    w.header.windowBytes = bytes;
+    w.header.windowRkey = rkey;
+    return encodeBlob(w);
+  };
+  refused(window(0x1000, 100, 5), 1, 3, "a window of part of a line");
+  refused(window(0x1000, (uint64_t{2} << 30) + 64, 5), 1, 3, "a window over 2 GiB");
+  refused(window(0, 4096, 5), 1, 3, "a window without an address");
+  refused(window(0x1000, 0, 5), 1, 3, "a key without a window");
+  refused(window(UINT64_MAX - 4096, 4096, 5), 1, 3, "signal records wrapping the address space");
 }
 
 TEST(VerbsCts, SlotsWrapAndEntriesCountOnlyWhenWhole) {

@@ -3,6 +3,7 @@
 //             [--dtype float32] [--op sum] [--mem host|device] [--explain] [--sweep [--json FILE]]
 //             [--simulate [--no-symmetry]] [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
+//             [--remote-windows]  (every rank's 2 MiB window reached by RDMA, as over verbs)
 //             [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]  (as a communicator with trib-switchd
 //             attached: switch plans executable, predicted from these figures)
 //   trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]
@@ -33,6 +34,7 @@ static int usage() {
       "                 [--simulate [--no-symmetry]] [--algo NAME] [--executable-only]\n"
       "                 [--algo-override SPEC] [--tune SPEC] [--attached-switch "
       "GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
+      "                 [--remote-windows]  (2 MiB windows reached by RDMA, as over verbs)\n"
       "       (without --topo/--gen: this host's topology, as a communicator detects it;\n"
       "        --mem: where the buffers live, which places the ranks: device on GPUs, host on CPUs;\n"
       "        default device when the topology has GPUs;\n"
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   std::string topoFile, gen, coll = "allreduce", bytesS = "1G", dtypeS = "float32", opS = "sum", algoS, over,
                              tune, memS;
   int ranks = 0;
+  bool remoteWindows = false;  // --remote-windows
   bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false, symmetry = true;
   std::vector<std::string> measured;
   double memGBps = -1;    // < 0: each run's own memcpy_GBps
@@ -90,6 +93,8 @@ int main(int argc, char** argv) {
       over = val();
     else if (a == "--tune")
       tune = val();
+    else if (a == "--remote-windows")
+      remoteWindows = true;
     else if (a == "--explain")
       explain = true;
     else if (a == "--sweep")
@@ -172,6 +177,10 @@ int main(int argc, char** argv) {
     return fail(errorf(tribInvalidArgument, "--ranks %d: topology '%s' has %zu GPUs, one rank each",
                        req.nranks, topo.name.c_str(), topo.rankNodes().size()));
   req.includeModelOnly = !execOnly;
+  if (remoteWindows) {  // as a communicator over verbs across hosts has them (TRIB_WINDOW_BYTES' default)
+    req.remoteWindows = true;
+    req.oneShotBytes = (2u << 20) / 2;
+  }
 
   auto t0 = std::chrono::steady_clock::now();
   Planner planner(std::move(topo));

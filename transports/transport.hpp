@@ -111,6 +111,29 @@ class PeerWindows {
   virtual uint64_t exposedReads() const { return 0; }
   // The CUDA device the windows are on (device memory, the nvlink provider's); -1: host memory.
   virtual int device() const { return -1; }
+
+  // ---- remote windows (the peers' are not mapped here: verbs across hosts) ----
+  // A remote provider maps only this rank's own window; windowOf(peer) is then an address range
+  // reserved for that peer's window and never accessed (the executor's scoreboard orders steps by
+  // address ranges, so every window needs one). The executor moves peer-window bytes only through
+  // postPut/postGet, which complete through the TransferOp, driven by progress(); peerAddress and
+  // expose are not used. Signal(p) is called only once every earlier put and get of the rank has
+  // completed (the scoreboard's release rule), so the provider need not order it after them
+  // itself; it must be delivered after them, and pollSignals reads this rank's own memory.
+  virtual bool remote() const { return false; }
+  // Writes `bytes` from this rank's `src` into `peer`'s window at byte `offset`; src stays
+  // unchanged until op completes (then the bytes are in the peer's window).
+  virtual Status postPut(int /*peer*/, uint64_t /*offset*/, const void* /*src*/, uint64_t /*bytes*/,
+                         TransferOp* /*op*/) {
+    return Status(tribInternalError, "these windows are mapped: put through windowOf");
+  }
+  // Reads `bytes` of `peer`'s window at byte `offset` into this rank's `dst`.
+  virtual Status postGet(int /*peer*/, uint64_t /*offset*/, void* /*dst*/, uint64_t /*bytes*/,
+                         TransferOp* /*op*/) {
+    return Status(tribInternalError, "these windows are mapped: get through windowOf");
+  }
+  // Drives posted puts, gets and signals (remote providers). Errors: transport-wide failures only.
+  virtual Status progress() { return Status::Ok(); }
 };
 
 class Transport {

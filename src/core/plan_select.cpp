@@ -154,6 +154,7 @@ Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs*
   req.sliceStride = !hostOnly && !device && sliceUsable(comm) ? comm->sliceStride : 0;
   // One-shot takes what fits in one window cell; two-shot any size, a cell at a time.
   req.oneShotBytes = windows ? callWin->windowBytes() / 2 / elemSize * elemSize : 0;
+  req.remoteWindows = windows && callWin->remote();
   switch (args->coll) {
     case Coll::AllGather:
     case Coll::ReduceScatter:

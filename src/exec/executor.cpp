@@ -254,6 +254,7 @@ Status Execution::start() {
     return errorf(tribInvalidUsage, "rank %d: the %s engine cannot touch device memory (input %s, output %s)",
                   opts_.rank, engine_->name(), memoryKindName(opts_.inputKind),
                   memoryKindName(opts_.outputKind));
+  remoteWindows_ = opts_.windows && opts_.windows->remote();
   const uint64_t windowCount = opts_.windows ? opts_.windows->windowBytes() / elemSize_ : 0;
   const uint64_t limits[kNumBufs] = {buf_.inputCount, buf_.outputCount, buf_.scratchCount, windowCount};
   // Per-peer message counters give each message its tag; the peer derives the same index.
@@ -352,6 +353,8 @@ void Execution::fuseCopyReduce() {
     const Step& b = steps_[i + 1];
     const bool copies = a.kind == StepKind::Copy || a.kind == StepKind::Get;
     const bool reduces = b.kind == StepKind::Reduce || b.kind == StepKind::GetReduce;
+    // Over remote windows a peer's bytes are not addressable here (a get lands them first).
+    if (remoteWindows_ && (a.srcIsPeers() || b.srcIsPeers())) continue;
     if (!copies || !reduces || slots_[i].fusedAway || a.dst.buf != b.dst.buf ||
         a.dst.offset != b.dst.offset || a.dst.count != b.dst.count || a.dst.count == 0)
       continue;
@@ -408,6 +411,8 @@ Status Execution::startStep(size_t i, bool land) {
     into = stage(slot, bytesOf, hostLanding);
     if (!into) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
     slot.phase = Phase::Landing;
+  } else if (remoteWindows_ && s.isPeerMemory()) {
+    return startRemote(i);
   } else if (s.dstIsPeers()) {
     TRIB_RETURN_IF_ERROR(putAddress(s, &into));
   } else if (s.writesDst()) {
@@ -497,6 +502,27 @@ Status Execution::startStep(size_t i, bool land) {
     }
   }
   return errorf(tribInternalError, "unknown step kind");
+}
+
+// A put, get or get-reduce over remote windows: posted to the provider (RDMA), completed through
+// the slot's op. A get-reduce lands the peer's bytes in staging and reduces at the commit.
+Status Execution::startRemote(size_t i) {
+  const Step& s = steps_[i];
+  Slot& slot = slots_[i];
+  slot.state = State::Posted;
+  if (s.kind == StepKind::Put)
+    return opts_.windows->postPut(s.peer, s.dst.offset * elemSize_, slot.srcAt, s.dst.count * elemSize_,
+                                  &slot.op);
+  const uint64_t bytes = s.src.count * elemSize_;
+  char* into = slot.dstAt;
+  if (s.kind == StepKind::GetReduce && bytes > 0) {
+    into = stage(slot, bytes);
+    if (!into)
+      return errorf(tribSystemError, "out of memory staging %llu bytes",
+                    static_cast<unsigned long long>(bytes));
+    slot.phase = Phase::Landing;
+  }
+  return opts_.windows->postGet(s.peer, s.src.offset * elemSize_, into, bytes, &slot.op);
 }
 
 Status Execution::pollWait(size_t i) {
@@ -613,14 +639,15 @@ Status Execution::progress(bool* done) {
   // Most polls of a small peer-memory call find it waiting for one signal with nothing else
   // posted (no transport, offload or engine work in flight): that poll is all the full pass below
   // would do, and the cheaper the poll, the sooner a wait sees its signal.
-  if (!rescan_ && postedEnd_ == first_ + 1 && distinctTransports_.empty() && !opts_.offload &&
-      steps_[first_].kind == StepKind::Wait && slots_[first_].state == State::Posted &&
+  if (!rescan_ && !remoteWindows_ && postedEnd_ == first_ + 1 && distinctTransports_.empty() &&
+      !opts_.offload && steps_[first_].kind == StepKind::Wait && slots_[first_].state == State::Posted &&
       !slots_[first_].op.done()) {
     (void)pollWait(first_);
     if (slots_[first_].state == State::Posted && !slots_[first_].op.done()) return Status::Ok();
     rescan_ = slots_[first_].state == State::Done;  // the pass below goes on (or reports the failure)
   }
   for (Transport* t : distinctTransports_) TRIB_RETURN_IF_ERROR(t->progress());
+  if (remoteWindows_) TRIB_RETURN_IF_ERROR(opts_.windows->progress());
   if (opts_.offload) TRIB_RETURN_IF_ERROR(opts_.offload->progress());
   TRIB_RETURN_IF_ERROR(engine_->progress());
   // Collect completions.
@@ -656,10 +683,13 @@ Status Execution::progress(bool* done) {
         slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
         const Step& s = steps_[i];
         const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
-        // A host-staged receive-reduce combines here; every other landing was combined on arrival.
-        Status st = s.kind == StepKind::RecvReduce && slot.hostStaged
-                        ? engine_->postReduce(address(s.dst), address(s.src), slot.staging.data, s.dst.count,
-                                              opts_.dtype, op, &slot.op)
+        // A host-staged receive-reduce, and a get-reduce over remote windows (its peer's bytes
+        // landed by RDMA READ), combine here; every other landing was combined on arrival.
+        // (A get-reduce's local operand is its destination.)
+        const bool getReduce = s.kind == StepKind::GetReduce;
+        Status st = (s.kind == StepKind::RecvReduce && slot.hostStaged) || getReduce
+                        ? engine_->postReduce(address(s.dst), address(getReduce ? s.dst : s.src),
+                                              slot.staging.data, s.dst.count, opts_.dtype, op, &slot.op)
                         : engine_->postCopy(address(s.dst), slot.staging.data, s.dst.count * elemSize_,
                                             &slot.op, false);
         if (st.ok() && slot.op.state.load(std::memory_order_acquire) == TransferOp::kDone) st = opFinished(i);

@@ -9,7 +9,10 @@
 // (exec/engine.hpp); both complete asynchronously, so every step is posted, then done.
 // Peer-memory steps are loads and stores on the peer's mapped window, posted to the engine like
 // local copies; Signal and Wait order them by the rule in algo/schedule.hpp, which the scoreboard
-// enforces by giving each a write of the whole of both windows it orders.
+// enforces by giving each a write of the whole of both windows it orders. Over remote windows
+// (PeerWindows::remote(): verbs across hosts) puts and gets are posted to the provider instead
+// (RDMA WRITE/READ) and a get-reduce lands its bytes in staging, reduced at the commit; a Signal
+// still starts only once every earlier put and get has completed, so it never overtakes them.
 //
 // Sends go from the schedule's own memory (zero-copy: transport.hpp's postSend contract), so a
 // send's source stays untouched until the send completes: a later step that writes it waits.
@@ -229,6 +232,7 @@ class Execution {
   // (true: nothing to copy); any other write ends the exposures it overlaps.
   bool exposeOrUnexpose(size_t i);
   Status pollWait(size_t i);
+  Status startRemote(size_t i);
   void fuseCopyReduce();
   bool conflicts(size_t earlier, size_t later) const;
   // `land`: write into staging (Phase::Landing) instead of the destination.
@@ -263,10 +267,11 @@ class Execution {
   bool rescan_ = true;    // something completed since the last scan
   bool finalized_ = false;
   Engine* engine_;
-  TransferOp finalOp_;         // op avg's division, posted once every step is done
-  bool streamOut_ = false;     // copies into the output write around the cache (start())
-  bool streamWindow_ = false;  // copies into windows do (WindowWriteModes, chosen per run)
-  bool timed_ = false;         // this run's time goes to windowWrites once it finishes
+  TransferOp finalOp_;          // op avg's division, posted once every step is done
+  bool streamOut_ = false;      // copies into the output write around the cache (start())
+  bool streamWindow_ = false;   // copies into windows do (WindowWriteModes, chosen per run)
+  bool timed_ = false;          // this run's time goes to windowWrites once it finishes
+  bool remoteWindows_ = false;  // opts_.windows->remote(): peer-window steps post to the provider
   std::chrono::steady_clock::time_point started_;
   // start() has checked the steps and derived their ranges, fusion and message indices for these
   // buffers; a rearm over the same ones keeps them (only tags and wait targets are per call).

@@ -666,6 +666,18 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           break;
         }
         case PlanAlgo::OneShot:
+          if (f.remoteWindows) {  // (host memory: the windows are registered host memory)
+            // Over remote windows (verbs): copy S into its window (2S), one signal exchange across
+            // the network, the n-1 peers' windows read by RDMA (a round trip, then (n-1)S into the
+            // rank's NIC at once) and folded (3S each, uncached: they came from the NIC); from
+            // kOneShotExposeFromElems one more exchange ends the call.
+            const double bNet = c.multi ? c.bLoaded : c.bIn;  // one host: verbs forced there
+            t = ((S / dataTypeSize(dtype) >= kOneShotExposeFromElems ? 2 : 1) + 1) * c.aOut +
+                (n - 1) * S / bNet + (3.0 * n - 1) * S / c.R;
+            chunk = clampChunk(S, k);
+            p.reason = "one exchange; every rank reads the n-1 peer windows by RDMA and reduces";
+            break;
+          }
           if (c.multi) return unsupported("one-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) {
             // GPU windows: copy (or expose, priced as a copy) S into its window, one exchange, the
@@ -689,6 +701,18 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           p.reason = "one exchange; every rank reduces the n inputs off the windows";
           break;
         case PlanAlgo::TwoShot: {
+          if (f.remoteWindows) {  // (host memory: the windows are registered host memory)
+            // Over remote windows, per cell-sized chunk: two exchanges and a read round trip across
+            // the network; over the call 2(n-1)/n S in and out of the rank's NIC (the peers' slices
+            // written or read, the others' results read), and the local work of the mapped case
+            // below, uncached. One more exchange ends the call.
+            const double chunks = std::ceil(S / static_cast<double>(k.boardChunkBytes));
+            const double bNet = c.multi ? c.bLoaded : c.bIn;
+            t = (3 * chunks + 1) * c.aOut + 2.0 * (n - 1) / n * S / bNet + (7.0 * n - 5) / n * S / c.R;
+            chunk = std::min<double>(S, static_cast<double>(k.boardChunkBytes));
+            p.reason = "per window cell, by RDMA: each rank reduces its slice, then reads the others'";
+            break;
+          }
           if (c.multi) return unsupported("two-shot needs every rank's window mapped (one host)");
           if (!f.hostRanks) {
             // GPU windows, per cell-sized chunk c, one after another: two exchanges; the peers'

@@ -28,9 +28,9 @@ enum class PlanAlgo : uint8_t {
   Switch,        // in-network reduction in the network switches (SHARP): each rank sends S up, gets S down
   Nvls,          // NVLink-switch reduction inside one NVLink domain
   NvlsSwitch,    // NVLS inside each domain + switch reduction across domains (NCCL's NVLS-Tree/CollNet)
-  OneShot,       // one host: every rank reduces all inputs off the peers' windows (PlanRequest::oneShotBytes)
+  OneShot,       // every rank reduces all inputs off the peers' windows (one host, or RDMA: PlanRequest)
   HierSwitch,    // ring reduce-scatter in each domain -> switch all-reduce of S/d per rank -> ring all-gather
-  TwoShot,       // one host: each rank reduces a slice of each window cell, then gets the others' slices
+  TwoShot,       // each rank reduces a slice of each window cell, then gets the others' (one host, or RDMA)
   AllgatherReduce,  // every rank sends its input to every rank, then folds all n (small vectors)
 };
 constexpr int kNumPlanAlgos = 14;
@@ -74,6 +74,8 @@ struct FabricView {
   double treePathUs = 0;  // the costliest path from a rank to its tree's root (per-step latencies)
   double hostEgressGBps = 0;
   bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
+  // The peer windows are remote (RDMA READ/WRITE across hosts; PlanRequest::remoteWindows).
+  bool remoteWindows = false;
   // In-network reduction: 0 when absent.
   double nvlsGBps = 0;  // the domain's NVSwitch reduce rate per port
   ReduceCapability nvlsCap;

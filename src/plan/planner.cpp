@@ -170,7 +170,8 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     out.push_back(c);
     return out;
   }
-  const FabricView& f = fabric(req.nranks, req.memory);
+  FabricView f = fabric(req.nranks, req.memory);
+  f.remoteWindows = req.remoteWindows;
   size_t es = dataTypeSize(req.dtype);
   // A tune rule (the last matching one wins) pins the algorithm when it supports the request.
   const TuneRule* rule = tuneRuleFor(req);
@@ -214,12 +215,12 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       c.reason = p.reason;
     } else if (a == PlanAlgo::TwoShot && !req.oneShotBytes && !req.includeModelOnly) {
       c.eligible = false;
-      c.reason = "no peer windows (ranks on several hosts, or TRIB_WINDOW_BYTES=0)";
+      c.reason = "no peer windows (no transport maps or reaches every rank's, or TRIB_WINDOW_BYTES=0)";
     } else if (a == PlanAlgo::OneShot && req.bytes > req.oneShotBytes && !req.includeModelOnly) {
       c.eligible = false;
       c.reason = req.oneShotBytes
                      ? strprintf("larger than a window cell (%s)", formatBytes(req.oneShotBytes).c_str())
-                     : "no peer windows (ranks on several hosts, or TRIB_WINDOW_BYTES=0)";
+                     : "no peer windows (no transport maps or reaches every rank's, or TRIB_WINDOW_BYTES=0)";
     } else if (!c.plan.executable && !req.includeModelOnly) {
       c.eligible = false;
       c.reason = switchPlan && !attached_       ? "no switch attached (model only; set TRIB_SWITCH)"
@@ -272,7 +273,7 @@ static std::string cacheKey(const PlanRequest& r) {
                    static_cast<unsigned long long>(r.bytes), static_cast<int>(r.dtype),
                    static_cast<int>(r.op), static_cast<int>(r.memory), r.nranks, r.root, r.inPlace,
                    r.includeModelOnly, r.switchDown * 1000 + r.sliceStride,
-                   static_cast<unsigned long long>(r.oneShotBytes));
+                   static_cast<unsigned long long>(r.oneShotBytes) * 2 + r.remoteWindows);
 }
 
 Plan Planner::choose(const PlanRequest& req) {

@@ -43,8 +43,11 @@ struct PlanRequest {
   // their stride (ranks per domain), 0 = none.
   int sliceStride = 0;
   // A cell of every rank's peer window (bytes): the largest all-reduce OneShot takes, TwoShot's
-  // chunk; 0: no windows (ranks on several hosts, or TRIB_WINDOW_BYTES=0).
+  // chunk; 0: no windows (no transport maps or reaches every rank's, or TRIB_WINDOW_BYTES=0).
   uint64_t oneShotBytes = 0;
+  // The windows are remote (PeerWindows::remote(): RDMA across hosts, verbs): one-shot and
+  // two-shot are priced at the network's latency and rate, and offered across domains.
+  bool remoteWindows = false;
 };
 
 struct Plan {

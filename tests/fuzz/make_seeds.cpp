@@ -165,6 +165,11 @@ void verbsBlob() {
   for (int r = 0; r < 3; ++r)
     if (r != 1)
       b.qp[r] = {static_cast<uint32_t>(17 + r), 1000u + r, 0x7f0000001000ull, 5, 6, 0x7f0000002000ull};
+  put("fuzz_verbs_blob", "rank1_of_3_nowindow", cat({2, 1}, verbs::encodeBlob(b)));
+  b.header.windowAddr = 0x7f0000100000ull;  // a 2 MiB window (TRIB_WINDOW_BYTES' default)
+  b.header.windowBytes = 2 << 20;
+  b.header.windowRkey = 9;
+  b.header.readsInFlight = 16;
   put("fuzz_verbs_blob", "rank1_of_3", cat({2, 1}, verbs::encodeBlob(b)));
 }
 

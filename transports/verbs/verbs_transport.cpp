@@ -1,6 +1,7 @@
 #include "transports/verbs/verbs_transport.hpp"
 
 #include <infiniband/verbs.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,9 +30,20 @@ using namespace verbs;
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> corruptAdvertisedRkeys{false};  // verbsTestCorruptAdvertisedRkeys
+std::atomic<bool> corruptWindowRkeys{false};      // verbsTestCorruptWindowRkeys
 
 // Work request ids: [kind:8][peer:24][index:32].
-enum WrKind : uint64_t { kWrRecv = 1, kWrEager, kWrCts, kWrCredit, kWrData, kWrProbe };
+enum WrKind : uint64_t {
+  kWrRecv = 1,
+  kWrEager,
+  kWrCts,
+  kWrCredit,
+  kWrData,
+  kWrProbe,
+  kWrWinPut,
+  kWrWinGet,
+  kWrSignal
+};
 uint64_t wrId(WrKind k, int peer, uint32_t index) {
   return uint64_t{k} << 56 | (uint64_t(peer) & 0xffffff) << 32 | index;
 }
@@ -61,6 +73,8 @@ struct Options {
   // Asked of every queue pair: an eager header and a small payload, CTS entries and credit words
   // fit, so they post without the NIC reading them back from memory (as perftest posts them).
   uint32_t inlineBytes = 128;
+  uint64_t windowBytes = 0;     // this rank's window (TRIB_WINDOW_BYTES, two cells of 64-byte lines)
+  uint32_t readsInFlight = 16;  // RDMA READs a queue pair may have outstanding (device limit applies)
 };
 
 // A posted receive, waiting in the match queue or for its data.
@@ -88,7 +102,15 @@ struct Work {
   uint64_t localAddr = 0, remoteAddr = 0, length = 0;
   uint32_t lkey = 0, rkey = 0, imm = 0;
   bool last = false;
-  uint32_t qp = 0;  // which of the connection's queue pairs
+  uint32_t qp = 0;        // which of the connection's queue pairs
+  SignalRecord signal{};  // kWrSignal: written inline
+};
+
+// A put or get on a peer's window, posted, until its completion.
+struct WinOp {
+  TransferOp* op = nullptr;
+  uint64_t reg = 0;
+  bool get = false;  // registered in recvRegs_ (written locally), else sendRegs_
 };
 
 // A message through the peer's pre-posted buffers, before it has a send buffer of its own.
@@ -144,6 +166,47 @@ struct Peer {
   Status lostWhy;
   Clock::time_point lastProbe{};
   bool probeInFlight = false;
+  // Its window (from its blob; winAddr 0: none) and this rank's signal record there.
+  uint64_t winAddr = 0, winSignalAddr = 0;
+  uint32_t winRkey = 0;
+  uint64_t signalsSent = 0;
+  uint32_t lastFingerprintSent = 0;
+  std::map<uint32_t, WinOp> winOps;  // posted puts and gets, by id
+  bool signalWaited = false;         // a Wait polls for its signal: probe it while so
+  SignalRecord lastSignal;           // the latest whole record read from it
+};
+
+class VerbsTransport;
+// Remote windows (PeerWindows::remote()): this rank's window is registered host memory its peers
+// RDMA READ and WRITE; theirs are reached only by posting to the queue pair (transport.hpp).
+class VerbsWindows final : public PeerWindows {
+ public:
+  explicit VerbsWindows(VerbsTransport* t, uint8_t* own, uint64_t bytes, int rank, int nranks);
+  ~VerbsWindows() override { munmap(reserved_, reservedBytes_); }
+  uint64_t windowBytes() const override { return bytes_; }
+  uint8_t* windowOf(int rank) const override {
+    return rank == rank_ ? own_ : reserved_ + static_cast<uint64_t>(rank) * bytes_;
+  }
+  bool remote() const override { return true; }
+  void signal(int peer, uint32_t fingerprint) override;
+  uint32_t fingerprintMask() const override { return (1u << 20) - 1; }
+  Status pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) override;
+  uint64_t& waitsPosted(int peer) override { return waits_[peer]; }
+  Status postPut(int peer, uint64_t offset, const void* src, uint64_t bytes, TransferOp* op) override;
+  Status postGet(int peer, uint64_t offset, void* dst, uint64_t bytes, TransferOp* op) override;
+  Status progress() override;
+  bool reserved() const { return reserved_ != nullptr; }
+
+ private:
+  VerbsTransport* t_;
+  uint8_t* own_;
+  uint64_t bytes_;
+  int rank_;
+  std::vector<uint64_t> waits_;
+  // The peers' windows' placeholder ranges (the executor orders steps by address): reserved,
+  // never accessible.
+  uint8_t* reserved_ = nullptr;
+  size_t reservedBytes_ = 0;
 };
 
 class VerbsTransport final : public Transport {
@@ -172,6 +235,12 @@ class VerbsTransport final : public Transport {
                   TransferOp* op) override;
   Status progress() override;
   void abort(const Status& why) override;
+  PeerWindows* windows() override { return windows_.get(); }
+
+  // The window provider's operations (VerbsWindows forwards).
+  Status postWindowOp(bool get, int peer, uint64_t offset, void* local, uint64_t bytes, TransferOp* op);
+  void postSignal(int peer, uint32_t fingerprint);
+  Status pollSignal(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint);
 
  private:
   static void dereg(Mr& m) {
@@ -228,7 +297,12 @@ class VerbsTransport final : public Transport {
   void failAll(const Status& why);
   void probe(int p);
   void drainEagerSends();
+  void quiesceWindows();
   void close();
+  Status setUpWindows(const std::vector<Blob>& blobs);
+  const SignalRecord* signalSlot(int from) const {
+    return reinterpret_cast<const SignalRecord*>(windowSlab_.mem.get() + opt_.windowBytes) + from;
+  }
 
   int rank_, nranks_;
   Options opt_;
@@ -238,6 +312,9 @@ class VerbsTransport final : public Transport {
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::vector<Peer> peers_;
   Slab recvSlab_, sendSlab_, fifoSlab_, ctsSlab_, creditSlab_;
+  Slab windowSlab_;  // the window, then a SignalRecord per rank (its peers RDMA READ and WRITE it)
+  std::unique_ptr<VerbsWindows> windows_;
+  uint32_t nextWinOp_ = 1;
   RegCache<Mr> sendRegs_, recvRegs_;
   MatchQueue<Recv, Arrived> match_;
   uint32_t nextSendId_ = 1;
@@ -264,6 +341,14 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
   TRIB_INFO("transport", "verbs: rank %d uses %s:%d (%s), GID index %d (%s), MTU %s", rank_,
             choice.device.c_str(), choice.port, choice.why.c_str(), choice.gidIndex,
             gidText(choice.gid).c_str(), mtuName(choice.mtu));
+  // RDMA READs in flight per queue pair (the window's gets): as many as the device takes, up to ours.
+  ibv_device_attr attr{};
+  if (ibv_query_device(dev_->ctx(), &attr) == 0)
+    opt_.readsInFlight = static_cast<uint32_t>(std::clamp(
+        std::min({static_cast<int>(opt_.readsInFlight), attr.max_qp_rd_atom, attr.max_qp_init_rd_atom}), 1,
+        255));
+  else
+    opt_.readsInFlight = 1;
   const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   const size_t perPeer = size_t(opt_.recvBuffers) * opt_.eagerBytes;
   TRIB_RETURN_IF_ERROR(makeSlab(&recvSlab_, perPeer * nranks_, IBV_ACCESS_LOCAL_WRITE));
@@ -283,6 +368,7 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
   mine.header.recvBuffers = opt_.recvBuffers;
   mine.header.fifoSlots = opt_.fifoSlots;
   mine.header.qpsPerConnection = opt_.qps;
+  mine.header.readsInFlight = opt_.readsInFlight;
   std::snprintf(mine.header.device, sizeof mine.header.device, "%s", choice.device.c_str());
   mine.qp.resize(nranks_);
   mine.extra.resize(size_t(nranks_) * (opt_.qps - 1));
@@ -317,15 +403,31 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     q.creditAddr = reinterpret_cast<uintptr_t>(creditWord(p));
     q.creditRkey = creditSlab_.mr->rkey;
   }
+  // A window only where this transport reaches every other rank (peer-memory schedules need every
+  // rank's) and its signals can go inline (written whole at post time); whether the communicator
+  // has windows is decided from every rank's blob, so alike on every rank.
+  int reached = 0;
+  for (const Peer& pe : peers_) reached += pe.active;
+  if (opt_.windowBytes && reached == nranks_ - 1 && nranks_ > 1 && inlineBytes_ >= sizeof(SignalRecord)) {
+    TRIB_RETURN_IF_ERROR(makeSlab(&windowSlab_, opt_.windowBytes + sizeof(SignalRecord) * nranks_,
+                                  rw | IBV_ACCESS_REMOTE_READ));
+    mine.header.windowAddr = reinterpret_cast<uintptr_t>(windowSlab_.mem.get());
+    mine.header.windowBytes = opt_.windowBytes;
+    mine.header.windowRkey = windowSlab_.mr->rkey;
+    // (The test hook: peers' RDMA on this window is refused, as a stale key would be.)
+    if (corruptWindowRkeys.load(std::memory_order_relaxed)) mine.header.windowRkey = ~mine.header.windowRkey;
+  }
   std::vector<std::vector<uint8_t>> all;
   TRIB_RETURN_IF_ERROR(oob(encodeBlob(mine), all).prefix("verbs: exchanging connection blobs: "));
   if (static_cast<int>(all.size()) != nranks_)
     return errorf(tribInternalError, "verbs: the exchange returned %zu blobs for %d ranks", all.size(),
                   nranks_);
+  std::vector<Blob> blobs(nranks_);
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_) TRIB_RETURN_IF_ERROR(decodeBlob(all[p], p, nranks_, &blobs[p]));
   for (int p = 0; p < nranks_; ++p) {
     if (!peers_[p].active) continue;
-    Blob b;
-    TRIB_RETURN_IF_ERROR(decodeBlob(all[p], p, nranks_, &b));
+    const Blob& b = blobs[p];
     Peer& pe = peers_[p];
     pe.remoteHeader = b.header;
     pe.remote = b.qp[rank_];
@@ -346,6 +448,36 @@ Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather
     for (uint32_t i = 1; i < opt_.qps; ++i)
       pe.remoteQps.push_back(b.extra[size_t(rank_) * (opt_.qps - 1) + i - 1]);
     for (uint32_t i = 0; i < opt_.qps; ++i) TRIB_RETURN_IF_ERROR(connectQp(p, i));
+  }
+  return setUpWindows(blobs);
+}
+
+// Windows when every rank published one (of this rank's size: TRIB_WINDOW_BYTES must agree).
+Status VerbsTransport::setUpWindows(const std::vector<Blob>& blobs) {
+  if (!windowSlab_.mr) return Status::Ok();
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    const BlobHeader& h = blobs[p].header;
+    if (h.windowBytes == 0) return Status::Ok();  // no windows here (nor on any rank: all see it)
+    if (h.windowBytes != opt_.windowBytes)
+      return errorf(tribInvalidUsage,
+                    "verbs: rank %d (%s) has a %llu-byte window, this rank %llu (TRIB_WINDOW_BYTES must "
+                    "agree across ranks)",
+                    p, h.device, static_cast<unsigned long long>(h.windowBytes),
+                    static_cast<unsigned long long>(opt_.windowBytes));
+  }
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    Peer& pe = peers_[p];
+    pe.winAddr = blobs[p].header.windowAddr;
+    pe.winRkey = blobs[p].header.windowRkey;
+    pe.winSignalAddr = windowSignalAddr(blobs[p].header, rank_);
+  }
+  windows_ = std::make_unique<VerbsWindows>(this, windowSlab_.mem.get(), opt_.windowBytes, rank_, nranks_);
+  if (!windows_->reserved()) {
+    windows_.reset();
+    return errorf(tribSystemError, "verbs: reserving address space for %d windows failed: %s", nranks_,
+                  std::strerror(errno));
   }
   return Status::Ok();
 }
@@ -374,7 +506,7 @@ Status VerbsTransport::createQp(int p, uint32_t recvDepth, ibv_qp** out) {
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = static_cast<uint8_t>(me.port);
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;  // READ: the window's gets
   if (ibv_modify_qp(*out, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     return errorf(tribSystemError, "verbs: queue pair for rank %d: INIT failed: %s", p, std::strerror(errno));
   return Status::Ok();
@@ -389,7 +521,7 @@ Status VerbsTransport::connectQp(int p, uint32_t i) {
   a.path_mtu = std::min(me.mtu, static_cast<ibv_mtu>(pe.remoteHeader.mtu));
   a.dest_qp_num = pe.remoteQps[i].qpn;
   a.rq_psn = pe.remoteQps[i].psn;
-  a.max_dest_rd_atomic = 1;
+  a.max_dest_rd_atomic = static_cast<uint8_t>(opt_.readsInFlight);
   a.min_rnr_timer = 12;
   a.ah_attr.port_num = static_cast<uint8_t>(me.port);
   a.ah_attr.dlid = pe.remoteHeader.lid;
@@ -410,7 +542,8 @@ Status VerbsTransport::connectQp(int p, uint32_t i) {
   s.retry_cnt = 7;
   s.rnr_retry = 7;
   s.sq_psn = pe.localPsns[i];
-  s.max_rd_atomic = 1;
+  // No more READs in flight than the peer takes as responder.
+  s.max_rd_atomic = static_cast<uint8_t>(std::min(opt_.readsInFlight, pe.remoteHeader.readsInFlight));
   if (ibv_modify_qp(pe.qps[i], &s,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                         IBV_QP_MAX_QP_RD_ATOMIC))
@@ -493,10 +626,25 @@ void VerbsTransport::flush(int p) {
         wr.wr.rdma.remote_addr = w.remoteAddr;
         wr.wr.rdma.rkey = w.rkey;
         break;
+      case kWrWinPut:
+      case kWrWinGet:
+        sge = {w.localAddr, static_cast<uint32_t>(w.length), w.lkey};
+        wr.opcode = w.kind == kWrWinGet ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+        wr.wr.rdma.remote_addr = w.remoteAddr;
+        wr.wr.rdma.rkey = w.rkey;
+        break;
+      case kWrSignal:  // inline (setUpWindows made sure it fits): the record is read at post time
+        sge = {reinterpret_cast<uintptr_t>(&w.signal), sizeof(SignalRecord), 0};
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.wr.rdma.remote_addr = w.remoteAddr;
+        wr.wr.rdma.rkey = w.rkey;
+        break;
       default:
         break;
     }
-    if (wr.num_sge && sge.length <= inlineBytes_ && w.kind != kWrData) wr.send_flags |= IBV_SEND_INLINE;
+    // (A READ's list is where it lands: never inline.)
+    if (wr.num_sge && sge.length <= inlineBytes_ && w.kind != kWrData && w.kind != kWrWinGet)
+      wr.send_flags |= IBV_SEND_INLINE;
     ibv_send_wr* bad = nullptr;
     if (int e = ibv_post_send(pe.qps[w.qp], &wr, &bad)) {
       markLost(p,
@@ -779,6 +927,15 @@ void VerbsTransport::handle(const ibv_wc& wc) {
     case kWrProbe:
       pe.probeInFlight = false;
       break;
+    case kWrWinPut:
+    case kWrWinGet: {
+      auto it = pe.winOps.find(wrIndex(wc.wr_id));
+      if (it == pe.winOps.end()) break;
+      (it->second.get ? recvRegs_ : sendRegs_).release(it->second.reg);
+      it->second.op->complete();
+      pe.winOps.erase(it);
+      break;
+    }
     default:
       break;
   }
@@ -803,7 +960,9 @@ void VerbsTransport::probe(int p) {
     return;
   }
   // A large receive already answered waits on the peer too: for its data.
-  const bool waiting = !pe.large.empty() || pe.recvs.size() || match_.hasRecvsFrom(p);
+  // So do a window operation in flight and a Wait for the peer's signal.
+  const bool waiting =
+      !pe.large.empty() || pe.recvs.size() || match_.hasRecvsFrom(p) || !pe.winOps.empty() || pe.signalWaited;
   if (!waiting || now - pe.lastProbe < deadline / 2) return;
   pe.lastProbe = now;
   pe.probeInFlight = true;
@@ -873,6 +1032,11 @@ void VerbsTransport::markLost(int p, const Status& why, bool warn) {
     recvRegs_.release(l.reg);
     l.r.op->fail(why);
   });
+  for (auto& [id, w] : pe.winOps) {
+    (w.get ? recvRegs_ : sendRegs_).release(w.reg);
+    w.op->fail(why);
+  }
+  pe.winOps.clear();
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
   for (ibv_qp* qp : pe.qps) ibv_modify_qp(qp, &a, IBV_QP_STATE);
@@ -900,6 +1064,7 @@ void VerbsTransport::abort(const Status& why) {
 void VerbsTransport::close() {
   if (!dev_) return;
   drainEagerSends();
+  quiesceWindows();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) {
@@ -934,9 +1099,59 @@ void VerbsTransport::close() {
   }
   sendRegs_.clear();
   recvRegs_.clear();
-  for (Slab* s : {&recvSlab_, &sendSlab_, &fifoSlab_, &ctsSlab_, &creditSlab_})
+  windows_.reset();
+  for (Slab* s : {&recvSlab_, &sendSlab_, &fifoSlab_, &ctsSlab_, &creditSlab_, &windowSlab_})
     if (s->mr) ibv_dereg_mr(s->mr), s->mr = nullptr;
   dev_.reset();
+}
+
+// A peer may still RDMA READ this rank's window after this rank's last call returned (a one-shot
+// below kOneShotExposeFromElems ends without a signal back). So before its window and queue pairs
+// go, a rank tells every peer it is closing (its last signal record again, flagged) and waits until
+// each peer has said so too (its calls are done, its reads with them) or is lost; bounded by the
+// timeout, at most 10 s (the probe finds a dead peer sooner). Skipped after an abort.
+void VerbsTransport::quiesceWindows() {
+  if (!windows_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) return;
+    for (int p = 0; p < nranks_; ++p) {
+      Peer& pe = peers_[p];
+      if (!pe.active || pe.lost || !pe.winAddr) continue;
+      Work w{kWrSignal, false, 0};
+      w.signal.count = w.signal.countEnd = pe.signalsSent;
+      w.signal.fingerprint = pe.lastFingerprintSent;
+      w.signal.closing = 1;
+      w.remoteAddr = pe.winSignalAddr;
+      w.rkey = pe.winRkey;
+      pe.work.push(w);
+      flush(p);
+    }
+  }
+  const auto deadline =
+      Clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(10));
+  for (;;) {
+    bool waiting = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int p = 0; p < nranks_; ++p) {
+        Peer& pe = peers_[p];
+        if (!pe.active || pe.lost || !pe.winAddr) continue;
+        const bool closed = __atomic_load_n(&signalSlot(p)->closing, __ATOMIC_ACQUIRE) != 0;
+        pe.signalWaited = !closed;  // probed meanwhile: a dead peer is lost, not waited for
+        waiting |= !closed;
+      }
+      if (aborted_) return;
+    }
+    if (!waiting) return;
+    if (Clock::now() > deadline) {
+      TRIB_WARN("transport",
+                "verbs: closing rank %d's window without every peer's word that it is done with it", rank_);
+      return;
+    }
+    (void)progress();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 // Eager sends completed when they were copied into send buffers: before the queue pairs go to
@@ -961,6 +1176,101 @@ void VerbsTransport::drainEagerSends() {
   }
 }
 
+Status VerbsTransport::postWindowOp(bool get, int peer, uint64_t offset, void* local, uint64_t bytes,
+                                    TransferOp* op) {
+  const char* what = get ? "get" : "put";
+  if (!op) return errorf(tribInvalidArgument, "verbs: a window %s without a TransferOp", what);
+  if (peer < 0 || peer >= nranks_ || peer == rank_ || !peers_[peer].active || !peers_[peer].winAddr)
+    return errorf(tribInvalidArgument, "verbs: a window %s on rank %d, which has no window here", what, peer);
+  if (offset > opt_.windowBytes || bytes > opt_.windowBytes - offset || (bytes && !local))
+    return errorf(tribInvalidArgument,
+                  "verbs: a window %s of [%llu, +%llu) on rank %d: its window has %llu bytes", what,
+                  static_cast<unsigned long long>(offset), static_cast<unsigned long long>(bytes), peer,
+                  static_cast<unsigned long long>(opt_.windowBytes));
+  op->error = Status();
+  op->state.store(TransferOp::kPending, std::memory_order_relaxed);
+  if (bytes == 0) return op->complete(), Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  Peer& pe = peers_[peer];
+  if (aborted_) return op->fail(abortWhy_), Status::Ok();
+  if (pe.lost) return op->fail(pe.lostWhy), Status::Ok();
+  Mr* m = nullptr;
+  uint64_t reg = 0;
+  if (Status s = (get ? recvRegs_ : sendRegs_).acquire(reinterpret_cast<uintptr_t>(local), bytes, &reg, &m);
+      !s.ok())
+    return op->fail(s), Status::Ok();
+  const uint32_t id = nextWinOp_++;
+  pe.winOps[id] = WinOp{op, reg, get};
+  Work w{get ? kWrWinGet : kWrWinPut, false, id};
+  w.localAddr = reinterpret_cast<uintptr_t>(local);
+  w.remoteAddr = pe.winAddr + offset;
+  w.length = bytes;
+  w.lkey = m->mr->lkey;
+  w.rkey = pe.winRkey;
+  pe.work.push(w);
+  flush(peer);
+  return Status::Ok();
+}
+
+// The executor signals only once the puts and gets it releases have completed (their data placed
+// at, or read from, the peer), so the write needs no fence of its own. A lost peer takes no more:
+// its Wait reports the loss (pollSignal).
+void VerbsTransport::postSignal(int peer, uint32_t fingerprint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (peer < 0 || peer >= nranks_ || !peers_[peer].winAddr) return;
+  Peer& pe = peers_[peer];
+  if (aborted_ || pe.lost) return;
+  Work w{kWrSignal, false, 0};
+  ++pe.signalsSent;
+  w.signal.count = w.signal.countEnd = pe.signalsSent;
+  w.signal.fingerprint = pe.lastFingerprintSent = fingerprint & ((1u << 20) - 1);
+  w.remoteAddr = pe.winSignalAddr;
+  w.rkey = pe.winRkey;
+  pe.work.push(w);
+  flush(peer);
+}
+
+Status VerbsTransport::pollSignal(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_ || !peers_[peer].winAddr)
+    return errorf(tribInvalidArgument, "verbs: rank %d has no window here", peer);
+  const SignalRecord* slot = signalSlot(peer);
+  // The last word first: a record whose ends agree landed whole (SignalRecord).
+  const uint64_t end = __atomic_load_n(&slot->countEnd, __ATOMIC_ACQUIRE);
+  const uint32_t fp = __atomic_load_n(&slot->fingerprint, __ATOMIC_RELAXED);
+  const uint64_t begin = __atomic_load_n(&slot->count, __ATOMIC_RELAXED);
+  std::lock_guard<std::mutex> lock(mu_);
+  Peer& pe = peers_[peer];
+  if (begin == end && end > pe.lastSignal.count) {
+    pe.lastSignal.count = end;
+    pe.lastSignal.fingerprint = fp;
+  }
+  *count = pe.lastSignal.count;
+  *fingerprint = pe.lastSignal.fingerprint;
+  pe.signalWaited = *count < target;
+  if (!pe.signalWaited) return Status::Ok();
+  if (pe.lost) return pe.lostWhy;
+  if (aborted_) return abortWhy_;
+  return Status::Ok();
+}
+
+VerbsWindows::VerbsWindows(VerbsTransport* t, uint8_t* own, uint64_t bytes, int rank, int nranks)
+    : t_(t), own_(own), bytes_(bytes), rank_(rank), waits_(nranks, 0) {
+  reservedBytes_ = bytes * static_cast<size_t>(nranks);
+  void* p = mmap(nullptr, reservedBytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  reserved_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+void VerbsWindows::signal(int peer, uint32_t fingerprint) { t_->postSignal(peer, fingerprint); }
+Status VerbsWindows::pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) {
+  return t_->pollSignal(peer, target, count, fingerprint);
+}
+Status VerbsWindows::postPut(int peer, uint64_t offset, const void* src, uint64_t bytes, TransferOp* op) {
+  return t_->postWindowOp(false, peer, offset, const_cast<void*>(src), bytes, op);
+}
+Status VerbsWindows::postGet(int peer, uint64_t offset, void* dst, uint64_t bytes, TransferOp* op) {
+  return t_->postWindowOp(true, peer, offset, dst, bytes, op);
+}
+Status VerbsWindows::progress() { return t_->progress(); }
+
 Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>* out) {
   if (!args.oob) return errorf(tribInvalidArgument, "verbs: no out-of-band exchange given");
   Options o;
@@ -972,6 +1282,11 @@ Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>
     return errorf(tribInvalidArgument, "verbs: TRIB_IB_QPS_PER_CONNECTION=%lld is out of range: 1 to %u",
                   static_cast<long long>(qps), kMaxQpsPerConnection);
   o.qps = static_cast<uint32_t>(qps);
+  const int64_t window = envInt("TRIB_WINDOW_BYTES");
+  if (window < 0 || window > static_cast<int64_t>(kMaxWindowBytes))
+    return errorf(tribInvalidArgument, "verbs: TRIB_WINDOW_BYTES %lld must be in [0, 2 GiB]",
+                  static_cast<long long>(window));
+  o.windowBytes = std::min<uint64_t>(kMaxWindowBytes, (static_cast<uint64_t>(window) + 127) / 128 * 128);
   auto t = std::make_unique<VerbsTransport>(args.rank, args.nranks, o, args.timeout);
   int localIndex = 0;
   if (args.locations)
@@ -992,6 +1307,7 @@ bool verbsCanConnect(const RankLocation& self, const RankLocation& peer) {
 bool verbsPortAvailable() { return haveRdmaPort(); }
 
 void verbsTestCorruptAdvertisedRkeys(bool on) { corruptAdvertisedRkeys.store(on); }
+void verbsTestCorruptWindowRkeys(bool on) { corruptWindowRkeys.store(on); }
 
 TransportDescriptor verbsTransportDescriptor() {
   TransportDescriptor d{};
@@ -1005,7 +1321,10 @@ TransportDescriptor verbsTransportDescriptor() {
   d.caps.reads = d.caps.writes = kHostMemoryKinds;
   d.caps.twoSided = true;
   d.caps.zeroCopy = true;  // large sends are RDMA-written from the caller's buffer
-  d.priority = 150;        // above UCX for hosts with RDMA; below shm, which serves one host
+  // Every rank's window, as remote windows (RDMA READ/WRITE, PeerWindows::remote()), when it
+  // connects every pair of the communicator.
+  d.caps.windows = true;
+  d.priority = 150;  // above UCX for hosts with RDMA; below shm, which serves one host
   d.needsExchange = true;
   d.canConnect = verbsCanConnect;
   d.connect = verbsConnect;

@@ -27,5 +27,8 @@ bool verbsPortAvailable();
 // remote key in the clear-to-send entries of their large receives, so their senders' RDMA
 // WRITEs are refused with a remote access error. Off unless a test turns it on.
 void verbsTestCorruptAdvertisedRkeys(bool on);
+// Test hook: while on, verbs transports connected from then on advertise a wrong remote key for
+// their window, so their peers' RDMA READs and WRITEs of it are refused.
+void verbsTestCorruptWindowRkeys(bool on);
 
 }  // namespace trib

@@ -44,6 +44,19 @@ Status decodeBlob(const std::vector<uint8_t>& bytes, int from, int nranks, Blob*
     return bad(
         strprintf("%u receive buffers of %u bytes, %u FIFO slots", h.recvBuffers, h.eagerBytes, h.fifoSlots));
   if (h.device[sizeof h.device - 1] != 0) return bad("device name not terminated");
+  // The window region: whole 64-byte lines, within the limit, its signal words inside the address
+  // space; none means no address and no key.
+  if (h.readsInFlight < 1 || h.readsInFlight > 255)
+    return bad(strprintf("%u RDMA READs in flight, not 1 to 255", h.readsInFlight));
+  if (h.windowBytes % 64 != 0 || h.windowBytes > kMaxWindowBytes)
+    return bad(strprintf("a %llu-byte window (a multiple of 64 up to %llu expected)",
+                         static_cast<unsigned long long>(h.windowBytes),
+                         static_cast<unsigned long long>(kMaxWindowBytes)));
+  if (h.windowBytes == 0 ? (h.windowAddr != 0 || h.windowRkey != 0)
+                         : (h.windowAddr == 0 || h.windowAddr > UINT64_MAX - h.windowBytes -
+                                                                    sizeof(SignalRecord) * uint64_t(nranks)))
+    return bad(strprintf("window address %#llx for %llu bytes", static_cast<unsigned long long>(h.windowAddr),
+                         static_cast<unsigned long long>(h.windowBytes)));
   out->header = h;
   out->qp.resize(nranks);
   std::memcpy(out->qp.data(), bytes.data() + sizeof(BlobHeader), nranks * sizeof(QpInfo));

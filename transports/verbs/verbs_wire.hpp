@@ -22,7 +22,8 @@ namespace trib::verbs {
 
 // ---- connection blob ----------------------------------------------------------------------
 constexpr uint32_t kBlobMagic = 0x42565254;  // "TRVB"
-constexpr uint16_t kBlobVersion = 2;         // 2: queue pairs per connection
+constexpr uint16_t kBlobVersion = 3;         // 2: queue pairs per connection; 3: the remote window
+constexpr uint64_t kMaxWindowBytes = uint64_t{1} << 31;  // TRIB_WINDOW_BYTES' limit (as shm's)
 constexpr uint32_t kMaxQpsPerConnection = 16;
 
 // What a rank tells one peer about the (first) queue pair it made for it.
@@ -50,7 +51,32 @@ struct BlobHeader {
   uint32_t fifoSlots = 0;
   uint32_t qpsPerConnection = 1;  // queue pairs to each peer (TRIB_IB_QPS_PER_CONNECTION)
   char device[32] = {};           // for messages
+  // The rank's window (peer-memory schedules, RDMA READ/WRITE by its peers): windowBytes at
+  // windowAddr, then one SignalRecord per rank (windowSignalAddr), all under windowRkey.
+  // windowBytes 0: none (then address and key are 0 too).
+  uint64_t windowAddr = 0;
+  uint64_t windowBytes = 0;
+  uint32_t windowRkey = 0;
+  uint32_t readsInFlight = 1;  // RDMA READs its queue pairs take in flight as responder (1 to 255)
 };
+static_assert(sizeof(BlobHeader) == 112);
+// A window signal: the sender's count of signals to this rank so far and the latest one's
+// fingerprint, written whole by one RDMA WRITE (inline) over the previous. The count is at both
+// ends, as in a CTS entry: the NIC writes in address order, so a record whose ends agree has landed
+// whole (a torn read is retried at the next poll).
+// `closing` 1: the sender is closing its communicator (the count and fingerprint are its last).
+struct SignalRecord {
+  uint64_t count = 0;
+  uint32_t fingerprint = 0;
+  uint32_t closing = 0;
+  uint64_t countEnd = 0;
+  uint64_t pad2 = 0;
+};
+static_assert(sizeof(SignalRecord) == 32);
+// Where rank `from`'s signals land in the window region of a rank whose header is h.
+inline uint64_t windowSignalAddr(const BlobHeader& h, int from) {
+  return h.windowAddr + h.windowBytes + sizeof(SignalRecord) * static_cast<uint64_t>(from);
+}
 
 // Another queue pair of a connection: the data of large messages only.
 struct QpAddr {
