@@ -392,8 +392,11 @@ TEST(Simulator, CompactedReplayEqualsTheReplayBeforeIt) {
     args.ranksPerDomain = 0;
     const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(c.algo));
     ASSERT_TRUE(info) << planAlgoName(c.algo);
+    // And with each pair on its one hashed route, as the replay routed then (SimOptions::spreadRoutes).
+    SimOptions o;
+    o.spreadRoutes = false;
     SimResult r;
-    Status s = simulate(t, *info, args, req.dtype, &r, planner.rankNodes(req.memory, req.nranks));
+    Status s = simulate(t, *info, args, req.dtype, &r, planner.rankNodes(req.memory, req.nranks), o);
     ASSERT_TRUE(s.ok()) << c.gen << ": " << s.message();
     EXPECT_EQ(r.timeUs, c.timeUs) << c.gen << " " << planAlgoName(c.algo);
     EXPECT_EQ(r.steps, c.steps) << c.gen << " " << planAlgoName(c.algo);
@@ -429,6 +432,38 @@ TEST(Simulator, DirectRackOrderAvoidsIncastAcrossRacks) {
   ASSERT_TRUE(simulate(t, *info, args, req.dtype, &flat, nodes).ok());
   EXPECT_GT(flat.timeUs, 1.25 * rack.timeUs)
       << flat.timeUs << " us flat, " << rack.timeUs << " us rack order";
+}
+
+// Spread over the equal-cost spine links (SimOptions::spreadRoutes, as adaptive routing and packet
+// spraying do), two racks' direct exchange across 36 spines replays as on one spine of the same
+// total capacity, where no two pairs' routes can collide; hashing each pair onto one spine (static
+// ECMP) collides and is slower.
+TEST(Simulator, SprayedSpinesReplayAsOneBundle) {
+  Topology spines36, spine1;
+  ASSERT_TRUE(generateTopology("nvl72-cluster:2", {}, &spines36).ok());
+  ASSERT_TRUE(generateTopology("nvl72-cluster:2", {"spines=1"}, &spine1).ok());
+  PlanRequest req;
+  req.bytes = 16u << 20;
+  req.memory = MemoryKind::Device;
+  req.nranks = 144;
+  req.includeModelOnly = true;
+  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::Direct);
+  ASSERT_TRUE(info);
+  auto replay = [&](const Topology& t, bool spread) {
+    Planner planner(t);
+    double predictedUs = 0;
+    CollArgs args = plannedArgs(planner, req, PlanAlgo::Direct, &predictedUs);
+    SimOptions o;
+    o.spreadRoutes = spread;
+    SimResult r;
+    EXPECT_TRUE(simulate(t, *info, args, req.dtype, &r, planner.rankNodes(req.memory, req.nranks), o).ok());
+    return r.timeUs;
+  };
+  const double sprayed = replay(spines36, true), one = replay(spine1, true), hashed = replay(spines36, false);
+  // Not to the µs: the one spine's link is held until each message's tail (fed at one NIC's rate)
+  // has left it, the group only for the message's share of its rate (sim.cpp Links::hops): 1.1%.
+  EXPECT_NEAR(sprayed / one, 1.0, 0.03) << sprayed << " us over 36 spines, " << one << " us over one";
+  EXPECT_GT(hashed, 1.05 * sprayed) << hashed << " us hashed, " << sprayed << " us sprayed";
 }
 
 // A replay that cannot fit is refused before it starts, with its estimate.

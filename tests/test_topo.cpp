@@ -1,6 +1,7 @@
 // Topology: generators' documented counts, file round trip, clear errors with line numbers, routes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -320,6 +321,45 @@ TEST(Routes, NvlinkInsideANodeNetworkAcrossAndSpreadOverSpines) {
   }
   EXPECT_GT(spines.size(), 20u);  // hashed over 36 spines, not all on one
   EXPECT_TRUE(rc.route(c.find("r0.gpu0"), c.find("r0.gpu0")).empty());
+}
+
+// paths(): every hop's equal-cost links, the hashed path's among them. Two tiers: the leaf's 36
+// uplinks and the 36 spines' downlinks to the other leaf; three tiers: a plane's links at every
+// hop from the leaf up and back down; in one rack, no choice.
+TEST(Routes, EqualCostHopsAreTheSpineBundles) {
+  Topology c = makeNvl72Cluster(4);
+  Router r(c);
+  std::vector<DirLink> path;
+  std::vector<std::vector<DirLink>> alt;
+  r.paths(c.find("r0.gpu0"), c.find("r2.gpu5"), &path, &alt);
+  EXPECT_EQ(path, r.route(c.find("r0.gpu0"), c.find("r2.gpu5")));
+  ASSERT_EQ(alt.size(), path.size());
+  const std::vector<size_t> twoTier = {1, 1, 36, 36, 1, 1};
+  for (size_t i = 0; i < path.size(); ++i) {
+    EXPECT_EQ(alt[i].size(), twoTier[i]) << "hop " << i;
+    EXPECT_TRUE(std::find(alt[i].begin(), alt[i].end(), path[i]) != alt[i].end()) << "hop " << i;
+    std::set<int> from, to;  // one leaf up to 36 spines, then 36 spines down to one leaf
+    for (DirLink d : alt[i]) {
+      const Link& l = c.link(dirLinkId(d));
+      from.insert((d & 1) ? l.b : l.a);
+      to.insert((d & 1) ? l.a : l.b);
+      EXPECT_DOUBLE_EQ(dirLinkBw(c, d), dirLinkBw(c, path[i]));
+    }
+    EXPECT_EQ(std::min(from.size(), to.size()), 1u) << "hop " << i;
+  }
+  r.paths(c.find("r0.gpu0"), c.find("r0.gpu5"), &path, &alt);  // NVLink in the rack
+  ASSERT_EQ(alt.size(), path.size());
+  for (const auto& a : alt) EXPECT_EQ(a.size(), 1u);
+  r.paths(c.find("r0.gpu0"), c.find("r0.gpu0"), &path, &alt);
+  EXPECT_TRUE(path.empty() && alt.empty());
+
+  Topology three;
+  ASSERT_TRUE(generateTopology("nvl72-cluster:4", {"tiers=3", "radix=4"}, &three).ok());  // pods of 2 leaves
+  Router r3(three);
+  r3.paths(three.find("r0.gpu0"), three.find("r3.gpu1"), &path, &alt);  // pod 0 to pod 1
+  ASSERT_EQ(path.size(), 8u);  // gpu-nic-leaf-spine-core-spine-leaf-nic-gpu
+  const std::vector<size_t> threeTier = {1, 1, 36, 36, 36, 36, 1, 1};
+  for (size_t i = 0; i < path.size(); ++i) EXPECT_EQ(alt[i].size(), threeTier[i]) << "hop " << i;
 }
 
 TEST(Detect, LocalMachineIsAValidTopology) {

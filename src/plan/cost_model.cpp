@@ -413,32 +413,72 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   }
   double t = -1;
   uint64_t chunk = clampChunk(std::ceil(S / n), k);  // a whole block per slice when it fits
+  // rhd.cpp's power-of-two group of pof2 ranks: the first 2 rem ranks fold in pairs (2v, 2v + 1)
+  // and inner rank v is real rank 2v + 1 for v < rem, else v + rem. With ranks contiguous by
+  // domain (f.uniform) real rank r is in domain r / perDomain, so whether a step's partners are in
+  // one domain depends on the rank, not only on the distance (72 per rack: distance 64 crosses
+  // for 64 of every 72 ranks); otherwise (domains of different sizes) every step of a multi-domain
+  // group is counted across.
+  int pof2 = 1;
+  while (pof2 * 2 <= n) pof2 *= 2;
+  const int rem = n - pof2;
+  const uint64_t count = bytes / std::max<size_t>(1, dataTypeSize(dtype));  // elements
+  auto innerDomain = [&](int v) { return (v < rem ? 2 * v + 1 : v + rem) / std::max(1, f.perDomain); };
+  auto crosses = [&](int v, int dist) {
+    return c.multi && (!f.uniform || innerDomain(v) != innerDomain(v ^ dist));
+  };
   auto rhdPhase = [&](bool reduce, double total) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
     // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
-    // partner is a domain or more away crosses the network, every rank sending at once. Steps are
-    // sent in chunks and the executor starts a chunk once its data are there, so steps overlap:
-    // the phase ends after the later of each link's bytes back to back (steps across domains on
-    // the network share, the others on the domain link; one latency at the end) and one chunk's
-    // chain through the steps (every step's latency, the slowest step's bytes, a chunk of each
-    // other's).
+    // partner is in another domain crosses the network, every such rank sending at once. Steps
+    // are sent in chunks and the executor starts a chunk once its data are there, so steps
+    // overlap: the phase ends after the later of the busiest rank's link's bytes back to back (its
+    // steps across domains on the network share, the others on the domain link; one latency at
+    // the end) and one chunk's chain through the steps (every step's latency, the slowest step's
+    // bytes, a chunk of each other's).
     int L = 0;
     while ((2 << L) <= n) ++L;
-    double lat = 0, slowest = 0, chunks = 0, linkIn = 0, linkOut = 0, last = 0;
+    auto rate = [&](bool cross) {
+      return reduce ? std::min(cross ? c.bLoaded : c.bIn, c.R) : (cross ? c.bLoaded : c.bIn);
+    };
+    // The chain: a rank's chunk of step s leaves once it and its partner finished step s - 1
+    // (T_s(r) = max(T_{s-1}(r), T_{s-1}(partner)) + latency + a chunk, each pair's own link), so
+    // a rank on the network in some steps and on NVLink in others paces only what depends on it.
+    // Halving keeps the dist blocks of p around the rank and receives them from the partner;
+    // doubling receives the partner's dist blocks. A rank receiving no element (fewer elements
+    // than blocks: 8 B is 2 floats of 4,096 blocks) skips the step, as the schedule does.
+    const bool alike =
+        (!c.multi || !f.uniform) && count >= static_cast<uint64_t>(pof2);  // every rank the same
+    const int ranks = alike ? 1 : pof2;
+    std::vector<double> chain(ranks, 0), next(ranks);
+    double slowest = 0, links = 0;
     for (int s = 0; s < L; ++s) {
-      int dist = 1 << (L - 1 - s);
-      bool cross = c.multi && (!f.uniform || dist >= f.perDomain);
-      double v = total / (2 << s);
-      double b = cross ? c.bLoaded : c.bIn;
-      if (reduce) b = std::min(b, c.R);
-      last = cross ? c.aOut : c.aIn;
-      lat += last;
-      (cross ? linkOut : linkIn) += v / b;
-      const double one = std::min(v, static_cast<double>(chunk)) / b;
-      chunks += one;
-      slowest = std::max(slowest, v / b - one);
+      const int dist = reduce ? 1 << (L - 1 - s) : 1 << s;
+      const double v = total * dist / pof2;
+      for (int r = 0; r < ranks; ++r) {
+        const int from = alike ? r : r ^ dist;
+        const uint64_t b0 = static_cast<uint64_t>((reduce ? r : from) & ~(dist - 1));
+        if (!alike && blockBegin(count, pof2, b0 + dist) == blockBegin(count, pof2, b0)) {
+          next[r] = chain[r];  // nothing to receive this step
+          continue;
+        }
+        const bool cross = crosses(r, dist);
+        const double b = rate(cross), one = std::min(v, static_cast<double>(chunk)) / b;
+        next[r] = std::max(chain[r], chain[from]) + (cross ? c.aOut : c.aIn) + one;
+        slowest = std::max(slowest, v / b - one);
+      }
+      chain.swap(next);
     }
-    return std::max(std::max(linkIn, linkOut) + last, lat + chunks + slowest);
+    for (int r = 0; r < ranks; ++r) {  // each rank's link bytes
+      double linkIn = 0, linkOut = 0;
+      bool cross = false;
+      for (int s = 0; s < L; ++s) {
+        cross = crosses(r, 1 << (L - 1 - s));
+        (cross ? linkOut : linkIn) += total / (2 << s) / rate(cross);
+      }
+      links = std::max(links, std::max(linkIn, linkOut) + (cross ? c.aOut : c.aIn));
+    }
+    return std::max(links, *std::max_element(chain.begin(), chain.end()) + slowest);
   };
 
   // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
@@ -472,9 +512,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto gpuWindowFold = [&](double v) {
     return (n - 1) * windowReadUs + (2.0 * n - 3) * v / std::min(c.bIn, c.R);
   };
-  int pof2 = 1;
-  while (pof2 * 2 <= n) pof2 *= 2;
-  double rhdExtra = pof2 == n ? 0 : (c.multi ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
+  // The fold of a pair (2v, 2v + 1), v < rem, before the halving and after the doubling: over the
+  // network only where some pair straddles two domains.
+  bool foldCrosses = false;
+  for (int v = 0; v < rem && !foldCrosses; ++v)
+    foldCrosses = c.multi && (!f.uniform ||
+                              (2 * v) / std::max(1, f.perDomain) != (2 * v + 1) / std::max(1, f.perDomain));
+  double rhdExtra = pof2 == n ? 0 : (foldCrosses ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
 
   // The other collectives through the switch (branch `switch` adds their schedules): each rank
   // sends `up` and receives `down` bytes; the larger sets the pace, as for all-reduce.

@@ -129,17 +129,46 @@ bool conflicts(const Step& s, const Step& b) {
 
 // Links as servers: a message holds each link on its route in turn, cut-through (its head moves on
 // after the link's latency, its tail cannot pass the previous link's), queueing behind earlier ones.
+// A group (addGroup) is one server for a set of parallel links that traffic is sprayed over evenly
+// (a fat tree's equal-cost spine bundles under adaptive routing): a message's bytes split over the
+// members, each member carrying bytes / k at its rate, is the group's sum of rates carrying them.
 class Links {
  public:
   Links(const Topology& t, const CostConstants& k) : t_(t), k_(k) {
-    free_.assign(2 * static_cast<size_t>(t.numLinks()), 0);
-    busy_.assign(free_.size(), 0);
-    bytes_.assign(free_.size(), 0);
+    const size_t n = 2 * static_cast<size_t>(t.numLinks());
+    groupBase_ = n;
+    free_.assign(n, 0);
+    busy_.assign(n, 0);
+    bytes_.assign(n, 0);
     // Each directed link's rate in bytes/µs, once: a send is on the simulator's hottest path.
-    rate_.resize(free_.size());
-    for (size_t d = 0; d < rate_.size(); ++d)
-      rate_[d] = dirLinkBw(t, static_cast<DirLink>(d)) * k.eff[static_cast<int>(t.link(d >> 1).type)] * kB;
+    rate_.resize(n);
+    lat_.resize(n);
+    net_.resize(n);
+    for (size_t d = 0; d < n; ++d) {
+      const Link& l = t.link(static_cast<int>(d >> 1));
+      rate_[d] = dirLinkBw(t, static_cast<DirLink>(d)) * k.eff[static_cast<int>(l.type)] * kB;
+      lat_[d] = l.latencyUs;
+      net_[d] = l.type == LinkType::Net;
+    }
   }
+  // A server for `members` (directed links, two or more): its id, usable wherever a DirLink of a
+  // route is. Its latency is the slowest member's.
+  DirLink addGroup(const std::vector<DirLink>& members) {
+    const DirLink id = static_cast<DirLink>(free_.size());
+    double rate = 0, lat = 0;
+    bool net = false;
+    for (DirLink d : members) rate += rate_[d], lat = std::max(lat, lat_[d]), net |= net_[d] != 0;
+    free_.push_back(0);
+    busy_.push_back(0);
+    bytes_.push_back(0);
+    rate_.push_back(rate);
+    lat_.push_back(lat);
+    net_.push_back(net);
+    members_.push_back(members);
+    return id;
+  }
+  size_t groupSize(DirLink g) const { return members_[g - firstGroup()].size(); }
+  double latency(DirLink d) const { return lat_[d]; }
   // Returns the arrival of the last byte; *first = arrival of the first byte. Overheads are the
   // caller's (added to depart). gapUs: the path's first link takes its next message only that long
   // after this one (a sender's per-chunk cost, see AggGroup::run).
@@ -177,7 +206,7 @@ class Links {
   }
   double overhead(std::span<const DirLink> path) const {
     for (DirLink d : path)
-      if (t_.link(dirLinkId(d)).type == LinkType::Net) return k_.stepOverheadUs + k_.netStepOverheadUs;
+      if (net_[d]) return k_.stepOverheadUs + k_.netStepOverheadUs;
     return k_.stepOverheadUs;
   }
   double overhead(DirLink d) const { return overhead({&d, 1}); }
@@ -192,22 +221,30 @@ class Links {
     if (it != reduceFree_.end()) reduceFree_[reduceKey(toSw, group)] = it->second;
   }
   void report(int topLinks, SimResult* out) const {
-    std::vector<int> idx(busy_.size());
+    // A group's members each carried an even share of its bytes, busy as long as the group.
+    std::vector<double> busy(busy_.begin(), busy_.begin() + firstGroup()),
+        bytes(bytes_.begin(), bytes_.begin() + firstGroup());
+    for (size_t g = 0; g < members_.size(); ++g)
+      for (DirLink d : members_[g]) {
+        busy[d] += busy_[firstGroup() + g];
+        bytes[d] += bytes_[firstGroup() + g] / static_cast<double>(members_[g].size());
+      }
+    std::vector<int> idx(busy.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
     int top = std::min<int>(topLinks, static_cast<int>(idx.size()));
     std::partial_sort(idx.begin(), idx.begin() + top, idx.end(),
-                      [&](int a, int b) { return busy_[a] > busy_[b]; });
+                      [&](int a, int b) { return busy[a] > busy[b]; });
     for (int i = 0; i < top; ++i) {
       int d = idx[i];
-      if (busy_[d] <= 0) break;
+      if (busy[d] <= 0) break;
       const Link& l = t_.link(d >> 1);
       int from = (d & 1) ? l.b : l.a, to = (d & 1) ? l.a : l.b;
       LinkLoad ll;
       ll.name = strprintf("%s -> %s (%s)", t_.node(from).name.c_str(), t_.node(to).name.c_str(),
                           linkTypeName(l.type));
-      ll.bytes = bytes_[d];
-      ll.busyUs = busy_[d];
-      ll.utilization = out->timeUs > 0 ? busy_[d] / out->timeUs : 0;
+      ll.bytes = bytes[d];
+      ll.busyUs = busy[d];
+      ll.utilization = out->timeUs > 0 ? busy[d] / out->timeUs : 0;
       out->busiest.push_back(ll);
     }
   }
@@ -217,11 +254,14 @@ class Links {
   void hops(std::span<const DirLink> path, double bytes, double gapUs, Cursor* c) {
     for (; c->next < path.size(); ++c->next) {
       const DirLink d = path[c->next];
-      const double lat = t_.link(dirLinkId(d)).latencyUs;
+      const double lat = lat_[d];
       double start = std::max(c->head, free_[d]);
       double x = bytes / rate_[d];
       double finish = std::max(start + x, c->tail + c->prevLat);
-      free_[d] = finish + (c->next == 0 ? gapUs : 0);
+      // A link is held until the message's tail has left it; a group only for its share of the
+      // group's rate: a message fed slower than that (one NIC into a leaf's 36 uplinks) leaves the
+      // rest of the group to other messages meanwhile, as its sprayed packets leave the other links.
+      free_[d] = (static_cast<size_t>(d) >= groupBase_ ? start + x : finish) + (c->next == 0 ? gapUs : 0);
       busy_[d] += x;
       bytes_[d] += bytes;
       c->head = start + lat;
@@ -236,9 +276,13 @@ class Links {
   static uint64_t reduceKey(int sw, int group) {
     return static_cast<uint64_t>(sw) << 24 | static_cast<uint32_t>(group);
   }
+  size_t firstGroup() const { return 2 * static_cast<size_t>(t_.numLinks()); }
   const Topology& t_;
   const CostConstants& k_;
-  std::vector<double> free_, busy_, bytes_, rate_;
+  std::vector<double> free_, busy_, bytes_, rate_, lat_;
+  size_t groupBase_ = 0;                       // firstGroup()
+  std::vector<uint8_t> net_;                   // a network link (or a group of them)
+  std::vector<std::vector<DirLink>> members_;  // per group (ids from firstGroup() on)
   std::unordered_map<uint64_t, double> reduceFree_;
 };
 
@@ -807,11 +851,37 @@ class Engine {
   // The route from node `from` to `to`, looked up once into ref (kept in the pool).
   std::span<const DirLink> route(RouteRef& ref, int from, int to) {
     if (!ref.known) {
-      router_.path(from, to, &routeScratch_);
+      if (opt_.spreadRoutes) {
+        router_.paths(from, to, &routeScratch_, &altScratch_);
+        for (size_t i = 0; i < routeScratch_.size(); ++i)
+          if (altScratch_[i].size() > 1) routeScratch_[i] = spread(altScratch_[i], routeScratch_[i]);
+      } else {
+        router_.path(from, to, &routeScratch_);
+      }
       const std::span<const DirLink> kept = routes_.add(routeScratch_);
       ref = {kept.data(), static_cast<uint32_t>(kept.size()), true};
     }
     return ref.span();
+  }
+
+  // The group (Links::addGroup) of a hop's equal-cost links, made on first use; `own` (the hashed
+  // route's link) where some of them already serve in a different group, so that every link is
+  // booked through one server. In a fat tree the sets never overlap partly: a leaf's uplinks to all
+  // its spines, a spine's downlinks to one leaf, a plane's links between a pod and its core.
+  DirLink spread(const std::vector<DirLink>& alt, DirLink own) {
+    if (groupOf_.empty()) groupOf_.assign(2 * static_cast<size_t>(t_.numLinks()), -1);
+    const DirLink g = groupOf_[alt[0]];
+    if (g < 0) {
+      for (DirLink d : alt)
+        if (groupOf_[d] >= 0) return own;
+      const DirLink made = links_.addGroup(alt);
+      for (DirLink d : alt) groupOf_[d] = made;
+      return made;
+    }
+    if (links_.groupSize(g) != alt.size()) return own;
+    for (DirLink d : alt)
+      if (groupOf_[d] != g) return own;
+    return g;
   }
 
   // Signal: a small message, its arrival delayed by the route's latency and a software step.
@@ -820,7 +890,7 @@ class Engine {
     if (other == rs.node) return start + opt_.k.stepOverheadUs;
     const std::span<const DirLink> path = route(pe.route, rs.node, other);
     double at = start + links_.overhead(path);
-    for (DirLink d : path) at += t_.link(dirLinkId(d)).latencyUs;
+    for (DirLink d : path) at += links_.latency(d);
     return at;
   }
 
@@ -945,7 +1015,7 @@ class Engine {
   bool leave(const Msg& m, std::span<const DirLink> path, double ready, double bytes, double* at,
              double* first) {
     // A leaving message's cursor: past its first link (the only one sendFirst books).
-    Links::Cursor c{m.head, m.tail, t_.link(dirLinkId(path[0])).latencyUs, 1};
+    Links::Cursor c{m.head, m.tail, links_.latency(path[0]), 1};
     if (!m.leaving) {
       links_.sendFirst(path, ready, bytes, &c);
       const double starts = c.head - c.prevLat;
@@ -1006,6 +1076,8 @@ class Engine {
   std::vector<RankState> ranks_;
   RoutePool routes_;
   std::vector<DirLink> routeScratch_;
+  std::vector<std::vector<DirLink>> altScratch_;
+  std::vector<DirLink> groupOf_;  // per directed link: its group (spread), -1 none
   std::vector<int> nodes_;
   std::map<std::array<uint64_t, 3>, Rendezvous> rendezvous_;  // (stride, group, k)
   std::unordered_map<uint64_t, AggGroup> groups_;

@@ -34,6 +34,10 @@ struct SimOptions {
   // simulate() refuses (tribNotSupported, naming its estimate) a replay estimated to need more
   // memory than this; 0: the address-space limit (ulimit -v) or the machine's memory.
   double memoryLimitBytes = 0;
+  // Point-to-point messages spread over a route's equal-cost links (a fat tree's spine bundles)
+  // evenly, as adaptive routing and packet spraying do (docs/PLANNER.md); false: each (source,
+  // destination) pair on the one hashed path of the Router (static ECMP).
+  bool spreadRoutes = true;
 };
 
 struct LinkLoad {

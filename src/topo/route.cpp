@@ -4,6 +4,7 @@
 #include "topo/route.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <queue>
 
@@ -38,6 +39,8 @@ Router::Router(const Topology& t) : t_(t) {
   stamp_.assign(n, 0);
   done_.assign(n, 0);
   nearDst_.assign(n, 0);
+  depthStamp_.assign(n, 0);
+  depth_.assign(n, 0);
 }
 
 const std::vector<DirLink>& Router::route(int src, int dst) {
@@ -54,8 +57,76 @@ void Router::path(int src, int dst, std::vector<DirLink>* out) {
   if (src != dst) compute(src, dst, out);
 }
 
+void Router::paths(int src, int dst, std::vector<DirLink>* out,
+                   std::vector<std::vector<DirLink>>* alternatives) {
+  out->clear();
+  if (src == dst) {
+    alternatives->clear();
+    return;
+  }
+  compute(src, dst, out);
+  equalCostHops(src, dst, *out, alternatives);
+}
+
+double Router::weight(int u, int lid, int v, int dst) const {
+  const Link& l = t_.link(lid);
+  double w = l.latencyUs + kRefMessageUs / std::max(1e-9, (l.a == u ? l.bwAB : l.bwBA));
+  NodeType vt = t_.node(v).type;
+  if (v != dst && (vt == NodeType::Cpu || vt == NodeType::Numa || vt == NodeType::Host))
+    w += kCpuTransitPenaltyUs;
+  return w;
+}
+
+// Walks back from dst over the tight edges of compute()'s search (dist[u] + w(u, v) == dist[v],
+// u settled): layer i of the walk is the nodes i hops before dst on some shortest path. Every node
+// on a shortest path has a distance below dst's, so the search settled it before it stopped.
+void Router::equalCostHops(int src, int dst, const std::vector<DirLink>& path,
+                           std::vector<std::vector<DirLink>>* alternatives) {
+  const size_t hops = path.size();
+  auto& sets = *alternatives;  // the caller's, reused: its vectors keep their capacity
+  auto single = [&] {
+    for (size_t i = 0; i < hops; ++i) sets[i].assign(1, path[i]);
+  };
+  sets.resize(hops);
+  single();
+  if (hops < 2 || !tie_) return;  // no choice, or the search met no equal-cost alternative
+  for (auto& s : sets) s.clear();
+  std::vector<int>& layer = layer_;
+  std::vector<int>& prev = prevLayer_;
+  layer.assign(1, dst);
+  depthStamp_[dst] = gen_;
+  depth_[dst] = 0;
+  for (size_t h = 0; h < hops; ++h) {
+    prev.clear();
+    for (int v : layer)
+      for (auto [lid, u] : t_.adjacent(v)) {
+        if (stamp_[u] != gen_ || done_[u] != gen_) continue;
+        if (u != src && !transit(t_.node(u).type)) continue;
+        if (std::fabs(dist_[u] + weight(u, lid, v, dst) - dist_[v]) > 1e-9) continue;
+        const bool fresh = depthStamp_[u] != gen_;
+        if (fresh) {
+          depthStamp_[u] = gen_;
+          depth_[u] = static_cast<int>(h + 1);
+          prev.push_back(u);
+        } else if (depth_[u] != static_cast<int>(h + 1)) {
+          single();  // equal-cost paths of different lengths: keep the one
+          return;
+        }
+        const Link& l = t_.link(lid);
+        sets[hops - 1 - h].push_back(2 * lid + (l.a == u ? 0 : 1));
+      }
+    layer.swap(prev);
+  }
+  if (layer.size() != 1 || layer[0] != src) {
+    single();
+    return;
+  }
+  for (auto& s : sets) std::sort(s.begin(), s.end());
+}
+
 void Router::compute(int src, int dst, std::vector<DirLink>* out) {
   ++gen_;
+  tie_ = false;
   for (auto [lid, nb] : t_.adjacent(dst)) nearDst_[nb] = gen_;
   uint64_t pairHash = mix(static_cast<uint64_t>(src) * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(dst));
   using Item = std::pair<double, int>;
@@ -84,10 +155,7 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
       if (v != dst && nearDst_[v] != gen_ && transitNeighbours_[v] - (uTransit ? 1 : 0) <= 0) continue;
       if (v != dst && !transit(t_.node(v).type)) continue;
       const Link& l = t_.link(lid);
-      double w = l.latencyUs + kRefMessageUs / std::max(1e-9, (l.a == u ? l.bwAB : l.bwBA));
-      NodeType vt = t_.node(v).type;
-      if (v != dst && (vt == NodeType::Cpu || vt == NodeType::Numa || vt == NodeType::Host))
-        w += kCpuTransitPenaltyUs;
+      const double w = weight(u, lid, v, dst);
       DirLink dl = 2 * lid + (l.a == u ? 0 : 1);
       touch(v);
       double nd = d + w;
@@ -97,6 +165,7 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
         pq.push({nd, v});
       } else if (nd <= dist_[v] + 1e-9 && via_[v] >= 0) {
         // Equal cost: pick among the candidates by a hash of (src, dst, candidate) -- ECMP.
+        tie_ = true;
         if (mix(pairHash ^ static_cast<uint64_t>(dl)) < mix(pairHash ^ static_cast<uint64_t>(via_[v])))
           via_[v] = dl;
       }

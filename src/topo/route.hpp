@@ -29,6 +29,11 @@ class Router {
   // The same path, computed into *out and not cached (for callers that keep n² paths more
   // compactly than the cache's vector per pair: the simulator's RoutePool).
   void path(int src, int dst, std::vector<DirLink>* out);
+  // The same path, and in (*alternatives)[i] every directed link that some equal-cost path takes
+  // as its i-th hop (path[i] among them; one link where there is no choice): the spine bundles a
+  // fat tree's adaptive routing or packet spraying spreads one pair's traffic over. Where the
+  // equal-cost paths differ in length, each hop's set is the path's own link.
+  void paths(int src, int dst, std::vector<DirLink>* out, std::vector<std::vector<DirLink>>* alternatives);
   bool reachable(int src, int dst) { return src == dst || !route(src, dst).empty(); }
   double latencyUs(int src, int dst);       // sum of link latencies
   double bottleneckGBps(int src, int dst);  // min link bandwidth along the path (0 if none)
@@ -36,6 +41,10 @@ class Router {
 
  private:
   void compute(int src, int dst, std::vector<DirLink>* out);
+  double weight(int u, int lid, int v, int dst) const;  // the hop u -> v over link lid
+  // After compute(src, dst, path): the equal-cost hops (paths()).
+  void equalCostHops(int src, int dst, const std::vector<DirLink>& path,
+                     std::vector<std::vector<DirLink>>* alternatives);
   const Topology& t_;
   std::vector<int> transitNeighbours_;
   std::unordered_map<uint64_t, std::vector<DirLink>> cache_;
@@ -44,6 +53,10 @@ class Router {
   std::vector<DirLink> via_;
   std::vector<uint32_t> stamp_, done_, nearDst_;
   uint32_t gen_ = 0;
+  bool tie_ = false;  // the last search met an equal-cost alternative
+  // equalCostHops scratch: each node's hops before dst (stamped by gen_), the walk's layers.
+  std::vector<uint32_t> depthStamp_;
+  std::vector<int> depth_, layer_, prevLayer_;
 };
 
 // The first network switch above an endpoint (through its NICs, PCIe switches, CPUs), by fewest
