@@ -26,6 +26,20 @@ TEST(WireBounds, SizesPastInt64AreKept) {
   EXPECT_EQ(rules[0].lo, 10000000000000000000ull);
 }
 
+// fuzz_algo_tune: a rank count past INT32_MAX wrapped negative in the rule's int (min > max).
+TEST(WireBounds, RankCountsPastIntAreRefused) {
+  std::vector<TuneRule> rules;
+  for (const char* spec : {"allreduce:ranks=2-6488888888888:@ring", "allreduce:ranks=4294967298:@ring",
+                           "allreduce:ranks=2-99999999999999999999999:@ring"}) {
+    Status st = parseTuneString(spec, &rules);
+    EXPECT_EQ(st.code(), tribInvalidArgument) << spec;
+    EXPECT_NE(st.message().find("bad rank range"), std::string::npos) << st.message();
+  }
+  ASSERT_TRUE(parseTuneString("allreduce:ranks=2-2147483647:@ring", &rules).ok());
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].maxRanks, INT32_MAX);
+}
+
 namespace {
 
 shm::SlotHeader slot(uint32_t kind, uint64_t total, uint64_t offset, uint32_t len, uint32_t cma = 0) {

@@ -117,7 +117,8 @@ Status parseTuneString(const std::string& spec, std::vector<TuneRule>* out) {
         char* e2 = nullptr;
         long lo = std::strtol(rng[0].c_str(), &e1, 10);
         long hi = rng.size() > 1 ? (rng[1] == "inf" ? INT32_MAX : std::strtol(rng[1].c_str(), &e2, 10)) : lo;
-        if (rng.size() > 2 || *e1 || (e2 && *e2) || lo < 1 || hi < lo)
+        // A count past INT32_MAX would wrap in the int it is stored in (found by fuzz_algo_tune).
+        if (rng.size() > 2 || *e1 || (e2 && *e2) || lo < 1 || hi < lo || hi > INT32_MAX)
           return errorf(tribInvalidArgument, "TRIB_TUNE entry '%s': bad rank range '%s' (e.g. ranks=2-64)",
                         entry.c_str(), field.c_str());
         r.minRanks = static_cast<int>(lo);

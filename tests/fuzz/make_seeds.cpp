@@ -255,6 +255,8 @@ void text() {
       std::string("\x00", 1) + "allreduce:0-64k:@tree#allreduce:64k-inf:ranks=2-64:@ring");
   put("fuzz_algo_tune", "tune_sizes",
       std::string("\x00", 1) + "all:1.5KiB-1G:@rhd#reduce,broadcast:8-16mb:@binomial");
+  put("fuzz_algo_tune", "tune_ranks_past_int",  // once wrapped negative
+      std::string("\x00", 1) + "allreduce:ranks=2-6488888888888:@ring");
   put("fuzz_topo_file", "switch",
       "# two GPUs under a reducing switch\n"
       "node g0 gpu\nnode g1 gpu\n"
