@@ -42,9 +42,6 @@ struct Gap {
   const char* why;
 };
 const std::vector<Gap> kKnownGaps = {
-    {PlanAlgo::Tree, 2, 2, 16u << 20, kAny, false,
-     "two ranks: the model adds 2 x depth chunks of fill to the link's work, where the replay overlaps one "
-     "tree's up with the other's down and keeps the link busy from the start"},
     {PlanAlgo::Tree, 3, kAnyRanks, 256u << 20, kAny, false,
      "7+ ranks at >= 256 MiB the replay is 1.12-1.20x the busiest rank's 2S / link: its busiest links "
      "idle a fifth of the time"},

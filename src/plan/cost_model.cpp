@@ -588,7 +588,16 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           }
           double b = c.multi && f.perDomain < 2 ? bOut : bIn;  // one hop's link, for the fill
           chunk = pipelineChunk(S, b, 2 * D, k);
-          t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
+          if (n == 2) {
+            // Each tree is one edge, and each direction of it carries one tree's leaf stream (the
+            // input: ready at the start) and the other tree's root stream (fed by the leaf stream
+            // of the opposite direction, a chunk behind): the link never waits for a pipeline to
+            // fill, so it is busy from its first chunk to its last (its bytes back to back and one
+            // trip), unless a slice's round trip, up and down, is longer (small buffers).
+            t = std::max(path + bwTime, 2 * (path + std::min(static_cast<double>(chunk), S / 2) / b));
+          } else {
+            t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
+          }
           p.reason = "double binary tree: 2 log2(n) hops, pipelined";
           break;
         }
