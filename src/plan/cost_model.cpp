@@ -427,7 +427,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto crosses = [&](int v, int dist) {
     return c.multi && (!f.uniform || innerDomain(v) != innerDomain(v ^ dist));
   };
-  auto rhdPhase = [&](bool reduce, double total) {
+  // foldIn, foldOut: the fold of the pair (2v, 2v + 1) before the phase and after it; only the
+  // folding ranks (inner v < rem) run it, so their chains start and end that much later, and the
+  // others' steps go on meanwhile until they need a folding partner's data. carry (optional, one
+  // entry per chain): in, when each rank's chain starts relative to the phase's start; out, when
+  // it ended relative to the phase's end (<= 0), so a rank that finished halving early starts
+  // doubling early, as the executor runs a rank's steps with no barrier between the phases.
+  auto rhdPhase = [&](bool reduce, double total, double foldIn, double foldOut, std::vector<double>* carry) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
     // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
     // partner is in another domain crosses the network, every such rank sending at once. Steps
@@ -435,50 +441,74 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // overlap: the phase ends after the later of the busiest rank's link's bytes back to back (its
     // steps across domains on the network share, the others on the domain link; one latency at
     // the end) and one chunk's chain through the steps (every step's latency, the slowest step's
-    // bytes, a chunk of each other's).
+    // bytes, a chunk of each other's). A rank is done with the phase after the later of its own
+    // two (carry).
     int L = 0;
     while ((2 << L) <= n) ++L;
     auto rate = [&](bool cross) {
       return reduce ? std::min(cross ? c.bLoaded : c.bIn, c.R) : (cross ? c.bLoaded : c.bIn);
     };
-    // The chain: a rank's chunk of step s leaves once it and its partner finished step s - 1
-    // (T_s(r) = max(T_{s-1}(r), T_{s-1}(partner)) + latency + a chunk, each pair's own link), so
-    // a rank on the network in some steps and on NVLink in others paces only what depends on it.
+    // The chain: the partner's chunk of step s leaves once the partner finished step s - 1, and
+    // its trip runs while the rank finishes its own step s - 1 (sends are posted as soon as their
+    // data are there, into receive buffers already posted): T_s(r) = max(T_{s-1}(r),
+    // T_{s-1}(partner) + latency) + a chunk, on each pair's own link. So a rank on the network in
+    // some steps and on NVLink in others paces only what depends on it.
     // Halving keeps the dist blocks of p around the rank and receives them from the partner;
     // doubling receives the partner's dist blocks. A rank receiving no element (fewer elements
     // than blocks: 8 B is 2 floats of 4,096 blocks) skips the step, as the schedule does.
     const bool alike =
         (!c.multi || !f.uniform) && count >= static_cast<uint64_t>(pof2);  // every rank the same
     const int ranks = alike ? 1 : pof2;
-    std::vector<double> chain(ranks, 0), next(ranks);
+    auto folds = [&](int r) { return alike ? rem > 0 : r < rem; };  // alike: the folding ranks
+    auto receives = [&](int r, int dist) {  // rank r receives some element at distance dist
+      const uint64_t b0 = static_cast<uint64_t>((reduce ? r : r ^ dist) & ~(dist - 1));
+      return blockBegin(count, pof2, b0 + dist) != blockBegin(count, pof2, b0);
+    };
+    std::vector<double> chain(ranks, 0), next(ranks), own(ranks);
+    for (int r = 0; r < ranks; ++r)
+      chain[r] = (carry && !carry->empty() ? (*carry)[r] : 0) + (folds(r) ? foldIn : 0);
     double slowest = 0, links = 0;
     for (int s = 0; s < L; ++s) {
       const int dist = reduce ? 1 << (L - 1 - s) : 1 << s;
       const double v = total * dist / pof2;
       for (int r = 0; r < ranks; ++r) {
         const int from = alike ? r : r ^ dist;
-        const uint64_t b0 = static_cast<uint64_t>((reduce ? r : from) & ~(dist - 1));
-        if (!alike && blockBegin(count, pof2, b0 + dist) == blockBegin(count, pof2, b0)) {
+        if (!alike && !receives(r, dist)) {
           next[r] = chain[r];  // nothing to receive this step
           continue;
         }
         const bool cross = crosses(r, dist);
         const double b = rate(cross), one = std::min(v, static_cast<double>(chunk)) / b;
-        next[r] = std::max(chain[r], chain[from]) + (cross ? c.aOut : c.aIn) + one;
+        next[r] = std::max(chain[r], chain[from] + (cross ? c.aOut : c.aIn)) + one;
         slowest = std::max(slowest, v / b - one);
       }
       chain.swap(next);
     }
     for (int r = 0; r < ranks; ++r) {  // each rank's link bytes
-      double linkIn = 0, linkOut = 0;
+      double linkIn = 0, linkOut = 0, inside = 0;
       bool cross = false;
       for (int s = 0; s < L; ++s) {
+        const double v = total / (2 << s);
         cross = crosses(r, 1 << (L - 1 - s));
-        (cross ? linkOut : linkIn) += total / (2 << s) / rate(cross);
+        (cross ? linkOut : linkIn) += v / rate(cross);
+        // The domain steps at shorter distances than any network step come after the network
+        // steps in halving (they fold what those brought) and before them in doubling (they
+        // gather what those send on): the network link waits for their last (first) chunk's
+        // chain, one latency and chunk each.
+        if (!alike && !receives(r, 1 << (L - 1 - s))) continue;  // nothing to wait for
+        inside = cross ? 0 : inside + c.aIn + std::min(v, static_cast<double>(chunk)) / rate(false);
       }
-      links = std::max(links, std::max(linkIn, linkOut) + (cross ? c.aOut : c.aIn));
+      if (linkOut > 0) linkOut += c.aOut - c.aIn + inside;
+      own[r] = std::max(linkIn, linkOut) + c.aIn + (folds(r) ? foldIn + foldOut : 0);
+      links = std::max(links, own[r]);
+      if (folds(r)) chain[r] += foldOut;
     }
-    return std::max(links, *std::max_element(chain.begin(), chain.end()) + slowest);
+    const double end = std::max(links, *std::max_element(chain.begin(), chain.end()) + slowest);
+    if (carry) {
+      carry->resize(ranks);
+      for (int r = 0; r < ranks; ++r) (*carry)[r] = std::max(chain[r] + slowest, own[r]) - end;
+    }
+    return end;
   };
 
   // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
@@ -588,14 +618,26 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           }
           double b = c.multi && f.perDomain < 2 ? bOut : bIn;  // one hop's link, for the fill
           chunk = pipelineChunk(S, b, 2 * D, k);
-          t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
+          if (n == 2) {
+            // Each tree is one edge, and each direction of it carries one tree's leaf stream (the
+            // input: ready at the start) and the other tree's root stream (fed by the leaf stream
+            // of the opposite direction, a chunk behind): the link never waits for a pipeline to
+            // fill, so it is busy from its first chunk to its last (its bytes back to back and one
+            // trip), unless a slice's round trip, up and down, is longer (small buffers).
+            t = std::max(path + bwTime, 2 * (path + std::min(static_cast<double>(chunk), S / 2) / b));
+          } else {
+            t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
+          }
           p.reason = "double binary tree: 2 log2(n) hops, pipelined";
           break;
         }
-        case PlanAlgo::Rhd:
-          t = rhdPhase(true, S) + rhdPhase(false, S) + 2 * rhdExtra;
+        case PlanAlgo::Rhd: {
+          std::vector<double> carry;  // each rank's end of halving, where its doubling starts
+          t = rhdPhase(true, S, rhdExtra, 0, &carry);
+          t += rhdPhase(false, S, 0, rhdExtra, &carry);
           p.reason = "2 log2(n) steps, halving/doubling";
           break;
+        }
         case PlanAlgo::Direct:
           t = directPhase(S / n, true) + directPhase(S / n, false);
           p.reason = "direct reduce-scatter + all-gather: every peer at once";
@@ -799,7 +841,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         t = flatRingPhase(c, S / n, reduces);
         p.reason = "n-1 steps of S/n";
       } else if (a == PlanAlgo::Rhd) {
-        t = rhdPhase(reduces, S) + rhdExtra;
+        t = rhdPhase(reduces, S, 0, 0, nullptr) + rhdExtra;
         p.reason = "log2(n) steps";
       } else if (a == PlanAlgo::Direct) {
         t = directPhase(S / n, reduces);
