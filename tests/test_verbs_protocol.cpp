@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "transports/registry.hpp"
 #include "transports/verbs/verbs_reg_cache.hpp"
@@ -377,7 +378,7 @@ TEST(VerbsRegCache, SharesInUseRangesAndEvictsLeastRecentlyUsed) {
   int next = 0;
   RegCache<FakeRegion> cache(
       2,
-      [&](uintptr_t, uint64_t, FakeRegion* r) {
+      [&](uintptr_t, uint64_t, MemoryKind, FakeRegion* r) {
         r->id = ++next;
         live.insert(r->id);
         return Status::Ok();
@@ -385,13 +386,13 @@ TEST(VerbsRegCache, SharesInUseRangesAndEvictsLeastRecentlyUsed) {
       [&](FakeRegion& r) { live.erase(r.id); });
   uint64_t a, b, c, d, inner;
   FakeRegion *ra, *rb, *rc, *rd, *rin;
-  ASSERT_TRUE(cache.acquire(0x1000, 0x1000, &a, &ra).ok());
-  ASSERT_TRUE(cache.acquire(0x1100, 0x100, &inner, &rin).ok());  // inside a: shared
+  ASSERT_TRUE(cache.acquire(0x1000, 0x1000, MemoryKind::Host, &a, &ra).ok());
+  ASSERT_TRUE(cache.acquire(0x1100, 0x100, MemoryKind::Host, &inner, &rin).ok());  // inside a: shared
   EXPECT_EQ(rin->id, ra->id);
   const int idA = ra->id;
   EXPECT_EQ(cache.registered(), 1u);
-  ASSERT_TRUE(cache.acquire(0x5000, 0x1000, &b, &rb).ok());
-  ASSERT_TRUE(cache.acquire(0x9000, 0x1000, &c, &rc).ok());
+  ASSERT_TRUE(cache.acquire(0x5000, 0x1000, MemoryKind::Host, &b, &rb).ok());
+  ASSERT_TRUE(cache.acquire(0x9000, 0x1000, MemoryKind::Host, &c, &rc).ok());
   EXPECT_EQ(live.size(), 3u);  // all in use: nothing evicted whatever the limit
   cache.release(a);
   EXPECT_EQ(cache.kept(), 0u) << "a still has a user";
@@ -401,7 +402,7 @@ TEST(VerbsRegCache, SharesInUseRangesAndEvictsLeastRecentlyUsed) {
   EXPECT_EQ(cache.kept(), 2u);
   EXPECT_EQ(live.count(idA), 0u) << "a was deregistered";
   EXPECT_EQ(live.size(), 2u);
-  ASSERT_TRUE(cache.acquire(0x5000, 0x800, &d, &rd).ok());  // b reused from the kept ones
+  ASSERT_TRUE(cache.acquire(0x5000, 0x800, MemoryKind::Host, &d, &rd).ok());  // b reused from the kept ones
   EXPECT_EQ(cache.registered(), 3u);
   EXPECT_EQ(cache.hits(), 2u);
   cache.release(d);
@@ -413,14 +414,14 @@ TEST(VerbsRegCache, KeepZeroDeregistersOnRelease) {
   int live = 0;
   RegCache<FakeRegion> cache(
       0,
-      [&](uintptr_t, uint64_t, FakeRegion*) {
+      [&](uintptr_t, uint64_t, MemoryKind, FakeRegion*) {
         ++live;
         return Status::Ok();
       },
       [&](FakeRegion&) { --live; });
   uint64_t id;
   FakeRegion* r;
-  ASSERT_TRUE(cache.acquire(0x1000, 10, &id, &r).ok());
+  ASSERT_TRUE(cache.acquire(0x1000, 10, MemoryKind::Host, &id, &r).ok());
   EXPECT_EQ(live, 1);
   cache.release(id);
   EXPECT_EQ(live, 0);
@@ -430,13 +431,51 @@ TEST(VerbsRegCache, KeepZeroDeregistersOnRelease) {
 
 TEST(VerbsRegCache, AFailedRegistrationIsReturnedAndNotCached) {
   RegCache<FakeRegion> cache(
-      4, [](uintptr_t, uint64_t, FakeRegion*) { return errorf(tribSystemError, "no memlock"); },
+      4, [](uintptr_t, uint64_t, MemoryKind, FakeRegion*) { return errorf(tribSystemError, "no memlock"); },
       [](FakeRegion&) {});
   uint64_t id;
   FakeRegion* r;
-  Status s = cache.acquire(0x1000, 10, &id, &r);
+  Status s = cache.acquire(0x1000, 10, MemoryKind::Host, &id, &r);
   EXPECT_EQ(s.code(), tribSystemError);
   EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(VerbsRegCache, KeyedByMemoryKind) {
+  // Host and device memory register differently (verbs_dmabuf.hpp): a registration of one kind
+  // never serves the other, in use or kept.
+  std::vector<MemoryKind> made;
+  int live = 0, next = 0;
+  RegCache<FakeRegion> cache(
+      4,
+      [&](uintptr_t, uint64_t, MemoryKind k, FakeRegion* r) {
+        made.push_back(k);
+        r->id = ++next;
+        ++live;
+        return Status::Ok();
+      },
+      [&](FakeRegion&) { --live; });
+  uint64_t d, h, h2, d2;
+  FakeRegion *rd, *rh, *rh2, *rd2;
+  ASSERT_TRUE(cache.acquire(0x10000, 0x1000, MemoryKind::Device, &d, &rd).ok());
+  const int idD = rd->id;
+  cache.release(d);  // kept (keep 4)
+  ASSERT_EQ(cache.kept(), 1u);
+  // The same range as host memory (the device buffer freed, host memory mapped there): registered anew.
+  ASSERT_TRUE(cache.acquire(0x10000, 0x1000, MemoryKind::Host, &h, &rh).ok());
+  EXPECT_NE(rh->id, idD);
+  ASSERT_EQ(made, (std::vector<MemoryKind>{MemoryKind::Device, MemoryKind::Host}));
+  // While both exist, each kind finds its own, inside the range too.
+  ASSERT_TRUE(cache.acquire(0x10100, 0x100, MemoryKind::Host, &h2, &rh2).ok());
+  EXPECT_EQ(rh2->id, rh->id);
+  ASSERT_TRUE(cache.acquire(0x10100, 0x100, MemoryKind::Device, &d2, &rd2).ok());
+  EXPECT_EQ(rd2->id, idD);
+  EXPECT_EQ(cache.registered(), 2u);
+  EXPECT_EQ(cache.hits(), 2u);
+  cache.release(h);
+  cache.release(h2);
+  cache.release(d2);
+  cache.clear();
+  EXPECT_EQ(live, 0);
 }
 
 TEST(VerbsHca, NcclSyntax) {

@@ -35,6 +35,7 @@ struct Vmm {
   CUresult (*addressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
   CUresult (*pointerAttribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
   CUresult (*ctxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*rangeHandle)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
   Status status;
 };
 
@@ -72,7 +73,8 @@ const Vmm& vmm() {
            lookup("cuMemSetAccess", &r.setAccess, &s) &&
            lookup("cuMemGetAddressRange", &r.addressRange, &s) &&
            lookup("cuPointerGetAttribute", &r.pointerAttribute, &s) &&
-           lookup("cuCtxGetCurrent", &r.ctxGetCurrent, &s));
+           lookup("cuCtxGetCurrent", &r.ctxGetCurrent, &s) &&
+           lookup("cuMemGetHandleForAddressRange", &r.rangeHandle, &s));
     return r;
   }();
   return v;
@@ -342,6 +344,26 @@ bool deviceAllocation(const void* p, DeviceAllocation* out) {
   out->device = deviceOf(p);
   out->bufferId = id;
   return true;
+}
+
+bool dmabufSupported(int device) {
+  const Vmm& v = vmm();
+  if (!v.status.ok()) return false;
+  CUdevice dev = 0;
+  int yes = 0;
+  return v.deviceGet(&dev, device) == CUDA_SUCCESS &&
+         v.deviceGetAttribute(&yes, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) == CUDA_SUCCESS && yes;
+}
+
+Status dmabufExport(uintptr_t base, size_t bytes, int* fd) {
+  *fd = -1;
+  const Vmm& v = vmm();
+  TRIB_RETURN_IF_ERROR(v.status);
+  int handle = -1;
+  TRIB_CU_RETURN_IF_ERROR(
+      v.rangeHandle(&handle, static_cast<CUdeviceptr>(base), bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+  *fd = handle;
+  return Status::Ok();
 }
 
 Status memAllocDevice(size_t bytes, void** ptr) {

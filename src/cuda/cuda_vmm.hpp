@@ -59,6 +59,14 @@ struct DeviceAllocation {
 };
 bool deviceAllocation(const void* p, DeviceAllocation* out);
 
+// dma-buf exports of device memory, for registering it with an RDMA NIC (ibv_reg_dmabuf_mr,
+// transports/verbs/verbs_dmabuf.hpp). Whether `device`'s driver exports its memory as dma-buf
+// (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED); false without a driver or where it cannot be read.
+bool dmabufSupported(int device);
+// A new dma-buf file descriptor for device memory [base, base + bytes), both aligned to the host
+// page size (cuMemGetHandleForAddressRange); the caller closes it. Errors name the driver's.
+Status dmabufExport(uintptr_t base, size_t bytes, int* fd);
+
 // tribMemAlloc's device form (as ncclMemAlloc): a VMM allocation of at least `bytes` on the
 // current device, granularity-rounded, exportable; memFreeDevice takes only what it returned
 // (*mine false: not one of them, nothing done).

@@ -1,6 +1,8 @@
 // The verbs transport's memory registrations: one per buffer range in use, shared by the
 // operations that use it at once, and up to `keep` released ones kept for reuse, least recently
 // used evicted first. Generic over the registrar so the policy is tested without a device.
+// Keyed by memory kind too: host and device memory register differently (verbs_dmabuf.hpp), and a
+// kept registration never serves memory of another kind mapped at its address since.
 //
 // Why so few are kept by default (TRIB_IB_REG_CACHE=0): a registration pins the pages that were
 // mapped when it was made. A buffer freed and a new one mapped at the same address would reuse a
@@ -14,6 +16,7 @@
 #include <map>
 #include <utility>
 
+#include "common/memory_kind.hpp"
 #include "common/status.hpp"
 
 namespace trib::verbs {
@@ -21,18 +24,19 @@ namespace trib::verbs {
 template <class Region>
 class RegCache {
  public:
-  // reg: registers [addr, addr + bytes) into *out; dereg releases one.
-  using Reg = std::function<Status(uintptr_t addr, uint64_t bytes, Region* out)>;
+  // reg: registers [addr, addr + bytes), memory of `kind`, into *out; dereg releases one.
+  using Reg = std::function<Status(uintptr_t addr, uint64_t bytes, MemoryKind kind, Region* out)>;
   using Dereg = std::function<void(Region&)>;
   RegCache(size_t keep, Reg reg, Dereg dereg) : keep_(keep), reg_(std::move(reg)), dereg_(std::move(dereg)) {}
   ~RegCache() { clear(); }
   RegCache(const RegCache&) = delete;
   RegCache& operator=(const RegCache&) = delete;
 
-  // A registration covering [addr, addr + bytes), made or reused; release it with release(id).
-  Status acquire(uintptr_t addr, uint64_t bytes, uint64_t* id, Region** region) {
+  // A registration covering [addr, addr + bytes) of `kind`, made or reused; release it with
+  // release(id).
+  Status acquire(uintptr_t addr, uint64_t bytes, MemoryKind kind, uint64_t* id, Region** region) {
     for (auto& [eid, e] : entries_) {
-      if (e.addr <= addr && addr + bytes <= e.addr + e.bytes) {
+      if (e.kind == kind && e.addr <= addr && addr + bytes <= e.addr + e.bytes) {
         if (e.users++ == 0) lru_.erase(e.lruPos);
         ++hits_;
         *id = eid;
@@ -43,7 +47,8 @@ class RegCache {
     Entry e;
     e.addr = addr;
     e.bytes = bytes;
-    TRIB_RETURN_IF_ERROR(reg_(addr, bytes, &e.region));
+    e.kind = kind;
+    TRIB_RETURN_IF_ERROR(reg_(addr, bytes, kind, &e.region));
     ++registered_;
     e.users = 1;
     const uint64_t eid = nextId_++;
@@ -76,6 +81,7 @@ class RegCache {
   struct Entry {
     uintptr_t addr = 0;
     uint64_t bytes = 0;
+    MemoryKind kind = MemoryKind::Host;
     Region region{};
     uint32_t users = 0;
     std::list<uint64_t>::iterator lruPos;

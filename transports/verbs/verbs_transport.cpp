@@ -16,10 +16,12 @@
 #include "bootstrap/auth.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "cuda/cuda_api.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
 #include "transports/verbs/verbs_device.hpp"
+#include "transports/verbs/verbs_dmabuf.hpp"
 #include "transports/verbs/verbs_reg_cache.hpp"
 #include "transports/verbs/verbs_wire.hpp"
 
@@ -54,6 +56,13 @@ uint32_t wrIndex(uint64_t id) { return static_cast<uint32_t>(id); }
 struct Mr {
   ibv_mr* mr = nullptr;
 };
+
+// What a buffer registers as: device memory through dma-buf (verbs_dmabuf.hpp), every host kind
+// alike. Posts carry no memory kind (transport.hpp), so the buffer is asked, as classifyMemory asks
+// it (false without CUDA or a driver). The executor gives this transport host memory only (its
+// caps: the eager path and reduce-receives touch buffers with the CPU), staging device memory
+// through host memory; this is the registration for device memory once it reaches it.
+MemoryKind regKind(const void* p) { return cuda::isDevicePointer(p) ? MemoryKind::Device : MemoryKind::Host; }
 
 // One registered slab of this transport's own buffers.
 struct Slab {
@@ -218,11 +227,12 @@ class VerbsTransport final : public Transport {
         timeout_(timeout),
         peers_(nranks),
         sendRegs_(
-            o.regKeep, [this](uintptr_t a, uint64_t n, Mr* m) { return reg(a, n, 0, m); }, dereg),
+            o.regKeep, [this](uintptr_t a, uint64_t n, MemoryKind k, Mr* m) { return reg(a, n, k, 0, m); },
+            dereg),
         recvRegs_(
             o.regKeep,
-            [this](uintptr_t a, uint64_t n, Mr* m) {
-              return reg(a, n, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, m);
+            [this](uintptr_t a, uint64_t n, MemoryKind k, Mr* m) {
+              return reg(a, n, k, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, m);
             },
             dereg) {}
   ~VerbsTransport() override { close(); }
@@ -247,9 +257,13 @@ class VerbsTransport final : public Transport {
     if (m.mr) ibv_dereg_mr(m.mr);
     m.mr = nullptr;
   }
-  Status reg(uintptr_t addr, uint64_t bytes, int access, Mr* out) {
+  Status reg(uintptr_t addr, uint64_t bytes, MemoryKind kind, int access, Mr* out) {
     // Zero bytes cannot be registered; a one-byte registration serves (nothing is transferred).
-    out->mr = ibv_reg_mr(dev_->pd(), reinterpret_cast<void*>(addr), std::max<uint64_t>(bytes, 1), access);
+    const uint64_t n = std::max<uint64_t>(bytes, 1);
+    if (kind == MemoryKind::Device)
+      return registerDeviceMemory(dev_->pd(), dev_->port().device,
+                                  cuda::deviceOf(reinterpret_cast<void*>(addr)), addr, n, access, &out->mr);
+    out->mr = ibv_reg_mr(dev_->pd(), reinterpret_cast<void*>(addr), n, access);
     if (!out->mr)
       return errorf(tribSystemError, "verbs: registering %llu bytes at %#llx on %s failed: %s",
                     static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(addr),
@@ -748,7 +762,8 @@ void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uin
     target = l.bounce.get();
   }
   Mr* m = nullptr;
-  if (Status s = recvRegs_.acquire(reinterpret_cast<uintptr_t>(target), r.bytes, &l.reg, &m); !s.ok()) {
+  if (Status s = recvRegs_.acquire(reinterpret_cast<uintptr_t>(target), r.bytes, regKind(target), &l.reg, &m);
+      !s.ok()) {
     r.op->fail(s);
     writeCts(p, e);  // refused: the sender fails too instead of waiting
     return;
@@ -792,7 +807,8 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
     return;
   }
   Mr* m = nullptr;
-  if (Status s = sendRegs_.acquire(reinterpret_cast<uintptr_t>(l.buf), l.bytes, &l.reg, &m); !s.ok()) {
+  if (Status s = sendRegs_.acquire(reinterpret_cast<uintptr_t>(l.buf), l.bytes, regKind(l.buf), &l.reg, &m);
+      !s.ok()) {
     // The receiver waits for data that cannot come: the peer is unusable from here on.
     l.op->fail(s);
     pe.large.erase(it);
@@ -1196,7 +1212,8 @@ Status VerbsTransport::postWindowOp(bool get, int peer, uint64_t offset, void* l
   if (pe.lost) return op->fail(pe.lostWhy), Status::Ok();
   Mr* m = nullptr;
   uint64_t reg = 0;
-  if (Status s = (get ? recvRegs_ : sendRegs_).acquire(reinterpret_cast<uintptr_t>(local), bytes, &reg, &m);
+  if (Status s = (get ? recvRegs_ : sendRegs_)
+                     .acquire(reinterpret_cast<uintptr_t>(local), bytes, regKind(local), &reg, &m);
       !s.ok())
     return op->fail(s), Status::Ok();
   const uint32_t id = nextWinOp_++;

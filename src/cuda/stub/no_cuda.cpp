@@ -57,6 +57,11 @@ Status ipcAlloc(int, size_t, void**, uint8_t*) { return notBuiltStatus(); }
 void ipcFree(void*) {}
 Status ipcOpen(int, const uint8_t*, void**) { return notBuiltStatus(); }
 void ipcClose(void*) {}
+bool dmabufSupported(int) { return false; }
+Status dmabufExport(uintptr_t, size_t, int* fd) {
+  *fd = -1;
+  return notBuiltStatus();
+}
 bool deviceAllocation(const void*, DeviceAllocation* out) {
   *out = DeviceAllocation{};
   return false;
