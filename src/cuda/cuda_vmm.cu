@@ -37,6 +37,7 @@ struct Vmm {
   CUresult (*ctxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*rangeHandle)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
   Status status;
+  Status rangeHandleStatus;  // why rangeHandle is null when status is ok
 };
 
 template <class F>
@@ -73,8 +74,10 @@ const Vmm& vmm() {
            lookup("cuMemSetAccess", &r.setAccess, &s) &&
            lookup("cuMemGetAddressRange", &r.addressRange, &s) &&
            lookup("cuPointerGetAttribute", &r.pointerAttribute, &s) &&
-           lookup("cuCtxGetCurrent", &r.ctxGetCurrent, &s) &&
-           lookup("cuMemGetHandleForAddressRange", &r.rangeHandle, &s));
+           lookup("cuCtxGetCurrent", &r.ctxGetCurrent, &s));
+    // Only the dma-buf export needs it: a driver without it keeps every other call.
+    if (s.ok() && !lookup("cuMemGetHandleForAddressRange", &r.rangeHandle, &r.rangeHandleStatus))
+      r.rangeHandle = nullptr;
     return r;
   }();
   return v;
@@ -348,7 +351,7 @@ bool deviceAllocation(const void* p, DeviceAllocation* out) {
 
 bool dmabufSupported(int device) {
   const Vmm& v = vmm();
-  if (!v.status.ok()) return false;
+  if (!v.status.ok() || !v.rangeHandle) return false;
   CUdevice dev = 0;
   int yes = 0;
   return v.deviceGet(&dev, device) == CUDA_SUCCESS &&
@@ -359,6 +362,7 @@ Status dmabufExport(uintptr_t base, size_t bytes, int* fd) {
   *fd = -1;
   const Vmm& v = vmm();
   TRIB_RETURN_IF_ERROR(v.status);
+  TRIB_RETURN_IF_ERROR(v.rangeHandleStatus);
   int handle = -1;
   TRIB_CU_RETURN_IF_ERROR(
       v.rangeHandle(&handle, static_cast<CUdeviceptr>(base), bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
