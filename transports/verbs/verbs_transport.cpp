@@ -308,6 +308,11 @@ class VerbsTransport final : public Transport {
   void onCts(int p, const CtsEntry& e);
   void finishLargeRecv(int p, uint32_t imm);
   void markLost(int p, const Status& why, bool warn = true);
+  void brokenConnection(int p, ibv_wc_status status, const char* why) {
+    if (!peers_[p].lost)
+      markLost(p, errorf(tribRemoteError, "verbs: the connection to %s broke: %s (%s)", who(p).c_str(),
+                         ibv_wc_status_str(status), why));
+  }
   void failAll(const Status& why);
   void probe(int p);
   void drainEagerSends();
@@ -322,6 +327,7 @@ class VerbsTransport final : public Transport {
   Options opt_;
   std::chrono::milliseconds timeout_;
   std::mutex mu_;
+  std::vector<int> flushed_;  // peers whose flushed completions this progress() batch held
   std::shared_ptr<DeviceContext> dev_;
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::vector<Peer> peers_;
@@ -552,7 +558,11 @@ Status VerbsTransport::connectQp(int p, uint32_t i) {
                   std::strerror(errno));
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
-  s.timeout = 16;  // 4.096 us * 2^16 = 268 ms per try; 7 tries: a dead peer shows in about 2 s
+  // 4.096 us * 2^18 = 1.07 s per try, 8 tries: 8.6 s before the queue pair gives up (NCCL's
+  // default, 20, is 4.3 s per try). Liveness is the probe's rule (a quarter of the timeout, at least
+  // 1 s), not the NIC's. At 268 ms per try (16) a live connection went into error mid-call in the
+  // soft-RoCE guest while the host ran at load 7 (flushed, its first error unrecorded then).
+  s.timeout = 18;
   s.retry_cnt = 7;
   s.rnr_retry = 7;
   s.sq_psn = pe.localPsns[i];
@@ -898,17 +908,17 @@ void VerbsTransport::handle(const ibv_wc& wc) {
   const WrKind kind = wrKind(wc.wr_id);
   if (kind != kWrRecv && pe.sqOutstanding) --pe.sqOutstanding;
   if (wc.status != IBV_WC_SUCCESS) {
-    // A flush means this rank's queue pair is in error, which a refused access (either way) puts
-    // it in as well as a dead peer.
+    // A flush only says the queue pair is in error; the completion that put it there (a retry
+    // limit, a refused access) may come later in the batch, on the other queue: progress() names
+    // the flush only if nothing better arrived.
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      flushed_.push_back(p);
+      return;
+    }
     const char* why = wc.status == IBV_WC_REM_ACCESS_ERR
                           ? "the peer refused the access: a remote key or address that does not match"
-                      : wc.status == IBV_WC_WR_FLUSH_ERR
-                          ? "the queue pair went into error: the peer process died or exited, its link is "
-                            "down, or an RDMA access between the two was refused"
                           : "the peer process died or exited, or its link is down";
-    if (!pe.lost)
-      markLost(p, errorf(tribRemoteError, "verbs: the connection to %s broke: %s (%s)", who(p).c_str(),
-                         ibv_wc_status_str(wc.status), why));
+    brokenConnection(p, wc.status, why);
     return;
   }
   switch (kind) {
@@ -994,6 +1004,11 @@ Status VerbsTransport::progress() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const ibv_wc& wc : wcs) handle(wc);
+  for (int p : flushed_)
+    brokenConnection(p, IBV_WC_WR_FLUSH_ERR,
+                     "the queue pair went into error: the peer process died or exited, its link is down, "
+                     "or an RDMA access between the two was refused");
+  flushed_.clear();
   for (int p = 0; p < nranks_; ++p) {
     Peer& pe = peers_[p];
     if (!pe.active || pe.lost) continue;
