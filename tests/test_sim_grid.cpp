@@ -45,11 +45,6 @@ const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Tree, 3, kAnyRanks, 256u << 20, kAny, false,
      "7+ ranks at >= 256 MiB the replay is 1.12-1.20x the busiest rank's 2S / link: its busiest links "
      "idle a fifth of the time"},
-    {PlanAlgo::Rhd, 16, 16, 16u << 20, 16u << 20, true,
-     "2 x DGX at 16 MiB the replay overlaps the steps more than the model's chain allows (0.88)"},
-    {PlanAlgo::Rhd, 144, 144, 256u << 20, kAny, true,
-     "2 x NVL72 at >= 256 MiB the replay's busiest NICs idle a tenth of the time, more the larger the "
-     "buffer (16 MiB 1.06, 256 MiB 1.10, 1 GiB 1.15); cause not found"},
 };
 
 bool knownGap(const Cell& c, const char** why) {

@@ -427,25 +427,36 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto crosses = [&](int v, int dist) {
     return c.multi && (!f.uniform || innerDomain(v) != innerDomain(v ^ dist));
   };
-  // foldIn, foldOut: the fold of the pair (2v, 2v + 1) before the phase and after it; only the
-  // folding ranks (inner v < rem) run it, so their chains start and end that much later, and the
-  // others' steps go on meanwhile until they need a folding partner's data. carry (optional, one
-  // entry per chain): in, when each rank's chain starts relative to the phase's start; out, when
-  // it ended relative to the phase's end (<= 0), so a rank that finished halving early starts
-  // doubling early, as the executor runs a rank's steps with no barrier between the phases.
-  auto rhdPhase = [&](bool reduce, double total, double foldIn, double foldOut, std::vector<double>* carry) {
+  // foldIn, foldOut: the fold of the pair (2v, 2v + 1) before the halving and after the doubling;
+  // only the folding ranks (inner v < rem) run it, so their chains start and end that much later,
+  // and the others' steps go on meanwhile until they need a folding partner's data.
+  // halve, dbl: which phases run (all-reduce both, reduce-scatter the halving, all-gather the
+  // doubling). Both phases are one timing chain and one link bound, not a sum of two: the executor
+  // runs a rank's steps with no barrier between the phases, so early chunks pass through the
+  // domain steps at the end of the halving and the start of the doubling while the halving's
+  // network step still sends its later ones, and a NIC's network steps of both phases run nearly
+  // back to back (2 x DGX H100 16 MiB: each NIC busy 94.5% of the replay).
+  auto rhdSteps = [&](bool halve, bool dbl, double total, double foldIn, double foldOut) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
     // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
     // partner is in another domain crosses the network, every such rank sending at once. Steps
     // are sent in chunks and the executor starts a chunk once its data are there, so steps
-    // overlap: the phase ends after the later of the busiest rank's link's bytes back to back (its
-    // steps across domains on the network share, the others on the domain link; one latency at
-    // the end) and one chunk's chain through the steps (every step's latency, the slowest step's
-    // bytes, a chunk of each other's). A rank is done with the phase after the later of its own
-    // two (carry).
+    // overlap: the collective ends after the later of the busiest rank's link's bytes back to back
+    // (its steps across domains on the network share, the others on the domain link; one latency
+    // at the end) and one chunk's chain through the steps (every step's latency, the slowest
+    // step's bytes, a chunk of each other's).
     int L = 0;
     while ((2 << L) <= n) ++L;
-    auto rate = [&](bool cross) {
+    struct RhdStep {
+      bool reduce;
+      int dist;
+    };
+    std::vector<RhdStep> steps;
+    if (halve)
+      for (int s = 0; s < L; ++s) steps.push_back({true, 1 << (L - 1 - s)});
+    if (dbl)
+      for (int s = 0; s < L; ++s) steps.push_back({false, 1 << s});
+    auto rate = [&](bool reduce, bool cross) {
       return reduce ? std::min(cross ? c.bLoaded : c.bIn, c.R) : (cross ? c.bLoaded : c.bIn);
     };
     // The chain: the partner's chunk of step s leaves once the partner finished step s - 1, and
@@ -460,55 +471,93 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         (!c.multi || !f.uniform) && count >= static_cast<uint64_t>(pof2);  // every rank the same
     const int ranks = alike ? 1 : pof2;
     auto folds = [&](int r) { return alike ? rem > 0 : r < rem; };  // alike: the folding ranks
-    auto receives = [&](int r, int dist) {  // rank r receives some element at distance dist
-      const uint64_t b0 = static_cast<uint64_t>((reduce ? r : r ^ dist) & ~(dist - 1));
-      return blockBegin(count, pof2, b0 + dist) != blockBegin(count, pof2, b0);
+    auto receives = [&](int r, const RhdStep& st) {                 // rank r receives some element in step st
+      const uint64_t b0 = static_cast<uint64_t>((st.reduce ? r : r ^ st.dist) & ~(st.dist - 1));
+      return blockBegin(count, pof2, b0 + st.dist) != blockBegin(count, pof2, b0);
     };
-    std::vector<double> chain(ranks, 0), next(ranks), own(ranks);
-    for (int r = 0; r < ranks; ++r)
-      chain[r] = (carry && !carry->empty() ? (*carry)[r] : 0) + (folds(r) ? foldIn : 0);
+    std::vector<double> chain(ranks, 0), next(ranks);
+    for (int r = 0; r < ranks; ++r) chain[r] = folds(r) ? foldIn : 0;
+    // The last chunks: a step's last chunk leaves once the rank has sent the step's other chunks
+    // and those before on the same link, and once its data are there (halving: the rank's lower
+    // half sends the upper half of what it received in the step before, whose last chunk came
+    // last; the upper half the lower, there at the middle of that reception; doubling: the lower
+    // half sends what it just received last, the upper half it had a step earlier); it is in once
+    // the receiving side of the partner's link has taken it after that link's earlier steps, and
+    // a latency later. When steps shrink below a latency's worth of bytes (the ends of the halving
+    // and doubling), a link waits for them; and a rank receiving two network steps at once (144
+    // GPUs: inner ranks 24-31, distance 64 and 32) gets the earlier one's last chunk only after
+    // both, which holds up what it forwards. The links' bound, bytes back to back, sees neither.
+    std::vector<double> got(chain), gotBefore(chain), net(chain), dom(chain), netIn(chain), domIn(chain),
+        sent(ranks);
+    const RhdStep* prev = nullptr;
     double slowest = 0, links = 0;
-    for (int s = 0; s < L; ++s) {
-      const int dist = reduce ? 1 << (L - 1 - s) : 1 << s;
-      const double v = total * dist / pof2;
+    for (const RhdStep& st : steps) {
+      const double v = total * st.dist / pof2;
       for (int r = 0; r < ranks; ++r) {
-        const int from = alike ? r : r ^ dist;
-        if (!alike && !receives(r, dist)) {
+        sent[r] = -1;
+        if (!alike && !receives(r ^ st.dist, st)) continue;  // the partner gets nothing from r
+        const bool cross = crosses(r, st.dist);
+        const bool lower = alike || (r & (st.reduce ? st.dist : st.dist / 2)) == 0;  // its own part first
+        const double b = rate(st.reduce, cross);
+        double dep = got[r];
+        if (!lower && prev && prev->reduce == st.reduce)
+          dep = st.reduce ? std::max(gotBefore[r], got[r] - v / rate(prev->reduce, crosses(r, prev->dist)))
+                          : gotBefore[r];
+        double& link = cross ? net[r] : dom[r];
+        link = sent[r] = std::max(link + v / b, dep + std::min(v, static_cast<double>(chunk)) / b);
+      }
+      gotBefore = got;
+      for (int r = 0; r < ranks; ++r) {
+        const int from = alike ? r : r ^ st.dist;
+        if (sent[from] < 0) continue;
+        const bool cross = crosses(r, st.dist);
+        double& in = cross ? netIn[r] : domIn[r];  // the receiving side of the rank's link
+        in = std::max(in + v / rate(st.reduce, cross), sent[from]);
+        got[r] = std::max(got[r], in + (cross ? c.aOut : c.aIn));
+      }
+      prev = &st;
+      for (int r = 0; r < ranks; ++r) {
+        const int from = alike ? r : r ^ st.dist;
+        if (!alike && !receives(r, st)) {
           next[r] = chain[r];  // nothing to receive this step
           continue;
         }
-        const bool cross = crosses(r, dist);
-        const double b = rate(cross), one = std::min(v, static_cast<double>(chunk)) / b;
+        const bool cross = crosses(r, st.dist);
+        const double b = rate(st.reduce, cross), one = std::min(v, static_cast<double>(chunk)) / b;
         next[r] = std::max(chain[r], chain[from] + (cross ? c.aOut : c.aIn)) + one;
         slowest = std::max(slowest, v / b - one);
       }
       chain.swap(next);
     }
     for (int r = 0; r < ranks; ++r) {  // each rank's link bytes
-      double linkIn = 0, linkOut = 0, inside = 0;
-      bool cross = false;
-      for (int s = 0; s < L; ++s) {
-        const double v = total / (2 << s);
-        cross = crosses(r, 1 << (L - 1 - s));
-        (cross ? linkOut : linkIn) += v / rate(cross);
-        // The domain steps at shorter distances than any network step come after the network
-        // steps in halving (they fold what those brought) and before them in doubling (they
-        // gather what those send on): the network link waits for their last (first) chunk's
-        // chain, one latency and chunk each.
-        if (!alike && !receives(r, 1 << (L - 1 - s))) continue;  // nothing to wait for
-        inside = cross ? 0 : inside + c.aIn + std::min(v, static_cast<double>(chunk)) / rate(false);
+      // Its network steps of both phases back to back on the network share, its domain steps on
+      // the domain link. The network link also waits for the chain of the domain steps before its
+      // first network step (halving: distances longer than any of its network steps) and after
+      // its last (doubling: the same distances), one latency and chunk each; the domain steps in
+      // between (the halving's shorter distances, then the doubling's) need only the first chunks
+      // of the network step before them, so they run while it still sends.
+      double linkIn = 0, linkOut = 0, before = 0, after = 0;
+      bool seen = false;
+      for (const RhdStep& st : steps) {
+        const double v = total * st.dist / pof2;
+        const bool cross = crosses(r, st.dist);
+        (cross ? linkOut : linkIn) += v / rate(st.reduce, cross);
+        if (cross) {
+          seen = true;
+          after = 0;
+          continue;
+        }
+        if (!alike && !receives(r, st)) continue;  // nothing to wait for
+        const double hop = c.aIn + std::min(v, static_cast<double>(chunk)) / rate(st.reduce, false);
+        (seen ? after : before) += hop;
       }
-      if (linkOut > 0) linkOut += c.aOut - c.aIn + inside;
-      own[r] = std::max(linkIn, linkOut) + c.aIn + (folds(r) ? foldIn + foldOut : 0);
-      links = std::max(links, own[r]);
+      if (linkOut > 0) linkOut += c.aOut - c.aIn + before + after;
+      links = std::max(links, std::max(linkIn, linkOut) + c.aIn + (folds(r) ? foldIn + foldOut : 0));
       if (folds(r)) chain[r] += foldOut;
     }
-    const double end = std::max(links, *std::max_element(chain.begin(), chain.end()) + slowest);
-    if (carry) {
-      carry->resize(ranks);
-      for (int r = 0; r < ranks; ++r) (*carry)[r] = std::max(chain[r] + slowest, own[r]) - end;
-    }
-    return end;
+    double last = 0;
+    for (int r = 0; r < ranks; ++r) last = std::max(last, got[r] + (folds(r) ? foldOut : 0));
+    return std::max({links, *std::max_element(chain.begin(), chain.end()) + slowest, last});
   };
 
   // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
@@ -632,9 +681,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           break;
         }
         case PlanAlgo::Rhd: {
-          std::vector<double> carry;  // each rank's end of halving, where its doubling starts
-          t = rhdPhase(true, S, rhdExtra, 0, &carry);
-          t += rhdPhase(false, S, 0, rhdExtra, &carry);
+          t = rhdSteps(true, true, S, rhdExtra, rhdExtra);
           p.reason = "2 log2(n) steps, halving/doubling";
           break;
         }
@@ -841,7 +888,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         t = flatRingPhase(c, S / n, reduces);
         p.reason = "n-1 steps of S/n";
       } else if (a == PlanAlgo::Rhd) {
-        t = rhdPhase(reduces, S, 0, 0, nullptr) + rhdExtra;
+        t = rhdSteps(reduces, !reduces, S, 0, 0) + rhdExtra;
         p.reason = "log2(n) steps";
       } else if (a == PlanAlgo::Direct) {
         t = directPhase(S / n, reduces);
