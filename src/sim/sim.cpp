@@ -56,6 +56,12 @@ class TimeMap {
   };
   static constexpr size_t kMaxSegs = 128;
   std::vector<Seg> segs_{{0, 0, 0}};
+
+ public:
+  // The most a map holds: kMaxSegs + 2 segments before compact(), in a vector grown by doubling.
+  static constexpr size_t kCapBytes = std::bit_ceil(kMaxSegs + 2) * sizeof(Seg);
+
+ private:
   size_t find(uint64_t off) const {
     auto it = std::upper_bound(segs_.begin(), segs_.end(), off,
                                [](uint64_t o, const Seg& s) { return o < s.begin; });
@@ -1198,7 +1204,10 @@ ReplayEstimate estimateReplay(const AlgoInfo& algo, const CollArgs& args, int wi
   const double rest = others ? (n - 1.0) / others : 0;
   e.pairs = peers[0] + rest * peers[1];
   e.steps = steps[0] + rest * steps[1];
-  constexpr double kPerRank = 4096;  // time maps, the schedule's coroutine, queues
+  // The schedule's coroutine and queues; and its time maps at their cap (each a vector grown by
+  // doubling to at most 256 segments: TimeMap::kMaxSegs), which the 131,040-rank tree fills (it
+  // reached 6.4 GiB of address space where this counted 4 KiB a rank for all of it: 4.9 GiB).
+  const double kPerRank = 2048 + kNumBufs * TimeMap::kCapBytes;
   const double perPair =
       sizeof(RankState::Peer) + sizeof(Msg) + sizeof(Arrival) + 8 * sizeof(DirLink) + 2 * sizeof(void*);
   // A rank's blocked steps: a vector grown by doubling but capped at the window, so at most the
