@@ -56,6 +56,12 @@ class TimeMap {
   };
   static constexpr size_t kMaxSegs = 128;
   std::vector<Seg> segs_{{0, 0, 0}};
+
+ public:
+  // The most a map holds: kMaxSegs + 2 segments before compact(), in a vector grown by doubling.
+  static constexpr size_t kCapBytes = std::bit_ceil(kMaxSegs + 2) * sizeof(Seg);
+
+ private:
   size_t find(uint64_t off) const {
     auto it = std::upper_bound(segs_.begin(), segs_.end(), off,
                                [](uint64_t o, const Seg& s) { return o < s.begin; });
@@ -482,25 +488,51 @@ struct Rendezvous {
   bool complete = false;
 };
 
+// A Step as a blocked step keeps it: the regions' offsets and counts without Region's padding, and
+// the Pending flags in the byte left over (40 bytes, not 56 + 3). A replay holds up to a window of
+// these per rank (432 at 131,040 ranks for the tree), most of its memory.
+struct PackedStep {
+  uint64_t srcOffset = 0, srcCount = 0, dstOffset = 0, dstCount = 0;
+  int32_t peer = -1;
+  StepKind kind = StepKind::Copy;
+  Buf srcBuf = Buf::Input, dstBuf = Buf::Input;
+  uint8_t fused : 1 = 0, issued : 1 = 0, done : 1 = 0;  // Pending's flags
+  PackedStep() = default;
+  explicit PackedStep(const Step& s)
+      : srcOffset(s.src.offset),
+        srcCount(s.src.count),
+        dstOffset(s.dst.offset),
+        dstCount(s.dst.count),
+        peer(s.peer),
+        kind(s.kind),
+        srcBuf(s.src.buf),
+        dstBuf(s.dst.buf) {}
+  Step step() const { return {kind, peer, {srcBuf, srcOffset, srcCount}, {dstBuf, dstOffset, dstCount}}; }
+};
+static_assert(sizeof(PackedStep) == 40);
+
 struct Pending {
-  Step s;
-  uint64_t seq;
+  PackedStep ps;  // the step (step()) and the flags below
   // Receives, waits: the queue of messages (signals) from the peer, its slot number seq; an issued
   // Put/Get/GetReduce: the rank's transfers, its transfer's slot (queues live in stable nodes).
-  PairQ* q;
-  uint64_t id = 0;      // position in the rank's program
-  uint64_t waitOn = 0;  // id+1 of the earlier blocked step it conflicted with at the last check (0: none)
-  Arrival& slot() const { return q->get(seq); }
+  // SwitchReduce (no queue): seq is this rank's index in the group (member()).
+  uint64_t seq = 0;
+  PairQ* q = nullptr;
   Rendezvous* rv = nullptr;  // SwitchReduce: its group's instance (map nodes are stable)
+  uint64_t id = 0;           // position in the rank's program
+  uint64_t waitOn = 0;  // id+1 of the earlier blocked step it conflicted with at the last check (0: none)
+  Step step() const { return ps.step(); }
+  Arrival& slot() const { return q->get(seq); }
+  size_t member() const { return static_cast<size_t>(seq); }
   // A reduce right after a copy into the same region: the executor runs the pair as one reduce of
   // both sources (Execution::fuseCopyReduce), so this one costs only what that adds to the copy.
-  bool fused = false;
-  size_t member = 0;  // SwitchReduce: this rank's index in the group
+  bool fused() const { return ps.fused; }
   // Started, not finished: a SwitchReduce waiting for its group, a transfer to or from a peer's
   // window on its way.
-  bool issued = false;
-  bool done = false;  // executed; removed from the blocked list at the end of the pass
+  bool issued() const { return ps.issued; }
+  bool done() const { return ps.done; }  // executed; removed from the blocked list at the end of the pass
 };
+static_assert(sizeof(Pending) == 80);
 
 struct RankState {
   Generator<Step> gen;
@@ -604,7 +636,7 @@ class Engine {
     for (int r = 0; r < args_.nranks; ++r) {
       const RankState& rs = ranks_[r];
       if (!rs.blocked.empty()) {
-        const Step& s = rs.blocked.front().s;
+        const Step s = rs.blocked.front().step();
         return errorf(
             tribInternalError,
             "simulation stuck: rank %d waits at %s with no message coming (the schedule's sends and "
@@ -620,11 +652,11 @@ class Engine {
   }
 
  private:
-  // True when `p` conflicts with a blocked step before position `upto`; remembers which.
   // True when `p` conflicts with a not-yet-run blocked step before position `upto`; remembers which.
   static bool conflictsBefore(Pending& p, const std::vector<Pending>& blocked, size_t upto) {
+    const Step s = p.step();
     for (size_t j = 0; j < upto; ++j) {
-      if (!blocked[j].done && conflicts(p.s, blocked[j].s)) {
+      if (!blocked[j].done() && conflicts(s, blocked[j].step())) {
         p.waitOn = blocked[j].id + 1;
         return true;
       }
@@ -644,60 +676,70 @@ class Engine {
       if (p.waitOn && std::find(ran_.begin(), ran_.end(), p.waitOn - 1) != ran_.end())
         p.waitOn = 0;  // it ran
       if (!ready(p) || p.waitOn) continue;
-      if (!p.issued && conflictsBefore(p, rs.blocked, i)) continue;
+      if (!p.issued() && conflictsBefore(p, rs.blocked, i)) continue;
       if (!execute(r, p)) continue;  // a SwitchReduce waiting for its group
-      p.done = true;
+      p.ps.done = 1;
       ran_.push_back(p.id);
     }
     if (!ran_.empty())
       rs.blocked.erase(
-          std::remove_if(rs.blocked.begin(), rs.blocked.end(), [](const Pending& p) { return p.done; }),
+          std::remove_if(rs.blocked.begin(), rs.blocked.end(), [](const Pending& p) { return p.done(); }),
           rs.blocked.end());
     while (!rs.genDone && static_cast<int>(rs.blocked.size()) < window_) {
       if (!rs.gen.next()) {
         rs.genDone = true;
         break;
       }
-      Pending p{rs.gen.value(), 0, nullptr};
+      const Step& s = rs.gen.value();
+      Pending p;
+      p.ps = PackedStep(s);
       p.id = rs.pulled++;
-      const bool reduces = p.s.kind == StepKind::Reduce || p.s.kind == StepKind::GetReduce;
-      p.fused = reduces && rs.prevCopies && rs.prevDst.buf == p.s.dst.buf &&
-                rs.prevDst.offset == p.s.dst.offset && rs.prevDst.count == p.s.dst.count && p.s.dst.count > 0;
-      rs.prevCopies = !p.fused && (p.s.kind == StepKind::Copy || p.s.kind == StepKind::Get);
-      rs.prevDst = p.s.dst;
+      const bool reduces = s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce;
+      p.ps.fused = reduces && rs.prevCopies && rs.prevDst.buf == s.dst.buf &&
+                   rs.prevDst.offset == s.dst.offset && rs.prevDst.count == s.dst.count && s.dst.count > 0;
+      rs.prevCopies = !p.fused() && (s.kind == StepKind::Copy || s.kind == StepKind::Get);
+      rs.prevDst = s.dst;
       ++steps_;
-      if (p.s.isComm() || p.s.isPeerMemory() || p.s.isSync()) {
-        if (p.s.peer < 0 || p.s.peer >= args_.nranks || (p.s.peer == r && !p.s.isComm())) {
-          bad_ = strprintf("rank %d: %s names a peer outside [0, %d)%s", r, describeStep(p.s).c_str(),
+      if (s.isComm() || s.isPeerMemory() || s.isSync()) {
+        if (s.peer < 0 || s.peer >= args_.nranks || (s.peer == r && !s.isComm())) {
+          bad_ = strprintf("rank %d: %s names a peer outside [0, %d)%s", r, describeStep(s).c_str(),
                            args_.nranks,
-                           p.s.peer == r ? " or itself (its own window is reached by copy/reduce)" : "");
+                           s.peer == r ? " or itself (its own window is reached by copy/reduce)" : "");
           rs.genDone = true;
           return;
         }
-        RankState::Peer& pe = peer(r, p.s.peer);
-        if (p.s.kind == StepKind::Send) {
+        RankState::Peer& pe = peer(r, s.peer);
+        if (s.kind == StepKind::Send) {
           p.seq = pe.sent++;
-        } else if (p.s.kind == StepKind::Signal) {
+        } else if (s.kind == StepKind::Signal) {
           p.seq = pe.w().signalled++;
-        } else if (p.s.kind == StepKind::Wait) {
+        } else if (s.kind == StepKind::Wait) {
           p.seq = pe.w().waited++;  // the k-th wait for the peer matches its k-th signal to this rank
           p.q = &pe.w().signals;
           p.q->get(p.seq);
-        } else if (p.s.isComm()) {
+        } else if (s.isComm()) {
           p.seq = pe.received++;
           p.q = &pe.in;
           p.q->get(p.seq);
         }
-      } else if (p.s.kind == StepKind::SwitchReduce) {
+      } else if (s.kind == StepKind::SwitchReduce) {
         joinRendezvous(r, p);
       }
       bool free = ready(p) && !conflictsBefore(p, rs.blocked, rs.blocked.size());
-      if (!free || !execute(r, p)) rs.blocked.push_back(p);
+      if (!free || !execute(r, p)) {
+        // Grown by doubling, but never past the window: the blocked steps never number more.
+        if (rs.blocked.size() == rs.blocked.capacity())
+          rs.blocked.reserve(
+              std::min(std::max<size_t>(8, 2 * rs.blocked.capacity()), static_cast<size_t>(window_)));
+        rs.blocked.push_back(p);
+      }
     }
+    // A finished rank gives its blocked steps' memory back.
+    if (rs.genDone && rs.blocked.empty()) std::vector<Pending>().swap(rs.blocked);
   }
 
   static bool ready(const Pending& p) {
-    if (p.rv) return !p.issued || p.rv->complete;
+    if (p.rv) return !p.issued() || p.rv->complete;
     return !p.q || p.slot().done;  // a Put/Get/GetReduce has a slot once it is issued
   }
 
@@ -706,7 +748,7 @@ class Engine {
   // to this one modulo d, member index rank / d; else every rank (d = 1).
   static int strideOf(const Step& s) { return s.peer >= 2 ? s.peer : 1; }
   void joinRendezvous(int r, Pending& p) {
-    const int n = args_.nranks, d = strideOf(p.s);
+    const int n = args_.nranks, d = strideOf(p.step());
     const int group = r % d;
     const uint64_t k = ranks_[r].switchSteps[d]++;
     Rendezvous& rv = rendezvous_[{static_cast<uint64_t>(d), static_cast<uint64_t>(group), k}];
@@ -717,7 +759,7 @@ class Engine {
       rv.down.assign(members, 0);
     }
     p.rv = &rv;
-    p.member = static_cast<size_t>(r / d);
+    p.seq = static_cast<uint64_t>(r / d);  // member()
   }
 
   // The aggregation tree of a group (built on first use): slice group g on the topology's tree g,
@@ -812,10 +854,10 @@ class Engine {
   // one host: window work in memory. Returns whether it finished (*done), else it is on its way.
   bool peerMemory(int r, Pending& p, RankState::Peer& pe, double start, double* done) {
     RankState& rs = ranks_[r];
-    const Step& s = p.s;
+    const Step s = p.step();
     const double bytes = static_cast<double>(s.dst.count * esize_);
     const bool reduce = s.kind == StepKind::GetReduce;
-    if (p.issued) {  // its transfer has arrived
+    if (p.issued()) {  // its transfer has arrived
       Arrival& a = p.slot();
       *done = a.at;
       if (reduce) *done = std::max(*done, a.first + bytes / rs.reduceBpu);
@@ -825,7 +867,7 @@ class Engine {
     }
     const int other = ranks_[pe.peer].node;
     if (other == rs.node) {
-      *done = localWindowWork(rs, start, bytes, reduce, p.fused);
+      *done = localWindowWork(rs, start, bytes, reduce, p.fused());
       return true;
     }
     const bool inbound = s.kind != StepKind::Put;
@@ -839,7 +881,7 @@ class Engine {
     p.q = &rs.transfers;
     p.seq = rs.issuedTransfers++;
     p.q->get(p.seq);
-    p.issued = true;
+    p.ps.issued = 1;
     Msg m{start, order_++, r, pe.peer, s.dst.count * esize_};
     m.seq = p.seq;
     m.transfer = 1;
@@ -898,7 +940,7 @@ class Engine {
   // not all arrived: it stays blocked).
   bool execute(int r, Pending& p) {
     RankState& rs = ranks_[r];
-    const Step& s = p.s;
+    const Step s = p.step();
     RankState::Peer* pe = s.isPeerMemory() || s.isSync() ? &peer(r, s.peer) : nullptr;
     TimeMap& srcMap = s.srcIsPeers() ? pe->w().window : rs.maps[static_cast<int>(s.src.buf)];
     TimeMap& dstMap = s.dstIsPeers() ? pe->w().window : rs.maps[static_cast<int>(s.dst.buf)];
@@ -943,18 +985,18 @@ class Engine {
         // input, say) runs among the window work on its core, as the cost model counts it.
         rs.windowWork |= s.touchesOwnWindow();
         if (rs.windowWork) {
-          done = localWindowWork(rs, start, bytes, s.kind == StepKind::Reduce, p.fused);
+          done = localWindowWork(rs, start, bytes, s.kind == StepKind::Reduce, p.fused());
           srcMap.read(s.src, done);  // a window is read until the step ends (a Signal releases it)
         } else {
           done = start +
-                 (p.fused ? 0.5 : 1.0) * bytes / (s.kind != StepKind::Reduce ? rs.copyBpu : rs.reduceBpu);
+                 (p.fused() ? 0.5 : 1.0) * bytes / (s.kind != StepKind::Reduce ? rs.copyBpu : rs.reduceBpu);
         }
         break;
       }
       case StepKind::Put:
       case StepKind::Get:
       case StepKind::GetReduce: {
-        const double start = p.issued ? 0 : std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
+        const double start = p.issued() ? 0 : std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
         if (!peerMemory(r, p, *pe, start, &done)) return false;
         srcMap.read(s.src, done);
         break;
@@ -985,17 +1027,17 @@ class Engine {
       }
       case StepKind::SwitchReduce: {
         Rendezvous& rv = *p.rv;
-        if (!p.issued) {
+        if (!p.issued()) {
           const double start = std::max(srcMap.maxW(s.src), dstMap.maxA(s.dst));
           srcMap.read(s.src, start);
-          rv.ready[p.member] = start;
-          rv.up[p.member] = static_cast<double>(s.src.count * esize_);
-          rv.down[p.member] = static_cast<double>(s.dst.count * esize_);
-          p.issued = true;
+          rv.ready[p.member()] = start;
+          rv.up[p.member()] = static_cast<double>(s.src.count * esize_);
+          rv.down[p.member()] = static_cast<double>(s.dst.count * esize_);
+          p.ps.issued = 1;
           if (++rv.arrived == rv.ready.size()) completeRendezvous(rv, r, s);
           if (!rv.complete) return false;
         }
-        done = rv.result[p.member];
+        done = rv.result[p.member()];
         srcMap.read(s.src, done);  // the switch reads the source until the result is back
         break;
       }
@@ -1162,12 +1204,20 @@ ReplayEstimate estimateReplay(const AlgoInfo& algo, const CollArgs& args, int wi
   const double rest = others ? (n - 1.0) / others : 0;
   e.pairs = peers[0] + rest * peers[1];
   e.steps = steps[0] + rest * steps[1];
-  constexpr double kPerRank = 4096;  // time maps, the schedule's coroutine, queues
+  // The schedule's coroutine and queues; and its time maps at their cap (each a vector grown by
+  // doubling to at most 256 segments: TimeMap::kMaxSegs), which the 131,040-rank tree fills (it
+  // reached 6.4 GiB of address space where this counted 4 KiB a rank for all of it: 4.9 GiB).
+  const double kPerRank = 2048 + kNumBufs * TimeMap::kCapBytes;
   const double perPair =
       sizeof(RankState::Peer) + sizeof(Msg) + sizeof(Arrival) + 8 * sizeof(DirLink) + 2 * sizeof(void*);
-  // A rank's blocked steps are a vector grown by doubling up to the window: its capacity.
-  const double blocked = static_cast<double>(std::bit_ceil(static_cast<size_t>(std::max(1, window))));
-  e.bytes = n * (sizeof(RankState) + kPerRank + blocked * sizeof(Pending)) + e.pairs * perPair;
+  // A rank's blocked steps: a vector grown by doubling but capped at the window, so at most the
+  // window's places (Engine::progress), each a packed step and its state (80 bytes).
+  const double blocked = static_cast<double>(std::max(1, window));
+  // Messages in flight, in the event heap (a vector grown by doubling): as many as a place of the
+  // window each, a rough bound, not a strict one (nvl72-cluster:256's tree grew from 0.92 to 1.11
+  // GiB of address space after its windows had filled, past an estimate without them).
+  const double inFlight = blocked * sizeof(Msg);
+  e.bytes = n * (sizeof(RankState) + kPerRank + blocked * sizeof(Pending) + inFlight) + e.pairs * perPair;
   return e;
 }
 
