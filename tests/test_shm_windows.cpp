@@ -159,6 +159,91 @@ TEST(ShmWindows, WhatTheyTakeAndWhenThereAreNone) {
   for (auto& r : off) EXPECT_EQ(r.code, 0);
 }
 
+// Calls of up to 16 bytes read each peer's input from the signal that announced it
+// (PeerWindows::readCarried), one read per peer and call; larger ones read the windows. Exact
+// sums either way, in and out of place, on 2 and 3 ranks.
+TEST(ShmWindows, SmallCallsReadWhatTheSignalsCarried) {
+  for (int n : {2, 3}) {
+    std::vector<pid_t> pids;
+    auto res = runShmRanks(
+        n, windowOptions(8192), 60,
+        [n](int rank, ShmTransport& t, Bootstrap&) {
+          WindowRank w(t.windows(), rank, n);
+          for (int round = 0; round < 60; ++round) {
+            const uint64_t count = 1 + round % 6;  // int32: 4 .. 24 bytes
+            std::vector<int32_t> in(count);
+            for (uint64_t e = 0; e < count; ++e) in[e] = static_cast<int32_t>(rank * 1000 + e * 3 + round);
+            const bool inPlace = round % 4 >= 2;
+            std::vector<int32_t> out = inPlace ? in : std::vector<int32_t>(count, -1);
+            const uint64_t before = t.windows()->carriedReads();
+            CHILD_OK(w.allReduce(Algo::OneShot, inPlace ? out.data() : in.data(), out.data(), count,
+                                 tribInt32, tribSum),
+                     1);
+            for (uint64_t e = 0; e < count; ++e) CHILD_CHECK(out[e] == expectedSum(n, e, round), 2);
+            const uint64_t reads = t.windows()->carriedReads() - before;
+            CHILD_CHECK(reads == (count * 4 <= PeerWindows::kCarryBytes ? static_cast<uint64_t>(n - 1) : 0),
+                        3);
+          }
+          return 0;
+        },
+        &pids);
+    expectAllOk(res, pids);
+  }
+}
+
+// The provider's rule, driven by hand: a carried copy is taken only for the range it carried and
+// only from a signal no older than the latest one waited for; otherwise the reader reads the window.
+TEST(ShmWindows, ACarriedCopyIsTakenOnlyFromTheLatestSignalWaitedFor) {
+  std::vector<pid_t> pids;
+  auto res = runShmRanks(
+      2, windowOptions(1024), 30,
+      [](int rank, ShmTransport& t, Bootstrap& bs) {
+        PeerWindows* w = t.windows();
+        const uint64_t first = 0x1122334455667788ull, second = 0x99aabbccddeeff00ull;
+        uint64_t got = 0, count = 0;
+        uint32_t fingerprint = 0;
+        auto waitFor = [&](uint64_t target) {  // polls at least once, as a Wait step does
+          for (int i = 0; i < 2000000; ++i) {
+            if (!w->pollSignals(0, target, &count, &fingerprint).ok()) return false;
+            if (count >= target) return true;
+            sched_yield();
+          }
+          return false;
+        };
+        if (rank == 1) CHILD_CHECK(!w->readCarried(0, 0, 8, &got), 1);  // no signal yet
+        CHILD_OK(bs.barrier(), 14);
+        if (rank == 0) {
+          std::memcpy(w->windowOf(0), &first, 8);
+          w->carryNext(0, 8);
+          w->signal(1, 7);
+        } else {
+          CHILD_CHECK(waitFor(1), 2);
+          CHILD_CHECK(w->readCarried(0, 0, 8, &got) && got == first, 3);
+          CHILD_CHECK(w->readCarried(0, 4, 4, &got), 4);    // a part of the carried range
+          CHILD_CHECK(!w->readCarried(0, 8, 8, &got), 5);   // another range
+          CHILD_CHECK(!w->readCarried(0, 0, 24, &got), 6);  // more than a signal carries
+        }
+        CHILD_OK(bs.barrier(), 7);
+        if (rank == 0) {
+          std::memcpy(w->windowOf(0) + 64, &second, 8);
+          w->carryNext(64, 8);
+          w->signal(1, 7);
+          w->carryNext(0, 0);
+          w->signal(1, 7);  // carries nothing
+        } else {
+          CHILD_CHECK(waitFor(2), 8);
+          CHILD_CHECK(!w->readCarried(0, 0, 8, &got), 9);  // carried by signal 1, older than signal 2
+          CHILD_CHECK(w->readCarried(0, 64, 8, &got) && got == second, 10);
+          CHILD_CHECK(waitFor(3), 11);
+          CHILD_CHECK(!w->readCarried(0, 64, 8, &got), 12);  // signal 3 carried nothing
+          CHILD_CHECK(w->carriedReads() == 3, 13);
+        }
+        return 0;
+      },
+      &pids);
+  expectAllOk(res, pids);
+}
+
 // A peer killed before its next call: the others' waits fail with tribRemoteError naming it, within
 // the liveness interval, not at the timeout.
 TEST(ShmWindows, PeerKilledBeforeSignallingFailsTheOthersNamingIt) {

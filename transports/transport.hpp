@@ -109,6 +109,25 @@ class PeerWindows {
   }
   // Reads and writes peerAddress resolved to a peer's exposed buffer so far (tests, trib-perf).
   virtual uint64_t exposedReads() const { return 0; }
+
+  // Carried bytes (NCCL's LL idea, for the smallest calls): a signal may carry a copy of up to
+  // kCarryBytes of its sender's window in the signal's own cache line, so a peer that waited for
+  // it reads them without fetching the sender's window line (one cache-line transfer instead of
+  // two). Only a copy and a hint: the window holds the bytes as before, and every read that
+  // cannot use the copy reads the window.
+  static constexpr uint64_t kCarryBytes = 16;
+  // The signals this rank sends next carry [offset, offset+bytes) of its own window, as it is
+  // when each is sent. Default: nothing is carried.
+  virtual void carryNext(uint64_t /*offset*/, uint64_t /*bytes*/) {}
+  // Copies [offset, offset+bytes) of `rank`'s window into `into` from a signal of `rank`'s that
+  // carried it and is no older than the latest signal from `rank` this rank has waited for (so
+  // the copy is what the window holds for a read that the schedule orders after that wait);
+  // false: none such, read the window.
+  virtual bool readCarried(int /*rank*/, uint64_t /*offset*/, uint64_t /*bytes*/, void* /*into*/) {
+    return false;
+  }
+  // Reads readCarried answered so far (tests, trib-perf).
+  virtual uint64_t carriedReads() const { return 0; }
   // The CUDA device the windows are on (device memory, the nvlink provider's); -1: host memory.
   virtual int device() const { return -1; }
 

@@ -155,7 +155,7 @@ Execution::Range Execution::windowRange(int owner) const {
   return {lo, lo + opts_.windows->windowBytes()};
 }
 
-Status Execution::sourceAddress(size_t i, const char** at) {
+Status Execution::sourceAddress(size_t i, const char** at, int which) {
   const Step& s = steps_[i];
   if (!s.srcIsPeers()) {
     // (Without exposures of its own, a window range is the window.)
@@ -164,9 +164,14 @@ Status Execution::sourceAddress(size_t i, const char** at) {
     *at = slots_[i].srcAt;
     return Status::Ok();
   }
+  const uint64_t offset = s.src.offset * elemSize_, bytes = s.src.count * elemSize_;
+  if (bytes <= PeerWindows::kCarryBytes && engine_ == &hostEngine() &&
+      opts_.windows->readCarried(s.peer, offset, bytes, carried_[which])) {
+    *at = carried_[which];
+    return Status::Ok();
+  }
   uint8_t* p = nullptr;
-  TRIB_RETURN_IF_ERROR(
-      opts_.windows->peerAddress(s.peer, s.src.offset * elemSize_, s.src.count * elemSize_, &p));
+  TRIB_RETURN_IF_ERROR(opts_.windows->peerAddress(s.peer, offset, bytes, &p));
   *at = reinterpret_cast<const char*>(p);
   return Status::Ok();
 }
@@ -399,10 +404,13 @@ Status Execution::startStep(size_t i, bool land) {
   Slot& slot = slots_[i];
   const size_t bytesOf = s.kind == StepKind::Send ? s.src.count * elemSize_ : s.dst.count * elemSize_;
   char* into = nullptr;  // where the step writes: its destination, or staging when it lands
-  if (s.writesDst() && !s.dstIsPeers() && s.dst.buf == Buf::Window && s.dst.count > 0 &&
-      exposeOrUnexpose(i)) {
-    slot.state = State::Done;  // published instead of copied
-    return Status::Ok();
+  if (s.writesDst() && !s.dstIsPeers() && s.dst.buf == Buf::Window && s.dst.count > 0) {
+    if (exposeOrUnexpose(i)) {
+      slot.state = State::Done;  // published instead of copied
+      return Status::Ok();
+    }
+    // What a peer reads next may be this: small enough, the next signals carry it.
+    if (bytesOf <= PeerWindows::kCarryBytes) opts_.windows->carryNext(s.dst.offset * elemSize_, bytesOf);
   }
   // A received message the transport cannot put into device memory lands in host staging and
   // is copied (or reduced) into place by the engine.
@@ -458,7 +466,7 @@ Status Execution::startStep(size_t i, bool land) {
       const char* src = nullptr;
       const char* fusedSrc = slot.fusedSrc;
       TRIB_RETURN_IF_ERROR(sourceAddress(i, &src));
-      if (fusedSrc) TRIB_RETURN_IF_ERROR(sourceAddress(i + 1, &fusedSrc));
+      if (fusedSrc) TRIB_RETURN_IF_ERROR(sourceAddress(i + 1, &fusedSrc, 1));
       if (!reduce && !fusedSrc && src == into) {  // a copy from the window range aliasing its destination
         slot.state = State::Done;
         return Status::Ok();

@@ -217,8 +217,9 @@ class Execution {
     return (b == Buf::Output && streamOut_) || (b == Buf::Window && streamWindow_);
   }
   // Where step i reads its source now: a window range may be its owner's exposed buffer (a
-  // peer's, which the windows resolve, or this rank's own, from ownExposures_).
-  Status sourceAddress(size_t i, const char** at);
+  // peer's, which the windows resolve, or this rank's own, from ownExposures_), or a copy of a
+  // peer's range its signal carried (carried_[which]: two, for a fused pair's two sources).
+  Status sourceAddress(size_t i, const char** at, int which = 0);
   // Where a put writes the peer's window range now: the same resolution.
   Status putAddress(const Step& s, char** at);
   // This rank's exposures of this run: own-window byte range -> the buffer it aliases.
@@ -278,6 +279,9 @@ class Execution {
   bool prepared_ = false;
   std::vector<size_t> activeScratch_;
   std::vector<OwnExposure> ownExposures_;
+  // Bytes of peers' windows that their signals carried (PeerWindows::readCarried), read here by
+  // the host engine, which is done with a source when its post returns.
+  alignas(16) char carried_[2][PeerWindows::kCarryBytes];
   uint64_t stagedBytes_ = 0;
   // Staging of finished steps, for the next to land (pipelined slices have equal sizes).
   struct Spare {

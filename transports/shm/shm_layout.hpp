@@ -69,10 +69,20 @@ struct alignas(64) CmaDesc {
 };
 
 // A window signal line: [count << kFingerprintBits | the call's fingerprint], stored by the one
-// sender it belongs to (release), loaded by the owner (acquire). One cache line each.
+// sender it belongs to (release), loaded by the owner (acquire). One cache line each. Signal
+// `count` may carry up to 16 bytes of the sender's window (PeerWindows::carryNext) in slot
+// count % 2, stored before the word: `tag` is [count's low 16 bits | bytes (5 bits) | window
+// offset (43 bits)], 0 while the slot is being written (a sequence lock: a reader that sees the
+// same nonzero tag before and after copying the data has a whole copy).
+struct CarrySlot {
+  std::atomic<uint64_t> tag;
+  std::atomic<uint64_t> data[2];
+};
 struct alignas(64) SignalLine {
   std::atomic<uint64_t> word;
+  CarrySlot carry[2];
 };
+static_assert(sizeof(SignalLine) == 64, "a signal and what it carries share one cache line");
 constexpr int kFingerprintBits = 20;
 
 // Where each part of a segment lies: a function of the transport's options alone, so every rank

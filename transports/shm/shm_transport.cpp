@@ -199,7 +199,8 @@ struct ShmTransport::Impl {
     SignalLine* signalsFromPeer = nullptr;  // in mine: its line
     uint64_t signalsSent = 0;
     uint64_t waitsPosted = 0;
-    ExposeTable* exposes = nullptr;        // in its segment: what its window exposes
+    uint64_t lastWaited = 0;         // the highest signal count from it a poll found (readCarried's floor)
+    ExposeTable* exposes = nullptr;  // in its segment: what its window exposes
     std::shared_ptr<PeerProcess> process;  // its pidfd and mapped allocations (when it exposes)
     uint64_t cachedTail = 0;
     std::deque<std::unique_ptr<SendReq>> sendQ;
@@ -285,8 +286,9 @@ class ShmWindows final : public PeerWindows {
   uint8_t* windowOf(int rank) const override { return im_->windowOf(im_->idxOfRank[rank]); }
   void signal(int peer, uint32_t fingerprint) override {
     ShmTransport::Impl::Peer& p = im_->peers[im_->idxOfRank[peer]];
-    const uint64_t word =
-        (++p.signalsSent << kFingerprintBits) | (fingerprint & ((1u << kFingerprintBits) - 1));
+    const uint64_t count = ++p.signalsSent;
+    carryInto(p.signalsToPeer->carry[count % 2], count);
+    const uint64_t word = (count << kFingerprintBits) | (fingerprint & ((1u << kFingerprintBits) - 1));
     p.signalsToPeer->word.store(word, std::memory_order_release);
   }
   Status pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) override {
@@ -295,6 +297,7 @@ class ShmWindows final : public PeerWindows {
     // Lock-free while all is well: this rank's broken flag (abort sets it) and the peer's are
     // atomics; the locked look at the peer's liveness runs every 64th poll that finds no signal.
     const bool arrived = (word >> kFingerprintBits) >= target;
+    if (arrived && target > p.lastWaited) p.lastWaited = target;
     const bool selfBroken = std::atomic_ref<uint32_t>(im_->hdr->broken).load(std::memory_order_acquire) != 0;
     if (!selfBroken && (arrived || (!im_->peerBroken(p) && ++polls_ % 64 != 0))) {
       *count = word >> kFingerprintBits;
@@ -355,9 +358,65 @@ class ShmWindows final : public PeerWindows {
   }
   uint64_t exposedReads() const override { return im_->exposedReads.load(std::memory_order_relaxed); }
 
+  void carryNext(uint64_t offset, uint64_t bytes) override {
+    const bool fits =
+        bytes > 0 && bytes <= kCarryBytes && offset <= kCarryOffsetMask && offset + bytes <= im_->windowBytes;
+    carryOffset_ = fits ? offset : 0;
+    carryBytes_ = fits ? bytes : 0;
+  }
+  bool readCarried(int rank, uint64_t offset, uint64_t bytes, void* into) override {
+    const int idx = im_->idxOfRank[rank];
+    if (idx == im_->myIdx || bytes == 0 || bytes > kCarryBytes) return false;
+    const ShmTransport::Impl::Peer& p = im_->peers[idx];
+    for (const CarrySlot& slot : p.signalsFromPeer->carry) {
+      const uint64_t tag = slot.tag.load(std::memory_order_acquire);
+      const uint64_t from = tag & kCarryOffsetMask, carried = (tag >> kCarryOffsetBits) & 31;
+      // The tag counts signals in 16 bits: every signal rewrites its slot, so a slot is at most
+      // one signal older than the latest, and one from before lastWaited is never taken.
+      const uint64_t newer = ((tag >> kCarryCountShift) - p.lastWaited) & kCarryCountMask;
+      if (tag == 0 || newer > kCarryCountMask / 2 || offset < from || offset + bytes > from + carried)
+        continue;
+      uint64_t data[2] = {slot.data[0].load(std::memory_order_relaxed),
+                          slot.data[1].load(std::memory_order_relaxed)};
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (slot.tag.load(std::memory_order_relaxed) != tag) continue;  // rewritten while copied
+      std::memcpy(into, reinterpret_cast<const uint8_t*>(data) + (offset - from), bytes);
+      ++carriedReads_;
+      return true;
+    }
+    return false;
+  }
+  uint64_t carriedReads() const override { return carriedReads_; }
+
  private:
+  // CarrySlot::tag (shm_layout.hpp): the window offset in its low 43 bits, the byte count in the
+  // next 5, the signal count's low 16 above them.
+  static constexpr int kCarryOffsetBits = 43;
+  static constexpr uint64_t kCarryOffsetMask = (uint64_t{1} << kCarryOffsetBits) - 1;
+  static constexpr int kCarryCountShift = kCarryOffsetBits + 5;
+  static constexpr uint64_t kCarryCountMask = 0xffff;
+
+  // Signal `count` rewrites its slot: with a copy of the carried window range, or as carrying
+  // nothing (so no slot is ever older than the signal before the latest).
+  void carryInto(CarrySlot& slot, uint64_t count) {
+    const uint64_t countBits = (count & kCarryCountMask) << kCarryCountShift;
+    if (carryBytes_ == 0) {
+      slot.tag.store(countBits | kCarryOffsetMask, std::memory_order_release);  // covers no range
+      return;
+    }
+    uint64_t data[2] = {0, 0};
+    std::memcpy(data, im_->windowOf(im_->myIdx) + carryOffset_, carryBytes_);
+    slot.tag.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    slot.data[0].store(data[0], std::memory_order_relaxed);
+    slot.data[1].store(data[1], std::memory_order_relaxed);
+    slot.tag.store(countBits | (carryBytes_ << kCarryOffsetBits) | carryOffset_, std::memory_order_release);
+  }
+
   ShmTransport::Impl* im_;
   unsigned polls_ = 0;
+  uint64_t carryOffset_ = 0, carryBytes_ = 0;
+  uint64_t carriedReads_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
