@@ -376,9 +376,10 @@ class ShmWindows final : public PeerWindows {
       const uint64_t newer = ((tag >> kCarryCountShift) - p.lastWaited) & kCarryCountMask;
       if (tag == 0 || newer > kCarryCountMask / 2 || offset < from || offset + bytes > from + carried)
         continue;
-      uint64_t data[2] = {slot.data[0].load(std::memory_order_relaxed),
-                          slot.data[1].load(std::memory_order_relaxed)};
-      std::atomic_thread_fence(std::memory_order_acquire);
+      // Acquire loads keep the tag's second load after them (no fences: TSan lacks them): data
+      // stored after the writer zeroed the tag makes that load see the rewrite.
+      uint64_t data[2] = {slot.data[0].load(std::memory_order_acquire),
+                          slot.data[1].load(std::memory_order_acquire)};
       if (slot.tag.load(std::memory_order_relaxed) != tag) continue;  // rewritten while copied
       std::memcpy(into, reinterpret_cast<const uint8_t*>(data) + (offset - from), bytes);
       ++carriedReads_;
@@ -407,9 +408,8 @@ class ShmWindows final : public PeerWindows {
     uint64_t data[2] = {0, 0};
     std::memcpy(data, im_->windowOf(im_->myIdx) + carryOffset_, carryBytes_);
     slot.tag.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    slot.data[0].store(data[0], std::memory_order_relaxed);
-    slot.data[1].store(data[1], std::memory_order_relaxed);
+    slot.data[0].store(data[0], std::memory_order_release);  // after the zeroed tag
+    slot.data[1].store(data[1], std::memory_order_release);
     slot.tag.store(countBits | (carryBytes_ << kCarryOffsetBits) | carryOffset_, std::memory_order_release);
   }
 
