@@ -346,5 +346,150 @@ TEST(Executor, RefusesMemoryItsEngineOrTransportCannotReach) {
   }
 }
 
+// A transport that receives into device memory but reduces only into host memory (verbs with
+// GPUDirect RDMA: it combines on the CPU): a receive-reduce into device memory lands plain bytes
+// in the engine's (device) scratch and the engine reduces them into place; where it does not
+// receive into device memory either, in host staging. The kind of what it is posted travels with
+// the op (TransferOp::memory), so the transport asks no driver.
+TEST(Executor, ReduceReceiveIntoDeviceMemoryGoesThroughTheEngine) {
+  struct Posted {
+    bool send = false;
+    const void* buf = nullptr;
+    bool reduce = false;
+    MemoryKind memory = MemoryKind::Host;
+  };
+  class Nic final : public Transport {
+   public:
+    const char* name() const override { return "nic"; }
+    Status postSend(int, uint64_t, const void* buf, size_t, TransferOp* op) override {
+      posted.push_back({true, buf, false, op->memory});
+      op->complete();
+      return Status::Ok();
+    }
+    Status postRecv(int, uint64_t, void* buf, size_t bytes, const ReduceSpec* reduce,
+                    TransferOp* op) override {
+      posted.push_back({false, buf, reduce != nullptr, op->memory});
+      const float incoming[4] = {10, 20, 30, 40};
+      if (reduce) {  // as verbs does: the CPU combines
+        for (size_t k = 0; k < bytes / sizeof(float); ++k)
+          static_cast<float*>(buf)[k] = static_cast<const float*>(reduce->local)[k] + incoming[k];
+      } else {
+        std::memcpy(buf, incoming, bytes);
+      }
+      op->complete();
+      return Status::Ok();
+    }
+    Status progress() override { return Status::Ok(); }
+    void abort(const Status&) override {}
+    std::vector<Posted> posted;
+  } nic;
+  class PretendDevice final : public Engine {
+   public:
+    const char* name() const override { return "pretend-device"; }
+    MemoryKind memory() const override { return MemoryKind::Device; }
+    Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool) override {
+      std::memcpy(dst, src, bytes);
+      op->complete();
+      return Status::Ok();
+    }
+    Status postReduce(void* dst, const void* a, const void* b, uint64_t count, DataType, RedOp,
+                      TransferOp* op) override {
+      ++reduces;
+      for (uint64_t k = 0; k < count; ++k)
+        static_cast<float*>(dst)[k] = static_cast<const float*>(a)[k] + static_cast<const float*>(b)[k];
+      op->complete();
+      return Status::Ok();
+    }
+    Status postDivide(void*, uint64_t, DataType, uint64_t, TransferOp*) override {
+      return errorf(tribInternalError, "not used by this test");
+    }
+    Status progress() override { return Status::Ok(); }
+    void* allocScratch(size_t bytes) override {
+      ++scratches;
+      return ::operator new(bytes);
+    }
+    void freeScratch(void* p, size_t) override { ::operator delete(p); }
+    void* allocHostStaging(size_t bytes) override {
+      ++stagings;
+      return ::operator new(bytes);
+    }
+    void freeHostStaging(void* p, size_t) override { ::operator delete(p); }
+    int scratches = 0, stagings = 0, reduces = 0;
+  } device;
+  const MemoryKindSet hostAndDevice = kHostMemoryKinds | memoryKindBit(MemoryKind::Device);
+  std::vector<Transport*> peers = {nullptr, &nic};
+  // Output += what rank 1 sends, then the output back to rank 1.
+  auto steps = std::make_shared<const std::vector<Step>>(std::vector<Step>{
+      Step::recvReduce(1, {Buf::Input, 0, 4}, {Buf::Output, 0, 4}), Step::send(1, {Buf::Output, 0, 4})});
+  ExecOptions o;
+  o.rank = 0;
+  o.nranks = 2;
+  o.engine = &device;
+  o.inputKind = o.outputKind = MemoryKind::Device;
+  const auto run = [&](float* out, std::vector<size_t>* needs) {
+    float in[4] = {1, 2, 3, 4};
+    std::memset(out, 0, 4 * sizeof(float));
+    nic.posted.clear();
+    needs->clear();
+    addHostStagingNeeds(*steps, peers, o, needs);
+    Execution e(steps, ExecBuffers{in, out, nullptr, 4, 4, 0}, peers, o);
+    ASSERT_TRUE(e.start().ok());
+    bool done = false;
+    for (int i = 0; i < 10 && !done; ++i) ASSERT_TRUE(e.progress(&done).ok());
+    ASSERT_TRUE(done);
+    EXPECT_EQ(out[0], 11.0f);
+    EXPECT_EQ(out[3], 44.0f);
+  };
+  float out[4];
+  std::vector<size_t> needs;
+
+  // Receives into and sends from device memory, reduces into host memory only.
+  nic.setMemoryReach(hostAndDevice, hostAndDevice, kHostMemoryKinds);
+  run(out, &needs);
+  ASSERT_EQ(nic.posted.size(), 2u);
+  EXPECT_FALSE(nic.posted[0].reduce) << "the transport was asked to reduce into device memory";
+  EXPECT_EQ(nic.posted[0].memory, MemoryKind::Device) << "it receives into the engine's scratch";
+  EXPECT_NE(nic.posted[0].buf, out);
+  EXPECT_EQ(device.scratches, 1);
+  EXPECT_EQ(device.stagings, 0);
+  EXPECT_EQ(device.reduces, 1) << "the engine reduced";
+  EXPECT_TRUE(needs.empty()) << "no host staging to reserve";
+  EXPECT_TRUE(nic.posted[1].send);
+  EXPECT_EQ(nic.posted[1].buf, out) << "sent from device memory itself";
+  EXPECT_EQ(nic.posted[1].memory, MemoryKind::Device);
+
+  // Host memory only: the receive lands in host staging, the send goes from a host copy.
+  nic.setMemoryReach(kHostMemoryKinds, kHostMemoryKinds, kHostMemoryKinds);
+  run(out, &needs);
+  ASSERT_EQ(nic.posted.size(), 2u);
+  EXPECT_FALSE(nic.posted[0].reduce);
+  EXPECT_EQ(nic.posted[0].memory, MemoryKind::Host);
+  EXPECT_EQ(device.scratches, 1);
+  EXPECT_GE(device.stagings, 1) << "host staging (the send may reuse the receive's)";
+  EXPECT_EQ(device.reduces, 2);
+  EXPECT_EQ(needs.size(), 2u);
+  EXPECT_NE(nic.posted[1].buf, out);
+  EXPECT_EQ(nic.posted[1].memory, MemoryKind::Host);
+
+  // A transport that reduces into device memory itself is given the reduction.
+  nic.setMemoryReach(hostAndDevice, hostAndDevice, hostAndDevice);
+  const int staged = device.scratches + device.stagings;
+  run(out, &needs);
+  EXPECT_TRUE(nic.posted[0].reduce);
+  EXPECT_EQ(nic.posted[0].buf, out);
+  EXPECT_EQ(nic.posted[0].memory, MemoryKind::Device);
+  EXPECT_EQ(device.reduces, 2) << "no engine reduction";
+  EXPECT_EQ(device.scratches + device.stagings, staged) << "no staging";
+
+  // Host memory on the host engine: the transport reduces in place, as before.
+  o.engine = nullptr;
+  o.inputKind = o.outputKind = MemoryKind::Host;
+  nic.setMemoryReach(hostAndDevice, hostAndDevice, kHostMemoryKinds);
+  run(out, &needs);
+  EXPECT_TRUE(nic.posted[0].reduce);
+  EXPECT_EQ(nic.posted[0].buf, out);
+  EXPECT_EQ(nic.posted[0].memory, MemoryKind::Host);
+}
+
 }  // namespace
 }  // namespace trib

@@ -56,17 +56,81 @@ TEST(TransportRegistry, ListsEveryTransportInPriorityOrderWithCapabilities) {
     if (d.notBuilt) continue;
     EXPECT_NE(d.connect, nullptr) << d.name;
     EXPECT_TRUE(d.caps.twoSided) << d.name;
-    // Every transport of this build reads and writes host memory of every host kind; none
-    // touches device memory yet.
-    EXPECT_EQ(d.caps.reads, kHostMemoryKinds) << d.name;
-    EXPECT_EQ(d.caps.writes, kHostMemoryKinds) << d.name;
-    EXPECT_FALSE(d.caps.reads & memoryKindBit(MemoryKind::Device)) << d.name;
+    // Every transport of this build reads, writes and reduces into host memory of every host
+    // kind; device memory only where its probe says this process can (verbs: GPUDirect RDMA),
+    // and none reduces into device memory (they combine on the CPU).
+    EXPECT_EQ(d.caps.reads & ~d.caps.probed, kHostMemoryKinds) << d.name;
+    EXPECT_EQ(d.caps.writes & ~d.caps.probed, kHostMemoryKinds) << d.name;
+    EXPECT_EQ(d.caps.reduces, kHostMemoryKinds) << d.name;
+    EXPECT_EQ(d.caps.probed != 0, d.caps.probe != nullptr) << d.name;
+    EXPECT_EQ(d.caps.probed & ~memoryKindBit(MemoryKind::Device), 0) << d.name;
   }
   EXPECT_EQ(names, (std::set<std::string>{"loopback", "shm", "verbs", "ucx"}));
   EXPECT_TRUE(findTransport("shm")->caps.windows);
   EXPECT_FALSE(findTransport("loopback")->needsExchange);
   EXPECT_EQ(findTransport("nope"), nullptr);
   EXPECT_EQ(memoryKindSetNames(kHostMemoryKinds), "host, host-shared, registered");
+}
+
+bool probeSays = false;
+int probesAsked = 0;
+bool fakeProbe(const TransportConnectArgs&) {
+  ++probesAsked;
+  return probeSays;
+}
+
+// The memory a connected transport is given: its caps, the probed kinds only where its probe
+// says this process can reach them.
+TEST(TransportRegistry, ProbedMemoryKindsFollowTheProbe) {
+  const MemoryKindSet device = memoryKindBit(MemoryKind::Device);
+  TransportCaps caps;
+  caps.reads = caps.writes = kHostMemoryKinds | device;
+  caps.reduces = kHostMemoryKinds;
+  caps.probed = device;
+  caps.probe = fakeProbe;
+  TransportConnectArgs args;
+  probeSays = false;
+  MemoryReach r = transportMemoryReach(caps, args);
+  EXPECT_EQ(r.reads, kHostMemoryKinds);
+  EXPECT_EQ(r.writes, kHostMemoryKinds);
+  EXPECT_EQ(r.reduces, kHostMemoryKinds);
+  probeSays = true;
+  r = transportMemoryReach(caps, args);
+  EXPECT_EQ(r.reads, kHostMemoryKinds | device);
+  EXPECT_EQ(r.writes, kHostMemoryKinds | device);
+  EXPECT_EQ(r.reduces, kHostMemoryKinds) << "reaching device memory is not reducing into it";
+  EXPECT_EQ(probesAsked, 2);
+  // Probed kinds without a probe are never reached; caps without probed kinds ask nothing.
+  caps.probe = nullptr;
+  EXPECT_EQ(transportMemoryReach(caps, args).reads, kHostMemoryKinds);
+  caps.probed = 0;
+  caps.probe = fakeProbe;
+  EXPECT_EQ(transportMemoryReach(caps, args).reads, kHostMemoryKinds | device);
+  EXPECT_EQ(probesAsked, 2);
+  // What a transport is given: reductions only into memory it receives into.
+  caps.reduces = kHostMemoryKinds | device;
+  caps.probed = device;
+  probeSays = false;
+  EXPECT_EQ(transportMemoryReach(caps, args).reduces, kHostMemoryKinds);
+}
+
+// The verbs transport's probe, where this process had no CUDA context at init (this test's):
+// no device memory, whatever the machine has.
+TEST(TransportRegistry, VerbsReachesDeviceMemoryOnlyWithAContext) {
+  const TransportDescriptor* v = findTransport("verbs");
+  ASSERT_NE(v, nullptr);
+  if (v->notBuilt) GTEST_SKIP() << "this build has no verbs transport: " << v->notBuilt;
+  EXPECT_EQ(v->caps.probed, memoryKindBit(MemoryKind::Device));
+  EXPECT_TRUE(v->caps.reads & memoryKindBit(MemoryKind::Device));
+  EXPECT_FALSE(v->caps.reduces & memoryKindBit(MemoryKind::Device));
+  std::vector<RankLocation> locations = {at("a", 1), at("b", 1)};
+  TransportConnectArgs args;
+  args.rank = 0;
+  args.nranks = 2;
+  args.locations = &locations;
+  ASSERT_NE(v->caps.probe, nullptr);
+  EXPECT_FALSE(v->caps.probe(args));
+  EXPECT_EQ(transportMemoryReach(v->caps, args).reads, kHostMemoryKinds);
 }
 
 TEST(TransportRegistry, LocationsCompareByHostAndProcess) {
@@ -180,7 +244,8 @@ TEST(TransportRegistry, ForcedTransportThatCannotConnectAPairIsAClearError) {
 
   st = chooseTransports(twoHosts, 0, "tcp", true, &c);
   EXPECT_EQ(st.code(), tribInvalidArgument);
-  EXPECT_NE(st.message().find("TRIB_TRANSPORT='tcp' is not one of loopback, shm, verbs, ucx"), std::string::npos)
+  EXPECT_NE(st.message().find("TRIB_TRANSPORT='tcp' is not one of loopback, shm, verbs, ucx"),
+            std::string::npos)
       << st.message();
 
   // Ranks created together in one process (no exchange) cannot be given shm.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "cuda/cuda_api.hpp"
 #include "support/launcher.hpp"
 #include "tributary/tributary.h"
 #ifdef TRIB_HAVE_VERBS
@@ -154,6 +155,58 @@ TEST(Verbs, AllReduceEagerAndZeroCopy) {
                       if (y[i] != 6.0 * (i % 97))
                         return report = "count " + std::to_string(count) + ": wrong sum", 1;
                   }
+                  tribCommDestroy(c.comm);
+                  return 0;
+                }),
+            "");
+}
+
+// GPUDirect RDMA: device buffers all-reduced (sends from device memory, receive-reduces landing in
+// the engine's device scratch) and sent point to point, small and large, over verbs: straight to
+// the NIC where this process can register device memory with it, else staged through host
+// memory. Needs a GPU beside the RDMA port; skips without one (the test guest has none).
+TEST(Verbs, DeviceMemoryAllReduceAndSendRecv) {
+  REQUIRE_RDMA_PORT();
+  if (!trib::cuda::built()) GTEST_SKIP() << "this build has no CUDA";
+  // (Not cuda::deviceStatus(): the parent must not initialise CUDA before it forks the ranks.)
+  if (access("/dev/nvidiactl", F_OK) != 0) GTEST_SKIP() << "needs a CUDA device (no /dev/nvidiactl)";
+  EXPECT_EQ(run(2, 1,
+                [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                  if (trib::Status s = trib::cuda::setDevice(0); !s.ok()) return report = s.message(), 1;
+                  Comm c = join(2, rank, ids[0]);
+                  if (!c.comm) return report = "init: " + c.error, 1;
+                  void* stream = nullptr;
+                  if (trib::Status s = trib::cuda::streamCreate(0, &stream); !s.ok())
+                    return report = s.message(), 1;
+                  for (size_t count : {size_t{1}, size_t{1000}, (size_t{1} << 20) + 3}) {
+                    const size_t bytes = count * sizeof(float);
+                    std::vector<float> x(count), y(count, -1);
+                    for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((rank + 1) * (i % 97));
+                    void *dx = nullptr, *dy = nullptr;
+                    if (!trib::cuda::deviceAlloc(0, bytes, &dx).ok() ||
+                        !trib::cuda::deviceAlloc(0, bytes, &dy).ok())
+                      return report = "device allocation failed", 1;
+                    const std::string at = "count " + std::to_string(count) + ": ";
+                    if (!trib::cuda::copy(dx, x.data(), bytes, stream).ok())
+                      return report = at + "copy in", 1;
+                    if (tribAllReduce(dx, dy, count, tribFloat32, tribSum, c.comm, stream) != tribSuccess)
+                      return report = at + tribGetLastError(c.comm), 1;
+                    if (!trib::cuda::copy(y.data(), dy, bytes, stream).ok())
+                      return report = at + "copy out", 1;
+                    for (size_t i = 0; i < count; ++i)
+                      if (y[i] != 3.0f * (i % 97)) return report = at + "wrong sum", 1;
+                    // Rank 0's input to rank 1's output, device to device.
+                    const tribResult_t r = rank == 0 ? tribSend(dx, count, tribFloat32, 1, c.comm, stream)
+                                                     : tribRecv(dy, count, tribFloat32, 0, c.comm, stream);
+                    if (r != tribSuccess) return report = at + tribGetLastError(c.comm), 1;
+                    if (!trib::cuda::copy(y.data(), dy, bytes, stream).ok())
+                      return report = at + "copy out", 1;
+                    for (size_t i = 0; rank == 1 && i < count; ++i)
+                      if (y[i] != static_cast<float>(i % 97)) return report = at + "wrong bytes received", 1;
+                    trib::cuda::deviceFree(dx);
+                    trib::cuda::deviceFree(dy);
+                  }
+                  trib::cuda::streamDestroy(stream);
                   tribCommDestroy(c.comm);
                   return 0;
                 }),

@@ -5,8 +5,11 @@
 
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -178,6 +181,53 @@ TEST(VerbsDmabufExport, ExportsDeviceMemoryOnGpu) {
   EXPECT_GE(fd, 0);
   if (fd >= 0) ::close(fd);
   cuda::deviceFree(mem);
+}
+
+// Whether verbs is given device memory (its caps' probe), from the facts it gathers at connect.
+TEST(VerbsDeviceReach, NeedsCudaAContextAndAWayToRegister) {
+  DeviceReachFacts f;
+  f.cudaBuilt = f.cudaContext = f.verbsDmabuf = f.driverDmabuf = true;
+  std::string why;
+  EXPECT_TRUE(deviceMemoryReachable(f, &why));
+  EXPECT_EQ(why, "dma-buf");
+  f.driverDmabuf = false;  // no dma-buf from the driver: only nvidia-peermem serves
+  EXPECT_FALSE(deviceMemoryReachable(f, &why));
+  EXPECT_NE(why.find("nvidia-peermem is not loaded"), std::string::npos) << why;
+  f.peerMem = true;
+  EXPECT_TRUE(deviceMemoryReachable(f, &why));
+  EXPECT_EQ(why, "nvidia-peermem");
+  f.verbsDmabuf = false;  // an rdma-core without ibv_reg_dmabuf_mr, nvidia-peermem loaded
+  EXPECT_TRUE(deviceMemoryReachable(f, &why));
+  f.peerMem = false;
+  EXPECT_FALSE(deviceMemoryReachable(f, &why));
+  EXPECT_NE(why.find("ibv_reg_dmabuf_mr"), std::string::npos) << why;
+  // Whatever the NIC side offers: no CUDA, or no context at init, is no device memory.
+  f = DeviceReachFacts{};
+  f.verbsDmabuf = f.driverDmabuf = f.peerMem = true;
+  f.cudaContext = true;
+  EXPECT_FALSE(deviceMemoryReachable(f, &why));
+  EXPECT_EQ(why, "this build has no CUDA");
+  f.cudaBuilt = true;
+  f.cudaContext = false;
+  EXPECT_FALSE(deviceMemoryReachable(f, nullptr));
+}
+
+TEST(VerbsDeviceReach, PeerMemIsALoadedModule) {
+  char dir[] = "/tmp/trib-sysmodule-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string root = dir;
+  EXPECT_FALSE(peerMemLoaded(root));
+  ASSERT_EQ(::mkdir((root + "/nvidia").c_str(), 0700), 0);  // the GPU driver alone is not enough
+  EXPECT_FALSE(peerMemLoaded(root));
+  ASSERT_EQ(::mkdir((root + "/nv_peer_mem").c_str(), 0700), 0);  // the older module
+  EXPECT_TRUE(peerMemLoaded(root));
+  ASSERT_EQ(::rmdir((root + "/nv_peer_mem").c_str()), 0);
+  ASSERT_EQ(::mkdir((root + "/nvidia_peermem").c_str(), 0700), 0);
+  EXPECT_TRUE(peerMemLoaded(root));
+  EXPECT_FALSE(peerMemLoaded(root + "/missing"));
+  ::rmdir((root + "/nvidia_peermem").c_str());
+  ::rmdir((root + "/nvidia").c_str());
+  ::rmdir(dir);
 }
 
 // On a machine with a GPU and an RDMA device: device memory at an offset that is not page aligned,

@@ -24,10 +24,14 @@ int main() {
   // What each can do, in the order the registry prefers them for a pair of ranks.
   for (const trib::TransportDescriptor& t : trib::transportRegistry()) {
     if (t.notBuilt) continue;
-    std::printf("\n    %-10s priority %d; reads %s; writes %s; %s%s%s", t.name, t.priority,
+    std::printf("\n    %-10s priority %d; reads %s; writes %s; reduces into %s; %s%s%s", t.name, t.priority,
                 trib::memoryKindSetNames(t.caps.reads).c_str(),
-                trib::memoryKindSetNames(t.caps.writes).c_str(), t.caps.twoSided ? "two-sided" : "",
+                trib::memoryKindSetNames(t.caps.writes).c_str(),
+                trib::memoryKindSetNames(t.caps.reduces).c_str(), t.caps.twoSided ? "two-sided" : "",
                 t.caps.windows ? ", windows" : "", t.caps.zeroCopy ? ", zero-copy" : "");
+    if (t.caps.probed)
+      std::printf("\n               %s only where this process can (probed at connect)",
+                  trib::memoryKindSetNames(t.caps.probed).c_str());
   }
   // Window providers (device windows): never a pair's transport, connected beside them.
   for (const trib::TransportDescriptor& t : trib::windowProviderRegistry()) {
@@ -35,8 +39,8 @@ int main() {
       std::printf("\n  windows        : %s: not built (%s)", t.name, t.notBuilt);
     else
       std::printf("\n  windows        : %s (%s); reads %s; writes %s; windows only%s", t.name, t.reaches,
-                  trib::memoryKindSetNames(t.caps.reads).c_str(), trib::memoryKindSetNames(t.caps.writes).c_str(),
-                  t.caps.zeroCopy ? ", zero-copy" : "");
+                  trib::memoryKindSetNames(t.caps.reads).c_str(),
+                  trib::memoryKindSetNames(t.caps.writes).c_str(), t.caps.zeroCopy ? ", zero-copy" : "");
   }
   std::printf("\n  switch client  : links");
   sep = " ";

@@ -98,6 +98,16 @@ std::string memoryKindSetNames(MemoryKindSet set) {
   return out.empty() ? "none" : out;
 }
 
+MemoryReach transportMemoryReach(const TransportCaps& caps, const TransportConnectArgs& args) {
+  MemoryKindSet drop = 0;
+  if (caps.probed && !(caps.probe && caps.probe(args))) drop = caps.probed;
+  MemoryReach r;
+  r.reads = caps.reads & ~drop;
+  r.writes = caps.writes & ~drop;
+  r.reduces = caps.reduces & r.writes;
+  return r;
+}
+
 const std::vector<TransportDescriptor>& transportRegistry() {
   static const std::vector<TransportDescriptor> table = [] {
     std::vector<TransportDescriptor> t = {

@@ -41,13 +41,21 @@ std::string describeLocation(const RankLocation& loc);
 
 std::string memoryKindSetNames(MemoryKindSet set);  // "host, host-shared, registered"
 
+struct TransportConnectArgs;
+
 // What a transport can do.
 struct TransportCaps {
-  MemoryKindSet reads = 0;   // buffers it can send from
-  MemoryKindSet writes = 0;  // buffers it can receive (and reduce) into
-  bool twoSided = false;     // matched send/receive (Transport::postSend/postRecv)
-  bool windows = false;      // every rank's window mapped for peer-memory steps (PeerWindows)
-  bool zeroCopy = false;     // a send reaches the receiver with no staging copy of its own
+  MemoryKindSet reads = 0;    // buffers it can send from
+  MemoryKindSet writes = 0;   // buffers it can receive into
+  MemoryKindSet reduces = 0;  // buffers it can reduce-receive into (and read the local operand of)
+  // Kinds of reads and writes it reaches only where probe() says this process can (device memory
+  // through a NIC needs the driver's and the kernel's support): transportMemoryReach drops them
+  // elsewhere. probe is asked at connect, once per transport connected.
+  MemoryKindSet probed = 0;
+  bool (*probe)(const TransportConnectArgs& args) = nullptr;
+  bool twoSided = false;  // matched send/receive (Transport::postSend/postRecv)
+  bool windows = false;   // every rank's window mapped for peer-memory steps (PeerWindows)
+  bool zeroCopy = false;  // a send reaches the receiver with no staging copy of its own
 };
 
 // What a transport's connect is given. Connecting is collective over the communicator: every rank
@@ -55,21 +63,28 @@ struct TransportCaps {
 // every rank), including one that reaches none of its own peers, so exchanges line up.
 struct TransportConnectArgs {
   int rank = 0, nranks = 1;
-  uint64_t commId = 0;                         // distinguishes communicators (tags, names)
-  const std::vector<RankLocation>* locations;  // every rank's, in rank order
-  std::vector<int> peers;                      // the ranks this rank reaches with it (may be empty)
-  OobAllGather oob;                            // over all nranks; empty: the comm has no exchange
-  std::chrono::milliseconds timeout{300000};   // the communicator's (TRIB_TIMEOUT)
+  uint64_t commId = 0;                                   // distinguishes communicators (tags, names)
+  const std::vector<RankLocation>* locations = nullptr;  // every rank's, in rank order
+  std::vector<int> peers;                                // the ranks this rank reaches with it (may be empty)
+  OobAllGather oob;                                      // over all nranks; empty: the comm has no exchange
+  std::chrono::milliseconds timeout{300000};             // the communicator's (TRIB_TIMEOUT)
   // Share this process's transport contexts (a UCX worker, say) with its other communicators
   // (TRIB_SHARE_TRANSPORTS); false: contexts of its own.
   bool shareContexts = true;
 };
 
+// The memory a transport connected with `args` reaches: its caps, less the probed kinds where its
+// probe says no (or it has none). What core gives the transport (Transport::setMemoryReach).
+struct MemoryReach {
+  MemoryKindSet reads = 0, writes = 0, reduces = 0;
+};
+MemoryReach transportMemoryReach(const TransportCaps& caps, const TransportConnectArgs& args);
+
 struct TransportDescriptor {
   const char* name;      // TRIB_TRANSPORT's value; Transport::name() of what connect makes
   const char* reaches;   // which peers it serves, for messages and trib-info
   const char* notBuilt;  // nullptr: built; else why this build lacks it
-  TransportCaps caps;    // reads/writes given to what connect makes (Transport::setMemoryReach)
+  TransportCaps caps;    // what connect makes reaches (transportMemoryReach, Transport::setMemoryReach)
   int priority;          // higher is preferred where several can connect a pair
   bool needsExchange;    // connect calls args.oob (cannot connect a comm made without a store)
   // Whether it can connect a rank at `self` with one at `peer`. Symmetric, and decided from the

@@ -26,6 +26,10 @@ struct TransferOp {
   enum State : int { kPending = 0, kDone = 1, kFailed = 2 };
   std::atomic<int> state{kPending};
   Status error;  // set before state becomes kFailed
+  // The kind of the buffer posted with it, as the caller knows it (the executor sets it for every
+  // message): a transport that reaches device memory reads it instead of asking the driver per
+  // operation. Host unless the caller says otherwise; transports of host memory ignore it.
+  MemoryKind memory = MemoryKind::Host;
 
   bool done() const { return state.load(std::memory_order_acquire) != kPending; }
   void complete() { state.store(kDone, std::memory_order_release); }
@@ -169,7 +173,8 @@ class Transport {
   virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, TransferOp* op) = 0;
   // Receive exactly `bytes` from `peer` into `buf` (a different length fails the op with a
   // message naming both sizes). With `reduce`, combine instead of overwrite. `buf` (and
-  // reduce->local) must stay valid until op->done().
+  // reduce->local) must stay valid until op->done(). The caller gives a reduce-receive only memory
+  // the transport reducesInto (buf and local alike), and any message only memory it reaches.
   virtual Status postRecv(int peer, uint64_t tag, void* buf, size_t bytes, const ReduceSpec* reduce,
                           TransferOp* op) = 0;
   // Whether detachSend works here: the transport holds an unmatched send's data by reference in
@@ -187,20 +192,28 @@ class Transport {
   virtual Status progress() = 0;
   // Fail every pending operation with `why` (abort, timeout, peer loss). Safe from any thread.
   virtual void abort(const Status& why) = 0;
-  // The memory it sends from and receives into: its registry descriptor's caps, given by core when
-  // it connects (one statement of them); host memory of every kind until then.
+  // The memory it sends from, receives into, and reduce-receives into (its ReduceSpec's local
+  // operand included): its registry descriptor's caps as this process's probe narrows them
+  // (transportMemoryReach), given by core when it connects (one statement of them); host memory
+  // of every kind until then. Without `reducesInto`, it reduces into whatever it receives into.
   void setMemoryReach(MemoryKindSet sendsFrom, MemoryKindSet receivesInto) {
+    setMemoryReach(sendsFrom, receivesInto, receivesInto);
+  }
+  void setMemoryReach(MemoryKindSet sendsFrom, MemoryKindSet receivesInto, MemoryKindSet reducesInto) {
     sendsFrom_ = sendsFrom;
     receivesInto_ = receivesInto;
+    reducesInto_ = reducesInto & receivesInto;
   }
   bool sendsFrom(MemoryKind k) const { return sendsFrom_ & memoryKindBit(k); }
   bool receivesInto(MemoryKind k) const { return receivesInto_ & memoryKindBit(k); }
+  bool reducesInto(MemoryKind k) const { return reducesInto_ & memoryKindBit(k); }
   // Every rank's window, when this transport maps them all (one host); nullptr: it does not.
   // Owned by the transport; its abort() makes signalsFrom() fail.
   virtual PeerWindows* windows() { return nullptr; }
 
  private:
-  MemoryKindSet sendsFrom_ = kHostMemoryKinds, receivesInto_ = kHostMemoryKinds;
+  MemoryKindSet sendsFrom_ = kHostMemoryKinds, receivesInto_ = kHostMemoryKinds,
+                reducesInto_ = kHostMemoryKinds;
 };
 
 class CollectiveOffload;

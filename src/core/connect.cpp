@@ -126,7 +126,8 @@ Status connectTransports(Communicator* comm, const std::vector<RankLocation>& lo
     args.shareContexts = comm->config.shareTransports;
     std::unique_ptr<Transport> t;
     TRIB_RETURN_IF_ERROR(d->connect(args, &t).prefix("communicator init: "));
-    t->setMemoryReach(d->caps.reads, d->caps.writes);
+    const MemoryReach reach = transportMemoryReach(d->caps, args);
+    t->setMemoryReach(reach.reads, reach.writes, reach.reduces);
     for (int p : args.peers) comm->peers[p] = t.get();
     // Peer-memory schedules need every rank's window: a transport that maps them all has them
     // (device memory's apart from host memory's).

@@ -16,26 +16,39 @@ namespace {
 // a pipelined round in flight, small enough that a scan stays cheap.
 constexpr size_t kWindow = 512;
 
-// A communication step's own memory (what it sends from, or receives into), and whether its
-// transport reaches that memory. Device memory it cannot reach goes through the device engine's
-// host staging; other memory it cannot reach is refused.
+// A communication step's own memory (what it sends from, or receives into) and how its
+// transport reaches it. `reachable`: directly (a reduce-receive: it combines there, its local
+// operand included). Otherwise, on a device engine, device memory goes through staging: a send
+// from a copy in host staging; a receive lands in host staging and the engine copies it into
+// place; a reduce-receive lands plain bytes in staging, of the engine's memory where the
+// transport receives into that (GPUDirect: a NIC writing device memory), else host staging, and
+// the engine reduces them into place. Anything else it cannot reach is refused.
 struct MessageMemory {
   uint64_t count;
-  MemoryKind kind;
-  bool reachable;
-  bool hostStaged;
+  MemoryKind kind;     // the step's own buffer's
+  bool reachable;      // the transport moves it in place
+  bool engineReduces;  // a reduce-receive the transport receives plain into staging
+  bool hostStaged;     // through host staging (the transport does not reach the engine's memory)
 };
+MemoryKind regionKind(const Region& r, const ExecOptions& opts, const Engine& engine) {
+  return r.buf == Buf::Input ? opts.inputKind : r.buf == Buf::Output ? opts.outputKind : engine.memory();
+}
 MessageMemory messageMemory(const Step& s, const ExecOptions& opts, const Engine& engine,
                             const Transport& t) {
   const bool sending = s.kind == StepKind::Send;
+  const bool reducing = s.kind == StepKind::RecvReduce;
   const Region& mine = sending ? s.src : s.dst;
-  const MemoryKind kind = mine.buf == Buf::Input    ? opts.inputKind
-                          : mine.buf == Buf::Output ? opts.outputKind
-                                                    : engine.memory();
-  const bool reachable = sending ? t.sendsFrom(kind) : t.receivesInto(kind);
-  const bool hostStaged =
-      mine.count > 0 && !reachable && kind == MemoryKind::Device && engine.memory() == MemoryKind::Device;
-  return {mine.count, kind, reachable, hostStaged};
+  const MemoryKind kind = regionKind(mine, opts, engine);
+  const MemoryKind local = reducing ? regionKind(s.src, opts, engine) : kind;
+  MessageMemory m{mine.count, kind, false, false, false};
+  m.reachable = sending    ? t.sendsFrom(kind)
+                : reducing ? t.reducesInto(kind) && t.reducesInto(local)
+                           : t.receivesInto(kind);
+  const bool device = kind == MemoryKind::Device || local == MemoryKind::Device;
+  if (m.reachable || m.count == 0 || !device || engine.memory() != MemoryKind::Device) return m;
+  m.engineReduces = reducing;
+  m.hostStaged = !(reducing && t.receivesInto(engine.memory()));
+  return m;
 }
 }  // namespace
 
@@ -92,7 +105,8 @@ void Execution::resetRun() {
       slot.read1 = slot.read2 = slot.write = slot.write2 = Range{};
       slot.fusedSrc = nullptr;
       slot.fusedAway = false;
-      slot.hostStaged = false;
+      slot.hostStaged = slot.engineReduces = slot.hostStaging = false;
+      slot.memory = MemoryKind::Host;
       slot.srcAt = slot.dstAt = nullptr;
       slot.readsCopy = false;
     } else if (slot.fusedAway) {
@@ -314,12 +328,24 @@ Status Execution::start() {
       if (s.peer < 0 || s.peer >= static_cast<int>(peers_.size()) || !peers_[s.peer]) {
         return stepError(i, errorf(tribInternalError, "no transport reaches peer %d", s.peer));
       }
-      const MessageMemory m = messageMemory(s, opts_, *engine_, *peers_[s.peer]);
+      const Transport& peer = *peers_[s.peer];
+      const MessageMemory m = messageMemory(s, opts_, *engine_, peer);
       slot.hostStaged = m.hostStaged;
-      if (m.count > 0 && !m.reachable && !m.hostStaged)
-        return stepError(
-            i, errorf(tribInvalidUsage, "the %s transport cannot %s %s memory", peers_[s.peer]->name(),
-                      s.kind == StepKind::Send ? "send from" : "receive into", memoryKindName(m.kind)));
+      slot.engineReduces = m.engineReduces;
+      slot.memory = m.kind;
+      // Staging for any other reason (a landing, a send's copy) is host memory where the transport
+      // does not reach the engine's.
+      const MemoryKind e = engine_->memory();
+      slot.hostStaging =
+          m.hostStaged || (s.kind == StepKind::Send                      ? !peer.sendsFrom(e)
+                           : s.kind == StepKind::Recv || m.engineReduces ? !peer.receivesInto(e)
+                                                                         : !peer.reducesInto(e));
+      if (m.count > 0 && !m.reachable && !m.hostStaged && !m.engineReduces)
+        return stepError(i, errorf(tribInvalidUsage, "the %s transport cannot %s %s memory", peer.name(),
+                                   s.kind == StepKind::Send         ? "send from"
+                                   : s.kind == StepKind::RecvReduce ? "reduce-receive into"
+                                                                    : "receive into",
+                                   memoryKindName(m.kind)));
       if (counters.empty()) counters.assign(2 * peers_.size(), 0);
       slot.msgIndex = counters[2 * static_cast<size_t>(s.peer) + (s.kind == StepKind::Send ? 0 : 1)]++;
       slot.tag = makeTag(opts_.seq, slot.msgIndex);
@@ -396,6 +422,7 @@ Status Execution::postSendFrom(size_t i, const void* from) {
   Slot& slot = slots_[i];
   slot.state = State::Posted;
   slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
+  slot.op.memory = from && from == slot.staging.data ? stagingKind(slot) : slot.memory;
   return peers_[s.peer]->postSend(s.peer, slot.tag, from, s.src.count * elemSize_, &slot.op);
 }
 
@@ -412,11 +439,11 @@ Status Execution::startStep(size_t i, bool land) {
     // What a peer reads next may be this: small enough, the next signals carry it.
     if (bytesOf <= PeerWindows::kCarryBytes) opts_.windows->carryNext(s.dst.offset * elemSize_, bytesOf);
   }
-  // A received message the transport cannot put into device memory lands in host staging and
-  // is copied (or reduced) into place by the engine.
-  const bool hostLanding = slot.hostStaged && s.kind != StepKind::Send;
-  if (land || hostLanding) {
-    into = stage(slot, bytesOf, hostLanding);
+  // A received message the transport cannot put (or reduce) into place lands in staging and is
+  // copied (or reduced) into place by the engine.
+  const bool mustLand = (slot.hostStaged || slot.engineReduces) && s.kind != StepKind::Send;
+  if (land || mustLand) {
+    into = stage(slot, bytesOf, slot.hostStaging);
     if (!into) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
     slot.phase = Phase::Landing;
   } else if (remoteWindows_ && s.isPeerMemory()) {
@@ -431,7 +458,7 @@ Status Execution::startStep(size_t i, bool land) {
       if (slot.hostStaged || (opts_.mayAbandon && bytesOf > 0 && !peers_[s.peer]->detachesSends())) {
         // Given up mid-flight, this send could not let go of the caller's buffer: send a copy (in
         // host staging where the transport cannot read the buffer's device memory).
-        char* copy = stage(slot, bytesOf, slot.hostStaged);
+        char* copy = stage(slot, bytesOf, slot.hostStaging);
         if (!copy) return errorf(tribSystemError, "out of memory staging %zu bytes", bytesOf);
         slot.phase = Phase::SendStaging;
         slot.state = State::Posted;
@@ -445,12 +472,13 @@ Status Execution::startStep(size_t i, bool land) {
       slot.state = State::Posted;
       ReduceSpec spec;
       const ReduceSpec* reduce = nullptr;
-      if (s.kind == StepKind::RecvReduce && !hostLanding) {  // hostLanding: reduced at the commit
+      if (s.kind == StepKind::RecvReduce && !slot.engineReduces) {  // else reduced at the commit
         spec.local = slot.srcAt;
         spec.dtype = opts_.dtype;
         spec.op = opts_.op == tribAvg ? tribSum : opts_.op;
         reduce = &spec;
       }
+      slot.op.memory = into && into == slot.staging.data ? stagingKind(slot) : slot.memory;
       return peers_[s.peer]->postRecv(s.peer, slot.tag, into, bytesOf, reduce, &slot.op);
     }
     case StepKind::Copy:
@@ -691,11 +719,11 @@ Status Execution::progress(bool* done) {
         slot.op.state.store(TransferOp::kPending, std::memory_order_relaxed);
         const Step& s = steps_[i];
         const RedOp op = opts_.op == tribAvg ? tribSum : opts_.op;
-        // A host-staged receive-reduce, and a get-reduce over remote windows (its peer's bytes
-        // landed by RDMA READ), combine here; every other landing was combined on arrival.
-        // (A get-reduce's local operand is its destination.)
+        // A receive-reduce its transport does not combine, and a get-reduce over remote windows
+        // (its peer's bytes landed by RDMA READ), combine here; every other landing was combined
+        // on arrival. (A get-reduce's local operand is its destination.)
         const bool getReduce = s.kind == StepKind::GetReduce;
-        Status st = (s.kind == StepKind::RecvReduce && slot.hostStaged) || getReduce
+        Status st = (s.kind == StepKind::RecvReduce && slot.engineReduces) || getReduce
                         ? engine_->postReduce(address(s.dst), address(getReduce ? s.dst : s.src),
                                               slot.staging.data, s.dst.count, opts_.dtype, op, &slot.op)
                         : engine_->postCopy(address(s.dst), slot.staging.data, s.dst.count * elemSize_,

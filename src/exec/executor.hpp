@@ -198,6 +198,13 @@ class Execution {
     // A message of device memory over a transport that reaches only host memory: it goes through
     // the engine's host staging (sent from a copy; received there, then copied or reduced into place).
     bool hostStaged = false;
+    // A receive-reduce its transport cannot combine in place (device memory): it lands plain
+    // bytes in staging and the engine reduces them into place at the commit.
+    bool engineReduces = false;
+    // Where this message stages when it does (hostStaged, engineReduces, a landing, a send's
+    // copy): host staging where the transport does not reach the engine's memory.
+    bool hostStaging = false;
+    MemoryKind memory = MemoryKind::Host;  // the kind of the step's own buffer (messages)
     // Where the step's source and destination are (a peer's window for a peer's region), fixed
     // once prepared: the buffers and windows are the same for every run of a prepared execution.
     char* srcAt = nullptr;
@@ -239,8 +246,11 @@ class Execution {
   // `land`: write into staging (Phase::Landing) instead of the destination.
   Status startStep(size_t i, bool land = false);
   Status postSendFrom(size_t i, const void* from);
-  // `host`: the engine's host staging, for a hostStaged message.
+  // `host`: the engine's host staging (Slot::hostStaging), else its scratch.
   char* stage(Slot& slot, size_t bytes, bool host = false);
+  MemoryKind stagingKind(const Slot& slot) const {
+    return slot.hostStaging ? MemoryKind::Host : engine_->memory();
+  }
   // A posted step's op finished: the step is done, or moves on to its next phase.
   Status opFinished(size_t i);
   bool blockedByEarlier(const std::vector<size_t>& active, size_t a) const;

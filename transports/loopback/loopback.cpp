@@ -350,7 +350,7 @@ TransportDescriptor loopbackTransportDescriptor() {
   TransportDescriptor d{};
   d.name = "loopback";
   d.reaches = "ranks in the same process";
-  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.reads = d.caps.writes = d.caps.reduces = kHostMemoryKinds;
   d.caps.twoSided = true;
   d.caps.windows = true;   // every rank's, when all are in this process
   d.caps.zeroCopy = true;  // the second of a matched pair copies straight from the sender's buffer

@@ -1225,7 +1225,7 @@ TransportDescriptor shmTransportDescriptor() {
   TransportDescriptor d{};
   d.name = "shm";
   d.reaches = "processes on the same host";
-  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.reads = d.caps.writes = d.caps.reduces = kHostMemoryKinds;
   d.caps.twoSided = true;
   d.caps.windows = true;    // every rank's window, when all ranks are on this host
   d.caps.zeroCopy = false;  // messages below cmaThreshold are staged through the ring slots

@@ -907,7 +907,7 @@ TransportDescriptor ucxTransportDescriptor() {
   TransportDescriptor d{};
   d.name = "ucx";
   d.reaches = "ranks on other hosts";
-  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  d.caps.reads = d.caps.writes = d.caps.reduces = kHostMemoryKinds;
   d.caps.twoSided = true;
   d.caps.zeroCopy = true;  // sends go from the caller's buffer (rendezvous zero-copy past UCX's thresholds)
   d.priority = 100;

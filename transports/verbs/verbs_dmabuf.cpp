@@ -1,4 +1,6 @@
 // verbs_dmabuf.hpp's pure part: built in every build (no libibverbs needed) and tested everywhere.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -52,6 +54,29 @@ bool dmabufRegistrationBuilt() {
 #else
   return false;
 #endif
+}
+
+bool deviceMemoryReachable(const DeviceReachFacts& f, std::string* why) {
+  const auto answer = [&](bool yes, const char* text) {
+    if (why) *why = text;
+    return yes;
+  };
+  if (!f.cudaBuilt) return answer(false, "this build has no CUDA");
+  if (!f.cudaContext) return answer(false, "this process had no current CUDA context at init");
+  if (f.verbsDmabuf && f.driverDmabuf) return answer(true, "dma-buf");
+  if (f.peerMem) return answer(true, "nvidia-peermem");
+  if (!f.verbsDmabuf)
+    return answer(false,
+                  "the rdma-core of this build has no ibv_reg_dmabuf_mr, and nvidia-peermem is not loaded");
+  return answer(false, "the CUDA driver offers no dma-buf for this device, and nvidia-peermem is not loaded");
+}
+
+bool peerMemLoaded(const std::string& sysModule) {
+  struct stat st {};
+  for (const char* name : {"nvidia_peermem", "nv_peer_mem"}) {
+    if (::stat((sysModule + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return true;
+  }
+  return false;
 }
 
 }  // namespace trib::verbs

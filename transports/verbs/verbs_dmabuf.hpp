@@ -52,6 +52,22 @@ DeviceRegChoice chooseDeviceReg(const DeviceRegFacts& facts);
 // Whether this build's rdma-core has ibv_reg_dmabuf_mr (TRIB_HAVE_IBV_REG_DMABUF_MR).
 bool dmabufRegistrationBuilt();
 
+// Whether the verbs transport may be given device memory (its caps' probe): this process can
+// register it with the NIC, by dma-buf or through nvidia-peermem. Decided at connect from these
+// facts; a NIC whose driver refuses dma-buf then still fails that registration (named in its error).
+struct DeviceReachFacts {
+  bool cudaBuilt = false;     // cuda::built()
+  bool cudaContext = false;   // this rank's process had a current CUDA context at init
+  bool verbsDmabuf = false;   // dmabufRegistrationBuilt()
+  bool driverDmabuf = false;  // the current device's driver exports dma-bufs
+  bool peerMem = false;       // nvidia-peermem (or nv_peer_mem) is loaded: peerMemLoaded()
+};
+// True with a why ("dma-buf" or "nvidia-peermem"), or false with why not, for the log.
+bool deviceMemoryReachable(const DeviceReachFacts& facts, std::string* why);
+// Whether a kernel module that lets ibv_reg_mr pin device memory is loaded: nvidia_peermem, or
+// the older nv_peer_mem, under `sysModule` (/sys/module; tests pass a directory of their own).
+bool peerMemLoaded(const std::string& sysModule = "/sys/module");
+
 // Registers [addr, addr + bytes) (bytes > 0) of CUDA device `device`'s memory on `pd` (of NIC
 // `nic`, named in messages) with `access`, by chooseDeviceReg's path. Errors name the device, the
 // NIC and the reason: tribNotSupported without CUDA, tribUnhandledCudaError where the driver

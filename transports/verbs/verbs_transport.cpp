@@ -17,6 +17,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "cuda/cuda_api.hpp"
+#include "cuda/cuda_vmm.hpp"
 #include "reduce/reduce.hpp"
 #include "transports/match_queue.hpp"
 #include "transports/registry.hpp"
@@ -57,12 +58,9 @@ struct Mr {
   ibv_mr* mr = nullptr;
 };
 
-// What a buffer registers as: device memory through dma-buf (verbs_dmabuf.hpp), every host kind
-// alike. Posts carry no memory kind (transport.hpp), so the buffer is asked, as classifyMemory asks
-// it (false without CUDA or a driver). The executor gives this transport host memory only (its
-// caps: the eager path and reduce-receives touch buffers with the CPU), staging device memory
-// through host memory; this is the registration for device memory once it reaches it.
-MemoryKind regKind(const void* p) { return cuda::isDevicePointer(p) ? MemoryKind::Device : MemoryKind::Host; }
+// What a buffer registers as: device memory through dma-buf or nvidia-peermem (verbs_dmabuf.hpp),
+// every host kind alike. The caller says which (TransferOp::memory): no driver query per operation.
+MemoryKind regKind(MemoryKind k) { return k == MemoryKind::Device ? MemoryKind::Device : MemoryKind::Host; }
 
 // One registered slab of this transport's own buffers.
 struct Slab {
@@ -93,6 +91,7 @@ struct Recv {
   size_t bytes = 0;
   bool reduce = false;
   ReduceSpec spec;
+  MemoryKind memory = MemoryKind::Host;  // buf's (never Device with reduce)
 };
 // A message that arrived before its receive: an eager payload or a ready-to-send notice.
 struct Arrived {
@@ -136,6 +135,7 @@ struct LargeSend {
   TransferOp* op = nullptr;
   const void* buf = nullptr;
   size_t bytes = 0;
+  MemoryKind memory = MemoryKind::Host;  // buf's
   uint64_t tag = 0;
   uint64_t reg = 0;          // registration id (0: none yet)
   uint32_t outstanding = 0;  // data writes posted, not completed
@@ -271,6 +271,7 @@ class VerbsTransport final : public Transport {
     return Status::Ok();
   }
   Status makeSlab(Slab* s, size_t bytes, int access);
+  Status copyToDevice(void* dst, const void* src, size_t bytes);
   Status createQp(int p, uint32_t recvDepth, ibv_qp** out);
   Status connectQp(int p, uint32_t i);
   void queueImm(int p, uint32_t sendId, LargeSend& l);
@@ -336,6 +337,7 @@ class VerbsTransport final : public Transport {
   std::unique_ptr<VerbsWindows> windows_;
   uint32_t nextWinOp_ = 1;
   RegCache<Mr> sendRegs_, recvRegs_;
+  std::map<int, void*> copyStreams_;  // by CUDA device: where eager payloads go into device memory
   MatchQueue<Recv, Arrived> match_;
   uint32_t nextSendId_ = 1;
   uint32_t inlineBytes_ = UINT32_MAX;  // the least any queue pair was granted
@@ -352,6 +354,13 @@ Status VerbsTransport::makeSlab(Slab* s, size_t bytes, int access) {
                   "verbs: registering %zu bytes of buffers on %s failed: %s (RLIMIT_MEMLOCK?)", s->bytes,
                   dev_->port().device.c_str(), std::strerror(errno));
   return Status::Ok();
+}
+
+Status VerbsTransport::copyToDevice(void* dst, const void* src, size_t bytes) {
+  const int device = cuda::deviceOf(dst);
+  void*& stream = copyStreams_[device];
+  if (!stream) TRIB_RETURN_IF_ERROR(cuda::streamCreate(device, &stream).prefix("verbs: "));
+  return cuda::copy(dst, src, bytes, stream).prefix("verbs: an eager message into device memory: ");
 }
 
 Status VerbsTransport::init(const std::vector<int>& peerList, const OobAllGather& oob, int localIndex) {
@@ -691,7 +700,10 @@ Status VerbsTransport::postSend(int peer, uint64_t tag, const void* buf, size_t 
   Peer& pe = peers_[peer];
   if (aborted_) return op->fail(abortWhy_), Status::Ok();
   if (pe.lost) return op->fail(pe.lostWhy), Status::Ok();
-  if (bytes + sizeof(MsgHeader) <= opt_.eagerBytes) {
+  // Device memory always goes by RDMA from the buffer itself: the CPU never copies it into a
+  // send buffer.
+  const bool device = op->memory == MemoryKind::Device && bytes > 0;
+  if (!device && bytes + sizeof(MsgHeader) <= opt_.eagerBytes) {
     pe.outbox.push_back({kEager, tag, buf, bytes, 0, op});
   } else {
     const uint32_t id = nextSendId_++;
@@ -699,6 +711,7 @@ Status VerbsTransport::postSend(int peer, uint64_t tag, const void* buf, size_t 
     l.op = op;
     l.buf = buf;
     l.bytes = bytes;
+    l.memory = op->memory;
     l.tag = tag;
     pe.outbox.push_back({kReadyToSend, tag, nullptr, bytes, id, nullptr});
   }
@@ -713,9 +726,12 @@ Status VerbsTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes,
     return errorf(tribInvalidArgument, "verbs: rank %d is not a peer of this transport", peer);
   if (bytes && !buf) return errorf(tribInvalidArgument, "verbs: receive of %zu bytes into NULL", bytes);
   if (reduce) TRIB_RETURN_IF_ERROR(checkReduceSpec("verbs", *reduce, bytes));
+  // Reductions run on the CPU, from a bounce buffer: never into device memory (its caps' reduces).
+  if (reduce && op->memory == MemoryKind::Device)
+    return errorf(tribInvalidArgument, "verbs: a reduce-receive into device memory (it reduces on the CPU)");
   op->error = Status();
   op->state.store(TransferOp::kPending, std::memory_order_relaxed);
-  Recv r{op, buf, bytes, reduce && bytes > 0, reduce ? *reduce : ReduceSpec{}};
+  Recv r{op, buf, bytes, reduce && bytes > 0, reduce ? *reduce : ReduceSpec{}, op->memory};
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) return op->fail(abortWhy_), Status::Ok();
   Arrived a;
@@ -741,10 +757,14 @@ void VerbsTransport::deliverEager(Recv& r, int p, uint64_t tag, const uint8_t* d
         who(p).c_str(), static_cast<unsigned long long>(tag), static_cast<unsigned long long>(n), r.bytes));
     return;
   }
-  if (r.reduce)
+  if (r.reduce) {
     trib::reduce(r.buf, r.spec.local, data, n / dataTypeSize(r.spec.dtype), r.spec.dtype, r.spec.op);
-  else if (n)
+  } else if (n && r.memory == MemoryKind::Device) {
+    // A small message from host memory into device memory: the copy engine puts it there.
+    if (Status s = copyToDevice(r.buf, data, n); !s.ok()) return r.op->fail(s);
+  } else if (n) {
     std::memcpy(r.buf, data, n);
+  }
   r.op->complete();
 }
 
@@ -772,7 +792,8 @@ void VerbsTransport::matchLarge(Recv r, int p, uint64_t tag, uint64_t bytes, uin
     target = l.bounce.get();
   }
   Mr* m = nullptr;
-  if (Status s = recvRegs_.acquire(reinterpret_cast<uintptr_t>(target), r.bytes, regKind(target), &l.reg, &m);
+  if (Status s = recvRegs_.acquire(reinterpret_cast<uintptr_t>(target), r.bytes,
+                                   r.reduce ? MemoryKind::Host : regKind(r.memory), &l.reg, &m);
       !s.ok()) {
     r.op->fail(s);
     writeCts(p, e);  // refused: the sender fails too instead of waiting
@@ -817,7 +838,8 @@ void VerbsTransport::onCts(int p, const CtsEntry& e) {
     return;
   }
   Mr* m = nullptr;
-  if (Status s = sendRegs_.acquire(reinterpret_cast<uintptr_t>(l.buf), l.bytes, regKind(l.buf), &l.reg, &m);
+  if (Status s =
+          sendRegs_.acquire(reinterpret_cast<uintptr_t>(l.buf), l.bytes, regKind(l.memory), &l.reg, &m);
       !s.ok()) {
     // The receiver waits for data that cannot come: the peer is unusable from here on.
     l.op->fail(s);
@@ -1133,6 +1155,8 @@ void VerbsTransport::close() {
   }
   sendRegs_.clear();
   recvRegs_.clear();
+  for (auto& [device, stream] : copyStreams_) cuda::streamDestroy(stream);
+  copyStreams_.clear();
   windows_.reset();
   for (Slab* s : {&recvSlab_, &sendSlab_, &fifoSlab_, &ctsSlab_, &creditSlab_, &windowSlab_})
     if (s->mr) ibv_dereg_mr(s->mr), s->mr = nullptr;
@@ -1231,7 +1255,7 @@ Status VerbsTransport::postWindowOp(bool get, int peer, uint64_t offset, void* l
   Mr* m = nullptr;
   uint64_t reg = 0;
   if (Status s = (get ? recvRegs_ : sendRegs_)
-                     .acquire(reinterpret_cast<uintptr_t>(local), bytes, regKind(local), &reg, &m);
+                     .acquire(reinterpret_cast<uintptr_t>(local), bytes, regKind(op->memory), &reg, &m);
       !s.ok())
     return op->fail(s), Status::Ok();
   const uint32_t id = nextWinOp_++;
@@ -1332,6 +1356,27 @@ Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>
   return Status::Ok();
 }
 
+// Whether this rank can register device memory with the NIC (caps.probe): asked at connect, of
+// the calling thread's current device, and said once in the log.
+bool verbsReachesDevice(const TransportConnectArgs& args) {
+  DeviceReachFacts f;
+  f.cudaBuilt = cuda::built();
+  f.cudaContext = args.locations && args.rank >= 0 && args.rank < static_cast<int>(args.locations->size()) &&
+                  ((*args.locations)[args.rank].flags & kLocationCudaContext);
+  f.verbsDmabuf = dmabufRegistrationBuilt();
+  int device = -1;
+  if (f.cudaBuilt && f.cudaContext && cuda::currentDevice(&device).ok())
+    f.driverDmabuf = cuda::dmabufSupported(device);
+  f.peerMem = peerMemLoaded();
+  std::string why;
+  const bool yes = deviceMemoryReachable(f, &why);
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    TRIB_INFO("transport", "verbs: device memory %s (%s)",
+              yes ? "goes straight to the NIC" : "is staged through host memory", why.c_str());
+  return yes;
+}
+
 // Both ranks must have a port: decided from the locations alone, the same on every rank.
 bool verbsCanConnect(const RankLocation& self, const RankLocation& peer) {
   return self.flags & peer.flags & kLocationRdma;
@@ -1353,7 +1398,13 @@ TransportDescriptor verbsTransportDescriptor() {
       std::string("ranks on other hosts, where every rank has an active RDMA port") +
       (haveRdmaPort() ? "" : "; this process has none: " + rdmaPortStatus().message());
   d.reaches = reaches.c_str();
-  d.caps.reads = d.caps.writes = kHostMemoryKinds;
+  // Device memory where this process can register it with the NIC (GPUDirect RDMA): large
+  // messages and device sends go by RDMA from and into it, small ones into it by the copy engine.
+  // Reduce-receives combine on the CPU from a bounce buffer: host memory only.
+  d.caps.reads = d.caps.writes = kHostMemoryKinds | memoryKindBit(MemoryKind::Device);
+  d.caps.reduces = kHostMemoryKinds;
+  d.caps.probed = memoryKindBit(MemoryKind::Device);
+  d.caps.probe = verbsReachesDevice;
   d.caps.twoSided = true;
   d.caps.zeroCopy = true;  // large sends are RDMA-written from the caller's buffer
   // Every rank's window, as remote windows (RDMA READ/WRITE, PeerWindows::remote()), when it
