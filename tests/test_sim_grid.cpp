@@ -135,7 +135,8 @@ void runSystem(const std::string& spec, const std::vector<int>& rankCounts,
         auto t0 = std::chrono::steady_clock::now();
         SimOptions opt;
         if (const char* w = std::getenv("TRIB_SIM_GRID_WINDOW")) opt.window = std::atoi(w);
-        opt.spreadRoutes = envOr("TRIB_SIM_GRID_HASHED_ROUTES").empty();  // set: static ECMP, for comparison
+        opt.spreadRoutes = envOr("TRIB_SIM_GRID_HASHED_ROUTES").empty();   // set: static ECMP, for comparison
+        opt.interleavePeers = !envOr("TRIB_SIM_GRID_INTERLEAVE").empty();  // set: round robin over peers
         Status s = simulatePlanned(planner, req, a, &ps, {}, opt);
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ASSERT_TRUE(s.ok()) << spec << " " << n << " " << planAlgoName(a) << " " << bytes << ": "
