@@ -43,8 +43,9 @@ struct Gap {
 };
 const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Tree, 3, kAnyRanks, 256u << 20, kAny, false,
-     "7+ ranks at >= 256 MiB the replay is 1.12-1.20x the busiest rank's 2S / link: its busiest links "
-     "idle a fifth of the time"},
+     "7+ ranks at >= 256 MiB the replay is 1.12-1.20x the busiest rank's 2S / link: a leaf's whole stream "
+     "holds its source link ahead of the other tree's messages (posting order); interleaved "
+     "(SimOptions::interleavePeers) they agree, but rhd and tree at 16 MiB are not re-derived for that"},
 };
 
 bool knownGap(const Cell& c, const char** why) {
