@@ -466,6 +466,33 @@ TEST(Simulator, SprayedSpinesReplayAsOneBundle) {
   EXPECT_GT(hashed, 1.05 * sprayed) << hashed << " us hashed, " << sprayed << " us sprayed";
 }
 
+// The grid's tree rule (docs/PLANNER.md): in posting order a rank's source link sends the leaf
+// stream of one tree (its whole half of the input, ready at the start) before the other tree's
+// messages up and down, so the other tree stalls and the busiest links idle a fifth of the
+// replay. Served round robin over peers (SimOptions::interleavePeers) they stay busy and the
+// replay agrees with the model's busiest-link bound.
+TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsPeers) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("uniform:64", {"sharp=1"}, &t).ok());
+  Planner planner(t);
+  PlanRequest req;
+  req.bytes = 256u << 20;
+  req.memory = MemoryKind::Device;
+  req.nranks = 16;
+  req.includeModelOnly = true;
+  PlannedSim fifo, rr;
+  SimOptions o;
+  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &fifo, {}, o).ok());
+  o.interleavePeers = true;
+  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &rr, {}, o).ok());
+  ASSERT_FALSE(fifo.sim.busiest.empty());
+  ASSERT_FALSE(rr.sim.busiest.empty());
+  EXPECT_LT(fifo.sim.busiest[0].utilization, 0.85);
+  EXPECT_GT(fifo.sim.timeUs / fifo.predictedUs, 1.10);
+  EXPECT_GT(rr.sim.busiest[0].utilization, 0.95);
+  EXPECT_NEAR(rr.sim.timeUs / rr.predictedUs, 1.0, 0.10) << rr.sim.timeUs << " us, model " << rr.predictedUs;
+}
+
 // A replay that cannot fit is refused before it starts, with its estimate.
 TEST(Simulator, ReplayTooLargeForTheMemoryIsRefusedUpFront) {
   Topology t = makeUniform(64, 50, 1);

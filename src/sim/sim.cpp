@@ -210,6 +210,7 @@ class Links {
     f = start + fixedUs + bytes / (rateGBps * kB);
     return f;
   }
+  double freeAt(DirLink d) const { return free_[d]; }
   double overhead(std::span<const DirLink> path) const {
     for (DirLink d : path)
       if (net_[d]) return k_.stepOverheadUs + k_.netStepOverheadUs;
@@ -550,8 +551,9 @@ struct RankState {
   struct Peer {
     int peer = -1;
     uint64_t sent = 0, received = 0;
-    PairQ in;        // messages from the peer
-    RouteRef route;  // to the peer
+    PairQ in;            // messages from the peer
+    RouteRef route;      // to the peer
+    double fairTag = 0;  // its next message's start tag on the source link (Engine::submit)
     // Peer-memory schedules: their signals, the route back and this rank's view of the window.
     struct Window {
       uint64_t signalled = 0, waited = 0;
@@ -588,8 +590,10 @@ struct Msg {
   // A message: its number on the pair. A Put/Get/GetReduce's transfer (transfer set; src: the
   // rank that runs it, dst: the window's owner): its slot in the source's transfers, and its
   // route is the one from the owner (inbound: Get/GetReduce) or to it.
-  uint64_t seq : 61 = 0;
+  uint64_t seq : 60 = 0;
   uint64_t transfer : 1 = 0, inbound : 1 = 0;
+  // Not a message: the event that source link `src` is free at `head` (Engine::drain).
+  uint64_t drain : 1 = 0;
   // Queued at its source behind earlier messages: it left its first link's queue at `depart`,
   // and its head and tail are there (Links::Cursor after the first link; see leave).
   uint64_t leaving : 1 = 0;
@@ -1075,39 +1079,106 @@ class Engine {
     return true;
   }
 
-  void transmit(const Msg& m) {
-    if (!m.leaving) ++messages_;
-    const RankState& src = ranks_[m.src];
-    const int dstNode = ranks_[m.dst].node;
+  // The path of message m (a transfer's from the window's owner when inbound).
+  std::span<const DirLink> pathOf(const Msg& m) {
     RankState::Peer& pe = peer(m.src, m.dst);
-    if (m.transfer) {  // a Put/Get/GetReduce of rank m.src
-      const std::span<const DirLink> path =
-          m.inbound ? route(pe.w().routeIn, dstNode, src.node) : route(pe.route, src.node, dstNode);
-      double at, first;
-      if (!leave(m, path, m.depart, static_cast<double>(m.bytes), &at, &first)) return;
-      Arrival& a = ranks_[m.src].transfers.get(m.seq);
-      a.at = at;
-      a.first = first;
-      a.done = true;
-      end_ = std::max(end_, at);
-      wake(m.src);
-      return;
-    }
-    const std::span<const DirLink> path = route(pe.route, src.node, dstNode);
-    double bytes = static_cast<double>(m.bytes);
-    double at, first;
-    if (path.empty()) {  // two ranks on one node: a local copy
-      first = m.depart + opt_.k.stepOverheadUs;
-      at = first + bytes / src.copyBpu;
-    } else if (!leave(m, path, m.depart + links_.overhead(path), bytes, &at, &first)) {
-      return;
-    }
-    Arrival& a = peer(m.dst, m.src).in.get(m.seq);
+    const int srcNode = ranks_[m.src].node, dstNode = ranks_[m.dst].node;
+    if (m.transfer && m.inbound) return route(pe.w().routeIn, dstNode, srcNode);
+    return route(pe.route, srcNode, dstNode);
+  }
+
+  // m has arrived: its last byte at `at`, its first at `first`.
+  void deliver(const Msg& m, double at, double first) {
+    Arrival& a = m.transfer ? ranks_[m.src].transfers.get(m.seq) : peer(m.dst, m.src).in.get(m.seq);
     a.at = at;
     a.first = first;
     a.done = true;
     end_ = std::max(end_, at);
-    wake(m.dst);
+    wake(m.transfer ? m.src : m.dst);
+  }
+
+  void transmit(const Msg& m) {
+    if (m.drain) return drain(static_cast<DirLink>(m.src), m.head);
+    if (!m.leaving) ++messages_;
+    const std::span<const DirLink> path = pathOf(m);
+    const double bytes = static_cast<double>(m.bytes);
+    double at, first;
+    if (path.empty()) {  // two ranks on one node: a local copy
+      first = m.depart + opt_.k.stepOverheadUs;
+      at = first + bytes / ranks_[m.src].copyBpu;
+      return deliver(m, at, first);
+    }
+    const double ready = m.transfer ? m.depart : m.depart + links_.overhead(path);
+    if (opt_.interleavePeers) return submit(m, path[0], ready);
+    if (!leave(m, path, ready, bytes, &at, &first)) return;
+    deliver(m, at, first);
+  }
+
+  // Source links that interleave their pairs (SimOptions::interleavePeers): the messages waiting
+  // for the link, smallest start tag first; a pair's tag grows by one with each message (round
+  // robin: a schedule's messages are its chunks, alike in size; by bytes, a block 4 bytes larger
+  // would reorder a direct schedule's rack order), so a pair with many messages ready (a leaf's
+  // whole input) takes its turn with the others instead of holding the link for all of them.
+  // vtime: the tag of the message on the link; equal tags go in posting order.
+  struct Waiting {
+    double tag;
+    uint64_t order;
+    double ready;
+    Msg m;
+    bool operator>(const Waiting& o) const { return tag != o.tag ? tag > o.tag : order > o.order; }
+  };
+  struct SourceLink {
+    std::priority_queue<Waiting, std::vector<Waiting>, std::greater<>> waiting;
+    double vtime = 0;
+    double keyLead = 0;  // ready - depart of its messages: a drain event's key is that much early
+    bool scheduled = false;
+  };
+  SourceLink& sourceLink(DirLink d) {
+    if (static_cast<size_t>(d) >= sourceLinks_.size()) sourceLinks_.resize(static_cast<size_t>(d) + 1);
+    return sourceLinks_[d];
+  }
+  void submit(const Msg& m, DirLink d, double ready) {
+    SourceLink& q = sourceLink(d);
+    RankState::Peer& pe = peer(m.src, m.dst);
+    const double tag = std::max(q.vtime, pe.fairTag);
+    pe.fairTag = tag + 1;
+    if (q.waiting.empty() && links_.freeAt(d) <= ready) {
+      q.vtime = tag;
+      return start(m, ready);
+    }
+    q.keyLead = ready - m.depart;
+    q.waiting.push({tag, m.order, ready, m});
+    if (!q.scheduled) scheduleDrain(d, std::max(links_.freeAt(d), ready));
+  }
+  void scheduleDrain(DirLink d, double at) {
+    SourceLink& q = sourceLinks_[d];
+    Msg ev{at - q.keyLead, order_++, static_cast<int>(d), 0, 0};
+    ev.drain = 1;
+    ev.head = at;
+    q.scheduled = true;
+    heap_.push(ev);
+  }
+  // Link d is free at `now`: the waiting message with the smallest tag takes it.
+  void drain(DirLink d, double now) {
+    SourceLink& q = sourceLinks_[d];
+    q.scheduled = false;
+    if (q.waiting.empty()) return;
+    if (links_.freeAt(d) > now) return scheduleDrain(d, links_.freeAt(d));  // booked meanwhile
+    const Waiting w = q.waiting.top();
+    q.waiting.pop();
+    q.vtime = w.tag;
+    start(w.m, std::max(now, w.ready));
+    if (!q.waiting.empty()) scheduleDrain(d, std::max(links_.freeAt(d), now));
+  }
+  // m takes its first link at `at` (free then) and the rest of its route from there.
+  void start(const Msg& m, double at) {
+    const std::span<const DirLink> path = pathOf(m);
+    const double bytes = static_cast<double>(m.bytes);
+    Links::Cursor c;
+    links_.sendFirst(path, at, bytes, &c);
+    double first;
+    const double arrived = links_.sendRest(path, bytes, c, &first);
+    deliver(m, arrived, first);
   }
 
   const Topology& t_;
@@ -1126,6 +1197,7 @@ class Engine {
   std::priority_queue<Msg, std::vector<Msg>, std::greater<>> heap_;
   std::vector<int> work_;
   Links links_;
+  std::vector<SourceLink> sourceLinks_;  // by directed link, as used
   uint64_t order_ = 0, steps_ = 0, messages_ = 0;
   int window_ = 32;
   std::vector<uint64_t> ran_;

@@ -38,6 +38,12 @@ struct SimOptions {
   // evenly, as adaptive routing and packet spraying do (docs/PLANNER.md); false: each (source,
   // destination) pair on the one hashed path of the Router (static ECMP).
   bool spreadRoutes = true;
+  // true: a source link serves the messages waiting for it round robin across (source,
+  // destination) pairs, one message at a time, as a NIC serves its queue pairs and NVLink its
+  // channels; each pair's messages stay in order. false (default): one queue in posting order,
+  // which the cost model's rhd and tree terms were derived against (docs/PLANNER.md, the grid's
+  // tree rule: interleaving closes it but moves rhd cells the model has not been re-derived for).
+  bool interleavePeers = false;
 };
 
 struct LinkLoad {
