@@ -241,6 +241,42 @@ TEST(StagingPool, ReservedBuffersAreTakenWithoutAllocating) {
   }
 }
 
+// An engine that says it works on device memory and runs on the host (float sums only):
+// what the executor stages and where it reduces, without a GPU. Counts what it was asked for.
+class PretendDeviceEngine final : public Engine {
+ public:
+  const char* name() const override { return "pretend-device"; }
+  MemoryKind memory() const override { return MemoryKind::Device; }
+  Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool) override {
+    std::memcpy(dst, src, bytes);
+    op->complete();
+    return Status::Ok();
+  }
+  Status postReduce(void* dst, const void* a, const void* b, uint64_t count, DataType, RedOp,
+                    TransferOp* op) override {
+    ++reduces;
+    for (uint64_t k = 0; k < count; ++k)
+      static_cast<float*>(dst)[k] = static_cast<const float*>(a)[k] + static_cast<const float*>(b)[k];
+    op->complete();
+    return Status::Ok();
+  }
+  Status postDivide(void*, uint64_t, DataType, uint64_t, TransferOp*) override {
+    return errorf(tribInternalError, "not used by this test");
+  }
+  Status progress() override { return Status::Ok(); }
+  void* allocScratch(size_t bytes) override {
+    ++scratches;
+    return ::operator new(bytes);
+  }
+  void freeScratch(void* p, size_t) override { ::operator delete(p); }
+  void* allocHostStaging(size_t bytes) override {
+    ++stagings;
+    return ::operator new(bytes);
+  }
+  void freeHostStaging(void* p, size_t) override { ::operator delete(p); }
+  int scratches = 0, stagings = 0, reduces = 0;
+};
+
 // The memory kind travels into the executor: a step the engine or the transport cannot reach is
 // refused when the execution starts, with the kinds named, before anything is touched.
 TEST(Executor, RefusesMemoryItsEngineOrTransportCannotReach) {
@@ -291,32 +327,7 @@ TEST(Executor, RefusesMemoryItsEngineOrTransportCannotReach) {
   hostOnly.setMemoryReach(kHostMemoryKinds, kHostMemoryKinds);
   // An engine of device memory passes the engine's check; device memory the transport cannot
   // reach goes through the engine's host staging: sent from a copy, received there and copied in.
-  class DeviceEngine final : public Engine {
-   public:
-    const char* name() const override { return "pretend-device"; }
-    MemoryKind memory() const override { return MemoryKind::Device; }
-    Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool) override {
-      std::memcpy(dst, src, bytes);
-      op->complete();
-      return Status::Ok();
-    }
-    Status postReduce(void*, const void*, const void*, uint64_t, DataType, RedOp, TransferOp*) override {
-      return unused();
-    }
-    Status postDivide(void*, uint64_t, DataType, uint64_t, TransferOp*) override { return unused(); }
-    Status progress() override { return Status::Ok(); }
-    void* allocScratch(size_t) override { return nullptr; }  // device scratch: none needed here
-    void freeScratch(void*, size_t) override {}
-    void* allocHostStaging(size_t bytes) override {
-      ++stagings;
-      return ::operator new(bytes);
-    }
-    void freeHostStaging(void* p, size_t) override { ::operator delete(p); }
-    int stagings = 0;
-
-   private:
-    static Status unused() { return errorf(tribInternalError, "not used by this test"); }
-  } device;
+  PretendDeviceEngine device;
   d.engine = &device;
   d.inputKind = MemoryKind::Device;
   {
@@ -383,39 +394,7 @@ TEST(Executor, ReduceReceiveIntoDeviceMemoryGoesThroughTheEngine) {
     void abort(const Status&) override {}
     std::vector<Posted> posted;
   } nic;
-  class PretendDevice final : public Engine {
-   public:
-    const char* name() const override { return "pretend-device"; }
-    MemoryKind memory() const override { return MemoryKind::Device; }
-    Status postCopy(void* dst, const void* src, size_t bytes, TransferOp* op, bool) override {
-      std::memcpy(dst, src, bytes);
-      op->complete();
-      return Status::Ok();
-    }
-    Status postReduce(void* dst, const void* a, const void* b, uint64_t count, DataType, RedOp,
-                      TransferOp* op) override {
-      ++reduces;
-      for (uint64_t k = 0; k < count; ++k)
-        static_cast<float*>(dst)[k] = static_cast<const float*>(a)[k] + static_cast<const float*>(b)[k];
-      op->complete();
-      return Status::Ok();
-    }
-    Status postDivide(void*, uint64_t, DataType, uint64_t, TransferOp*) override {
-      return errorf(tribInternalError, "not used by this test");
-    }
-    Status progress() override { return Status::Ok(); }
-    void* allocScratch(size_t bytes) override {
-      ++scratches;
-      return ::operator new(bytes);
-    }
-    void freeScratch(void* p, size_t) override { ::operator delete(p); }
-    void* allocHostStaging(size_t bytes) override {
-      ++stagings;
-      return ::operator new(bytes);
-    }
-    void freeHostStaging(void* p, size_t) override { ::operator delete(p); }
-    int scratches = 0, stagings = 0, reduces = 0;
-  } device;
+  PretendDeviceEngine device;
   const MemoryKindSet hostAndDevice = kHostMemoryKinds | memoryKindBit(MemoryKind::Device);
   std::vector<Transport*> peers = {nullptr, &nic};
   // Output += what rank 1 sends, then the output back to rank 1.
