@@ -12,6 +12,7 @@
 #include "core/registration.hpp"
 #include "exec/executor.hpp"
 #include "shm_util.hpp"
+#include "transports/shm/shm_layout.hpp"
 #include "window_util.hpp"
 
 using namespace trib;
@@ -237,6 +238,13 @@ TEST(ShmWindows, ACarriedCopyIsTakenOnlyFromTheLatestSignalWaitedFor) {
           CHILD_CHECK(waitFor(3), 11);
           CHILD_CHECK(!w->readCarried(0, 64, 8, &got), 12);  // signal 3 carried nothing
           CHILD_CHECK(w->carriedReads() == 3, 13);
+          // A peer's tag that claims more bytes than a slot holds (signal 3, 31 bytes at 0) is
+          // refused, never copied past the slot.
+          const shm::SegLayout l = shm::segLayout(2, 8, 16 << 10, 1024);
+          auto* line = reinterpret_cast<shm::SignalLine*>(w->windowOf(1) - l.windowOffset + l.signalsOffset);
+          line->carry[1].tag.store((uint64_t{3} << 48) | (uint64_t{31} << 43));
+          uint64_t wide[2] = {0, 0};
+          CHILD_CHECK(!w->readCarried(0, 15, 16, wide) && !w->readCarried(0, 0, 8, &got), 15);
         }
         return 0;
       },

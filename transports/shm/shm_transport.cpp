@@ -374,7 +374,9 @@ class ShmWindows final : public PeerWindows {
       // The tag counts signals in 16 bits: every signal rewrites its slot, so a slot is at most
       // one signal older than the latest, and one from before lastWaited is never taken.
       const uint64_t newer = ((tag >> kCarryCountShift) - p.lastWaited) & kCarryCountMask;
-      if (tag == 0 || newer > kCarryCountMask / 2 || offset < from || offset + bytes > from + carried)
+      // (A peer writes the tag: a byte count above a slot's 16 is refused, never copied past it.)
+      if (tag == 0 || carried > kCarryBytes || newer > kCarryCountMask / 2 || offset < from ||
+          offset + bytes > from + carried)
         continue;
       // Acquire loads keep the tag's second load after them (no fences: TSan lacks them): data
       // stored after the writer zeroed the tag makes that load see the rewrite.
