@@ -385,38 +385,43 @@ TEST(Verbs, MismatchedRemoteKeyFailsBothSides) {
 
 // One-shot and two-shot forced (strictly: the call fails if they cannot run) over verbs: the
 // peer-memory steps are RDMA READs and WRITEs of registered remote windows (docs/VERBS.md). Exact
-// sums (integers in float64), in and out of place, one-shot within a cell, two-shot over several.
+// sums (integers in float64), in and out of place, one-shot within a cell, two-shot over several;
+// on one queue pair, and on four with 64 KiB chunks (a put or get larger than an eager message is split
+// over them, and completes only when every part has).
 TEST(Verbs, RemoteWindowsRunOneShotAndTwoShot) {
   REQUIRE_RDMA_PORT();
-  for (const char* algo : {"oneshot", "twoshot"}) {
-    EXPECT_EQ(run(3, 1,
-                  [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
-                    setenv("TRIB_ALGO", algo, 1);
-                    setenv("TRIB_ALGO_STRICT", "1", 1);
-                    Comm c = join(3, rank, ids[0]);
-                    if (!c.comm) return report = "init: " + c.error, 1;
-                    const size_t big = std::string(algo) == "oneshot" ? 100000 : 600000;  // 2 MiB windows
-                    for (size_t count : {size_t{1}, size_t{1000}, size_t{20000}, big}) {
-                      for (bool inPlace : {false, true}) {
-                        std::vector<double> x(count), y(count, -1);
-                        for (size_t i = 0; i < count; ++i) x[i] = static_cast<double>(rank + 1) * (i % 97);
-                        double* out = inPlace ? x.data() : y.data();
-                        if (tribAllReduce(x.data(), out, count, tribFloat64, tribSum, c.comm, nullptr) !=
-                            tribSuccess)
-                          return report = std::string(algo) + ": " + tribGetLastError(c.comm), 1;
-                        for (size_t i = 0; i < count; ++i)
-                          if (out[i] != 6.0 * (i % 97))
-                            return report = strprintf("%s count %zu%s: element %zu is %g", algo, count,
-                                                      inPlace ? " in place" : "", i, out[i]),
-                                   1;
+  for (const char* qps : {"1", "4"})
+    for (const char* algo : {"oneshot", "twoshot"}) {
+      EXPECT_EQ(run(3, 1,
+                    [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                      setenv("TRIB_ALGO", algo, 1);
+                      setenv("TRIB_ALGO_STRICT", "1", 1);
+                      setenv("TRIB_IB_QPS_PER_CONNECTION", qps, 1);
+                      setenv("TRIB_IB_CHUNK_BYTES", "65536", 1);
+                      Comm c = join(3, rank, ids[0]);
+                      if (!c.comm) return report = "init: " + c.error, 1;
+                      const size_t big = std::string(algo) == "oneshot" ? 100000 : 600000;  // 2 MiB windows
+                      for (size_t count : {size_t{1}, size_t{1000}, size_t{20000}, big}) {
+                        for (bool inPlace : {false, true}) {
+                          std::vector<double> x(count), y(count, -1);
+                          for (size_t i = 0; i < count; ++i) x[i] = static_cast<double>(rank + 1) * (i % 97);
+                          double* out = inPlace ? x.data() : y.data();
+                          if (tribAllReduce(x.data(), out, count, tribFloat64, tribSum, c.comm, nullptr) !=
+                              tribSuccess)
+                            return report = std::string(algo) + ": " + tribGetLastError(c.comm), 1;
+                          for (size_t i = 0; i < count; ++i)
+                            if (out[i] != 6.0 * (i % 97))
+                              return report = strprintf("%s count %zu%s: element %zu is %g", algo, count,
+                                                        inPlace ? " in place" : "", i, out[i]),
+                                     1;
+                        }
                       }
-                    }
-                    tribCommDestroy(c.comm);
-                    return 0;
-                  }),
-              "")
-        << algo;
-  }
+                      tribCommDestroy(c.comm);
+                      return 0;
+                    }),
+                "")
+          << algo << " on " << qps << " queue pairs";
+    }
 }
 
 // Rank 1 advertises a wrong remote key for its window (verbsTestCorruptWindowRkeys): rank 0's

@@ -118,7 +118,8 @@ struct Work {
 struct WinOp {
   TransferOp* op = nullptr;
   uint64_t reg = 0;
-  bool get = false;  // registered in recvRegs_ (written locally), else sendRegs_
+  bool get = false;          // registered in recvRegs_ (written locally), else sendRegs_
+  uint32_t outstanding = 0;  // its writes or reads not yet completed
 };
 
 // A message through the peer's pre-posted buffers, before it has a send buffer of its own.
@@ -978,7 +979,7 @@ void VerbsTransport::handle(const ibv_wc& wc) {
     case kWrWinPut:
     case kWrWinGet: {
       auto it = pe.winOps.find(wrIndex(wc.wr_id));
-      if (it == pe.winOps.end()) break;
+      if (it == pe.winOps.end() || --it->second.outstanding > 0) break;
       (it->second.get ? recvRegs_ : sendRegs_).release(it->second.reg);
       it->second.op->complete();
       pe.winOps.erase(it);
@@ -1259,14 +1260,21 @@ Status VerbsTransport::postWindowOp(bool get, int peer, uint64_t offset, void* l
       !s.ok())
     return op->fail(s), Status::Ok();
   const uint32_t id = nextWinOp_++;
-  pe.winOps[id] = WinOp{op, reg, get};
-  Work w{get ? kWrWinGet : kWrWinPut, false, id};
-  w.localAddr = reinterpret_cast<uintptr_t>(local);
-  w.remoteAddr = pe.winAddr + offset;
-  w.length = bytes;
-  w.lkey = m->mr->lkey;
-  w.rkey = pe.winRkey;
-  pe.work.push(w);
+  WinOp& wo = pe.winOps[id] = WinOp{op, reg, get};
+  // In chunks, and over the connection's queue pairs when larger than an eager message, as a large
+  // message's data: the parts need no order among them, since the executor signals the peer only
+  // once the whole op has completed.
+  for (const Chunk& c : chunksOf(bytes, opt_.chunkBytes, bytes > opt_.eagerBytes ? opt_.qps : 1)) {
+    Work w{get ? kWrWinGet : kWrWinPut, false, id};
+    w.localAddr = reinterpret_cast<uintptr_t>(local) + c.offset;
+    w.remoteAddr = pe.winAddr + offset + c.offset;
+    w.length = c.bytes;
+    w.lkey = m->mr->lkey;
+    w.rkey = pe.winRkey;
+    w.qp = c.qp;
+    pe.work.push(w);
+    ++wo.outstanding;
+  }
   flush(peer);
   return Status::Ok();
 }
