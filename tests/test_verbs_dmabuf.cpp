@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -212,6 +213,32 @@ TEST(VerbsDeviceReach, NeedsCudaAContextAndAWayToRegister) {
   EXPECT_FALSE(deviceMemoryReachable(f, nullptr));
 }
 
+// The trial registration on the NIC (nicDmabufErrno): a NIC driver without dma-buf support
+// leaves only nvidia-peermem; any other refusal means the registrations would fail, so no device
+// memory, whatever else is loaded.
+TEST(VerbsDeviceReach, ANicThatRefusesTheTrialDmabufLeavesOnlyPeerMem) {
+  DeviceReachFacts f;
+  f.cudaBuilt = f.cudaContext = f.verbsDmabuf = f.driverDmabuf = true;
+  std::string why;
+  for (int e : {EOPNOTSUPP, EPROTONOSUPPORT, ENOSYS}) {
+    f.nicDmabufErrno = e;
+    f.peerMem = false;
+    EXPECT_FALSE(deviceMemoryReachable(f, &why)) << e;
+    EXPECT_NE(why.find("no dma-buf support"), std::string::npos) << why;
+    EXPECT_NE(why.find("nvidia-peermem is not loaded"), std::string::npos) << why;
+    f.peerMem = true;
+    EXPECT_TRUE(deviceMemoryReachable(f, &why)) << e;
+    EXPECT_EQ(why, "nvidia-peermem");
+  }
+  f.nicDmabufErrno = EFAULT;  // refused for another reason: nvidia-peermem would not be tried either
+  EXPECT_FALSE(deviceMemoryReachable(f, &why));
+  EXPECT_NE(why.find("a trial registration on the NIC failed"), std::string::npos) << why;
+  EXPECT_NE(why.find(std::strerror(EFAULT)), std::string::npos) << why;
+  f.nicDmabufErrno = 0;
+  EXPECT_TRUE(deviceMemoryReachable(f, &why));
+  EXPECT_EQ(why, "dma-buf");
+}
+
 TEST(VerbsDeviceReach, PeerMemIsALoadedModule) {
   char dir[] = "/tmp/trib-sysmodule-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -259,6 +286,15 @@ TEST(VerbsDeviceReg, RegistersDeviceMemoryOnHardware) {
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
   }
   cuda::deviceFree(mem);
+  // The connect-time probe, with its trial registration, says yes exactly when this worked.
+  DeviceReachFacts f;
+  f.cudaBuilt = f.cudaContext = true;
+  f.verbsDmabuf = dmabufRegistrationBuilt();
+  f.driverDmabuf = cuda::dmabufSupported(0);
+  f.peerMem = peerMemLoaded();
+  f.nicDmabufErrno = dmabufTrial(ctx->pd(), 0);
+  std::string why;
+  EXPECT_EQ(deviceMemoryReachable(f, &why), s.ok()) << why;
 #endif
 }
 

@@ -63,12 +63,21 @@ bool deviceMemoryReachable(const DeviceReachFacts& f, std::string* why) {
   };
   if (!f.cudaBuilt) return answer(false, "this build has no CUDA");
   if (!f.cudaContext) return answer(false, "this process had no current CUDA context at init");
-  if (f.verbsDmabuf && f.driverDmabuf) return answer(true, "dma-buf");
+  // The path registerDeviceMemory would take, given how the trial went.
+  DeviceRegFacts reg;
+  reg.cudaBuilt = f.cudaBuilt;
+  reg.verbsDmabuf = f.verbsDmabuf;
+  reg.driverDmabuf = f.driverDmabuf;
+  reg.dmabufErrno = f.nicDmabufErrno;
+  const DeviceRegChoice choice = chooseDeviceReg(reg);
+  if (choice.path == DeviceRegPath::Dmabuf) return answer(true, "dma-buf");
+  if (choice.path == DeviceRegPath::Refuse) {
+    if (why) *why = "a trial registration on the NIC failed: " + choice.why;
+    return false;
+  }
   if (f.peerMem) return answer(true, "nvidia-peermem");
-  if (!f.verbsDmabuf)
-    return answer(false,
-                  "the rdma-core of this build has no ibv_reg_dmabuf_mr, and nvidia-peermem is not loaded");
-  return answer(false, "the CUDA driver offers no dma-buf for this device, and nvidia-peermem is not loaded");
+  if (why) *why = choice.why + ", and nvidia-peermem is not loaded";
+  return false;
 }
 
 bool peerMemLoaded(const std::string& sysModule) {

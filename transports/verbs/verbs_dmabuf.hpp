@@ -54,19 +54,27 @@ bool dmabufRegistrationBuilt();
 
 // Whether the verbs transport may be given device memory (its caps' probe): this process can
 // register it with the NIC, by dma-buf or through nvidia-peermem. Decided at connect from these
-// facts; a NIC whose driver refuses dma-buf then still fails that registration (named in its error).
+// facts, the last of them a trial: the driver's attributes cannot say whether the NIC's kernel
+// driver takes dma-bufs, so a small device buffer is registered once on the NIC (dmabufTrial).
 struct DeviceReachFacts {
   bool cudaBuilt = false;     // cuda::built()
   bool cudaContext = false;   // this rank's process had a current CUDA context at init
   bool verbsDmabuf = false;   // dmabufRegistrationBuilt()
   bool driverDmabuf = false;  // the current device's driver exports dma-bufs
   bool peerMem = false;       // nvidia-peermem (or nv_peer_mem) is loaded: peerMemLoaded()
+  int nicDmabufErrno = 0;     // errno of the trial ibv_reg_dmabuf_mr; 0: it took, or none was tried
 };
 // True with a why ("dma-buf" or "nvidia-peermem"), or false with why not, for the log.
 bool deviceMemoryReachable(const DeviceReachFacts& facts, std::string* why);
 // Whether a kernel module that lets ibv_reg_mr pin device memory is loaded: nvidia_peermem, or
 // the older nv_peer_mem, under `sysModule` (/sys/module; tests pass a directory of their own).
 bool peerMemLoaded(const std::string& sysModule = "/sys/module");
+
+// The trial of DeviceReachFacts::nicDmabufErrno: registers a small buffer of CUDA device `device`
+// on `pd` by dma-buf and releases it; the errno of a refusal, 0 when the NIC took it, and 0 too
+// where nothing could be tried (no buffer, no export: then the registration itself reports it).
+// Verbs builds only; needs a GPU and an RDMA device to do anything.
+int dmabufTrial(ibv_pd* pd, int device);
 
 // Registers [addr, addr + bytes) (bytes > 0) of CUDA device `device`'s memory on `pd` (of NIC
 // `nic`, named in messages) with `access`, by chooseDeviceReg's path. Errors name the device, the

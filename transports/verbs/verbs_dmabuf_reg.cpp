@@ -50,6 +50,20 @@ Status registerDmabuf(ibv_pd* pd, const std::string& nic, int device, uint64_t a
 
 }  // namespace
 
+int dmabufTrial(ibv_pd* pd, int device) {
+  if (!dmabufRegistrationBuilt() || !cuda::dmabufSupported(device)) return 0;
+  constexpr size_t kBytes = 64 << 10;
+  void* mem = nullptr;
+  if (!cuda::deviceAlloc(device, kBytes, &mem).ok()) return 0;
+  ibv_mr* mr = nullptr;
+  int err = 0;
+  const Status s = registerDmabuf(pd, "the trial", device, reinterpret_cast<uintptr_t>(mem), kBytes,
+                                  IBV_ACCESS_LOCAL_WRITE, &mr, &err);
+  if (mr) ibv_dereg_mr(mr);
+  cuda::deviceFree(mem);
+  return s.ok() ? err : 0;
+}
+
 Status registerDeviceMemory(ibv_pd* pd, const std::string& nic, int device, uint64_t addr, uint64_t bytes,
                             int access, ibv_mr** out) {
   *out = nullptr;

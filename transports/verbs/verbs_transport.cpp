@@ -1364,6 +1364,26 @@ Status verbsConnect(const TransportConnectArgs& args, std::unique_ptr<Transport>
   return Status::Ok();
 }
 
+// The dma-buf trial (dmabufTrial) on the NIC this process attaches to, once per CUDA device: a
+// registration costs milliseconds, and the answer is the NIC driver's, the same every time. The
+// port is chosen as for rank 0 of the host (local index 0): where several NICs are equally near,
+// they are taken to run one driver.
+int nicDmabufTrial(int device) {
+  static std::mutex mu;
+  static std::map<int, int> answers;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = answers.find(device); it != answers.end()) return it->second;
+  int err = 0;
+  PortChoice port;
+  std::shared_ptr<DeviceContext> dc;
+  if (choosePort(&port, callerPlace(), 0).ok() && DeviceContext::open(port, &dc).ok())
+    err = dmabufTrial(dc->pd(), device);
+  if (err)
+    TRIB_INFO("transport", "verbs: %s refused a trial dma-buf registration of CUDA device %d memory: %s",
+              port.device.c_str(), device, std::strerror(err));
+  return answers[device] = err;
+}
+
 // Whether this rank can register device memory with the NIC (caps.probe): asked at connect, of
 // the calling thread's current device, and said once in the log.
 bool verbsReachesDevice(const TransportConnectArgs& args) {
@@ -1376,6 +1396,7 @@ bool verbsReachesDevice(const TransportConnectArgs& args) {
   if (f.cudaBuilt && f.cudaContext && cuda::currentDevice(&device).ok())
     f.driverDmabuf = cuda::dmabufSupported(device);
   f.peerMem = peerMemLoaded();
+  if (f.verbsDmabuf && f.driverDmabuf) f.nicDmabufErrno = nicDmabufTrial(device);
   std::string why;
   const bool yes = deviceMemoryReachable(f, &why);
   static std::atomic<bool> said{false};
