@@ -469,9 +469,9 @@ TEST(Simulator, SprayedSpinesReplayAsOneBundle) {
 // The grid's tree rule (docs/PLANNER.md): in posting order a rank's source link sends the leaf
 // stream of one tree (its whole half of the input, ready at the start) before the other tree's
 // messages up and down, so the other tree stalls and the busiest links idle a fifth of the
-// replay. Served round robin over peers (SimOptions::interleavePeers) they stay busy and the
-// replay agrees with the model's busiest-link bound.
-TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsPeers) {
+// replay. With the two trees' channels served round robin (SimOptions::LinkOrder::Channels), or
+// every peer (Peers), they stay busy and the replay agrees with the model's busiest-link bound.
+TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsChannels) {
   Topology t;
   ASSERT_TRUE(generateTopology("uniform:64", {"sharp=1"}, &t).ok());
   Planner planner(t);
@@ -480,17 +480,44 @@ TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsPeers) {
   req.memory = MemoryKind::Device;
   req.nranks = 16;
   req.includeModelOnly = true;
-  PlannedSim fifo, rr;
+  PlannedSim fifo, channels, peers;
   SimOptions o;
-  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &fifo, {}, o).ok());
-  o.interleavePeers = true;
-  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &rr, {}, o).ok());
+  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &fifo, {}, o).ok());  // default: posting order
+  o.linkOrder = SimOptions::LinkOrder::Channels;
+  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &channels, {}, o).ok());
+  o.linkOrder = SimOptions::LinkOrder::Peers;
+  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &peers, {}, o).ok());
   ASSERT_FALSE(fifo.sim.busiest.empty());
-  ASSERT_FALSE(rr.sim.busiest.empty());
   EXPECT_LT(fifo.sim.busiest[0].utilization, 0.85);
   EXPECT_GT(fifo.sim.timeUs / fifo.predictedUs, 1.10);
-  EXPECT_GT(rr.sim.busiest[0].utilization, 0.95);
-  EXPECT_NEAR(rr.sim.timeUs / rr.predictedUs, 1.0, 0.10) << rr.sim.timeUs << " us, model " << rr.predictedUs;
+  for (const PlannedSim* rr : {&channels, &peers}) {
+    ASSERT_FALSE(rr->sim.busiest.empty());
+    EXPECT_GT(rr->sim.busiest[0].utilization, 0.90);
+    EXPECT_NEAR(rr->sim.timeUs / rr->predictedUs, 1.0, 0.10)
+        << rr->sim.timeUs << " us, model " << rr->predictedUs;
+  }
+}
+
+// A schedule of one channel is one stream per rank: interleaving its channels is the posting
+// order, bit for bit (the other algorithms' replays do not move with LinkOrder::Channels).
+TEST(Simulator, OneChannelScheduleReplaysAlikeInPostingOrderAndByChannel) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("uniform:64", {"sharp=1"}, &t).ok());
+  Planner planner(t);
+  PlanRequest req;
+  req.bytes = 16u << 20;
+  req.memory = MemoryKind::Device;
+  req.nranks = 16;
+  req.includeModelOnly = true;
+  for (PlanAlgo a : {PlanAlgo::Ring, PlanAlgo::Rhd, PlanAlgo::Direct}) {
+    PlannedSim fifo, channels;
+    SimOptions o;
+    ASSERT_TRUE(simulatePlanned(planner, req, a, &fifo, {}, o).ok());
+    o.linkOrder = SimOptions::LinkOrder::Channels;
+    ASSERT_TRUE(simulatePlanned(planner, req, a, &channels, {}, o).ok());
+    EXPECT_EQ(fifo.sim.timeUs, channels.sim.timeUs) << planAlgoName(a);
+    EXPECT_EQ(fifo.sim.messages, channels.sim.messages) << planAlgoName(a);
+  }
 }
 
 // A replay that cannot fit is refused before it starts, with its estimate.

@@ -1,7 +1,8 @@
 // trib-plan: what the planner would choose, and why, on a topology (a file or a generated system).
 //   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
 //             [--dtype float32] [--op sum] [--mem host|device] [--explain] [--sweep [--json FILE]]
-//             [--simulate [--no-symmetry] [--hashed-routes] [--interleave-links]] [--algo NAME]
+//             [--simulate [--no-symmetry] [--hashed-routes] [--interleave-channels|--interleave-links]]
+//             [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
 //             [--remote-windows]  (every rank's 2 MiB window reached by RDMA, as over verbs)
 //             [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]  (as a communicator with trib-switchd
@@ -31,7 +32,8 @@ static int usage() {
       "usage: trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) [--coll allreduce] [--bytes 1G]\n"
       "                 [--ranks N] [--dtype float32] [--op sum] [--mem host|device] [--explain]\n"
       "                 [--sweep [--json FILE]]\n"
-      "                 [--simulate [--no-symmetry] [--hashed-routes] [--interleave-links]] [--algo NAME] "
+      "                 [--simulate [--no-symmetry] [--hashed-routes] "
+      "[--interleave-channels|--interleave-links]] [--algo NAME] "
       "[--executable-only]\n"
       "                 [--algo-override SPEC] [--tune SPEC] [--attached-switch "
       "GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
@@ -42,7 +44,9 @@ static int usage() {
       "        --no-symmetry: nvls/nvls_switch simulate every NVLink domain, not one per class of\n"
       "        identical ones; --hashed-routes: each rank pair's messages on one hashed path (static\n"
       "        ECMP), not spread over the equal-cost spine links as adaptive routing does;\n"
-      "        --interleave-links: a rank's link serves its peers round robin, not in posting order)\n"
+      "        --interleave-channels: a rank's link serves the schedule's channels (the double\n"
+      "        tree's two trees) round robin, each in posting order; --interleave-links: it serves\n"
+      "        its peers round robin; default: one queue in posting order)\n"
       "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
       "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
       "systems: %s (trib-topo gen --help)\n",
@@ -61,7 +65,8 @@ int main(int argc, char** argv) {
   int ranks = 0;
   bool remoteWindows = false;  // --remote-windows
   bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false, symmetry = true,
-       spreadRoutes = true, interleavePeers = false;
+       spreadRoutes = true;
+  SimOptions::LinkOrder linkOrder = SimOptions::LinkOrder::Posting;
   std::vector<std::string> measured;
   double memGBps = -1;    // < 0: each run's own memcpy_GBps
   std::string attached;   // --attached-switch
@@ -112,7 +117,9 @@ int main(int argc, char** argv) {
     else if (a == "--hashed-routes")
       spreadRoutes = false;
     else if (a == "--interleave-links")
-      interleavePeers = true;
+      linkOrder = SimOptions::LinkOrder::Peers;
+    else if (a == "--interleave-channels")
+      linkOrder = SimOptions::LinkOrder::Channels;
     else if (a == "--executable-only")
       execOnly = true;
     else if (a == "--calibrate")
@@ -286,7 +293,7 @@ int main(int argc, char** argv) {
     SimOptions so;
     so.symmetry = symmetry;
     so.spreadRoutes = spreadRoutes;
-    so.interleavePeers = interleavePeers;
+    so.linkOrder = linkOrder;
     s = simulatePlanned(planner, req, a, &ps, {}, so);
     const SimResult& res = ps.sim;
     const double predictedUs = ps.predictedUs;

@@ -103,28 +103,38 @@ const char* stepKindName(StepKind k);
 // an exposed range whole or not at all, and puts nothing into it. The verifier proves both.
 struct Step {
   StepKind kind = StepKind::Copy;
+  // Send/Recv/RecvReduce: the independent stream the message belongs to (NCCL's channel: the
+  // double tree's two trees are two). A rank's messages on one channel leave its link in the order
+  // posted; different channels share the link side by side (the simulator's source queue,
+  // docs/PLANNER.md "Simulator"). Executors may ignore it: it orders nothing between steps.
+  uint8_t channel = 0;
   int32_t peer = -1;  // Send/Recv/RecvReduce, Put/Get/GetReduce (the window's owner), Signal/Wait
   Region src;  // Send, RecvReduce (local operand), Copy, Reduce, Put, Get/GetReduce (peer window), Expose
   Region dst;  // Recv, RecvReduce, Copy, Reduce, Put (peer window), Get, GetReduce, Expose (own window)
 
-  static Step send(int peer, Region src) { return {StepKind::Send, peer, src, {}}; }
-  static Step recv(int peer, Region dst) { return {StepKind::Recv, peer, {}, dst}; }
+  static Step send(int peer, Region src) { return {StepKind::Send, 0, peer, src, {}}; }
+  static Step recv(int peer, Region dst) { return {StepKind::Recv, 0, peer, {}, dst}; }
   static Step recvReduce(int peer, Region local, Region dst) {
-    return {StepKind::RecvReduce, peer, local, dst};
+    return {StepKind::RecvReduce, 0, peer, local, dst};
   }
-  static Step copy(Region src, Region dst) { return {StepKind::Copy, -1, src, dst}; }
-  static Step reduce(Region src, Region dst) { return {StepKind::Reduce, -1, src, dst}; }
+  static Step copy(Region src, Region dst) { return {StepKind::Copy, 0, -1, src, dst}; }
+  static Step reduce(Region src, Region dst) { return {StepKind::Reduce, 0, -1, src, dst}; }
   static Step switchReduce(Region local, Region dst, int stride = -1) {
-    return {StepKind::SwitchReduce, stride >= 2 ? stride : -1, local, dst};
+    return {StepKind::SwitchReduce, 0, stride >= 2 ? stride : -1, local, dst};
   }
-  static Step put(int peer, Region local, Region window) { return {StepKind::Put, peer, local, window}; }
-  static Step get(int peer, Region window, Region local) { return {StepKind::Get, peer, window, local}; }
+  static Step put(int peer, Region local, Region window) { return {StepKind::Put, 0, peer, local, window}; }
+  static Step get(int peer, Region window, Region local) { return {StepKind::Get, 0, peer, window, local}; }
   static Step getReduce(int peer, Region window, Region local) {
-    return {StepKind::GetReduce, peer, window, local};
+    return {StepKind::GetReduce, 0, peer, window, local};
   }
-  static Step signal(int peer) { return {StepKind::Signal, peer, {}, {}}; }
-  static Step wait(int peer) { return {StepKind::Wait, peer, {}, {}}; }
-  static Step expose(Region local, Region window) { return {StepKind::Expose, -1, local, window}; }
+  static Step signal(int peer) { return {StepKind::Signal, 0, peer, {}, {}}; }
+  static Step wait(int peer) { return {StepKind::Wait, 0, peer, {}, {}}; }
+  static Step expose(Region local, Region window) { return {StepKind::Expose, 0, -1, local, window}; }
+  Step onChannel(int c) const {
+    Step s = *this;
+    s.channel = static_cast<uint8_t>(c);
+    return s;
+  }
   bool isComm() const {
     return kind == StepKind::Send || kind == StepKind::Recv || kind == StepKind::RecvReduce;
   }
@@ -248,6 +258,9 @@ struct AlgoInfo {
   uint64_t (*scratchCount)(const CollArgs& args, int rank);
   // The rank's steps, lazily.
   Generator<Step> (*generate)(CollArgs args, int rank);
+  // How many channels (Step::channel, 0 to channels - 1) its messages use: independent streams
+  // that share a rank's links side by side; 1: every message of a rank in one stream, in order.
+  int channels = 1;
 };
 
 // All algorithms for a collective, in preference order for the default choice.

@@ -1,7 +1,7 @@
 // Double binary tree all-reduce, as in NCCL: two binary trees over the same ranks in which
 // (nearly) every rank is a leaf in one and an inner node in the other, so both directions of
 // every link carry data. Each tree reduces half of the buffer up to its root and broadcasts the
-// result back down, slice by slice.
+// result back down, slice by slice. The trees are two channels (Step::channel), as in NCCL.
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
 
@@ -62,18 +62,19 @@ Generator<Step> treeAllReduce(CollArgs a, int rank) {
       bool folded = false;
       for (int k : trees[t].child) {
         if (k < 0) continue;
-        co_yield Step::recvReduce(k, folded ? outR(off, len) : inR(off, len), outR(off, len));
+        co_yield Step::recvReduce(k, folded ? outR(off, len) : inR(off, len), outR(off, len)).onChannel(t);
         folded = true;
       }
-      if (trees[t].parent >= 0) co_yield Step::send(trees[t].parent, folded ? outR(off, len) : inR(off, len));
+      if (trees[t].parent >= 0)
+        co_yield Step::send(trees[t].parent, folded ? outR(off, len) : inR(off, len)).onChannel(t);
     }
     // Down: take the total from the parent (the root has it), pass it to the children.
     for (int t = 0; t < 2; ++t) {
       const uint64_t len = sliceLen(size[t], chunk, j), off = begin[t] + j * chunk;
       if (!len) continue;
-      if (trees[t].parent >= 0) co_yield Step::recv(trees[t].parent, outR(off, len));
+      if (trees[t].parent >= 0) co_yield Step::recv(trees[t].parent, outR(off, len)).onChannel(t);
       for (int k : trees[t].child) {
-        if (k >= 0) co_yield Step::send(k, outR(off, len));
+        if (k >= 0) co_yield Step::send(k, outR(off, len)).onChannel(t);
       }
     }
   }
@@ -90,6 +91,7 @@ TreeLinks doubleTreeNode(int n, int rank, int tree) {
   return l;
 }
 
-const AlgoInfo kTreeAllReduce = {Algo::Tree, Coll::AllReduce, validArgs, noScratch, checked<treeAllReduce>};
+const AlgoInfo kTreeAllReduce = {Algo::Tree, Coll::AllReduce,        validArgs,
+                                 noScratch,  checked<treeAllReduce>, 2};
 
 }  // namespace trib::algo

@@ -489,6 +489,8 @@ struct Rendezvous {
   bool complete = false;
 };
 
+constexpr int kMaxSimChannels = 32;  // Step::channel as PackedStep keeps it (5 bits)
+
 // A Step as a blocked step keeps it: the regions' offsets and counts without Region's padding, and
 // the Pending flags in the byte left over (40 bytes, not 56 + 3). A replay holds up to a window of
 // these per rank (432 at 131,040 ranks for the tree), most of its memory.
@@ -498,6 +500,7 @@ struct PackedStep {
   StepKind kind = StepKind::Copy;
   Buf srcBuf = Buf::Input, dstBuf = Buf::Input;
   uint8_t fused : 1 = 0, issued : 1 = 0, done : 1 = 0;  // Pending's flags
+  uint8_t channel : 5 = 0;                              // Step::channel (< kMaxSimChannels)
   PackedStep() = default;
   explicit PackedStep(const Step& s)
       : srcOffset(s.src.offset),
@@ -507,8 +510,11 @@ struct PackedStep {
         peer(s.peer),
         kind(s.kind),
         srcBuf(s.src.buf),
-        dstBuf(s.dst.buf) {}
-  Step step() const { return {kind, peer, {srcBuf, srcOffset, srcCount}, {dstBuf, dstOffset, dstCount}}; }
+        dstBuf(s.dst.buf),
+        channel(s.channel) {}
+  Step step() const {
+    return {kind, channel, peer, {srcBuf, srcOffset, srcCount}, {dstBuf, dstOffset, dstCount}};
+  }
 };
 static_assert(sizeof(PackedStep) == 40);
 
@@ -590,7 +596,8 @@ struct Msg {
   // A message: its number on the pair. A Put/Get/GetReduce's transfer (transfer set; src: the
   // rank that runs it, dst: the window's owner): its slot in the source's transfers, and its
   // route is the one from the owner (inbound: Get/GetReduce) or to it.
-  uint64_t seq : 60 = 0;
+  uint64_t seq : 52 = 0;
+  uint64_t channel : 8 = 0;  // Step::channel (a message)
   uint64_t transfer : 1 = 0, inbound : 1 = 0;
   // Not a message: the event that source link `src` is free at `head` (Engine::drain).
   uint64_t drain : 1 = 0;
@@ -622,6 +629,9 @@ class Engine {
   }
 
   Status run(const AlgoInfo& algo, SimResult* out) {
+    channels_ = algo.channels;
+    interleave_ = opt_.linkOrder == SimOptions::LinkOrder::Peers ||
+                  (opt_.linkOrder == SimOptions::LinkOrder::Channels && algo.channels > 1);
     for (int r = 0; r < args_.nranks; ++r) ranks_[r].gen = algo.generate(args_, r);
     for (int r = 0; r < args_.nranks; ++r) progress(r);
     for (;;) {  // ranks woken (by a message, a signal, a completed rendezvous), then the next message
@@ -695,6 +705,12 @@ class Engine {
         break;
       }
       const Step& s = rs.gen.value();
+      if (s.channel >= channels_) {
+        bad_ = strprintf("rank %d: %s is on channel %d, past the schedule's %d", r, describeStep(s).c_str(),
+                         s.channel, channels_);
+        rs.genDone = true;
+        return;
+      }
       Pending p;
       p.ps = PackedStep(s);
       p.id = rs.pulled++;
@@ -960,6 +976,7 @@ class Engine {
         }
         Msg m{start, order_++, r, s.peer, s.src.count * esize_};
         m.seq = p.seq;
+        m.channel = s.channel;
         heap_.push(m);
         return true;
       }
@@ -1109,16 +1126,17 @@ class Engine {
       return deliver(m, at, first);
     }
     const double ready = m.transfer ? m.depart : m.depart + links_.overhead(path);
-    if (opt_.interleavePeers) return submit(m, path[0], ready);
+    if (interleave_) return submit(m, path[0], ready);
     if (!leave(m, path, ready, bytes, &at, &first)) return;
     deliver(m, at, first);
   }
 
-  // Source links that interleave their pairs (SimOptions::interleavePeers): the messages waiting
-  // for the link, smallest start tag first; a pair's tag grows by one with each message (round
-  // robin: a schedule's messages are its chunks, alike in size; by bytes, a block 4 bytes larger
-  // would reorder a direct schedule's rack order), so a pair with many messages ready (a leaf's
-  // whole input) takes its turn with the others instead of holding the link for all of them.
+  // Source links that interleave their streams (SimOptions::linkOrder: the schedule's channels,
+  // or every (source, destination) pair): the messages waiting for the link, smallest start tag
+  // first; a stream's tag grows by one with each message (round robin: a schedule's messages are
+  // its chunks, alike in size; by bytes, a block 4 bytes larger would reorder a direct schedule's
+  // rack order), so a stream with many messages ready (a leaf's whole input) takes its turn with
+  // the others instead of holding the link for all of them; within a stream, posting order.
   // vtime: the tag of the message on the link; equal tags go in posting order.
   struct Waiting {
     double tag;
@@ -1132,6 +1150,7 @@ class Engine {
     double vtime = 0;
     double keyLead = 0;  // ready - depart of its messages: a drain event's key is that much early
     bool scheduled = false;
+    std::vector<double> channelTag;  // LinkOrder::Channels: each channel's next start tag
   };
   SourceLink& sourceLink(DirLink d) {
     if (static_cast<size_t>(d) >= sourceLinks_.size()) sourceLinks_.resize(static_cast<size_t>(d) + 1);
@@ -1139,9 +1158,13 @@ class Engine {
   }
   void submit(const Msg& m, DirLink d, double ready) {
     SourceLink& q = sourceLink(d);
-    RankState::Peer& pe = peer(m.src, m.dst);
-    const double tag = std::max(q.vtime, pe.fairTag);
-    pe.fairTag = tag + 1;
+    double* next = &peer(m.src, m.dst).fairTag;
+    if (opt_.linkOrder == SimOptions::LinkOrder::Channels) {
+      if (q.channelTag.size() <= m.channel) q.channelTag.resize(m.channel + 1, 0.0);
+      next = &q.channelTag[m.channel];
+    }
+    const double tag = std::max(q.vtime, *next);
+    *next = tag + 1;
     if (q.waiting.empty() && links_.freeAt(d) <= ready) {
       q.vtime = tag;
       return start(m, ready);
@@ -1198,6 +1221,8 @@ class Engine {
   std::vector<int> work_;
   Links links_;
   std::vector<SourceLink> sourceLinks_;  // by directed link, as used
+  bool interleave_ = false;              // source links queue through submit (SimOptions::linkOrder)
+  int channels_ = 1;                     // AlgoInfo::channels
   uint64_t order_ = 0, steps_ = 0, messages_ = 0;
   int window_ = 32;
   std::vector<uint64_t> ran_;
@@ -1318,6 +1343,9 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
                   "simulate: %s %s does not support this request (nranks %d, chunk %llu)",
                   algoName(algo.algo), collName(args.coll), args.nranks,
                   static_cast<unsigned long long>(args.chunkElems));
+  if (algo.channels < 1 || algo.channels > kMaxSimChannels)
+    return errorf(tribInvalidArgument, "simulate: %s %s has %d channels (1 to %d replayed)",
+                  algoName(algo.algo), collName(args.coll), algo.channels, kMaxSimChannels);
   std::vector<int> nodes;
   TRIB_RETURN_IF_ERROR(rankNodes(t, args.nranks, rankToNode, &nodes));
   *out = SimResult{};

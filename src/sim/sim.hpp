@@ -38,12 +38,18 @@ struct SimOptions {
   // evenly, as adaptive routing and packet spraying do (docs/PLANNER.md); false: each (source,
   // destination) pair on the one hashed path of the Router (static ECMP).
   bool spreadRoutes = true;
-  // true: a source link serves the messages waiting for it round robin across (source,
-  // destination) pairs, one message at a time, as a NIC serves its queue pairs and NVLink its
-  // channels; each pair's messages stay in order. false (default): one queue in posting order,
-  // which the cost model's rhd and tree terms were derived against (docs/PLANNER.md, the grid's
-  // tree rule: interleaving closes it but moves rhd cells the model has not been re-derived for).
-  bool interleavePeers = false;
+  // How a rank's source link (its first hop: NIC, NVLink port) orders the messages waiting for it
+  // (docs/PLANNER.md "Simulator"). Posting (default): one queue in posting order, which the cost
+  // model's rhd and tree terms were derived against. Channels: each of the schedule's channels
+  // (Step::channel, AlgoInfo::channels; the double tree's two trees) is one stream that leaves in
+  // posting order, and the channels take the link round robin, a message at a time, as NCCL's
+  // channels (each with its own connections and progress) share a NIC; a one-channel schedule is
+  // replayed exactly as in posting order. Peers: round robin over (source, destination) pairs,
+  // each pair in order (a queue pair per peer, every send posted as soon as its data are there).
+  // Channels closes the grid's tree rule but leaves the tree at 16 MiB in one domain below the
+  // model, whose fill and chunk terms are not re-derived for it yet (docs/PLANNER.md, the grid).
+  enum class LinkOrder : uint8_t { Posting, Channels, Peers };
+  LinkOrder linkOrder = LinkOrder::Posting;
 };
 
 struct LinkLoad {
