@@ -41,6 +41,11 @@ class RemoteWindowGroup {
   void failPeer(int peer) { failed_.store(peer); }
 
  private:
+  // What a signal carried (PeerWindows::carryNext): its count, the range and the bytes.
+  struct Carry {
+    uint64_t count = 0, offset = 0, bytes = 0;
+    uint8_t data[PeerWindows::kCarryBytes] = {};
+  };
   struct Pending {
     bool put;
     int peer;
@@ -64,16 +69,41 @@ class RemoteWindowGroup {
       for (const Pending& p : pending_)
         if (p.peer == peer) ++g_->overtaking_;
       const uint64_t word = (++sent_[peer] << 20) | (fingerprint & fingerprintMask());
-      g_->signals_[static_cast<size_t>(peer) * g_->n_ + rank_].store(word, std::memory_order_release);
+      const size_t at = static_cast<size_t>(peer) * g_->n_ + rank_;
+      {
+        // The carried range as the window holds it now, with the signal (one record, as verbs).
+        std::lock_guard<std::mutex> lock(g_->carryMu_);
+        Carry& c = g_->carrying_[at];
+        c = {sent_[peer], carryOffset_, carryBytes_, {}};
+        if (carryBytes_) std::memcpy(c.data, g_->window(rank_) + carryOffset_, carryBytes_);
+      }
+      g_->signals_[at].store(word, std::memory_order_release);
     }
     Status pollSignals(int peer, uint64_t, uint64_t* count, uint32_t* fingerprint) override {
       if (g_->failed_.load() == peer) return errorf(tribRemoteError, "rank %d is gone (test)", peer);
-      const uint64_t w =
-          g_->signals_[static_cast<size_t>(rank_) * g_->n_ + peer].load(std::memory_order_acquire);
+      const size_t at = static_cast<size_t>(rank_) * g_->n_ + peer;
+      const uint64_t w = g_->signals_[at].load(std::memory_order_acquire);
       *count = w >> 20;
       *fingerprint = static_cast<uint32_t>(w & fingerprintMask());
+      std::lock_guard<std::mutex> lock(g_->carryMu_);
+      if (g_->carrying_[at].count > latest_[peer].count) latest_[peer] = g_->carrying_[at];
       return Status::Ok();
     }
+    void carryNext(uint64_t offset, uint64_t bytes) override {
+      const bool fits = bytes > 0 && bytes <= kCarryBytes && offset + bytes <= g_->bytes_;
+      carryOffset_ = fits ? offset : 0;
+      carryBytes_ = fits ? bytes : 0;
+    }
+    // From the latest record a poll read (no older than any signal a Wait accepted).
+    bool readCarried(int peer, uint64_t offset, uint64_t bytes, void* into) override {
+      const Carry& c = latest_[peer];
+      if (bytes == 0 || c.bytes == 0 || offset < c.offset || offset - c.offset + bytes > c.bytes)
+        return false;
+      std::memcpy(into, c.data + (offset - c.offset), bytes);
+      ++carriedReads_;
+      return true;
+    }
+    uint64_t carriedReads() const override { return carriedReads_; }
     uint64_t& waitsPosted(int peer) override { return waits_[peer]; }
     Status postPut(int peer, uint64_t offset, const void* src, uint64_t bytes, TransferOp* op) override {
       return post(true, peer, offset, const_cast<void*>(src), bytes, op);
@@ -120,6 +150,8 @@ class RemoteWindowGroup {
     std::mt19937 rng_;
     std::vector<uint64_t> waits_, sent_;
     std::vector<Pending> pending_;
+    uint64_t carryOffset_ = 0, carryBytes_ = 0, carriedReads_ = 0;
+    std::vector<Carry> latest_ = std::vector<Carry>(g_->n_);  // per peer
   };
 
   int n_;
@@ -130,6 +162,8 @@ class RemoteWindowGroup {
   std::vector<std::unique_ptr<Rank>> ranks_;
   // signals_[to * n + from]: (count << 20) | fingerprint of the latest signal.
   std::vector<std::atomic<uint64_t>> signals_;
+  std::mutex carryMu_;
+  std::vector<Carry> carrying_ = std::vector<Carry>(signals_.size());  // [to * n + from], as signals_
   std::atomic<uint64_t> overtaking_{0}, transfers_{0};
   std::atomic<int> failed_{-1};
 };

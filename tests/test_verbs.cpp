@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "core/comm.hpp"
 #include "cuda/cuda_api.hpp"
 #include "support/launcher.hpp"
 #include "tributary/tributary.h"
@@ -392,34 +393,51 @@ TEST(Verbs, RemoteWindowsRunOneShotAndTwoShot) {
   REQUIRE_RDMA_PORT();
   for (const char* qps : {"1", "4"})
     for (const char* algo : {"oneshot", "twoshot"}) {
-      EXPECT_EQ(run(3, 1,
-                    [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
-                      setenv("TRIB_ALGO", algo, 1);
-                      setenv("TRIB_ALGO_STRICT", "1", 1);
-                      setenv("TRIB_IB_QPS_PER_CONNECTION", qps, 1);
-                      setenv("TRIB_IB_CHUNK_BYTES", "65536", 1);
-                      Comm c = join(3, rank, ids[0]);
-                      if (!c.comm) return report = "init: " + c.error, 1;
-                      const size_t big = std::string(algo) == "oneshot" ? 100000 : 600000;  // 2 MiB windows
-                      for (size_t count : {size_t{1}, size_t{1000}, size_t{20000}, big}) {
-                        for (bool inPlace : {false, true}) {
-                          std::vector<double> x(count), y(count, -1);
-                          for (size_t i = 0; i < count; ++i) x[i] = static_cast<double>(rank + 1) * (i % 97);
-                          double* out = inPlace ? x.data() : y.data();
-                          if (tribAllReduce(x.data(), out, count, tribFloat64, tribSum, c.comm, nullptr) !=
-                              tribSuccess)
-                            return report = std::string(algo) + ": " + tribGetLastError(c.comm), 1;
-                          for (size_t i = 0; i < count; ++i)
-                            if (out[i] != 6.0 * (i % 97))
-                              return report = strprintf("%s count %zu%s: element %zu is %g", algo, count,
-                                                        inPlace ? " in place" : "", i, out[i]),
-                                     1;
-                        }
-                      }
-                      tribCommDestroy(c.comm);
-                      return 0;
-                    }),
-                "")
+      EXPECT_EQ(
+          run(3, 1,
+              [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+                setenv("TRIB_ALGO", algo, 1);
+                setenv("TRIB_ALGO_STRICT", "1", 1);
+                setenv("TRIB_IB_QPS_PER_CONNECTION", qps, 1);
+                setenv("TRIB_IB_CHUNK_BYTES", "65536", 1);
+                Comm c = join(3, rank, ids[0]);
+                if (!c.comm) return report = "init: " + c.error, 1;
+                uint64_t carriedSmall = 0;
+                const bool oneshot = std::string(algo) == "oneshot";
+                const size_t big = oneshot ? 100000 : 600000;  // 2 MiB windows
+                trib::PeerWindows* windows = c.comm->impl()->windows;
+                if (!windows) return report = "no remote windows", 1;
+                for (size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{1000}, size_t{20000}, big}) {
+                  for (bool inPlace : {false, true}) {
+                    const uint64_t carriedBefore = windows->carriedReads();
+                    std::vector<double> x(count), y(count, -1);
+                    for (size_t i = 0; i < count; ++i) x[i] = static_cast<double>(rank + 1) * (i % 97);
+                    double* out = inPlace ? x.data() : y.data();
+                    if (tribAllReduce(x.data(), out, count, tribFloat64, tribSum, c.comm, nullptr) !=
+                        tribSuccess)
+                      return report = std::string(algo) + ": " + tribGetLastError(c.comm), 1;
+                    for (size_t i = 0; i < count; ++i)
+                      if (out[i] != 6.0 * (i % 97))
+                        return report = strprintf("%s count %zu%s: element %zu is %g", algo, count,
+                                                  inPlace ? " in place" : "", i, out[i]),
+                               1;
+                    // Up to 16 bytes a one-shot reads each peer's input from the signal that
+                    // announced it, unless that peer's next signal came first (then an RDMA READ);
+                    // larger reads never.
+                    const uint64_t carried = windows->carriedReads() - carriedBefore;
+                    if (oneshot) carriedSmall += carried;
+                    if (count >= 1000 ? carried != 0 : oneshot && count * 8 <= 16 && carried > 2)
+                      return report = strprintf("%s count %zu: %llu carried reads", algo, count,
+                                                static_cast<unsigned long long>(carried)),
+                             1;
+                  }
+                }
+                if (oneshot && carriedSmall == 0)
+                  return report = "no one-shot of up to 16 bytes read a carried copy", 1;
+                tribCommDestroy(c.comm);
+                return 0;
+              }),
+          "")
           << algo << " on " << qps << " queue pairs";
     }
 }

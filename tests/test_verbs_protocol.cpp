@@ -56,7 +56,7 @@ TEST(VerbsBlob, RoundTripsWithSeveralQueuePairs) {
 }
 
 // The window (remote windows): address, size, key and READs in flight round-trip; the signal record
-// of rank r lies past the window, one 32-byte record per rank.
+// of rank r lies past the window, one 48-byte record per rank.
 TEST(VerbsBlob, WindowRoundTripsAndSignalRecordsFollowIt) {
   Blob b = sampleBlob(1, 3);
   b.header.windowAddr = 0x7f0000100000ull;
@@ -69,7 +69,7 @@ TEST(VerbsBlob, WindowRoundTripsAndSignalRecordsFollowIt) {
   EXPECT_EQ(out.header.windowBytes, uint64_t{2} << 20);
   EXPECT_EQ(out.header.windowRkey, 0x1234u);
   EXPECT_EQ(out.header.readsInFlight, 16u);
-  EXPECT_EQ(windowSignalAddr(out.header, 2), 0x7f0000100000ull + (2 << 20) + 64);
+  EXPECT_EQ(windowSignalAddr(out.header, 2), 0x7f0000100000ull + (2 << 20) + 96);
 }
 
 // Every malformed blob is refused with tribRemoteError naming the rank that sent it.

@@ -558,6 +558,13 @@ Status Execution::startRemote(size_t i) {
                     static_cast<unsigned long long>(bytes));
     slot.phase = Phase::Landing;
   }
+  // A signal waited for carried the range (PeerWindows::readCarried): no RDMA READ.
+  if (bytes > 0 && bytes <= PeerWindows::kCarryBytes && engine_ == &hostEngine() &&
+      opts_.windows->readCarried(s.peer, s.src.offset * elemSize_, bytes, into)) {
+    slot.op.error = Status();
+    slot.op.complete();
+    return Status::Ok();
+  }
   return opts_.windows->postGet(s.peer, s.src.offset * elemSize_, into, bytes, &slot.op);
 }
 

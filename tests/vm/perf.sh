@@ -87,6 +87,10 @@ tribperf bw TRIB_TRANSPORT=verbs -- -C broadcast -b 1M -e 1M -n "$bw_iters" -w 5
 tribperf lat TRIB_TRANSPORT=verbs -- -C broadcast -b 8 -e 8 -n "$trib_lat_iters" -w 200
 tribperf lat_ar TRIB_TRANSPORT=verbs TRIB_DEBUG=INFO TRIB_DEBUG_SUBSYS=TUNING -- \
   -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200 -L 1
+# The same over the remote windows: one-shot, whose 8 bytes ride in the signal's record (carried
+# bytes), so a call is one RDMA WRITE each way, ib_write_lat's half round trip.
+tribperf lat_ar_win TRIB_TRANSPORT=verbs TRIB_ALGO=oneshot TRIB_ALGO_STRICT=1 -- \
+  -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200 -L 1
 # UCX over rxe needs UD's destination-GID check off (tests/vm/ucx-probe.sh, docs/VERBS.md).
 ucx_rxe=(TRIB_TRANSPORT=ucx UCX_TLS=rc,self UCX_UD_VERBS_ETH_DGID_CHECK=n)
 tribperf lat_ar_ucx_rc "${ucx_rxe[@]}" TRIB_DEBUG=INFO TRIB_DEBUG_SUBSYS=TUNING -- -C allreduce -b 8 -e 8 -n "$trib_lat_iters" -w 200
@@ -107,6 +111,9 @@ lat_ar=$(awk '$1 == 8 {print $6}' "$dir/lat_ar.out")
 lat_ar_min=$(awk '$1 == 8 {print $10}' "$dir/lat_ar.out")
 lat_ar_p50=$(awk '$1 == 8 {print $11}' "$dir/lat_ar.out")
 lat_ar_ucx=$(awk '$1 == 8 {print $6}' "$dir/lat_ar_ucx_rc.out")
+win_min=$(awk '$1 == 8 {print $10}' "$dir/lat_ar_win.out")
+win_p50=$(awk '$1 == 8 {print $11}' "$dir/lat_ar_win.out")
+lat_typ=$(awk '$1 == 8 {print $5}' "$dir/ib_write_lat.client")
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}'; }
 echo
 echo "perf: ib_write_bw 1 MiB ${bw_ref:-?} MB/s; trib-perf verbs p2p 1 MiB ${bw:-?} MB/s; ratio $(ratio "$bw" "$bw_ref")"
@@ -127,6 +134,9 @@ echo "perf: trib-perf verbs 8 B all-reduce, call by call (the slower rank's): fa
   "median ${lat_ar_p50:-?} us; per exchange $(per_exchange "$lat_ar_min") / $(per_exchange "$lat_ar_p50") us"
 echo "perf: ratios per exchange: fastest/ib_send_lat t_min $(ratio "$(per_exchange "$lat_ar_min")" "$send_min")," \
   "median/ib_send_lat t_typical $(ratio "$(per_exchange "$lat_ar_p50")" "$send_typ")"
+echo "perf: trib-perf verbs 8 B all-reduce over the windows (one-shot, carried), call by call: fastest" \
+  "${win_min:-?} us, median ${win_p50:-?} us; ratios to ib_write_lat: fastest/t_min $(ratio "$win_min" "$lat_min")," \
+  "median/t_typical $(ratio "$win_p50" "$lat_typ")"
 echo "perf: ratios to t_avg: broadcast/ib_write_lat $(ratio "$lat" "$lat_avg")," \
   "broadcast/ib_send_lat $(ratio "$lat" "$send_avg"), all-reduce exchange/ib_send_lat $(ratio "$(per_exchange "$lat_ar")" "$send_avg")"
 for t in verbs ucx_rc ucx_tcp; do

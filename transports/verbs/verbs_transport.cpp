@@ -205,9 +205,18 @@ class VerbsWindows final : public PeerWindows {
   Status postPut(int peer, uint64_t offset, const void* src, uint64_t bytes, TransferOp* op) override;
   Status postGet(int peer, uint64_t offset, void* dst, uint64_t bytes, TransferOp* op) override;
   Status progress() override;
+  void carryNext(uint64_t offset, uint64_t bytes) override {
+    const bool fits = bytes > 0 && bytes <= kCarryBytes && offset + bytes <= bytes_;
+    carryTag_ = fits ? carryTagOf(offset, bytes) : 0;
+  }
+  bool readCarried(int rank, uint64_t offset, uint64_t bytes, void* into) override;
+  uint64_t carriedReads() const override { return carriedReads_; }
   bool reserved() const { return reserved_ != nullptr; }
 
  private:
+  friend class VerbsTransport;
+  uint64_t carryTag_ = 0;  // what the next signals carry (carryNext)
+  uint64_t carriedReads_ = 0;
   VerbsTransport* t_;
   uint8_t* own_;
   uint64_t bytes_;
@@ -250,8 +259,11 @@ class VerbsTransport final : public Transport {
 
   // The window provider's operations (VerbsWindows forwards).
   Status postWindowOp(bool get, int peer, uint64_t offset, void* local, uint64_t bytes, TransferOp* op);
-  void postSignal(int peer, uint32_t fingerprint);
+  // carryTag (carryTagOf) and carried: what the record carries of this rank's window (0: nothing).
+  void postSignal(int peer, uint32_t fingerprint, uint64_t carryTag, const uint64_t carried[2]);
   Status pollSignal(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint);
+  // What the latest whole record from `peer` carried of [offset, +bytes) of its window, if it did.
+  bool readCarried(int peer, uint64_t offset, uint64_t bytes, void* into);
 
  private:
   static void dereg(Mr& m) {
@@ -1282,7 +1294,8 @@ Status VerbsTransport::postWindowOp(bool get, int peer, uint64_t offset, void* l
 // The executor signals only once the puts and gets it releases have completed (their data placed
 // at, or read from, the peer), so the write needs no fence of its own. A lost peer takes no more:
 // its Wait reports the loss (pollSignal).
-void VerbsTransport::postSignal(int peer, uint32_t fingerprint) {
+void VerbsTransport::postSignal(int peer, uint32_t fingerprint, uint64_t carryTag,
+                                const uint64_t carried[2]) {
   std::lock_guard<std::mutex> lock(mu_);
   if (peer < 0 || peer >= nranks_ || !peers_[peer].winAddr) return;
   Peer& pe = peers_[peer];
@@ -1291,6 +1304,9 @@ void VerbsTransport::postSignal(int peer, uint32_t fingerprint) {
   ++pe.signalsSent;
   w.signal.count = w.signal.countEnd = pe.signalsSent;
   w.signal.fingerprint = pe.lastFingerprintSent = fingerprint & ((1u << 20) - 1);
+  w.signal.carryTag = carryTag;
+  w.signal.carried[0] = carried[0];
+  w.signal.carried[1] = carried[1];
   w.remoteAddr = pe.winSignalAddr;
   w.rkey = pe.winRkey;
   pe.work.push(w);
@@ -1303,13 +1319,19 @@ Status VerbsTransport::pollSignal(int peer, uint64_t target, uint64_t* count, ui
   const SignalRecord* slot = signalSlot(peer);
   // The last word first: a record whose ends agree landed whole (SignalRecord).
   const uint64_t end = __atomic_load_n(&slot->countEnd, __ATOMIC_ACQUIRE);
-  const uint32_t fp = __atomic_load_n(&slot->fingerprint, __ATOMIC_RELAXED);
-  const uint64_t begin = __atomic_load_n(&slot->count, __ATOMIC_RELAXED);
+  const uint32_t fp = __atomic_load_n(&slot->fingerprint, __ATOMIC_ACQUIRE);
+  const uint64_t tag = __atomic_load_n(&slot->carryTag, __ATOMIC_ACQUIRE);
+  const uint64_t carried[2] = {__atomic_load_n(&slot->carried[0], __ATOMIC_ACQUIRE),
+                               __atomic_load_n(&slot->carried[1], __ATOMIC_ACQUIRE)};
+  const uint64_t begin = __atomic_load_n(&slot->count, __ATOMIC_ACQUIRE);
   std::lock_guard<std::mutex> lock(mu_);
   Peer& pe = peers_[peer];
   if (begin == end && end > pe.lastSignal.count) {
     pe.lastSignal.count = end;
     pe.lastSignal.fingerprint = fp;
+    pe.lastSignal.carryTag = tag;
+    pe.lastSignal.carried[0] = carried[0];
+    pe.lastSignal.carried[1] = carried[1];
   }
   *count = pe.lastSignal.count;
   *fingerprint = pe.lastSignal.fingerprint;
@@ -1320,13 +1342,38 @@ Status VerbsTransport::pollSignal(int peer, uint64_t target, uint64_t* count, ui
   return Status::Ok();
 }
 
+bool VerbsTransport::readCarried(int peer, uint64_t offset, uint64_t bytes, void* into) {
+  if (peer < 0 || peer >= nranks_) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  const SignalRecord& r = peers_[peer].lastSignal;
+  // (The peer wrote the tag: a byte count above the record's 16 is refused, never copied past it.)
+  const uint64_t from = carryTagOffset(r.carryTag), carried = carryTagBytes(r.carryTag);
+  if (r.carryTag == 0 || carried > sizeof r.carried || offset < from || offset - from + bytes > carried)
+    return false;
+  std::memcpy(into, reinterpret_cast<const uint8_t*>(r.carried) + (offset - from), bytes);
+  return true;
+}
+
 VerbsWindows::VerbsWindows(VerbsTransport* t, uint8_t* own, uint64_t bytes, int rank, int nranks)
     : t_(t), own_(own), bytes_(bytes), rank_(rank), waits_(nranks, 0) {
   reservedBytes_ = bytes * static_cast<size_t>(nranks);
   void* p = mmap(nullptr, reservedBytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   reserved_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
-void VerbsWindows::signal(int peer, uint32_t fingerprint) { t_->postSignal(peer, fingerprint); }
+void VerbsWindows::signal(int peer, uint32_t fingerprint) {
+  // The range carryNext named, as the window holds it now (the signal's record is built here).
+  uint64_t carried[2] = {0, 0};
+  if (carryTag_) std::memcpy(carried, own_ + carryTagOffset(carryTag_), carryTagBytes(carryTag_));
+  t_->postSignal(peer, fingerprint, carryTag_, carried);
+}
+// From the latest whole record read from `rank` (no older than any signal a Wait accepted, so
+// by the schedule's ordering the window still holds those bytes for this read).
+bool VerbsWindows::readCarried(int rank, uint64_t offset, uint64_t bytes, void* into) {
+  if (rank == rank_ || bytes == 0 || bytes > kCarryBytes) return false;
+  if (!t_->readCarried(rank, offset, bytes, into)) return false;
+  ++carriedReads_;
+  return true;
+}
 Status VerbsWindows::pollSignals(int peer, uint64_t target, uint64_t* count, uint32_t* fingerprint) {
   return t_->pollSignal(peer, target, count, fingerprint);
 }

@@ -65,14 +65,23 @@ static_assert(sizeof(BlobHeader) == 112);
 // ends, as in a CTS entry: the NIC writes in address order, so a record whose ends agree has landed
 // whole (a torn read is retried at the next poll).
 // `closing` 1: the sender is closing its communicator (the count and fingerprint are its last).
+// `carried`: up to 16 bytes of the sender's window as they were when the signal was sent
+// (PeerWindows::carryNext; offset and byte count in `carryTag`: carryTagOf), so a peer's small
+// get reads them from its own memory instead of an RDMA READ. Between the two counts, so a record
+// whose ends agree carries them whole too.
 struct SignalRecord {
   uint64_t count = 0;
   uint32_t fingerprint = 0;
   uint32_t closing = 0;
+  uint64_t carryTag = 0;  // 0: carries nothing
+  uint64_t carried[2] = {0, 0};
   uint64_t countEnd = 0;
-  uint64_t pad2 = 0;
 };
-static_assert(sizeof(SignalRecord) == 32);
+static_assert(sizeof(SignalRecord) == 48);
+// carryTag: the window offset in the low 56 bits, the byte count (1 to 16) above them.
+inline uint64_t carryTagOf(uint64_t offset, uint64_t bytes) { return bytes << 56 | offset; }
+inline uint64_t carryTagOffset(uint64_t tag) { return tag & ((uint64_t{1} << 56) - 1); }
+inline uint64_t carryTagBytes(uint64_t tag) { return tag >> 56; }
 // Where rank `from`'s signals land in the window region of a rank whose header is h.
 inline uint64_t windowSignalAddr(const BlobHeader& h, int from) {
   return h.windowAddr + h.windowBytes + sizeof(SignalRecord) * static_cast<uint64_t>(from);
