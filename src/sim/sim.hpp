@@ -44,6 +44,13 @@ struct SimOptions {
   // which the cost model's rhd and tree terms were derived against (docs/PLANNER.md, the grid's
   // tree rule: interleaving closes it but moves rhd cells the model has not been re-derived for).
   bool interleavePeers = false;
+  // Replay only ranks [replayFirst, replayFirst + replayRanks) of the n-rank schedule (0: every
+  // rank): a message to a rank outside is carried over the route to that rank's node and
+  // delivered to the rank a multiple of replayRanks away inside, as if from the sender so shifted.
+  // A quotient by the shift of replayRanks ranks: it equals the full replay only where the schedule
+  // and the topology are invariant under that shift (simulatePlanned checks and picks it; point-to-
+  // point steps only). replayRanks must divide n.
+  int replayFirst = 0, replayRanks = 0;
 };
 
 struct LinkLoad {
@@ -60,6 +67,11 @@ struct SimResult {
   double wallSeconds = 0;  // how long the simulation itself took
   // Nvls/NvlsSwitch: the NVLink domains, and those run (one per class of identical domains).
   size_t domains = 0, simulatedDomains = 0;
+  // A schedule replayed on a quotient (SimOptions::replayRanks; sim_plan.hpp): the ranks replayed,
+  // the lower bound where timeUs is an upper one (0: timeUs is exact), and why it is sound.
+  int replayedRanks = 0;
+  double timeLowUs = 0;
+  std::string reduction;
   std::vector<LinkLoad> busiest;
 };
 
