@@ -82,6 +82,8 @@ bool sameShape(const AlgoInfo& algo, const CollArgs& x, const CollArgs& y, int r
 // of the K-rank windows differ (a fat tree's pods), the windows with the fastest and the slowest
 // of them bracket the replay (a bound, not exact), as do blocks rounded down and up to a multiple
 // of n elements where n does not divide the count.
+constexpr double kMaxBracket = 0.01;  // the widest bracket (upper - lower) / upper reported
+
 bool findRingQuotient(const Topology& t, const std::vector<int>& nodes, const AlgoInfo& algo,
                       const CollArgs& args, const SimOptions& opt, RingQuotient* q) {
   const int n = args.nranks;
@@ -278,26 +280,33 @@ Status simulatePlanned(Planner& planner, const PlanRequest& req, PlanAlgo a, Pla
         r.timeLowUs = low.timeUs;
         r.steps += low.steps, r.messages += low.messages, r.wallSeconds += low.wallSeconds;
       }
+      // A bracket wider than 1% is no answer (ranks that are not whole racks: every hop out of a
+      // 2-rank window priced as a network hop): replay every rank instead.
+      if (!q.exact && r.timeUs - r.timeLowUs > kMaxBracket * r.timeUs)
+        q.why = strprintf("its bracket [%.1f, %.1f] us is wider than %.0f%%", r.timeLowUs, r.timeUs,
+                          100 * kMaxBracket);
       // Bandwidths of the request's bytes, not the rounded ones.
       const double factor = r.algbwGBps > 0 ? r.busbwGBps / r.algbwGBps : 0;
       r.algbwGBps = static_cast<double>(args.count * dataTypeSize(req.dtype)) / r.timeUs / 1e3;
       r.busbwGBps = r.algbwGBps * factor;
-      r.reduction =
-          q.exact ? strprintf(
-                        "ring quotient: %d of %d ranks replayed, exact (every rank's steps are the "
-                        "first's shifted, equal blocks; every %d ranks alike, hops link-disjoint and "
-                        "alike)",
-                        q.period, args.nranks, q.period)
-                  : strprintf(
-                        "ring quotient: %d of %d ranks replayed twice, a bound: %zu classes of the %zu "
-                        "hops out of each %d ranks%s%s; lower: the fastest hop out, blocks of %llu "
-                        "elements (ranks from %d); upper: the slowest, blocks of %llu (ranks from %d)",
-                        q.period, args.nranks, q.classes, q.hopsOut, q.period,
-                        q.lowCount == q.highCount ? "" : ", blocks of two sizes",
-                        q.upper ? " (the upper's hop out slowed to the slowest class's at each hop)" : "",
-                        static_cast<unsigned long long>(q.lowCount / args.nranks), q.lowFirst,
-                        static_cast<unsigned long long>(q.highCount / args.nranks), q.highFirst);
-      return Status::Ok();
+      if (q.why.empty()) {
+        r.reduction =
+            q.exact ? strprintf(
+                          "ring quotient: %d of %d ranks replayed, exact (every rank's steps are the "
+                          "first's shifted, equal blocks; every %d ranks alike, hops link-disjoint and "
+                          "alike)",
+                          q.period, args.nranks, q.period)
+                    : strprintf(
+                          "ring quotient: %d of %d ranks replayed twice, a bound: %zu class(es) of the %zu "
+                          "hops out of each %d ranks%s%s; lower: the fastest hop out, blocks of %llu "
+                          "elements (ranks from %d); upper: the slowest, blocks of %llu (ranks from %d)",
+                          q.period, args.nranks, q.classes, q.hopsOut, q.period,
+                          q.lowCount == q.highCount ? "" : ", blocks of two sizes",
+                          q.upper ? " (the upper's hop out slowed to the slowest class's at each hop)" : "",
+                          static_cast<unsigned long long>(q.lowCount / args.nranks), q.lowFirst,
+                          static_cast<unsigned long long>(q.highCount / args.nranks), q.highFirst);
+        return Status::Ok();
+      }
     }
     full = "full replay (no ring quotient: " + q.why + ")";
   }
