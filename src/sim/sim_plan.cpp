@@ -16,9 +16,12 @@ namespace {
 struct Hop {
   double rate = 0, lat = 0;
   bool net = false;
+  bool group = false;  // held only for a message's share of the rate, not until its tail leaves
   auto operator<=>(const Hop&) const = default;
   // Never faster than h: a message alone on both takes at least as long on this one.
-  bool slowerEq(const Hop& h) const { return net == h.net && rate <= h.rate && lat >= h.lat; }
+  bool slowerEq(const Hop& h) const {
+    return net == h.net && rate <= h.rate && lat >= h.lat && (h.group || !group);
+  }
 };
 using HopList = std::vector<Hop>;
 
@@ -33,7 +36,11 @@ bool slowerEq(const HopList& b, const HopList& a) {
   size_t i = 1;
   for (size_t j = 1; j < b.size() && i < a.size(); ++j)
     if (b[j].slowerEq(a[i])) ++i;
-  return i == a.size() && b.back().net == a.back().net;
+  // The step overhead: a network one where any hop is a network link (Links::overhead).
+  auto net = [](const HopList& h) {
+    return std::any_of(h.begin(), h.end(), [](const Hop& x) { return x.net; });
+  };
+  return i == a.size() && (net(b) || !net(a));
 }
 
 // A quotient of the ring all-reduce by the shift of `period` ranks (SimOptions::replayRanks).
@@ -100,6 +107,7 @@ bool findRingQuotient(const Topology& t, const std::vector<int>& nodes, const Al
     rt.paths(nodes[r], nodes[(r + 1) % n], &path, &alts);
     for (const auto& set : alts) {
       Hop h;
+      h.group = set.size() > 1;
       for (DirLink d : set) {
         const Link& l = topo.link(dirLinkId(d));
         h.rate += dirLinkBw(topo, d) * opt.k.eff[static_cast<int>(l.type)];
