@@ -56,8 +56,7 @@ struct RingQuotient {
   std::string why;  // what was found (sound or not)
 };
 
-// Whether rank b's steps are rank a's shifted by b - a (peers) with the same sizes, and the
-// schedule of args2 (when given) has rank a's shape with other sizes.
+// Whether rank b's steps are rank a's with peers shifted by b - a, buffers and sizes alike.
 bool shiftedAlike(const AlgoInfo& algo, const CollArgs& args, int a, int b) {
   const int n = args.nranks;
   Generator<Step> ga = algo.generate(args, a), gb = algo.generate(args, b);
@@ -67,10 +66,12 @@ bool shiftedAlike(const AlgoInfo& algo, const CollArgs& args, int a, int b) {
     if (!more) return true;
     const Step &x = ga.value(), &y = gb.value();
     if (x.kind != y.kind || x.src.buf != y.src.buf || x.dst.buf != y.dst.buf || x.src.count != y.src.count ||
-        x.dst.count != y.dst.count || ((x.peer - a) % n + n) % n != ((y.peer - b) % n + n) % n)
+        x.dst.count != y.dst.count || (x.peer < 0) != (y.peer < 0) ||
+        (x.peer >= 0 && ((x.peer - a) % n + n) % n != ((y.peer - b) % n + n) % n))
       return false;
   }
 }
+// Whether a rank's steps for x and for y differ in their sizes at most.
 bool sameShape(const AlgoInfo& algo, const CollArgs& x, const CollArgs& y, int rank) {
   Generator<Step> gx = algo.generate(x, rank), gy = algo.generate(y, rank);
   for (;;) {
