@@ -218,6 +218,73 @@ TEST(Simulator, NvlsSwitchSymmetryReductionEqualsTheFullSimulation) {
   }
 }
 
+// The ring all-reduce replayed on one period of alike ranks (a rack; sim_plan.cpp's quotient):
+// bit for bit the full replay where the shift by a rack maps everything onto alike things (racks
+// of one two-tier fat tree, equal blocks); a bracket of it where the hops out of the racks differ
+// (a three-tier tree's pods, a partial last pod) or the blocks differ by an element; the full
+// replay where racks are not alike (a slower NVLink in rack 1) or the ranks are not whole racks (the
+// only bracket, 2-rank windows whose hops out are NVLink or network hops, is far too wide).
+TEST(Simulator, RingQuotientEqualsOrBracketsTheFullReplay) {
+  struct Case {
+    std::string system;
+    std::vector<std::string> options;
+    uint64_t count;
+    bool slowLink, exact, reduced;
+    int ranks = 0;      // 0: every GPU
+    int replayed = 72;  // ranks in the window
+  };
+  const Case cases[] = {
+      {"nvl72-cluster:2", {}, 144 * 1024, false, true, true},
+      {"nvl72-cluster:4", {}, 288 * 4096, false, true, true},
+      {"nvl72-cluster:4", {}, 2 << 20, false, false, true},  // 8 MiB: blocks of two sizes
+      {"nvl72-cluster:9", {"tiers=3", "radix=4"}, 648 * 256, false, false, true},  // pods of 2 racks
+      // Two whole pods of 4 racks: the hops out of a pod are all alike, so a pod is the period
+      // (one class), not a rack (two: within a pod and across).
+      {"nvl72-cluster:8", {"tiers=3", "radix=8"}, 576 * 256, false, true, true, 0, 288},
+      {"nvl72-cluster:4", {}, 288 * 1024, true, false, false},
+      {"nvl72-cluster:2", {}, 100 * 1024, false, false, false, 100},
+  };
+  for (const Case& c : cases) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.system, c.options, &t).ok()) << c.system;
+    if (c.slowLink) {  // one GPU of rack 1 on a slower NVLink: rack 1 is like no other
+      const int gpu = t.find("r1.gpu3"), sw = t.find("r1.nvsw");
+      for (auto [lid, nb] : t.adjacent(gpu))
+        if (nb == sw) t.link(lid).bwAB /= 2, t.link(lid).bwBA /= 2;
+    }
+    Planner p(t);
+    PlanRequest req;
+    req.memory = MemoryKind::Device;
+    req.nranks = c.ranks ? c.ranks : static_cast<int>(t.rankNodes().size());
+    req.bytes = c.count * 4;
+    req.includeModelOnly = true;
+    SimOptions every;
+    every.symmetry = false;
+    PlannedSim reduced, full;
+    ASSERT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &reduced).ok()) << c.system;
+    ASSERT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &full, {}, every).ok()) << c.system;
+    const std::string what = c.system + " " + std::to_string(c.count) + ": " + reduced.sim.reduction;
+    EXPECT_EQ(full.sim.replayedRanks, 0) << what;
+    if (!c.reduced) {
+      EXPECT_EQ(reduced.sim.replayedRanks, 0) << what;
+      EXPECT_EQ(reduced.sim.reduction.rfind("full replay (no ring quotient", 0), 0u) << what;
+      EXPECT_EQ(reduced.sim.timeUs, full.sim.timeUs) << what;
+      continue;
+    }
+    EXPECT_EQ(reduced.sim.replayedRanks, c.replayed) << what;
+    if (c.exact) {
+      EXPECT_EQ(reduced.sim.timeLowUs, 0) << what;
+      EXPECT_EQ(reduced.sim.timeUs, full.sim.timeUs) << what;  // exact: bit for bit
+      EXPECT_EQ(reduced.sim.busbwGBps, full.sim.busbwGBps) << what;
+    } else {
+      EXPECT_GT(reduced.sim.timeLowUs, 0) << what;
+      EXPECT_LE(reduced.sim.timeLowUs, full.sim.timeUs) << what;
+      EXPECT_GE(reduced.sim.timeUs, full.sim.timeUs) << what;
+      EXPECT_LT(reduced.sim.timeUs, 1.01 * reduced.sim.timeLowUs) << what;
+    }
+  }
+}
+
 TEST(Simulator, OneShotAndTwoShotReplaysAgreeWithTheModelOnAHost) {
   // Processes of one host (the planner maps them all to the CPU node): the window schedules as
   // the communicator runs them, windows of two cells of the default window's size.

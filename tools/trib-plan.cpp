@@ -42,8 +42,9 @@ static int usage() {
       "        --mem: where the buffers live, which places the ranks: device on GPUs, host on CPUs;\n"
       "        default device when the topology has GPUs;\n"
       "        --no-symmetry: nvls/nvls_switch simulate every NVLink domain, not one per class of\n"
-      "        identical ones; --hashed-routes: each rank pair's messages on one hashed path (static\n"
-      "        ECMP), not spread over the equal-cost spine links as adaptive routing does;\n"
+      "        identical ones, and ring every rank, not one period of alike ones (a rack);\n"
+      "        --hashed-routes: each rank pair's messages on one hashed path (static ECMP), not\n"
+      "        spread over the equal-cost spine links as adaptive routing does;\n"
       "        --interleave-channels: a rank's link serves the schedule's channels (the double\n"
       "        tree's two trees) round robin, each in posting order; --interleave-links: it serves\n"
       "        its peers round robin; default: one queue in posting order)\n"
@@ -307,6 +308,10 @@ int main(int argc, char** argv) {
       std::printf(
           "  NVLink domains simulated: %zu of %zu (one per class of identical domains, docs/PLANNER.md)\n",
           res.simulatedDomains, res.domains);
+    if (!res.reduction.empty()) std::printf("  %s\n", res.reduction.c_str());
+    if (res.timeLowUs > 0)
+      std::printf("  the full replay's time lies in [%.1f, %.1f] us (printed: the upper bound)\n",
+                  res.timeLowUs, res.timeUs);
     if (predictedUs > 0)
       std::printf("model %s: time %.1f us (simulated / model = %.3f)\n", planAlgoName(a), predictedUs,
                   res.timeUs / predictedUs);

@@ -618,12 +618,13 @@ class Engine {
          const SimOptions& o)
       : t_(t), router_(t), args_(args), esize_(esize), opt_(o), links_(t, opt_.k) {
     window_ = o.window > 0 ? o.window : defaultWindow(args.nranks);
-    ranks_.resize(args.nranks);
-    for (int r = 0; r < args.nranks; ++r) {
+    first_ = o.replayRanks > 0 ? o.replayFirst : 0;
+    ranks_.resize(o.replayRanks > 0 ? o.replayRanks : args.nranks);
+    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       RankState& rs = ranks_[r];
-      rs.node = nodes[r];
-      rs.reduceBpu = rs.copyBpu = reduceBpu(t.node(nodes[r]), o.k);
-      rs.host = t.node(nodes[r]).type != NodeType::Gpu;
+      rs.node = nodes[first_ + r];
+      rs.reduceBpu = rs.copyBpu = reduceBpu(t.node(rs.node), o.k);
+      rs.host = t.node(rs.node).type != NodeType::Gpu;
     }
     nodes_ = nodes;
   }
@@ -632,8 +633,9 @@ class Engine {
     channels_ = algo.channels;
     interleave_ = opt_.linkOrder == SimOptions::LinkOrder::Peers ||
                   (opt_.linkOrder == SimOptions::LinkOrder::Channels && algo.channels > 1);
-    for (int r = 0; r < args_.nranks; ++r) ranks_[r].gen = algo.generate(args_, r);
-    for (int r = 0; r < args_.nranks; ++r) progress(r);
+    const int replayed = static_cast<int>(ranks_.size());
+    for (int r = 0; r < replayed; ++r) ranks_[r].gen = algo.generate(args_, first_ + r);
+    for (int r = 0; r < replayed; ++r) progress(r);
     for (;;) {  // ranks woken (by a message, a signal, a completed rendezvous), then the next message
       while (!work_.empty()) {
         int r = work_.back();
@@ -647,7 +649,7 @@ class Engine {
       transmit(m);
     }
     if (!bad_.empty()) return errorf(tribInvalidArgument, "simulation: %s", bad_.c_str());
-    for (int r = 0; r < args_.nranks; ++r) {
+    for (int r = 0; r < replayed; ++r) {
       const RankState& rs = ranks_[r];
       if (!rs.blocked.empty()) {
         const Step s = rs.blocked.front().step();
@@ -655,7 +657,7 @@ class Engine {
             tribInternalError,
             "simulation stuck: rank %d waits at %s with no message coming (the schedule's sends and "
             "receives, signals and waits, or switch steps do not match)",
-            r, describeStep(s).c_str());
+            first_ + r, describeStep(s).c_str());
       }
     }
     out->timeUs = end_ + opt_.k.launchUs;
@@ -721,10 +723,18 @@ class Engine {
       rs.prevDst = s.dst;
       ++steps_;
       if (s.isComm() || s.isPeerMemory() || s.isSync()) {
-        if (s.peer < 0 || s.peer >= args_.nranks || (s.peer == r && !s.isComm())) {
-          bad_ = strprintf("rank %d: %s names a peer outside [0, %d)%s", r, describeStep(s).c_str(),
-                           args_.nranks,
-                           s.peer == r ? " or itself (its own window is reached by copy/reduce)" : "");
+        if (s.peer < 0 || s.peer >= args_.nranks || (s.peer == first_ + r && !s.isComm())) {
+          bad_ = strprintf(
+              "rank %d: %s names a peer outside [0, %d)%s", first_ + r, describeStep(s).c_str(), args_.nranks,
+              s.peer == first_ + r ? " or itself (its own window is reached by copy/reduce)" : "");
+          rs.genDone = true;
+          return;
+        }
+        if (quotient() && !s.isComm()) {
+          bad_ = strprintf(
+              "rank %d: %s: a replay of some ranks (SimOptions::replayRanks) takes point-to-point "
+              "steps only",
+              first_ + r, describeStep(s).c_str());
           rs.genDone = true;
           return;
         }
@@ -743,6 +753,11 @@ class Engine {
           p.q->get(p.seq);
         }
       } else if (s.kind == StepKind::SwitchReduce) {
+        if (quotient()) {
+          bad_ = "a replay of some ranks (SimOptions::replayRanks) takes point-to-point steps only";
+          rs.genDone = true;
+          return;
+        }
         joinRendezvous(r, p);
       }
       bool free = ready(p) && !conflictsBefore(p, rs.blocked, rs.blocked.size());
@@ -1099,19 +1114,29 @@ class Engine {
   // The path of message m (a transfer's from the window's owner when inbound).
   std::span<const DirLink> pathOf(const Msg& m) {
     RankState::Peer& pe = peer(m.src, m.dst);
-    const int srcNode = ranks_[m.src].node, dstNode = ranks_[m.dst].node;
+    const int srcNode = ranks_[m.src].node, dstNode = nodes_[m.dst];  // m.dst: the real rank
     if (m.transfer && m.inbound) return route(pe.w().routeIn, dstNode, srcNode);
     return route(pe.route, srcNode, dstNode);
   }
 
   // m has arrived: its last byte at `at`, its first at `first`.
   void deliver(const Msg& m, double at, double first) {
-    Arrival& a = m.transfer ? ranks_[m.src].transfers.get(m.seq) : peer(m.dst, m.src).in.get(m.seq);
+    if (m.transfer) {
+      Arrival& a = ranks_[m.src].transfers.get(m.seq);
+      a.at = at, a.first = first, a.done = true;
+      end_ = std::max(end_, at);
+      return wake(m.src);
+    }
+    // The receiver: m.dst itself, or in a quotient the replayed rank a multiple of the replayed
+    // ranks away, which sees the sender shifted by as much.
+    const int n = args_.nranks, k = static_cast<int>(ranks_.size());
+    const int to = ((m.dst - first_) % k + k) % k, shift = m.dst - (first_ + to);
+    Arrival& a = peer(to, ((first_ + m.src - shift) % n + n) % n).in.get(m.seq);
     a.at = at;
     a.first = first;
     a.done = true;
     end_ = std::max(end_, at);
-    wake(m.transfer ? m.src : m.dst);
+    wake(to);
   }
 
   void transmit(const Msg& m) {
@@ -1225,6 +1250,8 @@ class Engine {
   int channels_ = 1;                     // AlgoInfo::channels
   uint64_t order_ = 0, steps_ = 0, messages_ = 0;
   int window_ = 32;
+  int first_ = 0;  // the real rank of replayed rank 0 (SimOptions::replayFirst)
+  bool quotient() const { return static_cast<int>(ranks_.size()) != args_.nranks; }
   std::vector<uint64_t> ran_;
   std::string bad_;
   double end_ = 0;
@@ -1350,6 +1377,11 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
   TRIB_RETURN_IF_ERROR(rankNodes(t, args.nranks, rankToNode, &nodes));
   *out = SimResult{};
   SimOptions o = opt;
+  const int replayed = o.replayRanks > 0 ? o.replayRanks : args.nranks;
+  if (o.replayRanks > 0 &&
+      (args.nranks % o.replayRanks != 0 || o.replayFirst < 0 || o.replayFirst + o.replayRanks > args.nranks))
+    return errorf(tribInvalidArgument, "simulate: replaying ranks [%d, %d) of %d: the count must divide %d",
+                  o.replayFirst, o.replayFirst + o.replayRanks, args.nranks, args.nranks);
   if (o.window <= 0 && algo.algo == Algo::Tree) {
     // The executor runs every step whose data is ready (it has no look-ahead limit; the window
     // only bounds the simulator's work). A tree slice is 12 steps per rank (3 up and 3 down in
@@ -1361,7 +1393,8 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
     o.window = std::max(defaultWindow(args.nranks), 12 * (2 * depth + 2));
   }
   // Refuse up front what cannot fit rather than grow until the machine kills the process.
-  const ReplayEstimate est = estimateReplay(algo, args, o.window > 0 ? o.window : defaultWindow(args.nranks));
+  ReplayEstimate est = estimateReplay(algo, args, o.window > 0 ? o.window : defaultWindow(args.nranks));
+  est.bytes *= static_cast<double>(replayed) / args.nranks;
   const double limit = replayMemoryLimit(o);
   if (limit > 0 && est.bytes > limit)
     return errorf(tribNotSupported,
@@ -1372,6 +1405,7 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
                   est.steps, limit / (1 << 30));
   Engine e(t, args, esize, nodes, o);
   TRIB_RETURN_IF_ERROR(e.run(algo, out));
+  if (o.replayRanks > 0) out->replayedRanks = replayed;
   finish(args, esize, out, t0);
   return Status::Ok();
 }

@@ -50,6 +50,13 @@ struct SimOptions {
   // model, whose fill and chunk terms are not re-derived for it yet (docs/PLANNER.md, the grid).
   enum class LinkOrder : uint8_t { Posting, Channels, Peers };
   LinkOrder linkOrder = LinkOrder::Posting;
+  // Replay only ranks [replayFirst, replayFirst + replayRanks) of the n-rank schedule (0: every
+  // rank): a message to a rank outside is carried over the route to that rank's node and
+  // delivered to the rank a multiple of replayRanks away inside, as if from the sender so shifted.
+  // A quotient by the shift of replayRanks ranks: it equals the full replay only where the schedule
+  // and the topology are invariant under that shift (simulatePlanned checks and picks it; point-to-
+  // point steps only). replayRanks must divide n.
+  int replayFirst = 0, replayRanks = 0;
 };
 
 struct LinkLoad {
@@ -66,6 +73,11 @@ struct SimResult {
   double wallSeconds = 0;  // how long the simulation itself took
   // Nvls/NvlsSwitch: the NVLink domains, and those run (one per class of identical domains).
   size_t domains = 0, simulatedDomains = 0;
+  // A schedule replayed on a quotient (SimOptions::replayRanks; sim_plan.hpp): the ranks replayed,
+  // the lower bound where timeUs is an upper one (0: timeUs is exact), and why it is sound.
+  int replayedRanks = 0;
+  double timeLowUs = 0;
+  std::string reduction;
   std::vector<LinkLoad> busiest;
 };
 
