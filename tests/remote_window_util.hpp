@@ -123,6 +123,10 @@ class RemoteWindowGroup {
           p.op->fail(errorf(tribRemoteError, "rank %d is gone (test)", p.peer));
         } else {
           uint8_t* window = g_->window(p.peer) + p.offset;
+          // Whole with respect to a signal's copy of the window (carryMu_): a copy of a range a put
+          // is writing is never read (the ordering rule), so tearing it would change nothing; the
+          // lock keeps that benign race (a NIC's DMA, over verbs) out of ThreadSanitizer's reports.
+          std::lock_guard<std::mutex> lock(g_->carryMu_);
           if (p.bytes) p.put ? std::memcpy(window, p.local, p.bytes) : std::memcpy(p.local, window, p.bytes);
           ++g_->transfers_;
           p.op->complete();
