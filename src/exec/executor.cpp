@@ -73,7 +73,8 @@ Execution::Execution(std::shared_ptr<const std::vector<Step>> plan, const ExecBu
       peers_(peers),
       opts_(opts),
       elemSize_(dataTypeSize(opts.dtype)),
-      engine_(opts.engine ? opts.engine : &hostEngine()) {}
+      engine_(opts.engine ? opts.engine : &hostEngine()),
+      hostEngine_(engine_ == &hostEngine()) {}
 
 bool Execution::rearm(const ExecBuffers& buffers, const ExecOptions& opts) {
   if (holdsPostedOps() || opts.dtype != opts_.dtype || (opts.engine ? opts.engine : &hostEngine()) != engine_)
@@ -179,7 +180,7 @@ Status Execution::sourceAddress(size_t i, const char** at, int which) {
     return Status::Ok();
   }
   const uint64_t offset = s.src.offset * elemSize_, bytes = s.src.count * elemSize_;
-  if (bytes <= PeerWindows::kCarryBytes && engine_ == &hostEngine() &&
+  if (bytes <= PeerWindows::kCarryBytes && hostEngine_ &&
       opts_.windows->readCarried(s.peer, offset, bytes, carried_[which])) {
     *at = carried_[which];
     return Status::Ok();
@@ -559,7 +560,7 @@ Status Execution::startRemote(size_t i) {
     slot.phase = Phase::Landing;
   }
   // A signal waited for carried the range (PeerWindows::readCarried): no RDMA READ.
-  if (bytes > 0 && bytes <= PeerWindows::kCarryBytes && engine_ == &hostEngine() &&
+  if (bytes > 0 && bytes <= PeerWindows::kCarryBytes && hostEngine_ &&
       opts_.windows->readCarried(s.peer, s.src.offset * elemSize_, bytes, into)) {
     slot.op.error = Status();
     slot.op.complete();

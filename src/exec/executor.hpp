@@ -278,6 +278,8 @@ class Execution {
   bool rescan_ = true;    // something completed since the last scan
   bool finalized_ = false;
   Engine* engine_;
+  // engine_ is the host engine (set once: a rearm keeps the engine), which carried reads need.
+  const bool hostEngine_;
   TransferOp finalOp_;          // op avg's division, posted once every step is done
   bool streamOut_ = false;      // copies into the output write around the cache (start())
   bool streamWindow_ = false;   // copies into windows do (WindowWriteModes, chosen per run)
