@@ -179,16 +179,23 @@ Status Execution::sourceAddress(size_t i, const char** at, int which) {
     *at = slots_[i].srcAt;
     return Status::Ok();
   }
-  const uint64_t offset = s.src.offset * elemSize_, bytes = s.src.count * elemSize_;
-  if (bytes <= PeerWindows::kCarryBytes && hostEngine_ &&
-      opts_.windows->readCarried(s.peer, offset, bytes, carried_[which])) {
+  if (readCarried(s, carried_[which])) {
     *at = carried_[which];
     return Status::Ok();
   }
   uint8_t* p = nullptr;
-  TRIB_RETURN_IF_ERROR(opts_.windows->peerAddress(s.peer, offset, bytes, &p));
+  TRIB_RETURN_IF_ERROR(
+      opts_.windows->peerAddress(s.peer, s.src.offset * elemSize_, s.src.count * elemSize_, &p));
   *at = reinterpret_cast<const char*>(p);
   return Status::Ok();
+}
+
+// A peer-window source of at most kCarryBytes copied into `into` from a signal that carried it
+// (PeerWindows::readCarried; host engine only: it is done with the copy when its post returns).
+bool Execution::readCarried(const Step& s, void* into) {
+  const uint64_t bytes = s.src.count * elemSize_;
+  return bytes > 0 && bytes <= PeerWindows::kCarryBytes && hostEngine_ &&
+         opts_.windows->readCarried(s.peer, s.src.offset * elemSize_, bytes, into);
 }
 
 Status Execution::putAddress(const Step& s, char** at) {
@@ -559,9 +566,7 @@ Status Execution::startRemote(size_t i) {
                     static_cast<unsigned long long>(bytes));
     slot.phase = Phase::Landing;
   }
-  // A signal waited for carried the range (PeerWindows::readCarried): no RDMA READ.
-  if (bytes > 0 && bytes <= PeerWindows::kCarryBytes && hostEngine_ &&
-      opts_.windows->readCarried(s.peer, s.src.offset * elemSize_, bytes, into)) {
+  if (readCarried(s, into)) {  // no RDMA READ
     slot.op.error = Status();
     slot.op.complete();
     return Status::Ok();

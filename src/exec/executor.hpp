@@ -226,6 +226,7 @@ class Execution {
   // Where step i reads its source now: a window range may be its owner's exposed buffer (a
   // peer's, which the windows resolve, or this rank's own, from ownExposures_), or a copy of a
   // peer's range its signal carried (carried_[which]: two, for a fused pair's two sources).
+  bool readCarried(const Step& s, void* into);
   Status sourceAddress(size_t i, const char** at, int which = 0);
   // Where a put writes the peer's window range now: the same resolution.
   Status putAddress(const Step& s, char** at);
