@@ -9,6 +9,7 @@ PACKAGES+=(qemu-system-x86 busybox-static cpio kmod ibverbs-utils perftest)
 PACKAGES+=(python3-torch libtorch-dev pybind11-dev)  # the PyTorch backend (python/, docs/PYTORCH.md)
 PACKAGES+=(python3-matplotlib)  # tools/plot_busbw.py (docs/PLANNER.md "Pictures")
 PACKAGES+=(ccache)  # compiler cache: rebuilds (and CI's three builds of one tree) skip unchanged files
+PACKAGES+=(lld)  # a faster linker for the ~240 test and tool binaries (CMakeLists.txt TRIB_USE_LLD)
 PACKAGES+=(libssl-dev)  # libcrypto: the store's and switch's HMAC challenge-response (docs/SECURITY.md)
 PACKAGES+=(clang libclang-rt-14-dev)  # the libFuzzer targets (tests/fuzz, docs/FUZZING.md)
 missing=()
