@@ -188,7 +188,12 @@ uint64_t workEstimate(const AlgoInfo& info, const CollArgs& a) {
   return steps * static_cast<uint64_t>(a.nranks);
 }
 
-TEST(VerifyAll, EveryAlgorithmEveryShape) {
+// One test per collective, so that CI's two-at-a-time run of the computations (label compute)
+// shares them out over the cores.
+class VerifyEveryShape : public ::testing::TestWithParam<Coll> {};
+
+TEST_P(VerifyEveryShape, EveryAlgorithm) {
+  const Coll coll = GetParam();
   const std::vector<int> rankCounts = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
                                        12, 13, 14, 15, 16, 17, 31, 32, 33, 64, 100};
   const std::vector<uint64_t> chunks = {1, 3, 1 << 16};
@@ -199,47 +204,44 @@ TEST(VerifyAll, EveryAlgorithmEveryShape) {
   uint64_t verified = 0, skipped = 0, steps = 0;
   int failures = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int c = 0; c < kNumColls; ++c) {
-    const Coll coll = static_cast<Coll>(c);
-    for (const AlgoInfo* info : algorithmsFor(coll)) {
-      for (int n : rankCounts) {
-        std::vector<uint64_t> counts = {0,   1, 7, static_cast<uint64_t>(n - 1), static_cast<uint64_t>(n + 1),
-                                        4093};
-        if (coll == Coll::Barrier) counts = {0};
-        std::vector<int> roots = {0};
-        if (rooted(coll) && n > 1) roots = {0, n - 1, n / 2};
-        for (uint64_t count : counts) {
-          for (int inPlace = 0; inPlace < 2; ++inPlace) {
-            if (inPlace && !supportsInPlace(coll)) continue;
-            for (int root : roots) {
-              for (uint64_t chunk : chunks) {
-                CollArgs a;
-                a.coll = coll;
-                a.nranks = n;
-                a.root = root;
-                a.count = count;
-                a.inPlace = inPlace;
-                a.chunkElems = chunk;
-                if (info->algo == Algo::Hierarchical || info->algo == Algo::HierSwitch) {
-                  // Domains of the smallest size that gives at least two of them.
-                  for (int d = 2; d <= n / 2 && a.ranksPerDomain == 0; ++d) {
-                    if (n % d == 0) a.ranksPerDomain = d;
-                  }
+  for (const AlgoInfo* info : algorithmsFor(coll)) {
+    for (int n : rankCounts) {
+      std::vector<uint64_t> counts = {0,   1, 7, static_cast<uint64_t>(n - 1), static_cast<uint64_t>(n + 1),
+                                      4093};
+      if (coll == Coll::Barrier) counts = {0};
+      std::vector<int> roots = {0};
+      if (rooted(coll) && n > 1) roots = {0, n - 1, n / 2};
+      for (uint64_t count : counts) {
+        for (int inPlace = 0; inPlace < 2; ++inPlace) {
+          if (inPlace && !supportsInPlace(coll)) continue;
+          for (int root : roots) {
+            for (uint64_t chunk : chunks) {
+              CollArgs a;
+              a.coll = coll;
+              a.nranks = n;
+              a.root = root;
+              a.count = count;
+              a.inPlace = inPlace;
+              a.chunkElems = chunk;
+              if (info->algo == Algo::Hierarchical || info->algo == Algo::HierSwitch) {
+                // Domains of the smallest size that gives at least two of them.
+                for (int d = 2; d <= n / 2 && a.ranksPerDomain == 0; ++d) {
+                  if (n % d == 0) a.ranksPerDomain = d;
                 }
-                if (!info->supports(a)) continue;
-                if (workEstimate(*info, a) > kMaxWork) {
-                  ++skipped;
-                  continue;
-                }
-                VerifyStats stats;
-                Status st = verifySchedule(*info, a, &stats);
-                ++verified;
-                steps += stats.steps;
-                if (!st.ok() && ++failures <= 10) {
-                  ADD_FAILURE() << collName(coll) << " " << algoName(info->algo) << " ranks " << n
-                                << " count " << count << " root " << root << " chunk " << chunk
-                                << (inPlace ? " in-place" : "") << ": " << st.message();
-                }
+              }
+              if (!info->supports(a)) continue;
+              if (workEstimate(*info, a) > kMaxWork) {
+                ++skipped;
+                continue;
+              }
+              VerifyStats stats;
+              Status st = verifySchedule(*info, a, &stats);
+              ++verified;
+              steps += stats.steps;
+              if (!st.ok() && ++failures <= 10) {
+                ADD_FAILURE() << collName(coll) << " " << algoName(info->algo) << " ranks " << n << " count "
+                              << count << " root " << root << " chunk " << chunk
+                              << (inPlace ? " in-place" : "") << ": " << st.message();
               }
             }
           }
@@ -250,10 +252,20 @@ TEST(VerifyAll, EveryAlgorithmEveryShape) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(failures, 0);
   EXPECT_GT(verified, 10 * skipped);  // the cap only trims the extremes
-  std::printf("verified %llu schedules (%llu steps) in %.1f s; skipped %llu over the work cap\n",
-              static_cast<unsigned long long>(verified), static_cast<unsigned long long>(steps), secs,
-              static_cast<unsigned long long>(skipped));
+  std::printf("%s: verified %llu schedules (%llu steps) in %.1f s; skipped %llu over the work cap\n",
+              collName(coll), static_cast<unsigned long long>(verified),
+              static_cast<unsigned long long>(steps), secs, static_cast<unsigned long long>(skipped));
 }
+
+std::vector<Coll> everyColl() {
+  std::vector<Coll> colls;
+  for (int c = 0; c < kNumColls; ++c) colls.push_back(static_cast<Coll>(c));
+  return colls;
+}
+INSTANTIATE_TEST_SUITE_P(Colls, VerifyEveryShape, ::testing::ValuesIn(everyColl()),
+                         [](const ::testing::TestParamInfo<Coll>& p) {
+                           return std::string(collName(p.param));
+                         });
 
 // Direct in rack order (args.ranksPerDomain: equal contiguous domains, the planner's choice across
 // racks): every collective, domains of 2 to 72 ranks, rank counts that are and are not powers of

@@ -49,6 +49,19 @@ report_skips() {  # build dir
     "$1/Testing/Temporary/LastTest.log"
 }
 
+# Runs a build's tests: the single-threaded computations (label compute: nothing in them is timed
+# and they share nothing) JOBS at a time, then everything else one at a time, since the
+# multi-process tests expect the cores to themselves.
+run_tests() {  # build dir, [labels to leave out, a regex]
+  local dir=$1 skip=${2:-}
+  local leave_out=()
+  [ -z "$skip" ] || leave_out=(-LE "$skip")
+  (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 900 -L compute "${leave_out[@]}")
+  report_skips "$dir"
+  (cd "$dir" && ctest --output-on-failure -j1 --timeout 900 -LE "compute${skip:+|$skip}")
+  report_skips "$dir"
+}
+
 case "${1:-}" in
   build)
     setup
@@ -66,16 +79,14 @@ case "${1:-}" in
     setup
     echo "disk: $(free_mib) MiB free before the builds"
     configure_build build
-    (cd build && ctest --output-on-failure -j1 --timeout 900)
-    report_skips build
+    run_tests build
     # Sanitizers: the whole suite under ASan+UBSan; the concurrency-heavy tests under TSan. Both
     # without CUDA: the normal build above compiles and tests it, and nvcc would double their time.
     # ASan's build is Debug (assertions on) at -O1, as ASan's authors advise: -O0 made its run
     # about 3x slower (test_verify_sync's DataLess cases: 50 s of CPU at -O0, 17 s at -O1).
     configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_DEBUG_INFO=lines \
       -DTRIB_WITH_CUDA=OFF "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g"
-    (cd build-asan && LSAN_OPTIONS=suppressions=$PWD/../tests/lsan.supp ctest --output-on-failure -j1 --timeout 900 -LE nosan)
-    report_skips build-asan
+    LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp run_tests build-asan nosan
     make_room build-asan
     configure_build build-tsan -DTRIB_SANITIZE=thread -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_DEBUG_INFO=lines -DTRIB_WITH_CUDA=OFF
     # UCX's libucm hooks madvise(), which crashes TSan's runtime at thread exit: turn its memory
