@@ -685,7 +685,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             // path, in edges), each a hop's latency and a chunk, and at each of the h-2 inner
             // ranks on the way the second child's chunk queues behind the first. After the link
             // bound the last slice descends the same h-1 edges, each a hop's latency and two
-            // chunks (a rank sends it to its two children over its one link). A chunk's software
+            // chunks (a rank sends it to its two children over its one link); an upper count: the
+            // replay overlaps part of it with the window (the other tree's messages down still
+            // fill that link), 16 MiB in one domain replays at 0.92-0.95 of this. A chunk's software
             // step overlaps the previous chunk's transfer, so it is in the hop's latency (path),
             // not a per-chunk term. That window holds the top edge's round trip (the root's child
             // to the root and back) only when it is long enough. The other bound is the last
