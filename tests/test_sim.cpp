@@ -549,7 +549,9 @@ TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsChannels) {
   req.includeModelOnly = true;
   PlannedSim fifo, channels, peers;
   SimOptions o;
-  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &fifo, {}, o).ok());  // default: posting order
+  EXPECT_EQ(o.linkOrder, SimOptions::LinkOrder::Channels);  // the default
+  o.linkOrder = SimOptions::LinkOrder::Posting;
+  ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &fifo, {}, o).ok());
   o.linkOrder = SimOptions::LinkOrder::Channels;
   ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &channels, {}, o).ok());
   o.linkOrder = SimOptions::LinkOrder::Peers;
@@ -579,6 +581,7 @@ TEST(Simulator, OneChannelScheduleReplaysAlikeInPostingOrderAndByChannel) {
   for (PlanAlgo a : {PlanAlgo::Ring, PlanAlgo::Rhd, PlanAlgo::Direct}) {
     PlannedSim fifo, channels;
     SimOptions o;
+    o.linkOrder = SimOptions::LinkOrder::Posting;
     ASSERT_TRUE(simulatePlanned(planner, req, a, &fifo, {}, o).ok());
     o.linkOrder = SimOptions::LinkOrder::Channels;
     ASSERT_TRUE(simulatePlanned(planner, req, a, &channels, {}, o).ok());

@@ -1,7 +1,7 @@
 // trib-plan: what the planner would choose, and why, on a topology (a file or a generated system).
 //   trib-plan (--topo FILE | --gen SYSTEM[,key=value...]) --coll allreduce --bytes 1G [--ranks N]
 //             [--dtype float32] [--op sum] [--mem host|device] [--explain] [--sweep [--json FILE]]
-//             [--simulate [--no-symmetry] [--hashed-routes] [--interleave-channels|--interleave-links]]
+//             [--simulate [--no-symmetry] [--hashed-routes] [--posting-order|--interleave-links]]
 //             [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
 //             [--remote-windows]  (every rank's 2 MiB window reached by RDMA, as over verbs)
@@ -33,7 +33,7 @@ static int usage() {
       "                 [--ranks N] [--dtype float32] [--op sum] [--mem host|device] [--explain]\n"
       "                 [--sweep [--json FILE]]\n"
       "                 [--simulate [--no-symmetry] [--hashed-routes] "
-      "[--interleave-channels|--interleave-links]] [--algo NAME] "
+      "[--posting-order|--interleave-links]] [--algo NAME] "
       "[--executable-only]\n"
       "                 [--algo-override SPEC] [--tune SPEC] [--attached-switch "
       "GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
@@ -45,9 +45,10 @@ static int usage() {
       "        identical ones, and ring every rank, not one period of alike ones (a rack);\n"
       "        --hashed-routes: each rank pair's messages on one hashed path (static ECMP), not\n"
       "        spread over the equal-cost spine links as adaptive routing does;\n"
-      "        --interleave-channels: a rank's link serves the schedule's channels (the double\n"
-      "        tree's two trees) round robin, each in posting order; --interleave-links: it serves\n"
-      "        its peers round robin; default: one queue in posting order)\n"
+      "        default: a rank's link serves the schedule's channels (the double tree's two\n"
+      "        trees) round robin, each in posting order (--interleave-channels, as before);\n"
+      "        --posting-order: one queue in posting order, for comparison; --interleave-links:\n"
+      "        it serves its peers round robin)\n"
       "       trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]\n"
       "                 (PERF.json from trib-perf -J; X: memory rate, default the run's memcpy_GBps)\n"
       "systems: %s (trib-topo gen --help)\n",
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   bool remoteWindows = false;  // --remote-windows
   bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false, symmetry = true,
        spreadRoutes = true;
-  SimOptions::LinkOrder linkOrder = SimOptions::LinkOrder::Posting;
+  SimOptions::LinkOrder linkOrder = SimOptions::LinkOrder::Channels;
   std::vector<std::string> measured;
   double memGBps = -1;    // < 0: each run's own memcpy_GBps
   std::string attached;   // --attached-switch
@@ -119,8 +120,10 @@ int main(int argc, char** argv) {
       spreadRoutes = false;
     else if (a == "--interleave-links")
       linkOrder = SimOptions::LinkOrder::Peers;
-    else if (a == "--interleave-channels")
+    else if (a == "--interleave-channels")  // the default; kept so that older commands still run
       linkOrder = SimOptions::LinkOrder::Channels;
+    else if (a == "--posting-order")
+      linkOrder = SimOptions::LinkOrder::Posting;
     else if (a == "--executable-only")
       execOnly = true;
     else if (a == "--calibrate")

@@ -674,6 +674,32 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             // fill, so it is busy from its first chunk to its last (its bytes back to back and one
             // trip), unless a slice's round trip, up and down, is longer (small buffers).
             t = std::max(path + bwTime, 2 * (path + std::min(static_cast<double>(chunk), S / 2) / b));
+          } else if (!c.multi || f.perDomain < 2) {
+            // All of the tree on one class of link (one NVLink domain, or one rank per domain on
+            // one network), the trees as two channels sharing each link (SimOptions::LinkOrder::
+            // Channels; docs/PLANNER.md, the tree row). Every rank's link is busy from the start
+            // with its leaf stream, and an inner rank's link into it is kept full by its two
+            // children's streams (2:1), so the busiest rank's inbound link (4 edges of S/2) is busy
+            // from the first partial sum's arrival to its last byte. The last rank to get one is
+            // the root's child: the first slice climbs the h-1 edges below it (h: the deepest
+            // path, in edges), each a hop's latency and a chunk, and at each of the h-2 inner
+            // ranks on the way the second child's chunk queues behind the first. After the link
+            // bound the last slice descends the same h-1 edges, each a hop's latency and two
+            // chunks (a rank sends it to its two children over its one link); an upper count: the
+            // replay overlaps part of it with the window (the other tree's messages down still
+            // fill that link), 16 MiB in one domain replays at 0.92-0.95 of this. A chunk's software
+            // step overlaps the previous chunk's transfer, so it is in the hop's latency (path),
+            // not a per-chunk term. That window holds the top edge's round trip (the root's child
+            // to the root and back) only when it is long enough. The other bound is the last
+            // slice's: two leaves' streams (S/2 each) share their parent's inbound link, so the
+            // last chunk of either is there no sooner than the leaf edge's latency and S/b, and
+            // then it still has the rest of the round trip, 2h-1 edges of a hop's latency and a
+            // chunk (small and middling buffers, few slices).
+            const double a = f.perDomain > 1 ? f.latIntraUs : f.latInterUs;
+            const double h = std::max(2.0, std::round(path / a));
+            const double tau = std::min(static_cast<double>(chunk), S / 2) / b;
+            t = std::max(2 * (path - a) + ((h - 1) + (h - 2) + 2 * (h - 1)) * tau + bwTime,
+                         2 * path + S / b + (2 * h - 1) * tau);
           } else {
             t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
           }

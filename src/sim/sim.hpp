@@ -39,17 +39,17 @@ struct SimOptions {
   // destination) pair on the one hashed path of the Router (static ECMP).
   bool spreadRoutes = true;
   // How a rank's source link (its first hop: NIC, NVLink port) orders the messages waiting for it
-  // (docs/PLANNER.md "Simulator"). Posting (default): one queue in posting order, which the cost
-  // model's rhd and tree terms were derived against. Channels: each of the schedule's channels
+  // (docs/PLANNER.md "Simulator"). Channels (default): each of the schedule's channels
   // (Step::channel, AlgoInfo::channels; the double tree's two trees) is one stream that leaves in
   // posting order, and the channels take the link round robin, a message at a time, as NCCL's
-  // channels (each with its own connections and progress) share a NIC; a one-channel schedule is
-  // replayed exactly as in posting order. Peers: round robin over (source, destination) pairs,
-  // each pair in order (a queue pair per peer, every send posted as soon as its data are there).
-  // Channels closes the grid's tree rule but leaves the tree at 16 MiB in one domain below the
-  // model, whose fill and chunk terms are not re-derived for it yet (docs/PLANNER.md, the grid).
+  // channels (each with its own connections and progress) share a NIC and the executor's channels
+  // in flight would; a one-channel schedule is replayed exactly as in posting order, and the cost
+  // model's terms are derived against this order (the tree's for two channels). Posting: one queue
+  // in posting order, kept for comparison (a leaf's whole stream then holds its link ahead of the
+  // other tree). Peers: round robin over (source, destination) pairs, each pair in order (a queue
+  // pair per peer, every send posted as soon as its data are there).
   enum class LinkOrder : uint8_t { Posting, Channels, Peers };
-  LinkOrder linkOrder = LinkOrder::Posting;
+  LinkOrder linkOrder = LinkOrder::Channels;
   // Replay only ranks [replayFirst, replayFirst + replayRanks) of the n-rank schedule (0: every
   // rank): a message to a rank outside is carried over the route to that rank's node and
   // delivered to the rank a multiple of replayRanks away inside, as if from the sender so shifted.
