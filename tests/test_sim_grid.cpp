@@ -209,6 +209,10 @@ const std::vector<SystemGrid>& grid() {
       {"gb300-nvl72", {72}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},
       {"nvl72-cluster:2", {144}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},
       {"nvl72-cluster:4,tiers=3,radix=4", {288}, {8, 16 * MiB}, kRackAlgos},
+      // Direct past the executor's 512-step window (575 sends a phase): the model priced a step
+      // latency per window, in series, where the window slides (0.668 here; 16 MiB 0.931, 4,608
+      // ranks 8 MiB 0.494). One cell, ~3 s: the size where a latency weighs most.
+      {"nvl72-cluster:8", {576}, {1 * MiB}, {PlanAlgo::Direct}},
       {"nvl72-cluster:64", {4608}, {8, 1 * MiB}, kRackScaleAlgos},
   };
   return g;

@@ -562,22 +562,27 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
 
   // One phase of a direct schedule (src/algo/direct.cpp): every rank sends a block of v, slice by
   // slice, to each of its n-1 peers. The executor posts every send in its window in one pass
-  // without waiting for any (src/exec/executor.cpp), so their step overheads overlap: a step's
-  // latency per window of steps (one up to 513 ranks), then the rank's bytes, its own domain's
-  // peers' over the domain link and the others' over its network share, at once. Reducing, the
+  // without waiting for any (src/exec/executor.cpp), so their step overheads overlap: one step
+  // latency, then the rank's bytes, its own domain's peers' over the domain link and the others'
+  // over its network share, at once. The window (512 steps past the first unfinished one) slides:
+  // send i + 512 starts when send i is done, not when the whole window is, and an eager send is
+  // done once posted (the transport holds its bytes), so past 513 ranks the later sends still
+  // follow at once and queue behind the first on the link; a latency per window, in series, priced
+  // direct at 4,608 ranks twice its replay (docs/PLANNER.md, "Direct on a flat fabric"). Reducing, the
   // owner folds the n blocks of a slice in rank order (the same bits everywhere); the staggered
   // sends (direct.cpp PeerOrder) bring some owner an early block last (rank + k: rank 0 its block
   // from rank 1; rank ^ k and the rack order: rank n-1 its block from rank 0), so about n-2 folds
   // of the last slice follow it.
   // An ideal switch, as in the replay: the n-1 streams into a port add up to its rate and nothing
   // pushes back. Incast, congestion control and per-peer NIC costs are not priced: no published
-  // figure to price them from (docs/PLANNER.md, "Direct on a flat fabric").
+  // figure to price them from (docs/PLANNER.md, "Direct on a flat fabric"). Nor is the stall of
+  // rendezvous sends (done only once their receive is posted: verbs on device memory) past a few
+  // hundred ranks, where a receive lies beyond its rank's window (same section; test_zero_copy).
   auto directPhase = [&](double v, bool reduce) {
     double bIn = c.bIn, bOut = c.multi ? c.bLoaded : c.bIn;
     if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);
     const double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
-    const double rounds = std::ceil((n - 1) / static_cast<double>(k.executorWindowSteps));
-    double t = rounds * (c.multi ? c.aOut : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
+    double t = (c.multi ? c.aOut : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
     if (reduce) t += (n - 2) * std::min(v, static_cast<double>(chunk)) / c.R;
     return t;
   };
