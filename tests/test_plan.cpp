@@ -112,6 +112,31 @@ TEST(Planner, OnceBandwidthBoundRingWinsItKeepsWinning) {
   EXPECT_TRUE(ringSeen);
 }
 
+// Direct's sends could wait on receives beyond the executor's window past 256 ranks (algo/direct.cpp
+// kMaxRunRanks): the planner prices it there but does not run it, and says why; at 256 it runs.
+TEST(Planner, DirectPastItsRunBoundIsModelOnlyWithAReason) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("uniform:300", {}, &t).ok());
+  Planner p(t);
+  for (int n : {256, 257, 300}) {
+    const auto cs = p.explain(allreduce(1 << 20, n, false, MemoryKind::Host));
+    const Candidate* direct = find(cs, PlanAlgo::Direct);
+    ASSERT_TRUE(direct) << n;
+    EXPECT_GT(direct->plan.predictedUs, 0) << n;
+    EXPECT_EQ(direct->plan.executable, n <= 256) << n;
+    if (n > 256) {
+      EXPECT_FALSE(direct->eligible) << n;
+      EXPECT_NE(direct->reason.find("past 256 ranks"), std::string::npos) << direct->reason;
+    }
+  }
+  // Forced, it is not run past the bound either: another plan stands in, and says why.
+  ASSERT_TRUE(p.setOverrides("allreduce:direct", "").ok());
+  const Plan plan = p.choose(allreduce(1 << 20, 300, false, MemoryKind::Host));
+  EXPECT_NE(plan.algo, PlanAlgo::Direct);
+  EXPECT_TRUE(plan.executable);
+  EXPECT_NE(plan.overrideUnmet.find("past 256 ranks"), std::string::npos) << plan.overrideUnmet;
+}
+
 TEST(Planner, InNetworkReductionWinsAtScaleAndHierarchicalBeatsFlatRing) {
   Planner p(makeNvl72Cluster(64));
   auto cs = p.explain(allreduce(1ull << 30, 4608));

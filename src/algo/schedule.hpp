@@ -261,7 +261,16 @@ struct AlgoInfo {
   // How many channels (Step::channel, 0 to channels - 1) its messages use: independent streams
   // that share a rank's links side by side; 1: every message of a rank in one stream, in order.
   int channels = 1;
+  // Most ranks the executor runs it on (0: any). Above it the schedule is still verified,
+  // priced and simulated, but the planner marks it model only: its sends could wait on receives
+  // beyond the receiver's executor window (docs/DESIGN.md "Executor").
+  int maxRunRanks = 0;
 };
+
+// Whether the executor runs `algo` on `args`: it supports them, within its rank bound.
+inline bool executorRuns(const AlgoInfo& algo, const CollArgs& args) {
+  return algo.supports(args) && (algo.maxRunRanks == 0 || args.nranks <= algo.maxRunRanks);
+}
 
 // All algorithms for a collective, in preference order for the default choice.
 std::vector<const AlgoInfo*> algorithmsFor(Coll c);

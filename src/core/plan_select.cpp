@@ -179,11 +179,11 @@ Status chooseAlgorithm(const Communicator* comm, const CollCall& call, CollArgs*
                               (algo && algo->algo == Algo::HierSwitch &&
                                (!sliceUsable(comm) || args->ranksPerDomain != comm->sliceStride)) ||
                               (algo && needsWindows(algo->algo) && !windows);
-  if (!algo || !algo->supports(*args) || offloadMissing) {
+  if (!algo || !executorRuns(*algo, *args) || offloadMissing) {
     // The planner only offers executable algorithms; this guards against a model/registry drift.
     algo = nullptr;
     for (const AlgoInfo* a : algorithmsFor(args->coll)) {
-      if (!algo && a->supports(*args) && !needsOffload(a->algo) && (!needsWindows(a->algo) || windows))
+      if (!algo && executorRuns(*a, *args) && !needsOffload(a->algo) && (!needsWindows(a->algo) || windows))
         algo = a;
     }
     if (!algo) {

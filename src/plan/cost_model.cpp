@@ -575,9 +575,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // of the last slice follow it.
   // An ideal switch, as in the replay: the n-1 streams into a port add up to its rate and nothing
   // pushes back. Incast, congestion control and per-peer NIC costs are not priced: no published
-  // figure to price them from (docs/PLANNER.md, "Direct on a flat fabric"). Nor is the stall of
-  // rendezvous sends (done only once their receive is posted: verbs on device memory) past a few
-  // hundred ranks, where a receive lies beyond its rank's window (same section; test_zero_copy).
+  // figure to price them from (docs/PLANNER.md, "Direct on a flat fabric"). Past 256 ranks the
+  // executor does not run direct (AlgoInfo::maxRunRanks: rendezvous sends could wait on receives
+  // beyond their receiver's window); this prices the schedule there for the model-only choice.
   auto directPhase = [&](double v, bool reduce) {
     double bIn = c.bIn, bOut = c.multi ? c.bLoaded : c.bIn;
     if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);

@@ -188,14 +188,15 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     if ((a == PlanAlgo::Direct || a == PlanAlgo::AllgatherReduce) && f.uniform && f.domains > 1 &&
         f.perDomain > 1)
       c.plan.ranksPerDomain = f.perDomain;
-    // Executable: a generator in the registry that accepts the request. Switch plans also need an
-    // attached, usable switch.
+    // Executable: a generator in the registry that accepts the request and that the executor runs
+    // at this rank count (AlgoInfo::maxRunRanks). Switch plans also need an attached, usable switch.
     const bool switchPlan = a == PlanAlgo::Switch || a == PlanAlgo::HierSwitch;
     const bool switchReady =
         attached_ && !req.switchDown && (a != PlanAlgo::HierSwitch || req.sliceStride == f.perDomain);
     const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || (switchPlan && !switchReady)
                                ? nullptr
                                : findAlgorithm(req.coll, toScheduleAlgo(a));
+    bool pastRunRanks = false;  // the schedule accepts the request, but not to be run on this many ranks
     if (info) {
       CollArgs args;
       args.coll = req.coll;
@@ -206,7 +207,8 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       args.chunkElems = c.plan.chunkElems;
       args.ranksPerDomain = c.plan.ranksPerDomain;
       args.windowElems = 2 * (req.oneShotBytes / es);  // peer-memory schedules: two cells a window
-      c.plan.executable = info->supports(args);
+      c.plan.executable = executorRuns(*info, args);
+      pastRunRanks = !c.plan.executable && info->supports(args);
     } else {
       c.plan.executable = false;
     }
@@ -226,8 +228,12 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       c.reason = switchPlan && !attached_       ? "no switch attached (model only; set TRIB_SWITCH)"
                  : switchPlan && req.switchDown ? "the attached switch is not usable (failed or refused)"
                  : switchPlan && !switchReady   ? "the switch has no slice groups for these domains"
-                 : info                         ? "its schedule does not accept this request"
-                                                : "no executable schedule yet (model only)";
+                 : pastRunRanks                 ? strprintf(
+                                                      "past %d ranks its sends could wait on receives beyond the "
+                                                                      "executor's window (model only)",
+                                                      info->maxRunRanks)
+                 : info ? "its schedule does not accept this request"
+                        : "no executable schedule yet (model only)";
     } else if (!(filter_.allowed[static_cast<int>(req.coll)] >> i & 1)) {
       c.eligible = false;
       c.reason = "excluded by TRIB_ALGO";
