@@ -1383,8 +1383,9 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
     return errorf(tribInvalidArgument, "simulate: replaying ranks [%d, %d) of %d: the count must divide %d",
                   o.replayFirst, o.replayFirst + o.replayRanks, args.nranks, args.nranks);
   if (o.window <= 0 && algo.algo == Algo::Tree) {
-    // The executor runs every step whose data is ready (it has no look-ahead limit; the window
-    // only bounds the simulator's work). A tree slice is 12 steps per rank (3 up and 3 down in
+    // The executor runs every step whose data is ready within 512 steps of its first unfinished
+    // one (executor.cpp kWindow), which holds what follows up to 2^20 ranks (12 x 42 = 504); the
+    // simulator's window bounds its own work. A tree slice is 12 steps per rank (3 up and 3 down in
     // each tree) and is back from the root 2 x depth hops later, so for slices to pipeline the
     // window must hold 12 x (2 x depth + 2) steps; the default (8 at 4,608 ranks) serialised the
     // slices and made the tree 7-14x its closed form at 64 racks.
