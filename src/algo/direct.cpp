@@ -200,14 +200,14 @@ Generator<Step> disseminationBarrier(CollArgs a, int rank) {
 
 // Ranks up to which the executor runs the direct reduce-scatter, all-gather and all-reduce. A
 // send that is not eager (loopback, UCX's rendezvous, verbs from device memory) finishes only once
-// its receiver posts the receive, and the executor starts steps only within its window (512
-// steps past the rank's first unfinished one). A slice's reduce-scatter part is the n-1 sends and
-// the owner's n steps (2n), its all-gather part n-1 sends and n-1 receives: with 2n <= 512 each
+// its receiver posts the receive, and the executor starts steps only within its window
+// (kExecutorWindowSteps, 512, past the rank's first unfinished one). A slice's reduce-scatter part is the n-1
+// sends and the owner's n steps (2n), its all-gather part n-1 sends and n-1 receives: with 2n <= 512 each
 // part is whole in the window of every rank that has reached it, and neither waits on a later
 // slice, so every slice finishes. Past it a send's receive may lie beyond its receiver's window
 // while that receiver's own sends wait too: over loopback 400 ranks stall, 300 happen not to
 // (test_zero_copy DirectPastTheWindow).
-constexpr int kMaxRunRanks = 256;
+constexpr int kMaxRunRanks = static_cast<int>(kExecutorWindowSteps / 2);
 
 }  // namespace
 

@@ -267,6 +267,12 @@ struct AlgoInfo {
   int maxRunRanks = 0;
 };
 
+// How far past a rank's first unfinished step the executor starts steps (its scoreboard's window):
+// enough to keep every slice of a pipelined round in flight, small enough that a scan stays cheap.
+// Schedules whose sends may wait on receives far down a peer's list are bounded by it (maxRunRanks),
+// and the cost model prices the overlap it allows.
+inline constexpr size_t kExecutorWindowSteps = 512;
+
 // Whether the executor runs `algo` on `args`: it supports them, within its rank bound.
 inline bool executorRuns(const AlgoInfo& algo, const CollArgs& args) {
   return algo.supports(args) && (algo.maxRunRanks == 0 || args.nranks <= algo.maxRunRanks);

@@ -12,9 +12,7 @@
 namespace trib {
 
 namespace {
-// How far past the first unfinished step the scoreboard looks. Enough to keep every slice of
-// a pipelined round in flight, small enough that a scan stays cheap.
-constexpr size_t kWindow = 512;
+constexpr size_t kWindow = kExecutorWindowSteps;  // algo/schedule.hpp
 
 // A communication step's own memory (what it sends from, or receives into) and how its
 // transport reaches it. `reachable`: directly (a reduce-receive: it combines there, its local

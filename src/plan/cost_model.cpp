@@ -93,7 +93,7 @@ const CostConstants& CostConstants::defaults() {
     c.boardChunkBytes = 1 << 20;
     c.minChunkBytes = 64 << 10;
     c.maxChunkBytes = 4 << 20;
-    c.executorWindowSteps = 512;  // src/exec/executor.cpp kWindow
+    c.executorWindowSteps = static_cast<int>(kExecutorWindowSteps);  // the executor's (algo/schedule.hpp)
     return c;
   }();
   return k;
