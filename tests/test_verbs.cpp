@@ -50,6 +50,13 @@ void pickDevice(int rank) {
   if (hca) setenv("TRIB_IB_HCA", hca, 1);
 }
 
+// The fault tests' TRIB_TIMEOUT, and how late past it a failure may come: the guest is emulated
+// on a shared machine, where a process can wait a second or more for a CPU once its deadline has
+// passed. A hang still fails: it never returns.
+constexpr int kFaultTimeoutMs = 20000;
+constexpr double kLateSec = 5;
+bool tooLate(double sec) { return sec > kFaultTimeoutMs / 1000.0 + kLateSec; }
+
 struct Comm {
   tribComm_t comm = nullptr;
   std::string error;
@@ -94,7 +101,11 @@ std::string run(int nranks, int ids,
         }
         if (whileRunning) whileRunning(pids);
       });
-  return trib::testing::describeFailures(results);
+  // Said here too, in a line of its own: a failed EXPECT_EQ(run(...), ...) prints the whole lambda
+  // first, and a log cut for length may keep only that.
+  const std::string failures = trib::testing::describeFailures(results);
+  if (!failures.empty()) std::fprintf(stderr, "ranks that did not exit 0:\n%s", failures.c_str());
+  return failures;
 }
 
 // Each size both ways between two ranks, both orders of post and arrival, with `env` set in both.
@@ -299,56 +310,55 @@ std::string& readyFile() {
 TEST(Verbs, KilledPeerFailsWithinTheTimeout) {
   REQUIRE_RDMA_PORT();
   unlink(readyFile().c_str());
-  EXPECT_EQ(
-      run(
-          3, 1,
-          [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
-            Comm c = join(3, rank, ids[0], 20000);
-            if (!c.comm) return report = "init: " + c.error, 1;
-            float x = 1, y = 0;
-            if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 3)
-              return report = "warm-up: " + std::string(tribGetLastError(c.comm)), 1;
-            if (rank == 2) {
-              std::FILE* f = std::fopen(readyFile().c_str(), "w");
-              if (f) std::fclose(f);
-              for (;;) pause();  // until SIGKILL
-            }
-            std::vector<uint8_t> in(3u << 20);
-            const auto start = Clock::now();
-            tribResult_t r = tribRecv(in.data(), in.size(), tribUint8, 2, c.comm, nullptr);
-            const double sec = std::chrono::duration<double>(Clock::now() - start).count();
-            const std::string err = tribGetLastError(c.comm);
-            if (r == tribSuccess) return report = "a receive from the killed rank succeeded", 1;
-            if (err.find("rank 2") == std::string::npos)
-              return report = "error does not name rank 2: " + err, 1;
-            if (sec > 21) return report = strprintf("failing took %.1f s", sec), 1;
-            std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
-            tribCommAbort(c.comm);
-            tribCommDestroy(c.comm);
-            return 0;
-          },
-          [](const std::vector<int>& pids) {
-            const auto deadline = Clock::now() + std::chrono::seconds(90);
-            while (access(readyFile().c_str(), F_OK) != 0 && Clock::now() < deadline)
-              std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors post
-            kill(pids[2], SIGKILL);
-            unlink(readyFile().c_str());
-          }),
-      "rank 2: signal 9\n");
+  const std::string failures = run(
+      3, 1,
+      [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
+        Comm c = join(3, rank, ids[0], kFaultTimeoutMs);
+        if (!c.comm) return report = "init: " + c.error, 1;
+        float x = 1, y = 0;
+        if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 3)
+          return report = "warm-up: " + std::string(tribGetLastError(c.comm)), 1;
+        if (rank == 2) {
+          std::FILE* f = std::fopen(readyFile().c_str(), "w");
+          if (f) std::fclose(f);
+          for (;;) pause();  // until SIGKILL
+        }
+        std::vector<uint8_t> in(3u << 20);
+        const auto start = Clock::now();
+        tribResult_t r = tribRecv(in.data(), in.size(), tribUint8, 2, c.comm, nullptr);
+        const double sec = std::chrono::duration<double>(Clock::now() - start).count();
+        const std::string err = tribGetLastError(c.comm);
+        if (r == tribSuccess) return report = "a receive from the killed rank succeeded", 1;
+        if (err.find("rank 2") == std::string::npos) return report = "error does not name rank 2: " + err, 1;
+        if (tooLate(sec)) return report = strprintf("failing took %.1f s: %s", sec, err.c_str()), 1;
+        std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
+        tribCommAbort(c.comm);
+        tribCommDestroy(c.comm);
+        return 0;
+      },
+      [](const std::vector<int>& pids) {
+        const auto deadline = Clock::now() + std::chrono::seconds(90);
+        while (access(readyFile().c_str(), F_OK) != 0 && Clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the survivors post
+        kill(pids[2], SIGKILL);
+        unlink(readyFile().c_str());
+      });
+  EXPECT_EQ(failures, "rank 2: signal 9\n");
 }
 
 // A remote key that does not match: the receiver advertises a corrupted one (the transport's test
 // hook), so the receiver's NIC refuses the sender's RDMA WRITE. Both ranks fail within the timeout
 // with an error naming the other (the sender's says the key or address did not match); no hang.
 // What a mismatched remote key must give each rank of two: an error that names the peer, says so
-// on the rank that used the key (`user`: rank 0), and comes within 20 s. "" when it does (printed).
+// on the rank that used the key (`user`: rank 0), and comes within the timeout. "" when it does
+// (printed).
 std::string keyMismatchProblem(int rank, const std::string& err, double sec, const char* user) {
   if (err.find("rank " + std::to_string(1 - rank)) == std::string::npos)
     return "error does not name the peer: " + err;
   if (rank == 0 && err.find("remote key") == std::string::npos)
     return std::string("the ") + user + "'s error does not say the remote key did not match: " + err;
-  if (sec > 20) return strprintf("failing took %.1f s", sec);
+  if (tooLate(sec)) return strprintf("failing took %.1f s: %s", sec, err.c_str());
   std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
   return "";
 }
@@ -547,7 +557,7 @@ TEST(Verbs, LinkDownFailsWithinTheTimeout) {
   const std::string down = std::string("ip link set ") + link + " down",
                     up = std::string("ip link set ") + link + " up";
   std::string failures = run(2, 1, [&](int rank, const std::vector<tribUniqueId>& ids, std::string& report) {
-    Comm c = join(2, rank, ids[0], 20000);
+    Comm c = join(2, rank, ids[0], kFaultTimeoutMs);
     if (!c.comm) return report = "init: " + c.error, 1;
     float x = 1, y = 0;
     if (tribAllReduce(&x, &y, 1, tribFloat32, tribSum, c.comm, nullptr) != tribSuccess || y != 2)
@@ -561,7 +571,7 @@ TEST(Verbs, LinkDownFailsWithinTheTimeout) {
     if (r == tribSuccess) return report = "a receive over the downed link succeeded", 1;
     if (err.find("rank " + std::to_string(1 - rank)) == std::string::npos)
       return report = "error does not name the peer: " + err, 1;
-    if (sec > 21) return report = strprintf("failing took %.1f s", sec), 1;
+    if (tooLate(sec)) return report = strprintf("failing took %.1f s: %s", sec, err.c_str()), 1;
     std::printf("rank %d: %s after %.1f s\n", rank, err.c_str(), sec);
     tribCommAbort(c.comm);
     tribCommDestroy(c.comm);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -52,6 +53,7 @@ std::vector<ProcessResult> runProcesses(int n, const std::function<int(int rank,
   std::vector<ProcessResult> results(n);
   std::vector<pid_t> pids(n, -1);
   std::vector<int> pipes(n, -1);
+  std::fflush(nullptr);  // a child flushes what it prints (below), not what the parent had buffered
   for (int r = 0; r < n; ++r) {
     int fds[2];
     if (pipe(fds) != 0) break;
@@ -67,6 +69,7 @@ std::vector<ProcessResult> runProcesses(int n, const std::function<int(int rank,
       }
       (void)!write(fds[1], report.data(), report.size());
       close(fds[1]);
+      std::fflush(nullptr);  // _exit would drop what the body printed
       _exit(code);
     }
     close(fds[1]);

@@ -64,13 +64,31 @@ cs=/sys/devices/system/clocksource/clocksource0
 log "clocksource: $(cat $cs/current_clocksource 2> /dev/null) (available: $(cat $cs/available_clocksource 2> /dev/null))"
 echo "rdma-vm: ran on rxe0 (veth0 $ip0, port ${s0:-none}, RoCE v2 GID ${TRIB_VM_GID0:-none}) and rxe1 (veth1 $ip1, port ${s1:-none}, RoCE v2 GID ${TRIB_VM_GID1:-none}) in kernel $(uname -r)" > "$out/devices"
 
+# The devices' protocol counters (retries, RNR NAKs, sequence errors, drops): what changed during a
+# command ends its log, so a slow or failed run says what the soft NICs did meanwhile.
+counters() {
+  local d f
+  for d in rxe0 rxe1; do
+    for f in /sys/class/infiniband/$d/ports/1/hw_counters/*; do
+      [ -r "$f" ] && echo "$d ${f##*/} $(cat "$f" 2> /dev/null)"
+    done
+  done
+}
+counter_changes() {
+  awk 'NR == FNR { before[$1 " " $2] = $3; next }
+       { d = $3 - before[$1 " " $2]; if (d != 0 && $2 !~ /^(sent_pkts|rcvd_pkts)$/) line = line " " $1 ":" $2 "+" d }
+       END { print "vm: rxe counters during this command:" (line == "" ? " no retries, NAKs or drops" : line) }' "$1" -
+}
+
 summary=$out/summary.tmp
 : > "$summary"
 while read -r name cmd; do
   case $name in '' | '#'*) continue ;; esac
   t0=$(date +%s)
+  counters > /tmp/counters.before
   timeout --kill-after=5 "$cmd_timeout" bash -c "$cmd" > "$out/$name.log" 2>&1 < /dev/null
   rc=$?
+  counters | counter_changes /tmp/counters.before >> "$out/$name.log"
   echo $rc > "$out/$name.rc"
   verdict=PASS
   [ $rc -eq 0 ] || verdict="FAIL (exit $rc)"
