@@ -212,6 +212,13 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-h100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
       // Three nodes (24 ranks, not a power of two): direct's rack order (before it, 1.22x at 16 MiB).
       {"dgx-h100:3", {24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Direct}},
+      // The tree between the grid's sizes (issue 16): its rank-by-rank terms in one domain and
+      // across two (before them 4 MiB across two DGX H100 was 0.851, 1 MiB in one domain 1.03-1.05).
+      {"uniform:64", {7, 16, 64}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
+      {"dgx-h100:2", {8, 16}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
+      {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
+      {"gb200-nvl72", {72}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
+      {"nvl72-cluster:2", {144}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
       {"dgx-h200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       {"dgx-b200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       {"gb200-nvl72", {72}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},
