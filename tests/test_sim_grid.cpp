@@ -215,6 +215,9 @@ const std::vector<SystemGrid>& grid() {
       // The tree between the grid's sizes (issue 16): its rank-by-rank terms in one domain and
       // across two (before them 4 MiB across two DGX H100 was 0.851, 1 MiB in one domain 1.03-1.05).
       {"uniform:64", {7, 16, 64}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
+      // Trees of no power of two in one domain, where the old closed form (its root's child and
+      // h = P/a) was 0.872-0.898 at 8-16 MiB on 5 and 9 ranks.
+      {"uniform:64", {5, 9}, {4 * MiB, 8 * MiB, 16 * MiB}, {PlanAlgo::Tree}},
       {"dgx-h100:2", {8, 16}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
       {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
       {"gb200-nvl72", {72}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
