@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include "algo/algorithms.hpp"
@@ -222,15 +223,25 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     // step inside a domain or across (the trees run at once; a slice goes up, then down).
     const double aIn = f.perDomain > 1 ? f.latIntraUs : f.latInterUs, aOut = f.latInterUs;
     std::vector<double> depth(f.n);
-    std::vector<int> pending;
+    std::vector<int> pending, edges(f.n);
+    auto shape = std::make_shared<FabricView::TreeShape>();
+    shape->domain = dom;
     for (int tr = 0; tr < 2; ++tr) {
+      auto& nodes = shape->node[tr];
+      nodes.resize(f.n);
+      for (int i = 0; i < f.n; ++i) {
+        const algo::TreeLinks l = algo::doubleTreeNode(f.n, i, tr);
+        nodes[i] = {l.parent, l.child[0], l.child[1]};
+      }
+      std::fill(edges.begin(), edges.end(), -1);
       std::fill(depth.begin(), depth.end(), -1.0);
       for (int i = 0; i < f.n; ++i) {
         int x = i;
         while (depth[x] < 0) {
-          const int up = algo::doubleTreeNode(f.n, x, tr).parent;
+          const int up = nodes[x][0];
           if (up < 0) {
             depth[x] = 0;
+            edges[x] = 0;
             break;
           }
           pending.push_back(x);
@@ -239,12 +250,21 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
         while (!pending.empty()) {  // fill back down from the first known ancestor
           const int y = pending.back();
           pending.pop_back();
-          const int up = algo::doubleTreeNode(f.n, y, tr).parent;
+          const int up = nodes[y][0];
           depth[y] = depth[up] + (dom[up] == dom[y] ? aIn : aOut);
+          edges[y] = edges[up] + 1;
         }
         f.treePathUs = std::max(f.treePathUs, depth[i]);
       }
+      // Deepest first (a counting sort by depth in edges): every child before its parent.
+      const int maxEdges = *std::max_element(edges.begin(), edges.end());
+      std::vector<int> start(maxEdges + 2, 0);
+      for (int e : edges) ++start[maxEdges - e + 1];
+      for (int d = 1; d <= maxEdges + 1; ++d) start[d] += start[d - 1];
+      shape->order[tr].resize(f.n);
+      for (int i = 0; i < f.n; ++i) shape->order[tr][start[maxEdges - edges[i]]++] = i;
     }
+    f.treeShape = std::move(shape);
   }
 
   // NVLink-switch reduction: every rank's NVSwitch must reduce.
@@ -370,6 +390,104 @@ double pipelinedRing(int reduceRounds, int copyRounds, double v, double c, doubl
   const double chain = reduceRounds * (a + c / bReduce) + copyRounds * (a + c / bCopy) +
                        (std::ceil(v / c) - 1) * c / std::min(bReduce, bCopy);
   return std::max(link, chain);
+}
+
+// The double binary tree all-reduce on 3+ ranks, its trees two channels that share each link round
+// robin (SimOptions::LinkOrder::Channels), rank by rank on the schedule's own trees
+// (docs/PLANNER.md "The tree under two channels"). An edge costs its hop's latency a (one step,
+// the chunk's software step in it: it overlaps the previous chunk's transfer) and a chunk's time
+// tau on its link, inside a domain or across. Two bounds, the later wins:
+// - busy: a rank whose link in carries the most (bwTime: its edges x S/2) is busy from the first
+//   chunk that reaches it (the earliest of its streams: a child's first partial sum, or a parent's
+//   first result) for bwTime, after which the last slice still descends below it (each edge a
+//   latency and a chunk, two where a rank sends to both children over one link);
+// - trip: the first slice's round trip to the last leaf (the second child's chunk queued behind
+//   the first on a shared link in, both children served over one link out), then the other k - 1
+//   slices behind it at the pace of the busiest up link per slice (the up streams that share it).
+// O(n) per call, on FabricView::treeShape.
+double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, double aOut, double bIn,
+                       double bOut, double bwTime) {
+  const FabricView::TreeShape& sh = *f.treeShape;
+  const int n = f.n;
+  const double c = std::min(chunk, S / 2);
+  const double tauIn = c / bIn, tauOut = c / bOut;
+  auto across = [&](int x, int y) { return sh.domain[x] != sh.domain[y]; };
+  auto alpha = [&](int x, int y) { return across(x, y) ? aOut : aIn; };
+  auto tau = [&](int x, int y) { return across(x, y) ? tauOut : tauIn; };
+  constexpr double kInf = 1e300;
+  std::vector<double> up(n), first(n), trip(n), descent(n), maxDescent(n, 0.0);
+  std::vector<std::array<double, 2>> start(n, {kInf, kInf});  // [inside, across]
+  std::vector<std::array<int, 2>> edges(n, {0, 0}), upsIn(n, {0, 0}), upsOut(n, {0, 0});
+  double lastTrip = 0;
+  for (int t = 0; t < 2; ++t) {
+    const auto& nd = sh.node[t];
+    const auto& order = sh.order[t];
+    // Children served over the same link as child ch of x (1 or 2).
+    auto sharing = [&](int x, int ch) {
+      int m = 0;
+      for (int o : {nd[x][1], nd[x][2]}) m += o >= 0 && across(o, x) == across(ch, x);
+      return m;
+    };
+    for (int x : order) {  // up: the first partial sum at x (children first)
+      double v = 0, lo = kInf;
+      int kids = 0;
+      for (int ch : {nd[x][1], nd[x][2]}) {
+        if (ch < 0) continue;
+        const double at = up[ch] + alpha(ch, x) + tau(ch, x);
+        double& st = start[x][across(ch, x)];
+        st = std::min(st, at);
+        v = std::max(v, at);
+        lo = std::min(lo, at);
+        ++kids;
+        ++edges[x][across(ch, x)];
+        ++upsIn[x][across(ch, x)];
+      }
+      if (kids == 2 && across(nd[x][1], x) == across(nd[x][2], x)) v = std::max(v, lo + tau(nd[x][1], x));
+      up[x] = v;
+      if (nd[x][0] >= 0) {
+        ++edges[x][across(x, nd[x][0])];
+        ++upsOut[x][across(x, nd[x][0])];
+      }
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {  // down: the first result at x
+      const int x = *it, p = nd[x][0];
+      if (p < 0) {
+        first[x] = trip[x] = up[x];
+      } else {
+        first[x] = first[p] + alpha(p, x) + tau(p, x);
+        trip[x] = trip[p] + alpha(p, x) + sharing(p, x) * tau(p, x);
+        double& st = start[x][across(p, x)];
+        st = std::min(st, first[x]);
+      }
+      lastTrip = std::max(lastTrip, trip[x]);
+    }
+    for (int x : order) {  // the last slice's descent below x
+      double v = 0;
+      for (int ch : {nd[x][1], nd[x][2]}) {
+        if (ch >= 0) v = std::max(v, alpha(x, ch) + sharing(x, ch) * tau(x, ch) + descent[ch]);
+      }
+      descent[x] = v;
+      maxDescent[x] = std::max(maxDescent[x], v);
+    }
+  }
+  // The busiest links: the most edges of their class where that class's load is the largest.
+  int most[2] = {0, 0};
+  double pace = 0;
+  for (int x = 0; x < n; ++x) {
+    for (int a = 0; a < 2; ++a) {
+      most[a] = std::max(most[a], edges[x][a]);
+      pace = std::max(pace, std::max(upsIn[x][a], upsOut[x][a]) * (a ? tauOut : tauIn));
+    }
+  }
+  const double load[2] = {most[0] * S / 2 / bIn, most[1] * S / 2 / bOut};
+  const double top = std::max(load[0], load[1]);
+  double busy = 0;
+  for (int x = 0; x < n; ++x)
+    for (int a = 0; a < 2; ++a)
+      if (most[a] > 0 && edges[x][a] == most[a] && load[a] >= top * (1 - 1e-12) && start[x][a] < kInf)
+        busy = std::max(busy, start[x][a] + maxDescent[x]);
+  const double slices = std::ceil(S / 2 / c);
+  return std::max(busy + bwTime, lastTrip + (slices - 1) * pace);
 }
 
 }  // namespace
@@ -670,7 +788,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             if (f.hostEgressGBps > 0)
               bwTime = std::max(bwTime, f.treeHostEdgesOut * S / 2 / std::min(f.hostEgressGBps * kB, c.R));
           }
-          double b = c.multi && f.perDomain < 2 ? bOut : bIn;  // one hop's link, for the fill
+          double b = c.multi && f.perDomain < 2 ? bOut : bIn;  // one hop's link: the chunk, two ranks' trip
           chunk = pipelineChunk(S, b, 2 * D, k);
           if (n == 2) {
             // Each tree is one edge, and each direction of it carries one tree's leaf stream (the
@@ -679,34 +797,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             // fill, so it is busy from its first chunk to its last (its bytes back to back and one
             // trip), unless a slice's round trip, up and down, is longer (small buffers).
             t = std::max(path + bwTime, 2 * (path + std::min(static_cast<double>(chunk), S / 2) / b));
-          } else if (!c.multi || f.perDomain < 2) {
-            // All of the tree on one class of link (one NVLink domain, or one rank per domain on
-            // one network), the trees as two channels sharing each link (SimOptions::LinkOrder::
-            // Channels; docs/PLANNER.md, the tree row). Every rank's link is busy from the start
-            // with its leaf stream, and an inner rank's link into it is kept full by its two
-            // children's streams (2:1), so the busiest rank's inbound link (4 edges of S/2) is busy
-            // from the first partial sum's arrival to its last byte. The last rank to get one is
-            // the root's child: the first slice climbs the h-1 edges below it (h: the deepest
-            // path, in edges), each a hop's latency and a chunk, and at each of the h-2 inner
-            // ranks on the way the second child's chunk queues behind the first. After the link
-            // bound the last slice descends the same h-1 edges, each a hop's latency and two
-            // chunks (a rank sends it to its two children over its one link); an upper count: the
-            // replay overlaps part of it with the window (the other tree's messages down still
-            // fill that link), 16 MiB in one domain replays at 0.92-0.95 of this. A chunk's software
-            // step overlaps the previous chunk's transfer, so it is in the hop's latency (path),
-            // not a per-chunk term. That window holds the top edge's round trip (the root's child
-            // to the root and back) only when it is long enough. The other bound is the last
-            // slice's: two leaves' streams (S/2 each) share their parent's inbound link, so the
-            // last chunk of either is there no sooner than the leaf edge's latency and S/b, and
-            // then it still has the rest of the round trip, 2h-1 edges of a hop's latency and a
-            // chunk (small and middling buffers, few slices).
-            const double a = f.perDomain > 1 ? f.latIntraUs : f.latInterUs;
-            const double h = std::max(2.0, std::round(path / a));
-            const double tau = std::min(static_cast<double>(chunk), S / 2) / b;
-            t = std::max(2 * (path - a) + ((h - 1) + (h - 2) + 2 * (h - 1)) * tau + bwTime,
-                         2 * path + S / b + (2 * h - 1) * tau);
           } else {
-            t = 2 * path + bwTime + pipelineCost(S, chunk, b, 2 * D, k);
+            // Rank by rank on the two trees, as two channels sharing each link (treeAllReduceUs;
+            // docs/PLANNER.md "The tree under two channels"), inside one domain and across.
+            if (!f.treeShape) return unsupported("no tree shape in the fabric view (computeFabric makes it)");
+            const double aIn = f.perDomain > 1 ? f.latIntraUs : f.latInterUs;
+            t = treeAllReduceUs(f, S, static_cast<double>(chunk), aIn, f.latInterUs, bIn,
+                                c.multi ? bOut : bIn, bwTime);
           }
           p.reason = "double binary tree: 2 log2(n) hops, pipelined";
           break;

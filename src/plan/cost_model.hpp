@@ -6,8 +6,11 @@
 // reduction moves S up and S down per rank at min(link, switch reduce rate). Every constant lives
 // in CostConstants and is documented, with its source, in docs/PLANNER.md.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "algo/schedule.hpp"
 #include "common/dtype.hpp"
@@ -72,6 +75,16 @@ struct FabricView {
   // which share its NICs (hostEgressGBps, effective).
   int treeEdgesIn = 0, treeEdgesOut = 0, treeHostEdgesOut = 0;
   double treePathUs = 0;  // the costliest path from a rank to its tree's root (per-step latencies)
+  // The two trees rank by rank, for the timing of the tree's first and last slices (cost_model.cpp,
+  // treeAllReduceUs; docs/PLANNER.md "The tree under two channels"): per tree each rank's parent and
+  // children (-1: none) and the ranks deepest first (every child before its parent); each rank's
+  // domain. Shared, so that copying the view (the planner does per request) copies none of it.
+  struct TreeShape {
+    std::vector<std::array<int, 3>> node[2];  // parent, child 0, child 1
+    std::vector<int> order[2];
+    std::vector<int> domain;
+  };
+  std::shared_ptr<const TreeShape> treeShape;
   double hostEgressGBps = 0;
   bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
   // The peer windows are remote (RDMA READ/WRITE across hosts; PlanRequest::remoteWindows).
