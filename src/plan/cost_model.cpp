@@ -399,8 +399,9 @@ double pipelinedRing(int reduceRounds, int copyRounds, double v, double c, doubl
 // tau on its link, inside a domain or across. Two bounds, the later wins:
 // - busy: a rank whose link in carries the most (bwTime: its edges x S/2) is busy from the first
 //   chunk that reaches it (the earliest of its streams: a child's first partial sum, or a parent's
-//   first result) for bwTime, after which the last slice still descends below it (each edge a
-//   latency and a chunk, two where a rank sends to both children over one link);
+//   first result), from when that chunk starts on it (its arrival less its chunk time, which
+//   bwTime already holds), for bwTime, after which the last slice still descends below it (each
+//   edge a latency and a chunk, two where a rank sends to both children over one link);
 // - trip: the first slice's round trip to the last leaf (the second child's chunk queued behind
 //   the first on a shared link in, both children served over one link out), then the other k - 1
 //   slices behind it at the pace of the busiest up link per slice (the up streams that share it).
@@ -485,7 +486,7 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   for (int x = 0; x < n; ++x)
     for (int a = 0; a < 2; ++a)
       if (most[a] > 0 && edges[x][a] == most[a] && load[a] >= top * (1 - 1e-12) && start[x][a] < kInf)
-        busy = std::max(busy, start[x][a] + maxDescent[x]);
+        busy = std::max(busy, start[x][a] - (a ? tauOut : tauIn) + maxDescent[x]);
   const double slices = std::ceil(S / 2 / c);
   return std::max(busy + bwTime, lastTrip + (slices - 1) * pace);
 }
