@@ -218,6 +218,11 @@ const std::vector<SystemGrid>& grid() {
       // Trees of no power of two in one domain, where the old closed form (its root's child and
       // h = P/a) was 0.872-0.898 at 8-16 MiB on 5 and 9 ranks.
       {"uniform:64", {5, 9}, {4 * MiB, 8 * MiB, 16 * MiB}, {PlanAlgo::Tree}},
+      // Three ranks, each tree a chain of three whose roots hold the busiest links: 1 MiB was 0.930
+      // (the trip bound's pace counted a leaf's stream that is gone before its neighbour's partial
+      // sums start), 4 and 16 MiB 0.901 and 0.957 (the busy window's double-counted first chunk);
+      // now 0.995, 0.919, 0.971. Not 2 MiB: 0.901, the busy bound's tail (PLANNER, worktree u).
+      {"uniform:64", {3}, {1 * MiB, 4 * MiB, 16 * MiB}, {PlanAlgo::Tree}},
       {"dgx-h100:2", {8, 16}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
       {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
       {"gb200-nvl72", {72}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},

@@ -399,11 +399,13 @@ double pipelinedRing(int reduceRounds, int copyRounds, double v, double c, doubl
 // tau on its link, inside a domain or across. Two bounds, the later wins:
 // - busy: a rank whose link in carries the most (bwTime: its edges x S/2) is busy from the first
 //   chunk that reaches it (the earliest of its streams: a child's first partial sum, or a parent's
-//   first result) for bwTime, after which the last slice still descends below it (each edge a
-//   latency and a chunk, two where a rank sends to both children over one link);
+//   first result), from when that chunk starts on it (its arrival less its chunk time, which
+//   bwTime already holds), for bwTime, after which the last slice still descends below it (each
+//   edge a latency and a chunk, two where a rank sends to both children over one link);
 // - trip: the first slice's round trip to the last leaf (the second child's chunk queued behind
 //   the first on a shared link in, both children served over one link out), then the other k - 1
-//   slices behind it at the pace of the busiest up link per slice (the up streams that share it).
+//   slices behind it at the pace of the busiest up link per slice (the up streams that share it;
+//   one where the streams before the last are leaves' streams gone before it starts).
 // O(n) per call, on FabricView::treeShape.
 double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, double aOut, double bIn,
                        double bOut, double bwTime) {
@@ -417,7 +419,19 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   constexpr double kInf = 1e300;
   std::vector<double> up(n), first(n), trip(n), descent(n), maxDescent(n, 0.0);
   std::vector<std::array<double, 2>> start(n, {kInf, kInf});  // [inside, across]
-  std::vector<std::array<int, 2>> edges(n, {0, 0}), upsIn(n, {0, 0}), upsOut(n, {0, 0});
+  std::vector<std::array<int, 2>> edges(n, {0, 0});
+  // The up streams through each rank's link in and link out, per class: when each one's first
+  // chunk is there (in: arrives, as `up` counts it; out: is ready to leave), at most 4 in, 2 out.
+  // src: on a link in, the child whose stream it is where that child is a leaf in its tree (its
+  // half ready at the start), on a link out kLeaf for the rank's own leaf stream; else -1.
+  constexpr int kLeaf = -2;
+  struct Streams {
+    std::array<double, 4> r;
+    std::array<int, 4> src;
+    int m = 0;
+    void add(double t, int from = -1) { r[m] = t, src[m++] = from; }
+  };
+  std::vector<std::array<Streams, 2>> upIn(n), upOut(n), downIn(n), downOut(n);
   double lastTrip = 0;
   for (int t = 0; t < 2; ++t) {
     const auto& nd = sh.node[t];
@@ -440,13 +454,23 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
         lo = std::min(lo, at);
         ++kids;
         ++edges[x][across(ch, x)];
-        ++upsIn[x][across(ch, x)];
       }
-      if (kids == 2 && across(nd[x][1], x) == across(nd[x][2], x)) v = std::max(v, lo + tau(nd[x][1], x));
+      auto leafOf = [&](int ch) { return nd[ch][1] < 0 && nd[ch][2] < 0 ? ch : -1; };
+      const bool shared = kids == 2 && across(nd[x][1], x) == across(nd[x][2], x);
+      if (shared) {  // the later child's first chunk queues behind the earlier one's
+        const double at1 = up[nd[x][1]] + alpha(nd[x][1], x) + tau(nd[x][1], x);
+        const int early = at1 <= lo ? nd[x][1] : nd[x][2], late = early == nd[x][1] ? nd[x][2] : nd[x][1];
+        v = std::max(v, lo + tau(nd[x][1], x));
+        upIn[x][across(nd[x][1], x)].add(lo, leafOf(early));
+        upIn[x][across(nd[x][1], x)].add(v, leafOf(late));
+      } else {
+        for (int ch : {nd[x][1], nd[x][2]})
+          if (ch >= 0) upIn[x][across(ch, x)].add(up[ch] + alpha(ch, x) + tau(ch, x), leafOf(ch));
+      }
       up[x] = v;
       if (nd[x][0] >= 0) {
         ++edges[x][across(x, nd[x][0])];
-        ++upsOut[x][across(x, nd[x][0])];
+        upOut[x][across(x, nd[x][0])].add(v, kids ? -1 : kLeaf);  // a leaf's is ready at the start
       }
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {  // down: the first result at x
@@ -456,6 +480,8 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
       } else {
         first[x] = first[p] + alpha(p, x) + tau(p, x);
         trip[x] = trip[p] + alpha(p, x) + sharing(p, x) * tau(p, x);
+        downIn[x][across(p, x)].add(first[x]);
+        downOut[p][across(p, x)].add(first[p]);
         double& st = start[x][across(p, x)];
         st = std::min(st, first[x]);
       }
@@ -470,13 +496,48 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
       maxDescent[x] = std::max(maxDescent[x], v);
     }
   }
+  // The slices after the first on the busiest up link: k - 1 slices, each a chunk time per up
+  // stream sharing the link (a rank's children's streams into its link in, its two trees' streams
+  // out over one link), as before, except where the link is provably free of every other stream
+  // when the last one starts there: the streams before it (up or down, r: when their first chunk
+  // is there) are all leaves' streams (S/2 ready at the start, going at the link's rate: on a link
+  // out the rank's own, on a link in a leaf child's whose link out nothing else uses until it is
+  // gone) and all of their bytes fit between the first start and the last. Then the last stream
+  // runs alone, one chunk time a slice (3 ranks at 2 MiB: a leaf's half is gone before its
+  // neighbour's partial sums start). A stream fed from upstream may come slower than its link,
+  // so it is never taken as gone early.
+  const double slices = std::ceil(S / 2 / c);
+  // A leaf's stream has rank y's link out of class a to itself until it is gone (S/2 at the link's
+  // rate from the start) when nothing else starts there sooner.
+  auto alone = [&](int y, int a, double w) {
+    for (const Streams* q : {&upOut[y][a], &downOut[y][a]})
+      for (int j = 0; j < q->m; ++j)
+        if (q->src[j] != kLeaf && q->r[j] < w) return false;
+    return true;
+  };
+  auto upLink = [&](const Streams& st, const Streams& down, int a, bool in, double t, double b) {
+    const double w = S / 2 / b, last = *std::max_element(st.r.begin(), st.r.begin() + st.m);
+    double lo = last;
+    int before = 0;
+    bool leaves = true;  // every stream there before the last is a leaf's, at its link's rate
+    for (const Streams* q : {&st, &down})
+      for (int j = 0; j < q->m; ++j)
+        if (q->r[j] < last) {
+          lo = std::min(lo, q->r[j]), ++before;
+          leaves = leaves && (in ? q->src[j] >= 0 && alone(q->src[j], a, w) : q->src[j] == kLeaf);
+        }
+    const int m = before == 0 || (leaves && lo + before * w <= last) ? 1 : st.m;
+    return (slices - 1) * t * m;
+  };
   // The busiest links: the most edges of their class where that class's load is the largest.
   int most[2] = {0, 0};
   double pace = 0;
   for (int x = 0; x < n; ++x) {
     for (int a = 0; a < 2; ++a) {
       most[a] = std::max(most[a], edges[x][a]);
-      pace = std::max(pace, std::max(upsIn[x][a], upsOut[x][a]) * (a ? tauOut : tauIn));
+      const double t = a ? tauOut : tauIn, b = a ? bOut : bIn;
+      if (upIn[x][a].m) pace = std::max(pace, upLink(upIn[x][a], downIn[x][a], a, true, t, b));
+      if (upOut[x][a].m) pace = std::max(pace, upLink(upOut[x][a], downOut[x][a], a, false, t, b));
     }
   }
   const double load[2] = {most[0] * S / 2 / bIn, most[1] * S / 2 / bOut};
@@ -485,9 +546,8 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   for (int x = 0; x < n; ++x)
     for (int a = 0; a < 2; ++a)
       if (most[a] > 0 && edges[x][a] == most[a] && load[a] >= top * (1 - 1e-12) && start[x][a] < kInf)
-        busy = std::max(busy, start[x][a] + maxDescent[x]);
-  const double slices = std::ceil(S / 2 / c);
-  return std::max(busy + bwTime, lastTrip + (slices - 1) * pace);
+        busy = std::max(busy, start[x][a] - (a ? tauOut : tauIn) + maxDescent[x]);
+  return std::max(busy + bwTime, lastTrip + pace);
 }
 
 }  // namespace
