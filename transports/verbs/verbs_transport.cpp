@@ -332,7 +332,7 @@ class VerbsTransport final : public Transport {
                          ibv_wc_status_str(status), why));
   }
   void failAll(const Status& why);
-  void probe(int p, Clock::duration polled);
+  void probe(int p, Clock::time_point now, Clock::duration polled);
   void drainEagerSends();
   void quiesceWindows();
   void close();
@@ -1028,9 +1028,8 @@ void VerbsTransport::handle(const ibv_wc& wc) {
 // tools/stress.sh), and over 10 s of a 20 s timeout in a CI run (2026-12-05). The deadline counts
 // `polled` time only (progress()): an emulated guest whose host did not run it for seconds, or a
 // process descheduled that long, gives its peers no chance to answer meanwhile.
-void VerbsTransport::probe(int p, Clock::duration polled) {
+void VerbsTransport::probe(int p, Clock::time_point now, Clock::duration polled) {
   Peer& pe = peers_[p];
-  const auto now = Clock::now();
   const auto deadline = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), timeout_ * 3 / 4);
   if (pe.probeInFlight) {
     pe.probeWaited += polled;
@@ -1101,7 +1100,7 @@ Status VerbsTransport::progress() {
       pe.reposts.advertise();
       pe.work.push(Work{kWrCredit, false, 0});
     }
-    probe(p, polled);
+    probe(p, now, polled);
     flush(p);
   }
   return Status::Ok();
