@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bootstrap/cancellable_store.hpp"
 #include "bootstrap/store.hpp"
 #include "bootstrap/store_handshake.hpp"
 #include "common/log.hpp"
@@ -223,6 +224,47 @@ TEST(TcpStore, WaitReleasedBySetFromAnotherClient) {
   EXPECT_EQ(v[1], blob("3"));
   EXPECT_GE(ms, 80);
   EXPECT_LT(ms, 3000);
+}
+
+// A non-blocking init's store (bootstrap/cancellable_store.hpp): its waits go in slices, so a value
+// set after several slices is still found, the caller's timeout still holds, and the flag ends a
+// wait within a slice.
+TEST(CancellableStore, WaitsAcrossSlicesAndEndsOnTheFlag) {
+  auto server = startServer();
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  CancellableStore store(std::shared_ptr<Store>(connectClient(*server)), flag);
+  checkBasicOps(store);
+  auto setter = connectClient(*server);
+  constexpr int kSlice = CancellableStore::kSliceMs;
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * kSlice));
+    EXPECT_TRUE(setter->set("late", blob("v")).ok());
+  });
+  Blob v;
+  Status st = store.get("late", &v, 60000);  // found in its fourth slice or later
+  t.join();
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(v, blob("v"));
+
+  auto t0 = net::Clock::now();
+  std::vector<Blob> vs;
+  st = store.multiGet({"late", "never"}, &vs, 2 * kSlice + 100);  // the caller's timeout, not a slice's
+  double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  EXPECT_EQ(st.code(), tribTimeout) << st.message();
+  EXPECT_GE(ms, 2 * kSlice + 90);
+
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kSlice));
+    flag->store(true);
+  });
+  t0 = net::Clock::now();
+  st = store.wait({"never"}, 60000);
+  ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
+  canceller.join();
+  EXPECT_EQ(st.code(), tribAborted) << st.message();
+  EXPECT_NE(st.message().find("aborted (tribCommAbort) during its init"), std::string::npos) << st.message();
+  EXPECT_LT(ms, 30000) << "the flag did not end the wait";   // the timeout was 60 s
+  EXPECT_EQ(store.set("k", blob("x")).code(), tribAborted);  // and every later call
 }
 
 TEST(TcpStore, ConnectTimesOutWhenNoServer) {

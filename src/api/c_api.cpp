@@ -54,7 +54,8 @@ Status needComm(const char* fn, const tribComm* comm) {
 }
 
 // How a rank joins (commInitRank or commInitRankScalable), given the config to use.
-using Join = std::function<Status(const tribConfig_t*, tribComm**)>;
+// `cancelled`: a non-blocking init's abort flag (null for a blocking init).
+using Join = std::function<Status(const tribConfig_t*, const trib::CancelFlag& cancelled, tribComm**)>;
 
 // config->blocking = 0 (a config resolveConfig accepted): the join runs in the background, with
 // its own copy of the config and of the strings it points to.
@@ -79,7 +80,9 @@ Status initNonBlocking(const char* fn, int nranks, int rank, const tribConfig_t*
   copy->cfg.transport = keep(config->transport, &copy->transport);
   copy->cfg.commName = keep(config->commName, &copy->name);
   *comm = tribComm::initInBackground(
-      [copy, join = std::move(join)](tribComm** out) { return join(&copy->cfg, out); });
+      [copy, join = std::move(join)](const trib::CancelFlag& cancelled, tribComm** out) {
+        return join(&copy->cfg, cancelled, out);
+      });
   return errorf(tribInProgress, "%s: rank %d of %d joins in the background (non-blocking init)", fn, rank,
                 nranks);
 }
@@ -98,7 +101,7 @@ Status initRank(const char* fn, tribComm_t* comm, int nranks, int rank, const tr
     TRIB_RETURN_IF_ERROR(trib::resolveConfig(config, &checked));
     if (config->blocking == 0) return initNonBlocking(fn, nranks, rank, config, comm, std::move(join));
   }
-  return join(config, comm);
+  return join(config, nullptr, comm);
 }
 
 // Blocking collective: on host memory without a stream, launch, then wait (or join the current
@@ -232,10 +235,11 @@ TRIB_API tribResult_t tribGetUniqueId(tribUniqueId* id) {
 TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId id, int rank,
                                              const tribConfig_t* config) {
   return guarded("tribCommInitRank", [&]() -> Status {
-    return initRank("tribCommInitRank", comm, nranks, rank, config,
-                    [nranks, id, rank](const tribConfig_t* c, tribComm** out) {
-                      return trib::commInitRank(nranks, id, rank, c, out);
-                    });
+    return initRank(
+        "tribCommInitRank", comm, nranks, rank, config,
+        [nranks, id, rank](const tribConfig_t* c, const trib::CancelFlag& cancelled, tribComm** out) {
+          return trib::commInitRank(nranks, id, rank, c, out, cancelled);
+        });
   });
 }
 
@@ -250,9 +254,10 @@ TRIB_API tribResult_t tribCommInitRankScalable(tribComm_t* comm, int nranks, int
     // The background join keeps its own copy of the ids.
     std::vector<tribUniqueId> copy(ids, ids + nIds);
     return initRank(fn, comm, nranks, rank, config,
-                    [nranks, rank, copy = std::move(copy)](const tribConfig_t* c, tribComm** out) {
+                    [nranks, rank, copy = std::move(copy)](
+                        const tribConfig_t* c, const trib::CancelFlag& cancelled, tribComm** out) {
                       return trib::commInitRankScalable(nranks, static_cast<int>(copy.size()), copy.data(),
-                                                        rank, c, out);
+                                                        rank, c, out, cancelled);
                     });
   });
 }

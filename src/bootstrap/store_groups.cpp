@@ -2,8 +2,11 @@
 
 namespace trib {
 
-StoreGroups::StoreGroups(std::vector<Root> roots, int timeoutMs)
-    : roots_(std::move(roots)), timeoutMs_(timeoutMs), stores_(roots_.size()) {}
+StoreGroups::StoreGroups(std::vector<Root> roots, int timeoutMs, CancelFlag cancelled)
+    : roots_(std::move(roots)),
+      timeoutMs_(timeoutMs),
+      cancelled_(std::move(cancelled)),
+      stores_(roots_.size()) {}
 
 std::string StoreGroups::name(int s) const {
   return strprintf("ids[%d] (store at %s)", s, roots_[s].address.c_str());
@@ -25,7 +28,7 @@ Status StoreGroups::store(int s, std::shared_ptr<Store>* out) {
                              .prefix("cannot reach " + name(s) + ": "));
     stores_[s] = std::move(tcp);
   }
-  *out = stores_[s];
+  *out = cancellable(stores_[s], cancelled_);
   return Status::Ok();
 }
 

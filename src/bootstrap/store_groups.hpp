@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/cancellable_store.hpp"
 #include "bootstrap/store.hpp"
 
 namespace trib {
@@ -25,7 +26,9 @@ class StoreGroups {
     std::string jobKey;   // what that store expects
     uint64_t commId = 0;  // its unique id's
   };
-  StoreGroups(std::vector<Root> roots, int timeoutMs);
+  // `cancelled` (may be null): the stores handed out end their waits once it is set (a
+  // non-blocking init's abort; bootstrap/cancellable_store.hpp).
+  StoreGroups(std::vector<Root> roots, int timeoutMs, CancelFlag cancelled = nullptr);
   int size() const { return static_cast<int>(roots_.size()); }
   const Root& root(int s) const { return roots_[s]; }
   // "ids[s] (store at ip:port)", for error messages.
@@ -39,6 +42,7 @@ class StoreGroups {
  private:
   std::vector<Root> roots_;
   int timeoutMs_;
+  CancelFlag cancelled_;
   std::mutex mu_;
   std::vector<std::shared_ptr<Store>> stores_;
 };

@@ -92,12 +92,13 @@ tribComm::~tribComm() {
   if (joinThread_.joinable()) joinThread_.join();
 }
 
-tribComm* tribComm::initInBackground(std::function<trib::Status(tribComm**)> join) {
+tribComm* tribComm::initInBackground(std::function<trib::Status(const trib::CancelFlag&, tribComm**)> join) {
   auto* h = new tribComm();
   h->joining_ = true;
-  h->joinThread_ = std::thread([h, join = std::move(join)] {
+  h->joinCancelled_ = std::make_shared<std::atomic<bool>>(false);
+  h->joinThread_ = std::thread([h, join = std::move(join), cancelled = trib::CancelFlag(h->joinCancelled_)] {
     tribComm* made = nullptr;
-    trib::Status st = join(&made);
+    trib::Status st = join(cancelled, &made);
     std::lock_guard<std::mutex> lock(h->joinMu_);
     if (st.ok() && made) {
       h->impl_ = std::move(made->impl_);
@@ -137,7 +138,8 @@ trib::Status tribComm::abortWhenJoined() {
   {
     std::lock_guard<std::mutex> lock(joinMu_);
     if (joining_) {
-      abortAfterJoin_ = true;
+      abortAfterJoin_ = true;  // should the join make it after all
+      joinCancelled_->store(true, std::memory_order_release);
       return trib::Status::Ok();
     }
     if (!impl_) return trib::Status::Ok();  // a failed join: nothing to abort

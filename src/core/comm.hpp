@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algo/schedule.hpp"
+#include "bootstrap/cancellable_store.hpp"
 #include "common/dtype.hpp"
 #include "common/memory_kind.hpp"
 #include "common/status.hpp"
@@ -257,8 +258,9 @@ struct tribComm {
   // Non-blocking init (tribConfig_t.blocking = 0): the handle exists before its communicator.
   // `join` runs on a thread of its own and makes the communicator; until it has, ready() is
   // tribInProgress; a failed join leaves its error there. tribCommAbort meanwhile is kept for when
-  // it exists. The destructor waits for the join.
-  static tribComm* initInBackground(std::function<trib::Status(tribComm**)> join);
+  // it exists, and `join`'s waits on its peers in the store end at once (its `cancelled` flag is
+  // set; bootstrap/cancellable_store.hpp). The destructor waits for the join.
+  static tribComm* initInBackground(std::function<trib::Status(const trib::CancelFlag&, tribComm**)> join);
   trib::Status ready() const;
   bool joining() const;
   trib::Status abortWhenJoined();  // an abort: now, or once the join has made the communicator
@@ -278,6 +280,7 @@ struct tribComm {
   // lock, which every call paid for (two locked instructions of an 8-byte all-reduce's path).
   std::atomic<bool> joined_{false};
   bool joining_ = false, abortAfterJoin_ = false;
+  std::shared_ptr<std::atomic<bool>> joinCancelled_;  // set by an abort while joining
   trib::Status joinResult_;
   std::thread joinThread_;
 };
@@ -323,6 +326,8 @@ struct CommSpec {
   // storeOf[r] (bootstrap/store_groups.hpp).
   std::shared_ptr<StoreGroups> stores;
   std::vector<int> storeOf;
+  // A non-blocking init's: an abort sets it, and the exchange's waits in the store end at once.
+  CancelFlag cancelled;
   // Where every rank lives and, with several hosts, every host's topology (in order of the hosts'
   // first ranks), when already known (ranks created together; a split, from its parent): then
   // nothing is exchanged for them.
@@ -336,10 +341,13 @@ Status createComm(const CommSpec& spec, tribComm** out);
 // N ranks in this process, no store; `devices` (may be null): rank r's CUDA device, checked here
 // against the devices the driver reports.
 Status commCreateLocal(int nranks, const int* devices, tribComm** comms);
-Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out);
+// `cancelled` (may be null): a non-blocking init's abort flag (CommSpec::cancelled).
+Status commInitRank(int nranks, const tribUniqueId& id, int rank, const tribConfig_t* config, tribComm** out,
+                    const CancelFlag& cancelled = nullptr);
 // Over nIds root stores (nIds == 1: commInitRank); the caller checked nIds and ids.
 Status commInitRankScalable(int nranks, int nIds, const tribUniqueId* ids, int rank,
-                            const tribConfig_t* config, tribComm** out);
+                            const tribConfig_t* config, tribComm** out,
+                            const CancelFlag& cancelled = nullptr);
 Status commInitFromEnv(const tribConfig_t* config, tribComm** out);
 // Gives every peer of `comm` the transport the registry (transports/registry.hpp) chooses for the
 // pair, under config.transport, and connects those transports: collective over the comm's ranks

@@ -243,11 +243,14 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   const CommConfig& config = spec.config;
   std::shared_ptr<Bootstrap> boot;
   OobAllGather oob;
+  // The exchange's waits end at once when a non-blocking init is aborted; the communicator keeps
+  // the plain store (spec.store) for its splits.
+  const std::shared_ptr<Store> store = cancellable(spec.store, spec.cancelled);
   if (spec.stores) {
     boot = std::make_shared<Bootstrap>(spec.stores, spec.storeOf, rank, spec.prefix,
                                        static_cast<int>(config.timeout.count()));
-  } else if (spec.store) {
-    boot = std::make_shared<Bootstrap>(spec.store, rank, nranks, spec.prefix,
+  } else if (store) {
+    boot = std::make_shared<Bootstrap>(store, rank, nranks, spec.prefix,
                                        static_cast<int>(config.timeout.count()));
   }
   if (boot) oob = boot->oobAllGather();
@@ -260,7 +263,7 @@ Status createComm(const CommSpec& spec, tribComm** out) {
     if (!boot)
       return errorf(tribInternalError, "communicator init: neither the ranks' locations nor a store");
     TRIB_RETURN_IF_ERROR(spec.stores ? exchangeLocationsOverStores(*boot, spec, &ids)
-                                     : exchangeLocations(*spec.store, spec, &ids));
+                                     : exchangeLocations(*store, spec, &ids));
     placement = placementOf(ids, &hosts);
     if (hosts > 1) {
       std::string dump;
@@ -312,7 +315,8 @@ Status createComm(const CommSpec& spec, tribComm** out) {
   return Status::Ok();
 }
 
-Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribConfig_t* cfg, tribComm** out) {
+Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribConfig_t* cfg, tribComm** out,
+                    const CancelFlag& cancelled) {
   UniqueIdInfo info;
   TRIB_RETURN_IF_ERROR(parseUniqueId(uid, &info));
   CommConfig config;
@@ -330,12 +334,13 @@ Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribCon
   spec.store = std::shared_ptr<Store>(std::move(tcp));
   spec.prefix = hex64(info.commId);
   spec.server = std::move(server);
+  spec.cancelled = cancelled;
   return createComm(spec, out);
 }
 
 Status commInitRankScalable(int nranks, int nIds, const tribUniqueId* ids, int rank, const tribConfig_t* cfg,
-                            tribComm** out) {
-  if (nIds == 1) return commInitRank(nranks, ids[0], rank, cfg, out);  // one store: the plain path
+                            tribComm** out, const CancelFlag& cancelled) {
+  if (nIds == 1) return commInitRank(nranks, ids[0], rank, cfg, out, cancelled);  // one store: the plain path
   std::vector<StoreGroups::Root> roots(nIds);
   for (int i = 0; i < nIds; ++i) {
     UniqueIdInfo info;
@@ -358,7 +363,9 @@ Status commInitRankScalable(int nranks, int nIds, const tribUniqueId* ids, int r
   spec.prefix = hex64(roots[0].commId);
   for (int r = 0; r < nranks; ++r) spec.storeOf.push_back(storeOfRank(r, nranks, nIds));
   spec.server = localServer(roots[spec.storeOf[rank]].commId);
-  spec.stores = std::make_shared<StoreGroups>(std::move(roots), static_cast<int>(config.timeout.count()));
+  spec.stores =
+      std::make_shared<StoreGroups>(std::move(roots), static_cast<int>(config.timeout.count()), cancelled);
+  spec.cancelled = cancelled;
   spec.config = std::move(config);
   std::shared_ptr<Store> own;  // this rank's own store first, so an unreachable one is named at once
   TRIB_RETURN_IF_ERROR(spec.stores->store(spec.storeOf[rank], &own).prefix("communicator init: "));
