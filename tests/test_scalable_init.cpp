@@ -100,6 +100,29 @@ TEST(ScalableInit, NonBlockingAndTheCppWrapper) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// An abort while a non-blocking join over two stores waits for a rank that never comes ends the
+// join (its stores' waits, bootstrap/cancellable_store.hpp) well before its 60 s timeout.
+TEST(ScalableInit, AbortEndsANonBlockingJoin) {
+  const std::vector<tribUniqueId> ids = makeIds(2);
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.timeoutMs = 60000;
+  tribComm_t comm = nullptr;
+  ASSERT_EQ(tribCommInitRankScalable(&comm, 2, 0, 2, ids.data(), &cfg), tribInProgress) << lastError();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(tribCommAbort(comm), tribSuccess);
+  tribResult_t state = tribInProgress;
+  while (state == tribInProgress && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    ASSERT_EQ(tribCommGetAsyncError(comm, &state), tribSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(state, tribAborted);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5))
+      << "the join ran on after the abort";
+  EXPECT_EQ(tribCommDestroy(comm), tribSuccess);
+}
+
 TEST(ScalableInit, OneIdIsThePlainInit) {
   // Ranks joining with tribCommInitRankScalable(nIds = 1) and with tribCommInitRank meet in one
   // communicator: both are the same rendezvous.
