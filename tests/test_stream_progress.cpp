@@ -150,6 +150,18 @@ void slowFill(HostStream* s, std::vector<float>* v, float value, milliseconds de
   });
 }
 
+// Work the stream runs before the call that writes the input only once `open` is set (or after
+// 30 s, so a call that wrongly waited for its stream fails the test instead of hanging it).
+void gatedFill(HostStream* s, std::vector<float>* v, float value, const std::atomic<bool>* open,
+               std::atomic<int>* filled) {
+  s->enqueue([v, value, open, filled] {
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (!open->load() && Clock::now() < until) std::this_thread::sleep_for(milliseconds(1));
+    std::fill(v->begin(), v->end(), value);
+    ++*filled;
+  });
+}
+
 TEST(StreamOrdered, ReturnsAtOnceAndRunsInStreamOrder) {
   for (bool device : {false, true}) {
     for (bool inPlace : {false, true}) {
@@ -160,9 +172,9 @@ TEST(StreamOrdered, ReturnsAtOnceAndRunsInStreamOrder) {
       std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, -1.f)), out = in;
       std::vector<std::vector<float>> seen(kRanks);
       std::atomic<int> filled{0};
-      const auto before = Clock::now();
+      std::atomic<bool> open{false};
       for (int r = 0; r < kRanks; ++r) {
-        slowFill(w.stream(r), &in[r], static_cast<float>(r + 1), milliseconds(200), &filled);
+        gatedFill(w.stream(r), &in[r], static_cast<float>(r + 1), &open, &filled);
         float* dst = inPlace ? in[r].data() : out[r].data();
         ASSERT_EQ(tribAllReduce(in[r].data(), dst, kCount, tribFloat32, tribSum, w.comms[r], w.stream(r)),
                   tribSuccess)
@@ -170,9 +182,10 @@ TEST(StreamOrdered, ReturnsAtOnceAndRunsInStreamOrder) {
         // The stream's later work: reads the result (a "kernel" right after the call).
         w.stream(r)->enqueue([&, r, dst] { seen[r].assign(dst, dst + kCount); });
       }
-      // Every call returned before its input was even written (the stream sleeps 200 ms first).
-      EXPECT_LT(Clock::now() - before, milliseconds(150));
+      // Every call returned before its input was even written: the stream cannot write it until
+      // the gate opens (no timing: a loaded machine cannot make this pass or fail).
       EXPECT_EQ(filled.load(), 0) << "a call waited for the stream";
+      open = true;
       ASSERT_TRUE(w.syncAll());
       for (int r = 0; r < kRanks; ++r) {
         ASSERT_EQ(seen[r].size(), kCount);
