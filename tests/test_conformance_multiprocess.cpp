@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <unistd.h>
 
@@ -262,6 +263,74 @@ int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& re
   if (!sawAllReduce) report += "no all-reduce plan cached\n", ++failures;
   tribCommDestroy(comm);
   return failures ? 1 : 0;
+}
+
+// The ring all-reduce over the same three hosts: the planner gives ring plans ranksPerDomain 2, so
+// it runs as rails (src/algo/ring.cpp): two channels, each a ring of all 6 ranks that enters every
+// host at a different local rank. Every ring collective must match the reference, and each rank's
+// all-reduce must use both channels and leave its host on exactly one: channel (local rank + 1) % 2.
+int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) {
+  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 60000;
+  cfg.transport = "shm";
+  cfg.algo = "ring";
+  tribComm_t comm = nullptr;
+  if (tribCommInitRankConfig(&comm, n, id, rank, &cfg) != tribSuccess) {
+    report = std::string("init: ") + tribGetLastError(nullptr);
+    return 1;
+  }
+  int failures = 0;
+  for (auto cases : {structuralCases({n}, {0, 1, 7, 4093, 262147}), arithmeticCases({n}, {7, 4093})}) {
+    for (const Case& c : cases) {
+      if (c.algo != "ring" || c.sharedBuffers) continue;
+      tribResult_t r;
+      const std::string err = runAndCheck(c, comm, rank, &r);
+      if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
+      if (r != tribSuccess) break;
+    }
+  }
+  const uint64_t probe = 601;
+  std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
+  if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
+    report += std::string("probe all-reduce: ") + tribGetLastError(comm) + "\n", ++failures;
+  for (uint64_t i = 0; i < probe && !failures; ++i)
+    if (out[i] != static_cast<float>(n))
+      report += strprintf("probe element %llu: %g\n", (unsigned long long)i, out[i]), ++failures;
+  bool sawAllReduce = false;
+  for (const auto& [key, plan] : comm->impl()->planCache) {
+    if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != probe) continue;
+    sawAllReduce = true;
+    if (plan.algo->algo != Algo::Ring) {
+      report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
+      break;
+    }
+    std::set<int> channels, crossing;
+    for (const Step& st : *plan.steps) {
+      if (st.kind != StepKind::Send) continue;
+      channels.insert(st.channel);
+      if (st.peer / 2 != rank / 2) crossing.insert(st.channel);
+    }
+    if (channels != std::set<int>{0, 1} || crossing != std::set<int>{(rank % 2 + 1) % 2})
+      report += strprintf("sends on %zu channel(s), leaving the host on %zu (want both; one, %d)\n",
+                          channels.size(), crossing.size(), (rank % 2 + 1) % 2),
+          ++failures;
+  }
+  if (!sawAllReduce) report += "no all-reduce plan cached\n", ++failures;
+  tribCommDestroy(comm);
+  return failures ? 1 : 0;
+}
+
+TEST(MultiProcessDomains, RingRailsAcrossProcesses) {
+  const int n = 6;
+  const std::string topo = writeThreeHostTopology();
+  setenv("TRIB_TOPO_FILE", topo.c_str(), 1);
+  auto results =
+      runRanks(n, std::chrono::minutes(4), [&](int rank, const tribUniqueId& id, std::string& report) {
+        return ringRailsRank(rank, n, id, report);
+      });
+  unsetenv("TRIB_TOPO_FILE");
+  std::remove(topo.c_str());
+  EXPECT_EQ(testing::describeFailures(results), "");
 }
 
 TEST(MultiProcessDomains, DirectInRackOrderAcrossProcesses) {

@@ -44,13 +44,16 @@ TEST(CostModel, CalibratedOnPublishedDgxH100Figures) {
 }
 
 TEST(CostModel, MultiNodeRingIsNicBound) {
-  // Two DGX H100 over 400 Gb/s NICs: one ring crosses the network on one NIC: ~46-48 GB/s busbw.
+  // Two DGX H100 over 400 Gb/s NICs: the ring across nodes runs as rails, one ring per NIC, so each
+  // of the 8 NICs carries ~46-48 GB/s of busbw (below NVLink's 8/7 x 370). Until the rails the
+  // ring crossed on one NIC, and this asserted that one NIC's 40-48 GB/s as the whole busbw.
   Planner p(makeDgxH100(2));
   auto cs = p.explain(allreduce(4ull << 30, 16));
   const Candidate* ring = find(cs, PlanAlgo::Ring);
   ASSERT_TRUE(ring);
-  EXPECT_GT(ring->busbwGBps, 40);
-  EXPECT_LT(ring->busbwGBps, 48);
+  EXPECT_EQ(ring->plan.ranksPerDomain, 8);
+  EXPECT_GT(ring->busbwGBps / 8, 40);
+  EXPECT_LT(ring->busbwGBps / 8, 48);
 }
 
 TEST(CostModel, PredictionsGrowWithSize) {
@@ -333,7 +336,20 @@ TEST(Planner, CrossoversAndSizes) {
   for (const auto& x : xs) {
     EXPECT_NE(x.from, x.to);
     EXPECT_EQ(p.choose(allreduce(x.bytes, 16)).algo, x.to);
-    EXPECT_EQ(p.choose(allreduce(x.bytes - x.bytes / 100 - 1, 16)).algo, x.from);
+    // 1% below, the earlier choice, unless the two are within 0.5% of each other there (the ring as
+    // rails and nvls_switch at 30-36 MiB on these nodes: 207.3 against 207.1 us 1% below 36 MiB,
+    // where the bisection, to 1/256 of the size, found ring just below).
+    const uint64_t below = x.bytes - x.bytes / 100 - 1;
+    const PlanAlgo got = p.choose(allreduce(below, 16)).algo;
+    if (got != x.from) {
+      double tFrom = 0, tGot = 0;
+      for (const auto& c : p.explain(allreduce(below, 16))) {
+        if (c.plan.algo == x.from) tFrom = c.plan.predictedUs;
+        if (c.plan.algo == got) tGot = c.plan.predictedUs;
+      }
+      EXPECT_LT(tFrom, 1.005 * tGot) << planAlgoName(x.from) << " -> " << planAlgoName(x.to) << " at "
+                                     << x.bytes << ": " << planAlgoName(got) << " 1% below";
+    }
   }
   EXPECT_NE(formatExplain(allreduce(1 << 20, 16), p.explain(allreduce(1 << 20, 16))).find("busbw"),
             std::string::npos);

@@ -212,6 +212,12 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-h100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
       // Three nodes (24 ranks, not a power of two): direct's rack order (before it, 1.22x at 16 MiB).
       {"dgx-h100:3", {24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Direct}},
+      // The ring as rails (one ring per NIC, src/algo/ring.cpp) between the grid's sizes, and on
+      // four nodes without SHARP (the published RoCE row, docs/PLANNER.md).
+      {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Ring}},
+      {"dgx-h100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Ring}},
+      {"dgx-h100:4,sharp=0", {32}, {64 * KiB, 16 * MiB, 64 * MiB, 256 * MiB}, {PlanAlgo::Ring}},
+      {"dgx-b200:2", {16}, {1 * MiB, 16 * MiB, 1 * GiB}, {PlanAlgo::Ring}},
       // The tree between the grid's sizes (issue 16): its rank-by-rank terms in one domain and
       // across two (before them 4 MiB across two DGX H100 was 0.851, 1 MiB in one domain 1.03-1.05).
       {"uniform:64", {7, 16, 64}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},

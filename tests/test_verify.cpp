@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -302,6 +303,51 @@ TEST(VerifyAll, DirectInRackOrder) {
     }
   }
   EXPECT_GT(verified, 100);
+}
+
+// The ring all-reduce as rails (args.ranksPerDomain making two or more equal contiguous domains:
+// one ring per local rank, src/algo/ring.cpp): domains of 2 to 72 ranks, uneven blocks and channels
+// (counts below the channel and rank counts too), several slice groups, in place and not; domain
+// sizes that make no two equal domains, or domains past kMaxRailChannels (72), fall back to the one
+// ring. Every channel's ring must leave
+// each domain from a different rank: channel c's cross-domain send comes from local rank c - 1.
+TEST(VerifyAll, RingRails) {
+  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::Ring);
+  ASSERT_NE(info, nullptr);
+  const std::vector<std::pair<int, int>> shapes = {{4, 2},  {6, 2},  {6, 3},    {8, 4}, {9, 3}, {12, 4},
+                                                   {16, 8}, {24, 8}, {144, 72}, {6, 4}, {6, 6}, {7, 1}};
+  int verified = 0;
+  for (auto [n, d] : shapes) {
+    for (uint64_t count : {uint64_t{1}, static_cast<uint64_t>(n + 1), uint64_t{4093}, uint64_t{40000}}) {
+      if (n == 144 && count > 1000) continue;
+      for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        CollArgs a;
+        a.nranks = n;
+        a.count = count;
+        a.inPlace = inPlace;
+        a.chunkElems = 7;
+        a.ranksPerDomain = d;
+        const bool rails = d >= 2 && d <= kMaxRailChannels && d < n && n % d == 0;
+        EXPECT_EQ(channelsOf(*info, a), rails ? d : 1) << n << " " << d;
+        if (n * count / 7 < 200000) {  // the verifier's state: the larger shapes at the smaller counts
+          const Status st = verifySchedule(*info, a);
+          ++verified;
+          EXPECT_TRUE(st.ok()) << "ring ranks " << n << " ranks/domain " << d << " count " << count
+                               << (inPlace ? " in place" : "") << ": " << st.message();
+        }
+        if (!rails || count < static_cast<uint64_t>(n * d)) continue;
+        for (int r = 0; r < n; ++r) {
+          std::set<int> crossing;
+          for (const Step& s : materialize(*info, a, r)) {
+            ASSERT_LT(s.channel, d);
+            if (s.kind == StepKind::Send && s.peer / d != r / d) crossing.insert(s.channel);
+          }
+          EXPECT_EQ(crossing, std::set<int>{(r % d + 1) % d}) << "rank " << r << " of " << n << ", d " << d;
+        }
+      }
+    }
+  }
+  EXPECT_GT(verified, 50);
 }
 
 TEST(VerifyAll, AllReduceAt1024Ranks) {

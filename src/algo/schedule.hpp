@@ -172,8 +172,8 @@ struct CollArgs {
   bool inPlace = false;
   uint64_t chunkElems = 1 << 16;  // pipeline slice in elements (>= 1); the planner picks it
   // Hierarchical: ranks per domain; domains are contiguous rank ranges (the planner sets it from the
-  // topology). Direct: the order it meets its peers in (direct.cpp). 0 = flat; every other
-  // algorithm ignores it.
+  // topology). Direct: the order it meets its peers in (direct.cpp). Ring all-reduce: one ring per
+  // rank of a domain (rails, ring.cpp). 0 = flat; every other algorithm ignores it.
   int ranksPerDomain = 0;
   // Peer-memory schedules (one-shot, two-shot): each rank's window in elements (two cells of
   // windowElems / 2), and the cell this call's first chunk uses (0 or 1; the communicator
@@ -261,6 +261,9 @@ struct AlgoInfo {
   // How many channels (Step::channel, 0 to channels - 1) its messages use: independent streams
   // that share a rank's links side by side; 1: every message of a rank in one stream, in order.
   int channels = 1;
+  // Where the channels depend on the request (the ring: one per rank of a domain when
+  // ranksPerDomain makes >= 2 domains, ring.cpp), the count for `args`; nullptr: `channels`.
+  int (*channelsFor)(const CollArgs& args) = nullptr;
   // Most ranks the executor runs it on (0: any). Above it the schedule is still verified,
   // priced and simulated, but the planner marks it model only: its sends could wait on receives
   // beyond the receiver's executor window (docs/DESIGN.md "Executor").
@@ -276,6 +279,17 @@ inline constexpr size_t kExecutorWindowSteps = 512;
 // Whether the executor runs `algo` on `args`: it supports them, within its rank bound.
 inline bool executorRuns(const AlgoInfo& algo, const CollArgs& args) {
   return algo.supports(args) && (algo.maxRunRanks == 0 || args.nranks <= algo.maxRunRanks);
+}
+
+// Most channels of the ring all-reduce as rails (ring.cpp: one per rank of a domain). Larger domains
+// (72-GPU racks) keep the one ring: the replay of 72 channels costs 15-40 s a cell, loses the ring's
+// rack quotient and is 1.12-1.21x the model (docs/PLANNER.md, "Rails"); NCCL's MAXCHANNELS is 32 in
+// the releases read.
+constexpr int kMaxRailChannels = 32;
+
+// How many channels `algo`'s schedule for `args` uses (AlgoInfo::channels, channelsFor).
+inline int channelsOf(const AlgoInfo& algo, const CollArgs& args) {
+  return algo.channelsFor ? algo.channelsFor(args) : algo.channels;
 }
 
 // All algorithms for a collective, in preference order for the default choice.

@@ -392,6 +392,34 @@ double pipelinedRing(int reduceRounds, int copyRounds, double v, double c, doubl
   return std::max(link, chain);
 }
 
+// The rail ring all-reduce (ring.cpp with ranksPerDomain = d making m >= 2 domains): d channels,
+// each a ring of all n ranks over S/d that enters every domain at a different local rank, so per
+// round (every rank passes one block of v = S/(dn) on each channel) a rank's NVLink port carries
+// d-1 blocks and its NIC (the loaded share: every rank of a host sends at once) one. The rounds
+// pipeline chunk by chunk (pipelinedRing's two bounds): either the busier link paces them (2(n-1)
+// rounds of its share back to back, one network hop's latency at the end), or one chunk's chain
+// does: 2(n-1) hops, m/n of them across domains (a network latency and the chunk on the NIC), the
+// others inside (a latency and the chunk on NVLink), then the block's other chunks one
+// busiest-link chunk-time each. The chain's chunk meets the port's other channels only in the
+// link bound: in a round a rank's channels arrive at different times (each channel crosses at a
+// different rank), so on the chain a chunk finds the port mostly free (dgx-a100:2 16 MiB, one
+// chunk a block: with d-1 chunks a hop the model was 1.35x the replay).
+double railRing(const Ctx& c, int d, double v, double chunk) {
+  const int n = c.f.n;
+  if (n < 2 || v <= 0) return 0;
+  const double cb = std::clamp(chunk, 1.0, v);
+  const double bInR = std::min(c.bIn, c.R), bOutR = std::min(c.bLoaded, c.R);
+  auto share = [&](double x, double bIn, double bOut) { return std::max((d - 1) * x / bIn, x / bOut); };
+  const double link = (n - 1) * (share(v, bInR, bOutR) + share(v, c.bIn, c.bLoaded)) + c.aOut;
+  const double fr = static_cast<double>(c.f.domains) / n;
+  auto hop = [&](double bIn, double bOut) {
+    return (1 - fr) * (c.aIn + cb / bIn) + fr * (c.aOut + cb / bOut);
+  };
+  const double chain =
+      (n - 1) * (hop(bInR, bOutR) + hop(c.bIn, c.bLoaded)) + (std::ceil(v / cb) - 1) * share(cb, bInR, bOutR);
+  return std::max(link, chain);
+}
+
 // The double binary tree all-reduce on 3+ ranks, its trees two channels that share each link round
 // robin (SimOptions::LinkOrder::Channels), rank by rank on the schedule's own trees
 // (docs/PLANNER.md "The tree under two channels"). An edge costs its hop's latency a (one step,
@@ -831,8 +859,22 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     case Coll::AllReduce:
       switch (a) {
         case PlanAlgo::Ring:
-          t = flatRingPhase(c, S / n, true) + flatRingPhase(c, S / n, false);
-          p.reason = "2(n-1) steps of S/n";
+          if (c.multi && f.uniform && f.perDomain > 1 && f.perDomain <= kMaxRailChannels) {
+            // Rails (ring.cpp; the planner sets ranksPerDomain): d rings of n ranks over S/d each,
+            // channel c entering every domain at local rank c, so each rank's NIC carries one
+            // channel's cross-domain stream each way and its NVLink the other d-1 channels' hops,
+            // every round. v = S/(dn) a block; 2(n-1) rounds, pipelined chunk by chunk as the
+            // hierarchical levels' rings (pipelinedRing): a round is the busier of the two links'
+            // shares, and a chunk's trip crosses a domain on m of every n hops.
+            const int d = f.perDomain;
+            const double v = S / d / n;
+            chunk = clampChunk(std::ceil(v), k);  // a whole block per slice when it fits
+            t = railRing(c, d, v, static_cast<double>(chunk));
+            p.reason = strprintf("rails: %d rings (one per NIC) of 2(n-1) steps of S/%dn", d, d);
+          } else {
+            t = flatRingPhase(c, S / n, true) + flatRingPhase(c, S / n, false);
+            p.reason = "2(n-1) steps of S/n";
+          }
           break;
         case PlanAlgo::Tree: {
           int D = ceilLog2(n);

@@ -54,7 +54,7 @@ struct Plan {
   PlanAlgo algo = PlanAlgo::Ring;
   uint64_t chunkElems = 1 << 16;  // pipeline slice for CollArgs::chunkElems
   int channels = 1;               // parallel rings/trees (the schedules run one today)
-  int ranksPerDomain = 0;         // for CollArgs::ranksPerDomain (Hierarchical, Direct; 0 otherwise)
+  int ranksPerDomain = 0;         // for CollArgs::ranksPerDomain (Hierarchical, Direct, Ring rails; else 0)
   double predictedUs = 0;
   bool executable = true;  // a schedule generator exists (src/algo registry)
   std::string why;

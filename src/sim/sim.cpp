@@ -489,18 +489,19 @@ struct Rendezvous {
   bool complete = false;
 };
 
-constexpr int kMaxSimChannels = 32;  // Step::channel as PackedStep keeps it (5 bits)
+constexpr int kMaxSimChannels = 256;  // Step::channel (8 bits; the rail ring has one per rank of a domain)
 
-// A Step as a blocked step keeps it: the regions' offsets and counts without Region's padding, and
-// the Pending flags in the byte left over (40 bytes, not 56 + 3). A replay holds up to a window of
-// these per rank (432 at 131,040 ranks for the tree), most of its memory.
+// A Step as a blocked step keeps it: the regions' offsets and counts without Region's padding, the
+// kind and buffers in one byte and the Pending flags with the channel in the 16 bits left over (40
+// bytes, not 56 + 3). A replay holds up to a window of these per rank (432 at 131,040 ranks for the
+// tree), most of its memory.
 struct PackedStep {
+  static_assert(kNumBufs <= 4);
   uint64_t srcOffset = 0, srcCount = 0, dstOffset = 0, dstCount = 0;
   int32_t peer = -1;
-  StepKind kind = StepKind::Copy;
-  Buf srcBuf = Buf::Input, dstBuf = Buf::Input;
-  uint8_t fused : 1 = 0, issued : 1 = 0, done : 1 = 0;  // Pending's flags
-  uint8_t channel : 5 = 0;                              // Step::channel (< kMaxSimChannels)
+  uint8_t kind_ : 4 = 0, srcBuf_ : 2 = 0, dstBuf_ : 2 = 0;  // StepKind, Buf, Buf
+  uint16_t fused : 1 = 0, issued : 1 = 0, done : 1 = 0;     // Pending's flags
+  uint16_t channel : 8 = 0;                                 // Step::channel
   PackedStep() = default;
   explicit PackedStep(const Step& s)
       : srcOffset(s.src.offset),
@@ -508,12 +509,16 @@ struct PackedStep {
         dstOffset(s.dst.offset),
         dstCount(s.dst.count),
         peer(s.peer),
-        kind(s.kind),
-        srcBuf(s.src.buf),
-        dstBuf(s.dst.buf),
+        kind_(static_cast<uint8_t>(s.kind)),
+        srcBuf_(static_cast<uint8_t>(s.src.buf)),
+        dstBuf_(static_cast<uint8_t>(s.dst.buf)),
         channel(s.channel) {}
   Step step() const {
-    return {kind, channel, peer, {srcBuf, srcOffset, srcCount}, {dstBuf, dstOffset, dstCount}};
+    return {static_cast<StepKind>(kind_),
+            static_cast<uint8_t>(channel),
+            peer,
+            {static_cast<Buf>(srcBuf_), srcOffset, srcCount},
+            {static_cast<Buf>(dstBuf_), dstOffset, dstCount}};
   }
 };
 static_assert(sizeof(PackedStep) == 40);
@@ -630,9 +635,9 @@ class Engine {
   }
 
   Status run(const AlgoInfo& algo, SimResult* out) {
-    channels_ = algo.channels;
+    channels_ = channelsOf(algo, args_);
     interleave_ = opt_.linkOrder == SimOptions::LinkOrder::Peers ||
-                  (opt_.linkOrder == SimOptions::LinkOrder::Channels && algo.channels > 1);
+                  (opt_.linkOrder == SimOptions::LinkOrder::Channels && channels_ > 1);
     const int replayed = static_cast<int>(ranks_.size());
     for (int r = 0; r < replayed; ++r) ranks_[r].gen = algo.generate(args_, first_ + r);
     for (int r = 0; r < replayed; ++r) progress(r);
@@ -1370,9 +1375,9 @@ Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, D
                   "simulate: %s %s does not support this request (nranks %d, chunk %llu)",
                   algoName(algo.algo), collName(args.coll), args.nranks,
                   static_cast<unsigned long long>(args.chunkElems));
-  if (algo.channels < 1 || algo.channels > kMaxSimChannels)
+  if (channelsOf(algo, args) < 1 || channelsOf(algo, args) > kMaxSimChannels)
     return errorf(tribInvalidArgument, "simulate: %s %s has %d channels (1 to %d replayed)",
-                  algoName(algo.algo), collName(args.coll), algo.channels, kMaxSimChannels);
+                  algoName(algo.algo), collName(args.coll), channelsOf(algo, args), kMaxSimChannels);
   std::vector<int> nodes;
   TRIB_RETURN_IF_ERROR(rankNodes(t, args.nranks, rankToNode, &nodes));
   *out = SimResult{};

@@ -43,7 +43,10 @@ Status simulatePlanned(Planner& planner, const PlanRequest& req, PlanAlgo a, Pla
                   collName(req.coll));
   // Ring all-reduce: a quotient by the shift of one period of alike ranks (a rack), where sound.
   std::string full;
-  if (opt.symmetry && opt.replayRanks == 0 && a == PlanAlgo::Ring && req.coll == Coll::AllReduce) {
+  // Not the rail ring (several channels): its hops are not rank r to r + 1, which the quotient's
+  // link checks are about.
+  if (opt.symmetry && opt.replayRanks == 0 && a == PlanAlgo::Ring && req.coll == Coll::AllReduce &&
+      channelsOf(*info, args) == 1) {
     RingQuotient q;
     if (findRingQuotient(t, nodes, *info, args, opt, &q)) {
       SimOptions o = opt;
