@@ -217,26 +217,35 @@ std::string writeThreeHostTopology() {
   return path;
 }
 
-int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& report) {
+// Joins over shm with TRIB_ALGO = `algo` and runs every structural and arithmetic case of that
+// algorithm against the reference: the failures (described in `report`), or -1 if the init failed.
+int joinAndRunCasesOf(const std::string& algo, int rank, int n, const tribUniqueId& id, std::string& report,
+                      tribComm_t* comm) {
   tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
   cfg.timeoutMs = 60000;
   cfg.transport = "shm";
-  cfg.algo = "direct";
-  tribComm_t comm = nullptr;
-  if (tribCommInitRankConfig(&comm, n, id, rank, &cfg) != tribSuccess) {
+  cfg.algo = algo.c_str();
+  if (tribCommInitRankConfig(comm, n, id, rank, &cfg) != tribSuccess) {
     report = std::string("init: ") + tribGetLastError(nullptr);
-    return 1;
+    return -1;
   }
   int failures = 0;
   for (auto cases : {structuralCases({n}, {0, 1, 7, 4093, 262147}), arithmeticCases({n}, {7, 4093})}) {
     for (const Case& c : cases) {
-      if (c.algo != "direct" || c.sharedBuffers) continue;
+      if (c.algo != algo || c.sharedBuffers) continue;
       tribResult_t r;
-      const std::string err = runAndCheck(c, comm, rank, &r);
+      const std::string err = runAndCheck(c, *comm, rank, &r);
       if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
       if (r != tribSuccess) break;
     }
   }
+  return failures;
+}
+
+int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& report) {
+  tribComm_t comm = nullptr;
+  int failures = joinAndRunCasesOf("direct", rank, n, id, report, &comm);
+  if (failures < 0) return 1;
   // The all-reduce ran direct in rack order: domains of 2, so rank R*2+l sends first to
   // R*2 + (l+1) % 2, its domain's other rank (rank + 1 in the flat order). (A call of its own: the
   // cases above may have filled the plan cache past its bound and cleared it.)
@@ -270,25 +279,9 @@ int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& re
 // host at a different local rank. Every ring collective must match the reference, and each rank's
 // all-reduce must use both channels and leave its host on exactly one: channel (local rank + 1) % 2.
 int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) {
-  tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
-  cfg.timeoutMs = 60000;
-  cfg.transport = "shm";
-  cfg.algo = "ring";
   tribComm_t comm = nullptr;
-  if (tribCommInitRankConfig(&comm, n, id, rank, &cfg) != tribSuccess) {
-    report = std::string("init: ") + tribGetLastError(nullptr);
-    return 1;
-  }
-  int failures = 0;
-  for (auto cases : {structuralCases({n}, {0, 1, 7, 4093, 262147}), arithmeticCases({n}, {7, 4093})}) {
-    for (const Case& c : cases) {
-      if (c.algo != "ring" || c.sharedBuffers) continue;
-      tribResult_t r;
-      const std::string err = runAndCheck(c, comm, rank, &r);
-      if (!err.empty() && ++failures <= 5) report += c.name() + ": " + err + "\n";
-      if (r != tribSuccess) break;
-    }
-  }
+  int failures = joinAndRunCasesOf("ring", rank, n, id, report, &comm);
+  if (failures < 0) return 1;
   const uint64_t probe = 601;
   std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
   if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
