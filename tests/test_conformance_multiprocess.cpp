@@ -313,30 +313,24 @@ int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) 
   return failures ? 1 : 0;
 }
 
-TEST(MultiProcessDomains, RingRailsAcrossProcesses) {
+// Runs `rankFn` on 6 processes placed on the three hosts of writeThreeHostTopology(); the failures,
+// described ("" when none).
+std::string runOnThreeHosts(int (*rankFn)(int rank, int n, const tribUniqueId& id, std::string& report)) {
   const int n = 6;
   const std::string topo = writeThreeHostTopology();
   setenv("TRIB_TOPO_FILE", topo.c_str(), 1);
-  auto results =
-      runRanks(n, std::chrono::minutes(4), [&](int rank, const tribUniqueId& id, std::string& report) {
-        return ringRailsRank(rank, n, id, report);
-      });
+  auto results = runRanks(
+      n, std::chrono::minutes(4),
+      [&](int rank, const tribUniqueId& id, std::string& report) { return rankFn(rank, n, id, report); });
   unsetenv("TRIB_TOPO_FILE");
   std::remove(topo.c_str());
-  EXPECT_EQ(testing::describeFailures(results), "");
+  return testing::describeFailures(results);
 }
 
+TEST(MultiProcessDomains, RingRailsAcrossProcesses) { EXPECT_EQ(runOnThreeHosts(ringRailsRank), ""); }
+
 TEST(MultiProcessDomains, DirectInRackOrderAcrossProcesses) {
-  const int n = 6;
-  const std::string topo = writeThreeHostTopology();
-  setenv("TRIB_TOPO_FILE", topo.c_str(), 1);
-  auto results =
-      runRanks(n, std::chrono::minutes(4), [&](int rank, const tribUniqueId& id, std::string& report) {
-        return directRackOrderRank(rank, n, id, report);
-      });
-  unsetenv("TRIB_TOPO_FILE");
-  std::remove(topo.c_str());
-  EXPECT_EQ(testing::describeFailures(results), "");
+  EXPECT_EQ(runOnThreeHosts(directRackOrderRank), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -11,6 +11,8 @@
 // every rank's NIC carries one channel's cross-domain stream each way, and its NVLink the other
 // d-1 channels' hops. Messages carry Step::channel = c. Without such domains, or with domains of
 // more than kMaxRailChannels ranks (schedule.hpp): the one ring above.
+#include <vector>
+
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
 
@@ -49,7 +51,17 @@ Generator<Step> ringAllReduce(CollArgs a, int rank) {
     TRIB_YIELD_ALL(localCopy(a, rank));
     co_return;
   }
-  const int channels = ringChannels(a), d = railDomain(a) ? railDomain(a) : n;
+  const int rails = railDomain(a), channels = std::max(1, rails), d = rails ? rails : n;
+  // Per channel, this rank's position on its ring and its neighbours there (the same every round).
+  struct Place {
+    int p, left, right;
+  };
+  std::vector<Place> places(channels);
+  for (int ch = 0; ch < channels; ++ch) {
+    const RailRing ring{n, d, ch};
+    const int p = ring.posOf(rank);
+    places[ch] = {p, ring.rankAt(p - 1), ring.rankAt(p + 1)};
+  }
   const uint64_t chunk = chunkOf(a);
   // Channel 0's block 0 is the largest block of any channel.
   const uint64_t slices = numSlices(blockSize(blockSize(a.count, channels, 0), n, 0), chunk);
@@ -66,8 +78,7 @@ Generator<Step> ringAllReduce(CollArgs a, int rank) {
     // forward the partial sums in output. The channels go side by side, round by round.
     for (int s = 0; s < n - 1; ++s) {
       for (int ch = 0; ch < channels; ++ch) {
-        const RailRing ring{n, d, ch};
-        const int p = ring.posOf(rank), right = ring.rankAt(p + 1), left = ring.rankAt(p - 1);
+        const auto [p, left, right] = places[ch];
         for (uint64_t j = g0; j < g1; ++j) {
           Piece snd = piece(ch, mod(p - s, n), j);
           Piece rcv = piece(ch, mod(p - s - 1, n), j);
@@ -81,8 +92,7 @@ Generator<Step> ringAllReduce(CollArgs a, int rank) {
     // All-gather: position p now holds block p+1 complete; pass completed blocks around.
     for (int s = 0; s < n - 1; ++s) {
       for (int ch = 0; ch < channels; ++ch) {
-        const RailRing ring{n, d, ch};
-        const int p = ring.posOf(rank), right = ring.rankAt(p + 1), left = ring.rankAt(p - 1);
+        const auto [p, left, right] = places[ch];
         for (uint64_t j = g0; j < g1; ++j) {
           Piece snd = piece(ch, mod(p + 1 - s, n), j);
           Piece rcv = piece(ch, mod(p - s, n), j);
