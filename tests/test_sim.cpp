@@ -567,6 +567,61 @@ TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsChannels) {
   }
 }
 
+// Ranks 1 and 2 flood rank 0's port with kIncastChunks chunks each (two senders into one link,
+// so a backlog builds at the switch); rank 3 sends one chunk once its local copy is done, by then
+// well into the backlog, and rank 0 then copies a long region that holds it.
+constexpr uint64_t kIncastChunk = 1 << 18, kIncastChunks = 12, kIncastDelay = 576ull << 20;
+constexpr uint64_t kIncastTail = 1ull << 32;   // rank 0's copy after rank 3's chunk: longer than the backlog
+static uint64_t incastChunks = kIncastChunks;  // 0: rank 3's chunk alone
+static Generator<Step> incastGen(CollArgs, int rank) {
+  const uint64_t c = kIncastChunk;
+  if (rank == 0) {
+    co_yield Step::recv(3, Region{Buf::Output, 0, c}).onChannel(1);
+    for (uint64_t k = 0; k < incastChunks; ++k) {
+      co_yield Step::recv(1, Region{Buf::Output, kIncastTail + 2 * k * c, c});
+      co_yield Step::recv(2, Region{Buf::Output, kIncastTail + (2 * k + 1) * c, c});
+    }
+    co_yield Step::copy(Region{Buf::Output, 0, kIncastTail}, Region{Buf::Input, 0, kIncastTail});
+  } else if (rank == 3) {
+    co_yield Step::copy(Region{Buf::Input, 0, kIncastDelay}, Region{Buf::Output, 0, kIncastDelay});
+    co_yield Step::send(0, Region{Buf::Output, 0, c}).onChannel(1);
+  } else {
+    for (uint64_t k = 0; k < incastChunks; ++k) co_yield Step::send(0, Region{Buf::Input, k * c, c});
+  }
+}
+
+// The last switch's port into a rank serves the senders waiting for it round robin (where the
+// source links interleave channels): a message that reaches it behind two senders' backlog waits
+// for a message or two, not for the whole backlog, as it did when the port took messages in the
+// order they reached it (the tree across 3+ racks, docs/PLANNER.md).
+TEST(Simulator, SwitchPortServesItsSendersRoundRobin) {
+  AlgoInfo algo{Algo::Tree, Coll::AllReduce, always, none, incastGen, 2};
+  const double gbps = 10, latUs = 1;
+  Topology t = makeUniform(4, gbps, latUs);
+  CollArgs a = allreduceArgs(4, kIncastTail + 2 * kIncastChunks * kIncastChunk, kIncastChunk);
+  SimResult rr, fifo, alone;
+  SimOptions o;
+  ASSERT_TRUE(simulate(t, algo, a, tribFloat32, &rr, {}, o).ok());
+  incastChunks = 0;  // rank 3's chunk and rank 0's copy only
+  ASSERT_TRUE(simulate(t, algo, a, tribFloat32, &alone, {}, o).ok());
+  incastChunks = kIncastChunks;
+  o.linkOrder = SimOptions::LinkOrder::Posting;  // no interleaving: the port keeps arrival order
+  ASSERT_TRUE(simulate(t, algo, a, tribFloat32, &fifo, {}, o).ok());
+  const double chunkUs =
+      4.0 * kIncastChunk / (gbps * CostConstants::defaults().eff[static_cast<int>(LinkType::Net)] * 1e3);
+  std::printf("incast: alone %.1f us, round robin %.1f us, arrival order %.1f us, chunk %.1f us\n",
+              alone.timeUs, rr.timeUs, fifo.timeUs, chunkUs);
+  // Rank 0's copy after rank 3's chunk outlasts the backlog, so it ends each replay.
+  ASSERT_GT(alone.timeUs, 2 * kIncastChunks * chunkUs);
+  EXPECT_EQ(rr.messages, fifo.messages);
+  // Arrival order: rank 3's chunk waits behind the backlog built before it came.
+  EXPECT_GT(fifo.timeUs - alone.timeUs, 8 * chunkUs);
+  // Round robin: behind at most the message on the port and the other sender's turn.
+  EXPECT_GE(rr.timeUs, alone.timeUs);
+  EXPECT_LE(rr.timeUs - alone.timeUs, 2 * chunkUs);
+  EXPECT_GE(rr.timeUs, alone.timeUs);
+}
+
 // A schedule of one channel is one stream per rank: interleaving its channels is the posting
 // order, bit for bit (the other algorithms' replays do not move with LinkOrder::Channels).
 TEST(Simulator, OneChannelScheduleReplaysAlikeInPostingOrderAndByChannel) {

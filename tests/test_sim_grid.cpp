@@ -42,17 +42,11 @@ struct Gap {
   const char* why;
   int minDomains = 0;  // only cells whose ranks span at least this many NVLink domains
 };
-// The tree's posting-order rule went when the replay's default became the schedule's channels
-// round robin and the tree's terms were derived for it (docs/PLANNER.md, issue 16).
-const std::vector<Gap> kKnownGaps = {
-    // 3+ NVLink domains (nvl72-cluster 3, 4, 8 racks: the grid's 288 GPUs) at 16 MiB and more:
-    // the replay is 1.12-1.23x the rank-by-rank tree model, its busiest NIC (3 cross-domain edges)
-    // busy 45-72% of it, so the trees do not keep it full; not traced. It was there before the
-    // rank-by-rank terms (64 MiB 1.17-1.22 under the old across-domain formula, whose fill and
-    // per-chunk terms hid the 288-GPU 16 MiB cell at 1.080). Two domains agree (0.953-1.003).
-    {PlanAlgo::Tree, 3, kAnyRanks, 16ull << 20, kAny, true,
-     "tree across 3+ domains at >= 16 MiB: busiest NIC 45-72% busy in the replay, not modelled", 3},
-};
+// None open. The tree's posting-order rule went when the replay's default became the schedule's
+// channels round robin and the tree's terms were derived for it; its rule for 3+ NVLink domains at
+// >= 16 MiB (the replay 1.12-1.24x the model) went when the last switch's port served its senders
+// round robin and the model gained the fill bound (docs/PLANNER.md "The tree across 3+ domains").
+const std::vector<Gap> kKnownGaps = {};
 
 bool knownGap(const Cell& c, const char** why) {
   for (const Gap& g : kKnownGaps)
@@ -233,6 +227,11 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
       {"gb200-nvl72", {72}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
       {"nvl72-cluster:2", {144}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},
+      // Three or more racks, where a rank's NIC carries three cross-rack edges: 1.11-1.25x before
+      // the switch port's round robin and the fill bound (PLANNER "The tree across 3+ domains").
+      {"nvl72-cluster:3", {216}, {16 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Tree}},
+      {"nvl72-cluster:4", {288}, {64 * MiB, 256 * MiB, 1 * GiB}, {PlanAlgo::Tree}},
+      {"nvl72-cluster:16", {1152}, {64 * MiB}, {PlanAlgo::Tree}},
       {"dgx-h200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       {"dgx-b200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       {"gb200-nvl72", {72}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},

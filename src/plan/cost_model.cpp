@@ -424,12 +424,15 @@ double railRing(const Ctx& c, int d, double v, double chunk) {
 // robin (SimOptions::LinkOrder::Channels), rank by rank on the schedule's own trees
 // (docs/PLANNER.md "The tree under two channels"). An edge costs its hop's latency a (one step,
 // the chunk's software step in it: it overlaps the previous chunk's transfer) and a chunk's time
-// tau on its link, inside a domain or across. Two bounds, the later wins:
+// tau on its link, inside a domain or across. Three bounds, the latest wins:
 // - busy: a rank whose link in carries the most (bwTime: its edges x S/2) is busy from the first
 //   chunk that reaches it (the earliest of its streams: a child's first partial sum, or a parent's
 //   first result), from when that chunk starts on it (its arrival less its chunk time, which
 //   bwTime already holds), for bwTime, after which the last slice still descends below it (each
 //   edge a latency and a chunk, two where a rank sends to both children over one link);
+// - fill: on that busiest link, from when its last stream starts there, what is left of its
+//   bytes after the streams before could send them only as fast as they were fed (an up stream
+//   no faster than the children's shares of their links), then the last stream's descent;
 // - trip: the first slice's round trip to the last leaf (the second child's chunk queued behind
 //   the first on a shared link in, both children served over one link out), then the other k - 1
 //   slices behind it at the pace of the busiest up link per slice (the up streams that share it;
@@ -445,7 +448,7 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   auto alpha = [&](int x, int y) { return across(x, y) ? aOut : aIn; };
   auto tau = [&](int x, int y) { return across(x, y) ? tauOut : tauIn; };
   constexpr double kInf = 1e300;
-  std::vector<double> up(n), first(n), trip(n), descent(n), maxDescent(n, 0.0);
+  std::vector<double> up(n), first(n), trip(n), descent(n), maxDescent(n, 0.0), treeDescent[2];
   std::vector<std::array<double, 2>> start(n, {kInf, kInf});  // [inside, across]
   std::vector<std::array<int, 2>> edges(n, {0, 0});
   // The up streams through each rank's link in and link out, per class: when each one's first
@@ -456,8 +459,12 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   struct Streams {
     std::array<double, 4> r;
     std::array<int, 4> src;
+    std::array<int, 4> feeder;  // up streams: the rank that sends it (the child, or the rank itself)
+    std::array<int8_t, 4> tree;
     int m = 0;
-    void add(double t, int from = -1) { r[m] = t, src[m++] = from; }
+    void add(double t, int from = -1, int by = -1, int tr = 0) {
+      r[m] = t, src[m] = from, feeder[m] = by, tree[m++] = static_cast<int8_t>(tr);
+    }
   };
   std::vector<std::array<Streams, 2>> upIn(n), upOut(n), downIn(n), downOut(n);
   double lastTrip = 0;
@@ -489,16 +496,16 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
         const double at1 = up[nd[x][1]] + alpha(nd[x][1], x) + tau(nd[x][1], x);
         const int early = at1 <= lo ? nd[x][1] : nd[x][2], late = early == nd[x][1] ? nd[x][2] : nd[x][1];
         v = std::max(v, lo + tau(nd[x][1], x));
-        upIn[x][across(nd[x][1], x)].add(lo, leafOf(early));
-        upIn[x][across(nd[x][1], x)].add(v, leafOf(late));
+        upIn[x][across(nd[x][1], x)].add(lo, leafOf(early), early, t);
+        upIn[x][across(nd[x][1], x)].add(v, leafOf(late), late, t);
       } else {
         for (int ch : {nd[x][1], nd[x][2]})
-          if (ch >= 0) upIn[x][across(ch, x)].add(up[ch] + alpha(ch, x) + tau(ch, x), leafOf(ch));
+          if (ch >= 0) upIn[x][across(ch, x)].add(up[ch] + alpha(ch, x) + tau(ch, x), leafOf(ch), ch, t);
       }
       up[x] = v;
       if (nd[x][0] >= 0) {
         ++edges[x][across(x, nd[x][0])];
-        upOut[x][across(x, nd[x][0])].add(v, kids ? -1 : kLeaf);  // a leaf's is ready at the start
+        upOut[x][across(x, nd[x][0])].add(v, kids ? -1 : kLeaf, x, t);  // a leaf's is ready at the start
       }
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {  // down: the first result at x
@@ -508,8 +515,8 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
       } else {
         first[x] = first[p] + alpha(p, x) + tau(p, x);
         trip[x] = trip[p] + alpha(p, x) + sharing(p, x) * tau(p, x);
-        downIn[x][across(p, x)].add(first[x]);
-        downOut[p][across(p, x)].add(first[p]);
+        downIn[x][across(p, x)].add(first[x], -1, -1, t);
+        downOut[p][across(p, x)].add(first[p], -1, -1, t);
         double& st = start[x][across(p, x)];
         st = std::min(st, first[x]);
       }
@@ -523,6 +530,7 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
       descent[x] = v;
       maxDescent[x] = std::max(maxDescent[x], v);
     }
+    treeDescent[t] = descent;
   }
   // The slices after the first on the busiest up link: k - 1 slices, each a chunk time per up
   // stream sharing the link (a rank's children's streams into its link in, its two trees' streams
@@ -570,12 +578,52 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   }
   const double load[2] = {most[0] * S / 2 / bIn, most[1] * S / 2 / bOut};
   const double top = std::max(load[0], load[1]);
+  // Each rank's up stream can leave it no faster than its children's partial sums come in: a
+  // child's stream has the rate of its links' shares among the up streams on them (its link out,
+  // the parent's link in), and no more than the child's own inputs give (leaves: their link).
+  // Before its parent's results come down, a link may carry only up streams so fed, slower than
+  // the link, and the link's bytes are not back to back from its first chunk (the fill bound).
+  const double rate[2] = {bIn, bOut};
+  std::vector<double> feed[2] = {std::vector<double>(n, kInf), std::vector<double>(n, kInf)};
+  for (int t = 0; t < 2; ++t)
+    for (int x : sh.order[t])
+      for (int ch : {sh.node[t][x][1], sh.node[t][x][2]}) {
+        if (ch < 0) continue;
+        const int a = across(ch, x);
+        feed[t][x] = std::min({feed[t][x], feed[t][ch], rate[a] / upOut[ch][a].m, rate[a] / upIn[x][a].m});
+      }
+  // The link's last byte no sooner than: from when its last stream starts there (T), what is left
+  // of its bytes after the streams before T sent what their feeds allowed, at the link's rate.
+  auto fill = [&](int x, const Streams& ups, const Streams& downs, int a, bool in) {
+    const double tau = in ? (a ? tauOut : tauIn) : 0, v = S / 2, b = rate[a];  // out: r is ready to leave
+    double lo = kInf, last = 0, w = 0;
+    for (const Streams* q : {&ups, &downs})
+      for (int j = 0; j < q->m; ++j)
+        lo = std::min(lo, q->r[j] - tau), last = std::max(last, q->r[j] - tau), w += v;
+    double sent = 0;
+    for (int j = 0; j < ups.m; ++j) {
+      const int y = ups.feeder[j];
+      const double f = in ? std::min(feed[ups.tree[j]][y], b / upOut[y][a].m) : feed[ups.tree[j]][y];
+      sent += std::min(v, std::max(0.0, last - (ups.r[j] - tau)) * f);
+    }
+    for (int j = 0; j < downs.m; ++j) sent += std::min(v, std::max(0.0, last - (downs.r[j] - tau)) * b);
+    sent = std::min(sent, (last - lo) * b);
+    // The stream that starts last there has sent nothing by then, so it ends last (round robin);
+    // where it is a parent's results, its last slice still descends below x in its tree.
+    double below = 0;
+    for (int j = 0; j < downs.m; ++j)
+      if (downs.r[j] - tau >= last) below = std::max(below, treeDescent[downs.tree[j]][x]);
+    return last + (w - sent) / b + below;
+  };
   double busy = 0;
   for (int x = 0; x < n; ++x)
     for (int a = 0; a < 2; ++a)
-      if (most[a] > 0 && edges[x][a] == most[a] && load[a] >= top * (1 - 1e-12) && start[x][a] < kInf)
-        busy = std::max(busy, start[x][a] - (a ? tauOut : tauIn) + maxDescent[x]);
-  return std::max(busy + bwTime, lastTrip + pace);
+      if (most[a] > 0 && edges[x][a] == most[a] && load[a] >= top * (1 - 1e-12) && start[x][a] < kInf) {
+        busy = std::max(busy, start[x][a] - (a ? tauOut : tauIn) + maxDescent[x] + bwTime);
+        busy = std::max(busy, fill(x, upIn[x][a], downIn[x][a], a, true));
+        busy = std::max(busy, fill(x, upOut[x][a], downOut[x][a], a, false));
+      }
+  return std::max(busy, lastTrip + pace);
 }
 
 }  // namespace

@@ -195,6 +195,9 @@ class Links {
     *c = Cursor{depart, 0, 0, 0};
     hops(path.first(std::min<size_t>(1, path.size())), bytes, 0, c);
   }
+  // Books the links of `path` from c->next on (a prefix of the route: the rest waits, see
+  // Engine::start).
+  void advance(std::span<const DirLink> path, double bytes, Cursor* c) { hops(path, bytes, 0, c); }
   double sendRest(std::span<const DirLink> path, double bytes, Cursor c, double* first) {
     hops(path, bytes, 0, &c);
     return finishSend(path, c.head, c, first);
@@ -606,6 +609,9 @@ struct Msg {
   uint64_t transfer : 1 = 0, inbound : 1 = 0;
   // Not a message: the event that source link `src` is free at `head` (Engine::drain).
   uint64_t drain : 1 = 0;
+  // A message whose head reached the port of its route's last switch (Engine::egressOf) at
+  // `head`, its tail `tail` behind on the link before: it waits there for its turn.
+  uint64_t egress : 1 = 0;
   // Queued at its source behind earlier messages: it left its first link's queue at `depart`,
   // and its head and tail are there (Links::Cursor after the first link; see leave).
   uint64_t leaving : 1 = 0;
@@ -1146,6 +1152,7 @@ class Engine {
 
   void transmit(const Msg& m) {
     if (m.drain) return drain(static_cast<DirLink>(m.src), m.head);
+    if (m.egress) return queueAtEgress(m);
     if (!m.leaving) ++messages_;
     const std::span<const DirLink> path = pathOf(m);
     const double bytes = static_cast<double>(m.bytes);
@@ -1180,7 +1187,8 @@ class Engine {
     double vtime = 0;
     double keyLead = 0;  // ready - depart of its messages: a drain event's key is that much early
     bool scheduled = false;
-    std::vector<double> channelTag;  // LinkOrder::Channels: each channel's next start tag
+    std::vector<double> channelTag;                 // LinkOrder::Channels: each channel's next start tag
+    std::vector<std::pair<int, double>> sourceTag;  // a switch's port: each sending rank's next tag
   };
   SourceLink& sourceLink(DirLink d) {
     if (static_cast<size_t>(d) >= sourceLinks_.size()) sourceLinks_.resize(static_cast<size_t>(d) + 1);
@@ -1220,17 +1228,75 @@ class Engine {
     const Waiting w = q.waiting.top();
     q.waiting.pop();
     q.vtime = w.tag;
-    start(w.m, std::max(now, w.ready));
+    if (w.m.egress)
+      leaveEgress(w.m, std::max(now, w.ready));
+    else
+      start(w.m, std::max(now, w.ready));
     if (!q.waiting.empty()) scheduleDrain(d, std::max(links_.freeAt(d), now));
   }
-  // m takes its first link at `at` (free then) and the rest of its route from there.
+  // The index in `path` of the link out of its last switch (into the destination's NIC or GPU),
+  // or 0 where the route has no switch past its first link.
+  size_t egressOf(std::span<const DirLink> path) const {
+    for (size_t i = path.size(); i-- > 1;) {
+      if (path[i] >= 2 * static_cast<DirLink>(t_.numLinks())) continue;  // a group of spine links
+      const Link& l = t_.link(path[i] >> 1);
+      const NodeType from = t_.node((path[i] & 1) ? l.b : l.a).type;
+      if (from == NodeType::Switch || from == NodeType::NvSwitch) return i;
+    }
+    return 0;
+  }
+  // m takes its first link at `at` (free then) and the rest of its route from there, up to the
+  // last switch: that switch's port serves the senders whose messages wait for it round robin, a
+  // message at a time, as a switch arbitrates among its input ports (a lossless fabric's small
+  // buffers push the backlog back to the senders). Booked on arrival in one queue, a port into a
+  // NIC that two children's partial sums flood kept the parent's results behind all of their
+  // backlog (the tree across racks: 155 us at 64 MiB, docs/PLANNER.md).
   void start(const Msg& m, double at) {
     const std::span<const DirLink> path = pathOf(m);
     const double bytes = static_cast<double>(m.bytes);
     Links::Cursor c;
     links_.sendFirst(path, at, bytes, &c);
+    if (const size_t e = egressOf(path); e > 0) {
+      links_.advance(path.first(e), bytes, &c);
+      Msg x = m;
+      x.egress = 1;
+      x.head = c.head;
+      x.tail = c.tail;
+      x.depart = c.head;
+      heap_.push(x);
+      return;
+    }
     double first;
     const double arrived = links_.sendRest(path, bytes, c, &first);
+    deliver(m, arrived, first);
+  }
+
+  // m's head is at its last switch's port (Msg::egress): it takes the port now if the port is
+  // free and nobody waits, else it queues with a tag from its sender's round-robin turn.
+  void queueAtEgress(const Msg& m) {
+    const std::span<const DirLink> path = pathOf(m);
+    const DirLink d = path[egressOf(path)];
+    SourceLink& q = sourceLink(d);
+    auto it =
+        std::find_if(q.sourceTag.begin(), q.sourceTag.end(), [&](const auto& e) { return e.first == m.src; });
+    if (it == q.sourceTag.end()) it = q.sourceTag.insert(q.sourceTag.end(), {m.src, 0.0});
+    const double tag = std::max(q.vtime, it->second);
+    it->second = tag + 1;
+    if (q.waiting.empty() && links_.freeAt(d) <= m.head) {
+      q.vtime = tag;
+      return leaveEgress(m, m.head);
+    }
+    q.keyLead = 0;
+    q.waiting.push({tag, m.order, m.head, m});
+    if (!q.scheduled) scheduleDrain(d, std::max(links_.freeAt(d), m.head));
+  }
+  // m takes its last switch's port at `at`, and the rest of its route from there.
+  void leaveEgress(const Msg& m, double at) {
+    const std::span<const DirLink> path = pathOf(m);
+    const size_t e = egressOf(path);
+    Links::Cursor c{at, m.tail, links_.latency(path[e - 1]), e};
+    double first;
+    const double arrived = links_.sendRest(path, static_cast<double>(m.bytes), c, &first);
     deliver(m, arrived, first);
   }
 
