@@ -123,6 +123,39 @@ TEST(ScalableInit, AbortEndsANonBlockingJoin) {
   EXPECT_EQ(tribCommDestroy(comm), tribSuccess);
 }
 
+// An abort while a non-blocking join still tries to reach its store (nothing listens at the id's
+// address: its server is gone) ends the connect's retries, which otherwise run to the 60 s
+// timeout; over one id (the plain init's connect) and over two (the scalable init's).
+TEST(ScalableInit, AbortEndsAJoinThatCannotReachItsStore) {
+  for (int nIds : {1, 2}) {
+    SCOPED_TRACE(nIds);
+    std::vector<tribUniqueId> ids(nIds);
+    for (auto& id : ids) {
+      trib::StoreServerHandle server;
+      ASSERT_TRUE(trib::makeUniqueId(&id, &server, "127.0.0.1:0").ok());
+    }  // each server stops here: its port refuses connections
+    tribConfig_t cfg = TRIB_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.timeoutMs = 60000;
+    tribComm_t comm = nullptr;
+    ASSERT_EQ(tribCommInitRankScalable(&comm, 2, 0, nIds, ids.data(), &cfg), tribInProgress) << lastError();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the join is retrying by now
+    tribResult_t state = tribInProgress;
+    ASSERT_EQ(tribCommGetAsyncError(comm, &state), tribSuccess);
+    EXPECT_EQ(state, tribInProgress);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(tribCommAbort(comm), tribSuccess);
+    while (state == tribInProgress && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      ASSERT_EQ(tribCommGetAsyncError(comm, &state), tribSuccess);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(state, tribAborted);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5))
+        << "the join went on connecting after the abort";
+    EXPECT_EQ(tribCommDestroy(comm), tribSuccess);
+  }
+}
+
 TEST(ScalableInit, OneIdIsThePlainInit) {
   // Ranks joining with tribCommInitRankScalable(nIds = 1) and with tribCommInitRank meet in one
   // communicator: both are the same rendezvous.

@@ -191,9 +191,10 @@ TRIB_API tribResult_t tribCommInitRank(tribComm_t* comm, int nranks, tribUniqueI
  * timeout). Until joined, tribCommGetAsyncError reports tribInProgress and every other call on comm
  * returns tribInProgress without doing anything; then it reports tribSuccess, or the init's
  * error (every call then returns that error; tribCommDestroy frees it). tribCommAbort during the
- * join returns at once and ends the join: its waits on the other ranks in the store stop within a
- * quarter of a second and the init's error becomes tribAborted (a join that had already made the
- * communicator is aborted instead). tribCommDestroy waits for the join to end. */
+ * join returns at once and ends the join: its attempts to reach the store and its waits on the
+ * other ranks there stop within a quarter of a second and the init's error becomes tribAborted
+ * (a join that had already made the communicator is aborted instead). tribCommDestroy waits for
+ * the join to end. */
 TRIB_API tribResult_t tribCommInitRankConfig(tribComm_t* comm, int nranks, tribUniqueId commId, int rank,
                                              const tribConfig_t* config);
 /* As tribCommInitRankConfig, with the rendezvous spread over nIds stores (as ncclCommInitRankScalable):

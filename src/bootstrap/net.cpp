@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <thread>
 
@@ -98,7 +99,9 @@ Status listenOn(const SockAddr& addr, int* fd, SockAddr* bound) {
   return Status::Ok();
 }
 
-Status connectTo(const SockAddr& addr, Clock::time_point deadline, int* fd) {
+Status connectTo(const SockAddr& addr, Clock::time_point deadline, int* fd,
+                 const std::atomic<bool>* cancelled) {
+  auto cut = [&] { return cancelled && cancelled->load(std::memory_order_acquire); };
   int backoffMs = 1;
   std::string last = "timed out";
   do {
@@ -107,7 +110,13 @@ Status connectTo(const SockAddr& addr, Clock::time_point deadline, int* fd) {
     int rc = connect(s, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len);
     if (rc != 0 && errno == EINPROGRESS) {
       pollfd p{s, POLLOUT, 0};
-      if (poll(&p, 1, msLeft(deadline)) == 1) {
+      int ready = 0;
+      // An unanswered SYN waits out the deadline: in slices where an abort can cut it short.
+      do {
+        const int left = msLeft(deadline);
+        ready = poll(&p, 1, cancelled ? std::min(left, kCancelPollMs) : left);
+      } while (ready == 0 && msLeft(deadline) > 0 && !cut());
+      if (ready == 1) {
         int err = 0;
         socklen_t len = sizeof err;
         getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -124,6 +133,11 @@ Status connectTo(const SockAddr& addr, Clock::time_point deadline, int* fd) {
     }
     last = strerror(errno);
     close(s);
+    if (cut())
+      return errorf(tribAborted,
+                    "connecting to store at %s was cut short: the communicator was aborted (tribCommAbort) "
+                    "during its init (last attempt: %s)",
+                    addr.str().c_str(), last.c_str());
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::min(backoffMs, std::max(1, msLeft(deadline)))));
     backoffMs = std::min(backoffMs * 2, 100);

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -31,8 +32,12 @@ struct SockAddr {
 Status parseHostPort(const std::string& hostPort, SockAddr* out);
 // Listen on `addr` (port 0 picks a free one); *bound receives the actual address. Non-blocking fd.
 Status listenOn(const SockAddr& addr, int* fd, SockAddr* bound);
-// Connect, retrying refused connections until `deadline` (the server may not be up yet).
-Status connectTo(const SockAddr& addr, Clock::time_point deadline, int* fd);
+// Connect, retrying refused connections until `deadline` (the server may not be up yet). Once
+// `cancelled` (if given) is set, it stops within kCancelPollMs with tribAborted: a non-blocking
+// init's join that tribCommAbort ends.
+constexpr int kCancelPollMs = 250;
+Status connectTo(const SockAddr& addr, Clock::time_point deadline, int* fd,
+                 const std::atomic<bool>* cancelled = nullptr);
 // Blocking-style I/O on a non-blocking fd, bounded by `deadline`.
 Status sendAll(int fd, const void* data, size_t n, Clock::time_point deadline);
 Status recvAll(int fd, void* data, size_t n, Clock::time_point deadline);

@@ -127,9 +127,11 @@ class TcpStoreServer {
 class TcpStore : public Store {
  public:
   // Connect to host:port (retrying until timeoutMs while the server starts) and authenticate.
+  // `cancelled` set (a non-blocking init aborted): the retries stop with tribAborted.
   static Status connect(const std::string& hostPort, const std::string& authKey, int timeoutMs,
                         std::unique_ptr<TcpStore>* out,
-                        size_t maxMessageBytes = storeproto::kDefaultMaxMessage);
+                        size_t maxMessageBytes = storeproto::kDefaultMaxMessage,
+                        const std::atomic<bool>* cancelled = nullptr);
   ~TcpStore() override;
 
   Status set(const std::string& key, const Blob& value) override;

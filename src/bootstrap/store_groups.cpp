@@ -24,7 +24,8 @@ Status StoreGroups::store(int s, std::shared_ptr<Store>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!stores_[s]) {
     std::unique_ptr<TcpStore> tcp;
-    TRIB_RETURN_IF_ERROR(TcpStore::connect(roots_[s].address, roots_[s].jobKey, timeoutMs_, &tcp)
+    TRIB_RETURN_IF_ERROR(TcpStore::connect(roots_[s].address, roots_[s].jobKey, timeoutMs_, &tcp,
+                                           storeproto::kDefaultMaxMessage, cancelled_.get())
                              .prefix("cannot reach " + name(s) + ": "));
     stores_[s] = std::move(tcp);
   }

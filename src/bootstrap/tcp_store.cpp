@@ -777,7 +777,8 @@ void TcpStoreServer::Impl::closeConn(uint64_t id) {
 // Client
 
 Status TcpStore::connect(const std::string& hostPort, const std::string& authKey, int timeoutMs,
-                         std::unique_ptr<TcpStore>* out, size_t maxMessageBytes) {
+                         std::unique_ptr<TcpStore>* out, size_t maxMessageBytes,
+                         const std::atomic<bool>* cancelled) {
   if (timeoutMs < 0)
     return errorf(tribInvalidArgument, "store connect timeout %d ms must be >= 0", timeoutMs);
   net::SockAddr addr;
@@ -787,7 +788,7 @@ Status TcpStore::connect(const std::string& hostPort, const std::string& authKey
   s->addr_ = addr.str();
   s->maxMessage_ = maxMessageBytes;
   s->ioTimeoutMs_ = std::max(timeoutMs, 1000);
-  TRIB_RETURN_IF_ERROR(net::connectTo(addr, deadline, &s->fd_));
+  TRIB_RETURN_IF_ERROR(net::connectTo(addr, deadline, &s->fd_, cancelled));
   TRIB_RETURN_IF_ERROR(s->authenticate(authKey));
   *out = std::move(s);
   return Status::Ok();

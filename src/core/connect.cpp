@@ -323,9 +323,10 @@ Status commInitRank(int nranks, const tribUniqueId& uid, int rank, const tribCon
   TRIB_RETURN_IF_ERROR(resolveConfig(cfg, &config));
   StoreServerHandle server = localServer(info.commId);
   std::unique_ptr<TcpStore> tcp;
-  TRIB_RETURN_IF_ERROR(
-      TcpStore::connect(info.storeAddr, info.jobKey, static_cast<int>(config.timeout.count()), &tcp)
-          .prefix("communicator init: cannot reach the unique id's store: "));
+  TRIB_RETURN_IF_ERROR(TcpStore::connect(info.storeAddr, info.jobKey,
+                                         static_cast<int>(config.timeout.count()), &tcp,
+                                         storeproto::kDefaultMaxMessage, cancelled.get())
+                           .prefix("communicator init: cannot reach the unique id's store: "));
   CommSpec spec;
   spec.rank = rank;
   spec.nranks = nranks;
