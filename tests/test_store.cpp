@@ -252,6 +252,10 @@ TEST(CancellableStore, WaitsAcrossSlicesAndEndsOnTheFlag) {
   double ms = std::chrono::duration<double, std::milli>(net::Clock::now() - t0).count();
   EXPECT_EQ(st.code(), tribTimeout) << st.message();
   EXPECT_GE(ms, 2 * kSlice + 90);
+  // Its message names the caller's timeout, not the last slice's, and still the missing key.
+  EXPECT_NE(st.message().find(std::to_string(2 * kSlice + 100) + " ms in all"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("never"), std::string::npos) << st.message();
 
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(2 * kSlice));

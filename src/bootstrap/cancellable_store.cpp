@@ -21,8 +21,12 @@ Status CancellableStore::sliced(const char* what, int timeoutMs, Wait wait) cons
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     const int slice = static_cast<int>(std::clamp<int64_t>(left, 0, kSliceMs));
     Status st = wait(slice);
-    // A slice that timed out with time left is not the caller's timeout: wait on.
-    if (st.code() != tribTimeout || slice >= left) return st;
+    if (st.code() != tribTimeout) return st;
+    // A slice that timed out with time left is not the caller's timeout: wait on. The last one's
+    // message names only its slice, so say how long the wait was (a FileStore gives the ms).
+    if (slice >= left)
+      return errorf(tribTimeout, "%s; waited %d ms in all, in slices of at most %d ms", st.message().c_str(),
+                    timeoutMs, kSliceMs);
   }
 }
 
