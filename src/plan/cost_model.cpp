@@ -448,7 +448,7 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   auto alpha = [&](int x, int y) { return across(x, y) ? aOut : aIn; };
   auto tau = [&](int x, int y) { return across(x, y) ? tauOut : tauIn; };
   constexpr double kInf = 1e300;
-  std::vector<double> up(n), first(n), trip(n), descent(n), maxDescent(n, 0.0), treeDescent[2];
+  std::vector<double> up(n), first(n), trip(n), maxDescent(n, 0.0), treeDescent[2];
   std::vector<std::array<double, 2>> start(n, {kInf, kInf});  // [inside, across]
   std::vector<std::array<int, 2>> edges(n, {0, 0});
   // The up streams through each rank's link in and link out, per class: when each one's first
@@ -522,6 +522,8 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
       }
       lastTrip = std::max(lastTrip, trip[x]);
     }
+    std::vector<double>& descent = treeDescent[t];
+    descent.assign(n, 0.0);
     for (int x : order) {  // the last slice's descent below x
       double v = 0;
       for (int ch : {nd[x][1], nd[x][2]}) {
@@ -530,7 +532,6 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
       descent[x] = v;
       maxDescent[x] = std::max(maxDescent[x], v);
     }
-    treeDescent[t] = descent;
   }
   // The slices after the first on the busiest up link: k - 1 slices, each a chunk time per up
   // stream sharing the link (a rank's children's streams into its link in, its two trees' streams

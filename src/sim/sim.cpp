@@ -603,8 +603,9 @@ struct Msg {
   uint64_t bytes;
   // A message: its number on the pair. A Put/Get/GetReduce's transfer (transfer set; src: the
   // rank that runs it, dst: the window's owner): its slot in the source's transfers, and its
-  // route is the one from the owner (inbound: Get/GetReduce) or to it.
-  uint64_t seq : 52 = 0;
+  // route is the one from the owner (inbound: Get/GetReduce) or to it. 51 bits (2e15 messages a
+  // pair) leave the flags below one word: the event heap holds these by the million.
+  uint64_t seq : 51 = 0;
   uint64_t channel : 8 = 0;  // Step::channel (a message)
   uint64_t transfer : 1 = 0, inbound : 1 = 0;
   // Not a message: the event that source link `src` is free at `head` (Engine::drain).
@@ -618,6 +619,7 @@ struct Msg {
   double head = 0, tail = 0;
   bool operator>(const Msg& o) const { return depart != o.depart ? depart > o.depart : order > o.order; }
 };
+static_assert(sizeof(Msg) == 56);
 
 // Look-ahead: wide enough on small communicators for slice j+1 to overlap slice j of a ring,
 // narrow on huge ones (where a block is one slice and ranks move in lockstep) to bound work.
