@@ -53,6 +53,17 @@ const std::vector<Published> kPublished = {
     // 2 x DGX A100, 8 x HDR 200 Gb/s per node: NCCL's multi-node ring, one ring per NIC (rails).
     {"dgx-a100:2", 16, 8ull << 30, PlanAlgo::Ring, 192, 1,
      "github.com/NVIDIA/nccl/issues/1576 (quoting issues/812): 2x DGX A100, size not stated"},
+    // 8 x A100 on one node, and two such nodes with 4 x HDR 200 Gb/s each (as the 3-node row: one
+    // 12.5 GB/s NIC per GPU). The two-node figure's algorithm is not stated; the reporter's
+    // "theoretical 96" is 4 x 24 GB/s, the ring's per-NIC bound, so the ring (as rails) is compared.
+    {"dgx-a100", 8, 4ull << 30, PlanAlgo::Ring, 232.54, 1,
+     "github.com/NVIDIA/nccl/issues/1048: 8x A100 one node, -e 4G"},
+    {"dgx-a100:2,nic_gbps=12.5,sharp=0", 16, 4ull << 30, PlanAlgo::Ring, 86, 1,
+     "github.com/NVIDIA/nccl/issues/1048: 2x8 A100, 4x HDR/node (size not stated)"},
+    // One GB200 NVL72 rack at 8 GiB; the thread does not name the algorithm, NVLS being NCCL's
+    // default on an NVLink-switch rack (a ring at the model's NVLink efficiency reaches 724).
+    {"gb200-nvl72", 72, 8ull << 30, PlanAlgo::Nvls, 834.57, 1,
+     "github.com/coreweave/nccl-tests/pull/43: one GB200 NVL72 rack, 72 ranks"},
 };
 
 // "system[,key=value...]": the generator's name and its parameters (as trib-plan --gen takes them).

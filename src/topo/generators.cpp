@@ -105,18 +105,19 @@ void buildFatTree(Topology& t, const std::vector<int>& nics, const FatTree& f) {
 
 const HgxParams* hgxPreset(const std::string& name) {
   // Eight GPUs per node on one NVSwitch fabric, one NIC per GPU; figures per direction from the
-  // vendors' data sheets (shared/REFERENCE.md for H100). NVLS rates: H100's fitted to ~480 GB/s
-  // busbw (docs/PLANNER.md); B200's NVSwitch is the NVL72's switch generation, so its rate.
+  // vendors' data sheets (shared/REFERENCE.md for H100). NVLS rates (topology.hpp): H100's fitted
+  // to ~480 GB/s busbw (docs/PLANNER.md); B200's NVSwitch is the NVL72's switch generation, so its
+  // rate.
   static const HgxParams presets[] = {
       // A100: NVLink3 600 GB/s both ways, second-generation NVSwitch (no reduction), 8 x HDR
       // 200 Gb/s ConnectX-6, PCIe Gen4; HDR Quantum switches have 40 ports (SHARPv2).
       {"dgx-a100", 300, 0, 25, 32, 0.5, 0.6, 25, 20, 20, 0, 40, true},
       // H100 / H200 (the same board and fabric; more HBM on H200): NVLink4 900 GB/s both ways,
       // 8 x NDR 400 Gb/s ConnectX-7, PCIe Gen5; NDR Quantum-2 switches have 64 ports.
-      {"dgx-h100", 450, 275, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
-      {"dgx-h200", 450, 275, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+      {"dgx-h100", 450, kNvlsHopperGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+      {"dgx-h200", 450, kNvlsHopperGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
       // B200: NVLink5 1.8 TB/s both ways, 8 x 400 Gb/s ConnectX-7, PCIe Gen5.
-      {"dgx-b200", 900, 550, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+      {"dgx-b200", 900, kNvlsBlackwellGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
   };
   std::string n = name.rfind("hgx-", 0) == 0 ? "dgx-" + name.substr(4) : name;
   for (const HgxParams& p : presets)

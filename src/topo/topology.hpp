@@ -135,11 +135,18 @@ std::string dumpTopology(const Topology& t);
 Status dumpTopologyFile(const Topology& t, const std::string& path);
 
 // ---- Generators (defaults from shared/REFERENCE.md; see docs/TOPOLOGY.md for the counts) -------
+// NVLS (NVLink SHARP) reduction rate per NVSwitch port. Hopper's is fitted to DGX H100's ~480 GB/s
+// busbw (docs/PLANNER.md). Blackwell's scales it by the NVLink rate (900 / 450 GB/s) and by the
+// ratio of NCCL's own NVLS efficiencies for the two generations (its tuning model: Hopper 0.85,
+// Blackwell 0.74), about 478.8 GB/s: Blackwell's switches did not gain NVLink's 2x for reductions.
+inline constexpr double kNvlsHopperGBps = 275;
+inline constexpr double kNvlsBlackwellGBps = kNvlsHopperGBps * (900.0 / 450.0) * (0.74 / 0.85);
 struct Nvl72Params {
-  bool gb300 = true;             // GB300 (Blackwell Ultra) or GB200; same fabric figures here
-  double nvlinkGBps = 900;       // per GPU per direction (1.8 TB/s both directions)
-  double nvlinkLatUs = 0.5;      // per hop (gpu -> nvswitch)
-  double nvlsReduceGBps = 550;   // NVLink-switch reduction throughput per port
+  bool gb300 = true;         // GB300 (Blackwell Ultra) or GB200; same fabric figures here
+  double nvlinkGBps = 900;   // per GPU per direction (1.8 TB/s both directions)
+  double nvlinkLatUs = 0.5;  // per hop (gpu -> nvswitch)
+  // NVLink-switch reduction throughput per port
+  double nvlsReduceGBps = kNvlsBlackwellGBps;
   double nicGBps = 100;          // 800 Gb/s per GPU
   double c2cGBps = 450;          // Grace <-> GPU per direction (900 GB/s both)
   double pcieGBps = 128;         // GPU <-> NIC (PCIe Gen6 x16)
