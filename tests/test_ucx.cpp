@@ -95,6 +95,7 @@ TEST(Ucx, NotBuilt) { GTEST_SKIP() << "UCX transport not built: install libucx-d
 #include <vector>
 
 #include "algo/schedule.hpp"
+#include "common/process.hpp"
 #include "exec/executor.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 #include "verify_util.hpp"
@@ -646,14 +647,6 @@ TEST_P(UcxTls, KilledPeerFailsPendingOps) {
 }
 
 // True while `pid` runs (a zombie counts as gone: its sockets and mappings are closed).
-bool pidRunning(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), {});
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z' &&
-         stat[paren + 2] != 'X';
-}
-
 TEST_P(UcxTls, MessagesOfAPeerThatExitedStillArrive) {
   // Rank 0 sends, finishes and exits normally (its transport destroyed, endpoints flushed). Rank 1
   // is behind: it had some receives posted but did not progress, and posts the others only after
@@ -679,7 +672,9 @@ TEST_P(UcxTls, MessagesOfAPeerThatExitedStillArrive) {
   run(2, [&](int rank, int, Transport& t, FileOob& oob) -> std::string {
     const fs::path pidFile = oob.dir.parent_path() / "sender_pid";
     if (rank == 0) {
-      std::ofstream(pidFile) << getpid();
+      // Its identity (pid and start time), which rank 1 watches with the transports' own rule.
+      const ProcessIdentity self = selfIdentity();
+      std::ofstream(pidFile) << self.pid << ' ' << self.startTime;
       std::vector<std::vector<uint8_t> > out;
       std::vector<TransferOp> ops(rndv.size() + eager.size());
       size_t i = 0;
@@ -718,11 +713,13 @@ TEST_P(UcxTls, MessagesOfAPeerThatExitedStillArrive) {
         if (Status s = post(m); !s.ok()) return s.message();
     if (Status s = waitAll(t, raw, 20); !s.ok()) return "rendezvous receives: " + s.message();
     // No progress from here until rank 0 has exited and the liveness interval has passed.
-    pid_t sender = 0;
-    std::ifstream(pidFile) >> sender;
-    if (sender <= 0) return "no sender pid";
+    // processAlive reads /proc without throwing: the sender may be reaped between an open and a
+    // read of its stat file (ESRCH), which a stream read turned into an exception under load.
+    ProcessIdentity sender;
+    std::ifstream(pidFile) >> sender.pid >> sender.startTime;
+    if (sender.pid <= 0 || sender.startTime == 0) return "no sender identity";
     auto deadline = Clock::now() + std::chrono::seconds(30);
-    while (pidRunning(sender))
+    while (processAlive(sender))
       if (Clock::now() > deadline)
         return "rank 0 did not exit";
       else
