@@ -646,7 +646,6 @@ TEST_P(UcxTls, KilledPeerFailsPendingOps) {
       {2});
 }
 
-// True while `pid` runs (a zombie counts as gone: its sockets and mappings are closed).
 TEST_P(UcxTls, MessagesOfAPeerThatExitedStillArrive) {
   // Rank 0 sends, finishes and exits normally (its transport destroyed, endpoints flushed). Rank 1
   // is behind: it had some receives posted but did not progress, and posts the others only after
