@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "common/log.hpp"
@@ -399,10 +400,13 @@ void killSwitchMidStream(int n, int iters,
   env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each collective takes a while
   sw::testing::allowSlowAttach(env);
   std::atomic<int> warns{0};
+  std::mutex logMu;
+  std::string switchLog;  // what the ranks said about the switch: why an attach failed, if one did
   setLogSink([&](LogLevel level, const char* subsys, const std::string& line) {
-    if (level == LogLevel::kWarn && std::string(subsys) == "switch" &&
-        line.find("stops using it") != std::string::npos)
-      warns.fetch_add(1);
+    if (std::string(subsys) != "switch") return;
+    if (level == LogLevel::kWarn && line.find("stops using it") != std::string::npos) warns.fetch_add(1);
+    std::lock_guard<std::mutex> g(logMu);
+    switchLog += line + "\n";
   });
   std::atomic<int> firstDone{0};
   std::thread killer([&] {
@@ -431,7 +435,8 @@ void killSwitchMidStream(int n, int iters,
   waitpid(fs.pid, &status, 0);
   expectAllOk(errors);
   for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(usedSwitchFirst[r]) << "rank " << r << " never used the switch";
+    EXPECT_TRUE(usedSwitchFirst[r]) << "rank " << r << " never used the switch; the switch log:\n"
+                                    << switchLog;
     EXPECT_TRUE(disabledAtEnd[r]) << "rank " << r << " still uses the killed switch";
   }
   EXPECT_EQ(warns.load(), n) << "one WARN per rank when the switch is given up";
