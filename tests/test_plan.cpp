@@ -789,3 +789,118 @@ TEST(CostModel, RemoteWindowsArePricedAtTheNetwork) {
   ASSERT_TRUE(p.setOverrides("allreduce:oneshot", "").ok());
   EXPECT_EQ(p.choose(r).algo, PlanAlgo::OneShot);
 }
+
+// LL / LL128 / Simple (docs/PLANNER.md "Protocols"): model-only requests on GPU ranks price the
+// point-to-point algorithms at each protocol; executable ones, CPU ranks and in-network algorithms
+// stay Simple, what the executor runs.
+TEST(Protocols, SmallMessagesOnGpusPickLowLatencyProtocolsModelOnly) {
+  Planner p(makeDgxH100());
+  const Plan small = p.choose(allreduce(8, 8));
+  EXPECT_EQ(small.protocol, Protocol::LL) << small.why;
+  EXPECT_FALSE(small.executable);
+  EXPECT_NE(small.why.find("/LL:"), std::string::npos) << small.why;
+  // The same algorithm at Simple costs more, and the note says by how much.
+  const auto cs = p.explain(allreduce(8, 8));
+  const Candidate* ring = find(cs, PlanAlgo::Ring);
+  ASSERT_NE(ring, nullptr);
+  EXPECT_EQ(ring->plan.protocol, Protocol::LL);
+  EXPECT_NE(ring->reason.find("Simple "), std::string::npos) << ring->reason;
+  for (const auto& c : cs) {  // in-network and window algorithms run Simple
+    if (!protocolApplies(c.plan.algo)) {
+      EXPECT_EQ(c.plan.protocol, Protocol::Simple) << planName(c.plan);
+    }
+  }
+  // Large messages: Simple's full link wins.
+  EXPECT_EQ(p.choose(allreduce(8ull << 30, 8)).protocol, Protocol::Simple);
+  // What the communicator plans (executable only) and CPU ranks: Simple throughout.
+  for (const auto& c : p.explain(allreduce(8, 8, false))) EXPECT_EQ(c.plan.protocol, Protocol::Simple);
+  for (const auto& c : p.explain(allreduce(8, 8, true, MemoryKind::Host)))
+    EXPECT_EQ(c.plan.protocol, Protocol::Simple) << planName(c.plan);
+}
+
+TEST(Protocols, ViewScalesLinksAndStepCosts) {
+  Planner p(makeDgxH100(2));
+  const CostConstants& k = p.constants();
+  const FabricView& f = p.fabric(16, MemoryKind::Device);
+  const FabricView ll = protocolView(f, k, Protocol::LL), ll128 = protocolView(f, k, Protocol::LL128);
+  EXPECT_DOUBLE_EQ(ll.bwIntra, f.bwIntra * k.ll.linkShare);
+  EXPECT_DOUBLE_EQ(ll128.bwInterLoaded, f.bwInterLoaded * k.ll128.linkShare);
+  // A step inside: the wire alone for LL (NCCL's 0.6 us is below the modelled hops), LL128's
+  // overhead in place of Simple's.
+  EXPECT_NEAR(ll.latIntraUs, f.latIntraUs - k.stepOverheadUs, 1e-9);
+  EXPECT_NEAR(ll128.latIntraUs, f.latIntraUs - k.stepOverheadUs + k.ll128.stepOverheadUs, 1e-9);
+  EXPECT_NEAR(ll.latInterUs, f.latInterUs - k.stepOverheadUs - k.netStepOverheadUs, 1e-9);
+  EXPECT_LT(ll.treePathUs, f.treePathUs);
+  // The constants the replay runs with for a protocol match the view's rates.
+  const CostConstants kll = k.forProtocol(Protocol::LL);
+  EXPECT_DOUBLE_EQ(kll.eff[static_cast<int>(LinkType::NvLink)],
+                   k.eff[static_cast<int>(LinkType::NvLink)] * 0.5);
+  EXPECT_DOUBLE_EQ(kll.launchUs, k.ll.launchUs);
+  // NVLS has no LL: predict refuses it for that view.
+  EXPECT_FALSE(predict(PlanAlgo::Nvls, Coll::AllReduce, 1 << 20, tribFloat32, tribSum, ll, kll).supported);
+}
+
+// A protocol's price is skipped only where a bound proves it no faster than the cutoff: wherever
+// predict stops early, the full price is at least the cutoff.
+TEST(Protocols, PruningNeverSkipsAFasterPrice) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("nvl72-cluster:4", {}, &t).ok());
+  Planner p(t);
+  const CostConstants& k = p.constants();
+  int pruned = 0;
+  for (int n : {3, 72, 200, 288}) {
+    const FabricView& f = p.fabric(n, MemoryKind::Device);
+    for (uint64_t b = 8; b <= (4ull << 30); b *= 16)
+      for (PlanAlgo a : {PlanAlgo::Tree, PlanAlgo::Rhd})
+        for (Protocol q : {Protocol::LL128, Protocol::LL}) {
+          const Prediction simple = predict(a, Coll::AllReduce, b, tribFloat32, tribSum, f, k);
+          ASSERT_TRUE(simple.supported) << planAlgoName(a) << " " << n << " " << b;
+          const FabricView v = protocolView(f, k, q);
+          const CostConstants kq = k.forProtocol(q);
+          const Prediction cut = predict(a, Coll::AllReduce, b, tribFloat32, tribSum, v, kq, simple.us);
+          const Prediction full = predict(a, Coll::AllReduce, b, tribFloat32, tribSum, v, kq);
+          ASSERT_TRUE(full.supported);
+          if (cut.pruned) {
+            ++pruned;
+            EXPECT_GE(full.us, simple.us)
+                << planAlgoName(a) << "/" << protocolName(q) << " " << n << " " << b;
+          } else {
+            EXPECT_DOUBLE_EQ(cut.us, full.us);
+          }
+        }
+  }
+  EXPECT_GT(pruned, 0);  // the bounds do prune (large sizes)
+}
+
+TEST(Protocols, TribProtoOverride) {
+  uint32_t m = 0;
+  ASSERT_TRUE(parseProtocolOverride("", &m).ok());
+  EXPECT_EQ(m, 7u);
+  ASSERT_TRUE(parseProtocolOverride("ll128, simple", &m).ok());
+  EXPECT_EQ(m, (1u << static_cast<int>(Protocol::LL128)) | 1u);
+  ASSERT_TRUE(parseProtocolOverride("^LL", &m).ok());
+  EXPECT_EQ(m, 3u);
+  for (const char* bad : {"LL129", "^LL,LL128,Simple", "^", "LL,^LL128"}) {
+    Status s = parseProtocolOverride(bad, &m);
+    EXPECT_EQ(s.code(), tribInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("TRIB_PROTO"), std::string::npos) << s.message();
+  }
+  Planner p(makeDgxH100());
+  ASSERT_TRUE(p.setOverrides("", "", "Simple").ok());
+  EXPECT_EQ(p.choose(allreduce(8, 8)).protocol, Protocol::Simple);
+  ASSERT_TRUE(p.setOverrides("", "", "^LL").ok());
+  for (const auto& c : p.explain(allreduce(8, 8))) EXPECT_NE(c.plan.protocol, Protocol::LL);
+  // LL only: the Simple-only algorithms are out, with the reason.
+  ASSERT_TRUE(p.setOverrides("", "", "LL").ok());
+  const auto cs = p.explain(allreduce(1 << 30, 8));
+  const Candidate* nvls = find(cs, PlanAlgo::Nvls);
+  ASSERT_NE(nvls, nullptr);
+  EXPECT_FALSE(nvls->eligible);
+  EXPECT_NE(nvls->reason.find("TRIB_PROTO"), std::string::npos) << nvls->reason;
+  EXPECT_EQ(cs[0].plan.protocol, Protocol::LL) << planName(cs[0].plan);
+  // The communicator runs Simple: a TRIB_PROTO without it is reported, not obeyed.
+  const Plan run = p.choose(allreduce(1 << 20, 8, false));
+  EXPECT_EQ(run.protocol, Protocol::Simple);
+  EXPECT_NE(run.overrideUnmet.find("TRIB_PROTO 'LL'"), std::string::npos) << run.overrideUnmet;
+  EXPECT_EQ(p.setOverrides("", "", "bogus").code(), tribInvalidArgument);
+}

@@ -253,6 +253,9 @@ TEST(Simulator, RingQuotientEqualsOrBracketsTheFullReplay) {
         if (nb == sw) t.link(lid).bwAB /= 2, t.link(lid).bwBA /= 2;
     }
     Planner p(t);
+    // At Simple's step costs: LL's are the bare hops, and its faster steps widen this bracket
+    // (pods of 2 racks) past 1% (a full replay then, as in the last case).
+    ASSERT_TRUE(p.setOverrides("", "", "Simple").ok());
     PlanRequest req;
     req.memory = MemoryKind::Device;
     req.nranks = c.ranks ? c.ranks : static_cast<int>(t.rankNodes().size());

@@ -4,6 +4,7 @@
 //             [--simulate [--no-symmetry] [--hashed-routes] [--posting-order|--interleave-links]]
 //             [--algo NAME]
 //             [--executable-only] [--algo-override "allreduce:^ring"] [--tune "allreduce:0-64k:@tree"]
+//             [--proto "^LL"]  (protocols GPU ranks may be planned with; default all, TRIB_PROTO's form)
 //             [--remote-windows]  (every rank's 2 MiB window reached by RDMA, as over verbs)
 //             [--attached-switch GBPS[:LATUS[:TIERS[:FANIN]]]]  (as a communicator with trib-switchd
 //             attached: switch plans executable, predicted from these figures)
@@ -35,7 +36,7 @@ static int usage() {
       "                 [--simulate [--no-symmetry] [--hashed-routes] "
       "[--posting-order|--interleave-links]] [--algo NAME] "
       "[--executable-only]\n"
-      "                 [--algo-override SPEC] [--tune SPEC] [--attached-switch "
+      "                 [--algo-override SPEC] [--tune SPEC] [--proto SPEC] [--attached-switch "
       "GBPS[:LATUS[:TIERS[:FANIN]]]]\n"
       "                 [--remote-windows]  (2 MiB windows reached by RDMA, as over verbs)\n"
       "       (without --topo/--gen: this host's topology, as a communicator detects it;\n"
@@ -63,7 +64,7 @@ static int fail(const Status& s) {
 
 int main(int argc, char** argv) {
   std::string topoFile, gen, coll = "allreduce", bytesS = "1G", dtypeS = "float32", opS = "sum", algoS, over,
-                             tune, memS;
+                             proto, tune, memS;
   int ranks = 0;
   bool remoteWindows = false;  // --remote-windows
   bool explain = false, sweep = false, simulateIt = false, execOnly = false, calib = false, symmetry = true,
@@ -104,6 +105,8 @@ int main(int argc, char** argv) {
       over = val();
     else if (a == "--tune")
       tune = val();
+    else if (a == "--proto")
+      proto = val();
     else if (a == "--remote-windows")
       remoteWindows = true;
     else if (a == "--explain")
@@ -203,7 +206,7 @@ int main(int argc, char** argv) {
 
   auto t0 = std::chrono::steady_clock::now();
   Planner planner(std::move(topo));
-  s = planner.setOverrides(over, tune);
+  s = planner.setOverrides(over, tune, proto);
   if (!s.ok()) return fail(s);
   if (!attached.empty()) {
     AttachedSwitch sw;
@@ -247,8 +250,12 @@ int main(int argc, char** argv) {
     auto xs = planner.crossovers(req, 8, 16ull << 30);
     std::printf("crossovers (8 B .. 16 GiB):");
     if (xs.empty()) std::printf(" none");
-    for (const auto& x : xs)
-      std::printf(" %s -> %s at %s;", planAlgoName(x.from), planAlgoName(x.to), formatBytes(x.bytes).c_str());
+    for (const auto& x : xs) {
+      Plan from, to;
+      from.algo = x.from, from.protocol = x.fromProtocol, to.algo = x.to, to.protocol = x.toProtocol;
+      std::printf(" %s -> %s at %s;", planName(from).c_str(), planName(to).c_str(),
+                  formatBytes(x.bytes).c_str());
+    }
     std::printf("\n");
   }
   std::printf("choice: %s\n", plan.why.c_str());
@@ -261,24 +268,24 @@ int main(int argc, char** argv) {
     if (json)
       std::fprintf(json, "{\"topology\":\"%s\",\"coll\":\"%s\",\"ranks\":%d,\"dtype\":\"%s\",\"sizes\":[",
                    t.name.c_str(), collName(req.coll), req.nranks, dataTypeName(req.dtype));
-    std::printf("%12s  %-13s %12s %11s %11s\n", "size", "choice", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+    std::printf("%12s  %-18s %12s %11s %11s\n", "size", "choice", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
     for (uint64_t b = 8; b <= (16ull << 30); b *= 2) {
       PlanRequest r = req;
       r.bytes = b;
       Plan p = planner.choose(r);
       double alg = b / p.predictedUs / 1e3;
-      std::printf("%12s  %-13s %12.1f %11.3f %11.3f\n", formatBytes(b).c_str(), planAlgoName(p.algo),
+      std::printf("%12s  %-18s %12.1f %11.3f %11.3f\n", formatBytes(b).c_str(), planName(p).c_str(),
                   p.predictedUs, alg, alg * trib::busBandwidthFactor(req.coll, req.nranks));
       if (!json) continue;
       // Every algorithm the model prices at this size, chosen or not (the plot's lines).
       std::fprintf(json, "%s{\"size\":%llu,\"choice\":\"%s\",\"algorithms\":{", b == 8 ? "" : ",",
-                   static_cast<unsigned long long>(b), planAlgoName(p.algo));
+                   static_cast<unsigned long long>(b), planName(p).c_str());
       bool first = true;
       for (const Candidate& c : planner.explain(r)) {
         if (!(c.plan.predictedUs > 0) || c.reason.find("unsupported") != std::string::npos) continue;
-        std::fprintf(json, "%s\"%s\":{\"time_us\":%.6g,\"busbw\":%.6g,\"eligible\":%s}", first ? "" : ",",
-                     planAlgoName(c.plan.algo), c.plan.predictedUs, c.busbwGBps,
-                     c.eligible ? "true" : "false");
+        std::fprintf(json, "%s\"%s\":{\"time_us\":%.6g,\"busbw\":%.6g,\"protocol\":\"%s\",\"eligible\":%s}",
+                     first ? "" : ",", planAlgoName(c.plan.algo), c.plan.predictedUs, c.busbwGBps,
+                     protocolName(c.plan.protocol), c.eligible ? "true" : "false");
         first = false;
       }
       std::fprintf(json, "}}");
@@ -302,10 +309,13 @@ int main(int argc, char** argv) {
     const SimResult& res = ps.sim;
     const double predictedUs = ps.predictedUs;
     if (!s.ok()) return fail(s);
+    Plan simulated;
+    simulated.algo = a, simulated.protocol = ps.protocol;
+    const std::string simName = planName(simulated);
     std::printf(
         "simulated %s: time %.1f us, algbw %.2f GB/s, busbw %.2f GB/s (%llu steps, %llu messages, "
         "simulation took %.2f s)\n",
-        planAlgoName(a), res.timeUs, res.algbwGBps, res.busbwGBps, (unsigned long long)res.steps,
+        simName.c_str(), res.timeUs, res.algbwGBps, res.busbwGBps, (unsigned long long)res.steps,
         (unsigned long long)res.messages, res.wallSeconds);
     if (res.domains > 1)
       std::printf(
@@ -316,7 +326,7 @@ int main(int argc, char** argv) {
       std::printf("  the full replay's time lies in [%.1f, %.1f] us (printed: the upper bound)\n",
                   res.timeLowUs, res.timeUs);
     if (predictedUs > 0)
-      std::printf("model %s: time %.1f us (simulated / model = %.3f)\n", planAlgoName(a), predictedUs,
+      std::printf("model %s: time %.1f us (simulated / model = %.3f)\n", simName.c_str(), predictedUs,
                   res.timeUs / predictedUs);
     for (const auto& l : res.busiest)
       std::printf("  busiest: %-40s %10.3f GB moved, busy %5.1f%%\n", l.name.c_str(), l.bytes / 1e9,

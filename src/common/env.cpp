@@ -33,6 +33,9 @@ const std::vector<EnvVarInfo>& envVars() {
       {"TRIB_TUNE", "",
        "Tune rules by size range (UCC-style), e.g. 'allreduce:0-64k:@rhd#allreduce:64k-inf:@ring'; see "
        "docs/PLANNER.md."},
+      {"TRIB_PROTO", "",
+       "Protocols the planner may price for GPU ranks (NCCL_PROTO style): 'LL,LL128,Simple', '^LL'. The "
+       "executor runs Simple; without it a call is reported as TRIB_ALGO's are. See docs/PLANNER.md."},
       {"TRIB_TOPO_FILE", "", "Load the topology from this file instead of detecting it."},
       {"TRIB_TOPO_DUMP_FILE", "", "Write the detected topology to this file at init."},
       {"TRIB_REDUCE_ISA", "", "Force the CPU reduction kernels: scalar, avx2 or avx512 (default: best)."},

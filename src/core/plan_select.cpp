@@ -78,8 +78,8 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   }
   RankNodes nodes = placeRanks(topo, placement, merged);
   auto planner = std::make_shared<Planner>(std::move(topo), std::move(nodes));
-  TRIB_RETURN_IF_ERROR(planner->setOverrides(config.algo, envString("TRIB_TUNE"))
-                           .prefix("TRIB_ALGO / TRIB_TUNE / config.algo: "));
+  TRIB_RETURN_IF_ERROR(planner->setOverrides(config.algo, envString("TRIB_TUNE"), envString("TRIB_PROTO"))
+                           .prefix("TRIB_ALGO / TRIB_TUNE / TRIB_PROTO / config.algo: "));
   *out = std::move(planner);
   return Status::Ok();
 }

@@ -3,7 +3,9 @@
 #include "plan/cost_model.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -63,6 +65,59 @@ Algo toScheduleAlgo(PlanAlgo a) {
   }
 }
 
+const char* protocolName(Protocol p) {
+  switch (p) {
+    case Protocol::Simple:
+      return "Simple";
+    case Protocol::LL128:
+      return "LL128";
+    case Protocol::LL:
+      return "LL";
+  }
+  return "invalid";
+}
+
+bool parseProtocol(const std::string& s, Protocol* out) {
+  std::string l;
+  for (char ch : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (int i = 0; i < kNumProtocols; ++i) {
+    std::string name = protocolName(static_cast<Protocol>(i));
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (l == name) {
+      *out = static_cast<Protocol>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool protocolApplies(PlanAlgo a) {
+  switch (a) {
+    case PlanAlgo::Ring:
+    case PlanAlgo::Tree:
+    case PlanAlgo::Rhd:
+    case PlanAlgo::Direct:
+    case PlanAlgo::Binomial:
+    case PlanAlgo::Chain:
+    case PlanAlgo::Hierarchical:
+    case PlanAlgo::AllgatherReduce:
+      return true;
+    default:
+      return false;
+  }
+}
+
+CostConstants CostConstants::forProtocol(Protocol p) const {
+  if (p == Protocol::Simple) return *this;
+  const ProtocolCost& pc = p == Protocol::LL128 ? ll128 : ll;
+  CostConstants c = *this;
+  for (double& e : c.eff) e *= pc.linkShare;
+  c.stepOverheadUs = pc.stepOverheadUs;
+  c.netStepOverheadUs = pc.netStepOverheadUs;
+  c.launchUs = pc.launchUs;
+  return c;
+}
+
 const CostConstants& CostConstants::defaults() {
   // The one place the model's constants live; docs/PLANNER.md gives each one's source.
   static const CostConstants k = [] {
@@ -95,6 +150,13 @@ const CostConstants& CostConstants::defaults() {
     c.minChunkBytes = 64 << 10;
     c.maxChunkBytes = 4 << 20;
     c.executorWindowSteps = static_cast<int>(kExecutorWindowSteps);  // the executor's (algo/schedule.hpp)
+    // NCCL's tuning model (docs/PLANNER.md "Protocols"): a ring gets 0.92 of Simple's rate with
+    // LL128 and 0.5 with LL; its steps cost 1.9 and 0.6 us on NVLink (Simple 3.4) and 4.0 and
+    // 2.7 us across the network (Simple 14.0); its base latencies are 14.0 and 6.6 us (Simple 8.4).
+    // The overheads here are those steps less the hops the generators already charge (two NVLink
+    // hops, 1.0 us; about 3 us of network hops), never below zero.
+    c.ll128 = {0.92, 1.9 - 1.0, 0.0, 14.0};
+    c.ll = {0.5, 0.0, 0.0, 6.6};
     return c;
   }();
   return k;
@@ -176,6 +238,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       PathInfo p = pathInfo(t, router, ranks[0], ranks[i], k);
       f.bwIntra = ranks[0] == ranks[i] ? p.bw * share : p.bw;  // a same-node copy runs on a shared core
       f.latIntraUs = p.lat + k.stepOverheadUs + (p.net ? k.netStepOverheadUs : 0);
+      f.intraNet = p.net;
       break;
     }
   }
@@ -185,6 +248,11 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     PathInfo p = pathInfo(t, router, ranks[0], ranks[j], k);
     f.bwInter = p.bw;
     f.latInterUs = p.lat + k.stepOverheadUs + (p.net ? k.netStepOverheadUs : 0);
+    // The farthest domain: the last where the network is built in rank order (another pod of a
+    // three-tier tree, more hops).
+    const double far = dom.back() != dom[0] ? pathInfo(t, router, ranks[0], ranks.back(), k).lat : p.lat;
+    f.latFarUs = f.latInterUs + std::max(0.0, far - p.lat);
+    f.interNet = p.net;
     // Under load every rank of a host shares the host's network egress; a thin core shares more.
     int host = t.hostOf(ranks[0]);
     double egress = 0;
@@ -222,10 +290,10 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     // The critical path: the costliest rank-to-root path of either tree, an edge costing one
     // step inside a domain or across (the trees run at once; a slice goes up, then down).
     const double aIn = f.perDomain > 1 ? f.latIntraUs : f.latInterUs, aOut = f.latInterUs;
-    std::vector<double> depth(f.n);
-    std::vector<int> pending, edges(f.n);
+    std::vector<int> pending, edges(f.n), across(f.n);
     auto shape = std::make_shared<FabricView::TreeShape>();
     shape->domain = dom;
+    auto& paths = shape->pathAcross;
     for (int tr = 0; tr < 2; ++tr) {
       auto& nodes = shape->node[tr];
       nodes.resize(f.n);
@@ -234,14 +302,12 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
         nodes[i] = {l.parent, l.child[0], l.child[1]};
       }
       std::fill(edges.begin(), edges.end(), -1);
-      std::fill(depth.begin(), depth.end(), -1.0);
       for (int i = 0; i < f.n; ++i) {
         int x = i;
-        while (depth[x] < 0) {
+        while (edges[x] < 0) {
           const int up = nodes[x][0];
           if (up < 0) {
-            depth[x] = 0;
-            edges[x] = 0;
+            edges[x] = across[x] = 0;
             break;
           }
           pending.push_back(x);
@@ -251,10 +317,11 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
           const int y = pending.back();
           pending.pop_back();
           const int up = nodes[y][0];
-          depth[y] = depth[up] + (dom[up] == dom[y] ? aIn : aOut);
           edges[y] = edges[up] + 1;
+          across[y] = across[up] + (dom[up] != dom[y]);
         }
-        f.treePathUs = std::max(f.treePathUs, depth[i]);
+        if (static_cast<int>(paths.size()) <= edges[i]) paths.resize(edges[i] + 1, {INT32_MAX, -1});
+        paths[edges[i]] = {std::min(paths[edges[i]][0], across[i]), std::max(paths[edges[i]][1], across[i])};
       }
       // Deepest first (a counting sort by depth in edges): every child before its parent.
       const int maxEdges = *std::max_element(edges.begin(), edges.end());
@@ -265,6 +332,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       for (int i = 0; i < f.n; ++i) shape->order[tr][start[maxEdges - edges[i]]++] = i;
     }
     f.treeShape = std::move(shape);
+    f.treePathUs = treePathUs(f, aIn, aOut);
   }
 
   // NVLink-switch reduction: every rank's NVSwitch must reduce.
@@ -329,6 +397,43 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   if (f.switchGBps > 0)
     f.summary += strprintf("; switch reduce %.0f GB/s, %d tier(s), %.1f us one way", f.switchGBps,
                            f.switchTiers, f.switchLatUs);
+  return f;
+}
+
+PredictScratch::PredictScratch() : impl_(std::make_unique<Impl>()) {}
+PredictScratch::~PredictScratch() = default;
+
+double treePathUs(const FabricView& f, double aIn, double aOut) {
+  if (!f.treeShape) return 0;
+  // A path of e edges, x of them across: e aIn + x (aOut - aIn), longest at the most (or fewest)
+  // crossings for its e.
+  double worst = 0;
+  const auto& paths = f.treeShape->pathAcross;
+  for (size_t e = 0; e < paths.size(); ++e) {
+    if (paths[e][1] < 0) continue;
+    const int x = aOut >= aIn ? paths[e][1] : paths[e][0];
+    worst = std::max(worst, static_cast<double>(e - x) * aIn + x * aOut);
+  }
+  return worst;
+}
+
+FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p) {
+  FabricView f = simple;
+  f.protocol = p;
+  if (p == Protocol::Simple) return f;
+  const CostConstants kp = k.forProtocol(p);
+  const double share = p == Protocol::LL128 ? k.ll128.linkShare : k.ll.linkShare;
+  // Every link's efficiency scales alike, so each path's bottleneck scales by the share.
+  f.bwIntra *= share, f.bwInter *= share, f.bwInterLoaded *= share, f.hostEgressGBps *= share;
+  auto step = [](const CostConstants& c, bool net) {
+    return c.stepOverheadUs + (net ? c.netStepOverheadUs : 0);
+  };
+  if (f.latIntraUs > 0) f.latIntraUs += step(kp, f.intraNet) - step(k, f.intraNet);
+  if (f.latInterUs > 0) {
+    f.latInterUs += step(kp, f.interNet) - step(k, f.interNet);
+    f.latFarUs += step(kp, f.interNet) - step(k, f.interNet);
+  }
+  f.treePathUs = treePathUs(f, f.perDomain > 1 ? f.latIntraUs : f.latInterUs, f.latInterUs);
   return f;
 }
 
@@ -439,13 +544,18 @@ double railRing(const Ctx& c, int d, double v, double chunk) {
 //   one where the streams before the last are leaves' streams gone before it starts).
 // O(n) per call, on FabricView::treeShape.
 double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, double aOut, double bIn,
-                       double bOut, double bwTime) {
+                       double bOut, double bwTime, PredictScratch* scratch) {
   const FabricView::TreeShape& sh = *f.treeShape;
   const int n = f.n;
   const double c = std::min(chunk, S / 2);
   const double tauIn = c / bIn, tauOut = c / bOut;
   auto across = [&](int x, int y) { return sh.domain[x] != sh.domain[y]; };
-  auto alpha = [&](int x, int y) { return across(x, y) ? aOut : aIn; };
+  // An edge to the next domain costs its hops (aOut); one to any other the farthest domain's
+  // (the network is built in rank order: neighbours share the nearest switches).
+  const double aFar = aOut + (f.latFarUs - f.latInterUs);
+  auto alpha = [&](int x, int y) {
+    return !across(x, y) ? aIn : std::abs(sh.domain[x] - sh.domain[y]) <= 1 ? aOut : aFar;
+  };
   auto tau = [&](int x, int y) { return across(x, y) ? tauOut : tauIn; };
   constexpr double kInf = 1e300;
   std::vector<double> up(n), first(n), trip(n), maxDescent(n, 0.0), treeDescent[2];
@@ -456,17 +566,14 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   // src: on a link in, the child whose stream it is where that child is a leaf in its tree (its
   // half ready at the start), on a link out kLeaf for the rank's own leaf stream; else -1.
   constexpr int kLeaf = -2;
-  struct Streams {
-    std::array<double, 4> r;
-    std::array<int, 4> src;
-    std::array<int, 4> feeder;  // up streams: the rank that sends it (the child, or the rank itself)
-    std::array<int8_t, 4> tree;
-    int m = 0;
-    void add(double t, int from = -1, int by = -1, int tr = 0) {
-      r[m] = t, src[m] = from, feeder[m] = by, tree[m++] = static_cast<int8_t>(tr);
-    }
-  };
-  std::vector<std::array<Streams, 2>> upIn(n), upOut(n), downIn(n), downOut(n);
+  using Streams = PredictScratch::Impl::Streams;
+  PredictScratch own;  // when the caller lends none
+  auto& lists = (scratch ? scratch : &own)->impl().lists;
+  for (auto& l : lists) {
+    if (l.size() < static_cast<size_t>(n)) l.resize(n);
+    for (int x = 0; x < n; ++x) l[x][0].m = l[x][1].m = 0;
+  }
+  auto &upIn = lists[0], &upOut = lists[1], &downIn = lists[2], &downOut = lists[3];
   double lastTrip = 0;
   for (int t = 0; t < 2; ++t) {
     const auto& nd = sh.node[t];
@@ -630,12 +737,22 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
 }  // namespace
 
 Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp op, const FabricView& f,
-                   const CostConstants& k) {
+                   const CostConstants& k, double cutoffUs, PredictScratch* scratch) {
   Prediction p;
   int n = f.n;
   if (n < 1) {
     p.reason = "no ranks";
     return p;
+  }
+  if (f.protocol != Protocol::Simple) {
+    if (f.hostRanks) {
+      p.reason = "CPU ranks run Simple only";
+      return p;
+    }
+    if (!protocolApplies(a)) {
+      p.reason = strprintf("%s runs Simple only", planAlgoName(a));
+      return p;
+    }
   }
   double S = static_cast<double>(bytes);
   Ctx c{f,
@@ -682,6 +799,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto crosses = [&](int v, int dist) {
     return c.multi && (!f.uniform || innerDomain(v) != innerDomain(v ^ dist));
   };
+  // A step's latency: inside a domain, to the next one, or (ranks contiguous by domain, the
+  // network built in rank order) to one further away at the farthest domain's hops.
+  const double aFar = c.aOut + (c.multi ? f.latFarUs - f.latInterUs : 0);
+  auto stepLat = [&](int v, int dist) {
+    if (!crosses(v, dist)) return c.aIn;
+    return f.uniform && std::abs(innerDomain(v) - innerDomain(v ^ dist)) > 1 ? aFar : c.aOut;
+  };
   // foldIn, foldOut: the fold of the pair (2v, 2v + 1) before the halving and after the doubling;
   // only the folding ranks (inner v < rem) run it, so their chains start and end that much later,
   // and the others' steps go on meanwhile until they need a folding partner's data.
@@ -691,6 +815,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // domain steps at the end of the halving and the start of the doubling while the halving's
   // network step still sends its later ones, and a NIC's network steps of both phases run nearly
   // back to back (2 x DGX H100 16 MiB: each NIC busy 94.5% of the replay).
+  constexpr double kPrunedUs = std::numeric_limits<double>::infinity();  // rhdSteps reached the cutoff
   auto rhdSteps = [&](bool halve, bool dbl, double total, double foldIn, double foldOut) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
     // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
@@ -714,6 +839,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     auto rate = [&](bool reduce, bool cross) {
       return reduce ? std::min(cross ? c.bLoaded : c.bIn, c.R) : (cross ? c.bLoaded : c.bIn);
     };
+    {  // Rank 0's link bytes alone (the links bound below takes every rank's): when they reach the
+       // cutoff, the walk over every rank cannot come in under it.
+      double in = 0, out = 0;
+      for (const RhdStep& st : steps)
+        (crosses(0, st.dist) ? out : in) += total * st.dist / pof2 / rate(st.reduce, crosses(0, st.dist));
+      if (k.launchUs + std::max(in, out) >= cutoffUs) return kPrunedUs;
+    }
     // The chain: the partner's chunk of step s leaves once the partner finished step s - 1, and
     // its trip runs while the rank finishes its own step s - 1 (sends are posted as soon as their
     // data are there, into receive buffers already posted): T_s(r) = max(T_{s-1}(r),
@@ -768,7 +900,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         const bool cross = crosses(r, st.dist);
         double& in = cross ? netIn[r] : domIn[r];  // the receiving side of the rank's link
         in = std::max(in + v / rate(st.reduce, cross), sent[from]);
-        got[r] = std::max(got[r], in + (cross ? c.aOut : c.aIn));
+        got[r] = std::max(got[r], in + stepLat(r, st.dist));
       }
       prev = &st;
       for (int r = 0; r < ranks; ++r) {
@@ -779,7 +911,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         }
         const bool cross = crosses(r, st.dist);
         const double b = rate(st.reduce, cross), one = std::min(v, static_cast<double>(chunk)) / b;
-        next[r] = std::max(chain[r], chain[from] + (cross ? c.aOut : c.aIn)) + one;
+        next[r] = std::max(chain[r], chain[from] + stepLat(r, st.dist)) + one;
         slowest = std::max(slowest, v / b - one);
       }
       chain.swap(next);
@@ -837,7 +969,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     double bIn = c.bIn, bOut = c.multi ? c.bLoaded : c.bIn;
     if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);
     const double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
-    double t = (c.multi ? c.aOut : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
+    // One step to every peer at once: it waits on the farthest.
+    double t = (c.multi ? f.latFarUs : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
     if (reduce) t += (n - 2) * std::min(v, static_cast<double>(chunk)) / c.R;
     return t;
   };
@@ -952,15 +1085,23 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             // Rank by rank on the two trees, as two channels sharing each link (treeAllReduceUs;
             // docs/PLANNER.md "The tree under two channels"), inside one domain and across.
             if (!f.treeShape) return unsupported("no tree shape in the fabric view (computeFabric makes it)");
+            // Its time is at least the busiest link's bytes (treeAllReduceUs' busy bound) and a
+            // slice's round trip on the costliest path (its trip bound): no need for the O(n)
+            // walk when either alone reaches the cutoff.
             const double aIn = f.perDomain > 1 ? f.latIntraUs : f.latInterUs;
+            if (k.launchUs + std::max(bwTime, 2 * treePathUs(f, aIn, f.latInterUs)) >= cutoffUs) {
+              p.pruned = true;
+              return unsupported("no faster than the cutoff: its busiest link alone takes longer");
+            }
             t = treeAllReduceUs(f, S, static_cast<double>(chunk), aIn, f.latInterUs, bIn,
-                                c.multi ? bOut : bIn, bwTime);
+                                c.multi ? bOut : bIn, bwTime, scratch);
           }
           p.reason = "double binary tree: 2 log2(n) hops, pipelined";
           break;
         }
         case PlanAlgo::Rhd: {
           t = rhdSteps(true, true, S, rhdExtra, rhdExtra);
+          if (t == kPrunedUs) p.pruned = true;
           p.reason = "2 log2(n) steps, halving/doubling";
           break;
         }
@@ -1168,6 +1309,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         p.reason = "n-1 steps of S/n";
       } else if (a == PlanAlgo::Rhd) {
         t = rhdSteps(reduces, !reduces, S, 0, 0) + rhdExtra;
+        if (t == kPrunedUs) p.pruned = true;
         p.reason = "log2(n) steps";
       } else if (a == PlanAlgo::Direct) {
         t = directPhase(S / n, reduces);
@@ -1227,6 +1369,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       break;
   }
   if (t < 0) return unsupported("not modelled");
+  if (p.pruned) return unsupported("no faster than the cutoff: its busiest link alone takes longer");
   p.supported = true;
   p.us = k.launchUs + t;
   p.chunkBytes = chunk;

@@ -41,6 +41,24 @@ const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
 Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch -> Algo::Switch
 
+// How GPU ranks move a step's data (NCCL's three): Simple, large chunks behind a flag per chunk,
+// what the executor runs and what CostConstants' own figures are; LL128, 128-byte lines of 120
+// data bytes and a flag; LL, 16-byte lines of 8 data bytes and a flag, the cheapest step and half
+// the link. The point-to-point schedules can take any of them (model only: the executor runs
+// Simple); in-network and peer-window algorithms run Simple. docs/PLANNER.md "Protocols".
+enum class Protocol : uint8_t { Simple, LL128, LL };
+constexpr int kNumProtocols = 3;
+const char* protocolName(Protocol p);                     // "Simple", "LL128", "LL"
+bool parseProtocol(const std::string& s, Protocol* out);  // any case
+bool protocolApplies(PlanAlgo a);                         // the algorithm can run LL/LL128
+
+// What a protocol other than Simple changes: its share of Simple's link rate (its payload per
+// line, its flag handling) and its per-step and per-call costs, in place of Simple's.
+struct ProtocolCost {
+  double linkShare;
+  double stepOverheadUs, netStepOverheadUs, launchUs;
+};
+
 struct CostConstants {
   // Fraction of a link's nominal bandwidth a collective achieves, per link type.
   double eff[kNumLinkTypes];
@@ -55,20 +73,26 @@ struct CostConstants {
   uint64_t boardChunkBytes;  // two-shot: bytes per board step (TRIB_SHM_BOARD_BYTES' default)
   uint64_t minChunkBytes, maxChunkBytes;
   int executorWindowSteps;  // steps past its first unfinished one the executor may start
+  ProtocolCost ll128, ll;   // the other protocols (the fields above are Simple's)
   static const CostConstants& defaults();
+  // The constants as protocol p sees them: every link type's efficiency times its share, its step
+  // and launch costs. Simple: these constants unchanged.
+  CostConstants forProtocol(Protocol p) const;
 };
 
 // The facts about (topology, first n ranks) the formulas need; computed once per rank count.
 struct FabricView {
   int n = 1;
-  int domains = 1;           // NVLink domains (or hosts on a CPU-only machine) holding the ranks
-  int perDomain = 1;         // ranks in the smallest domain
-  bool uniform = true;       // all domains the same size and ranks contiguous by domain
-  double bwIntra = 0;        // GB/s, effective, between two ranks of a domain (0 if perDomain == 1)
-  double latIntraUs = 0;     // per step, overheads included
-  double bwInter = 0;        // GB/s, effective, one flow between domains
-  double bwInterLoaded = 0;  // GB/s per rank when every rank of a domain talks across at once
-  double latInterUs = 0;
+  int domains = 1;        // NVLink domains (or hosts on a CPU-only machine) holding the ranks
+  int perDomain = 1;      // ranks in the smallest domain
+  bool uniform = true;    // all domains the same size and ranks contiguous by domain
+  double bwIntra = 0;     // GB/s, effective, between two ranks of a domain (0 if perDomain == 1)
+  double latIntraUs = 0;  // per step, overheads included
+  bool intraNet = false, interNet = false;  // the step crosses a network link (its overhead)
+  double bwInter = 0;                       // GB/s, effective, one flow between domains
+  double bwInterLoaded = 0;                 // GB/s per rank when every rank of a domain talks across at once
+  double latInterUs = 0;                    // to the next domain
+  double latFarUs = 0;    // to the farthest (more network tiers), for steps that wait on every peer
   double reduceGBps = 0;  // a rank's local reduction throughput
   // Double binary tree (algo/tree.cpp): edges of the busiest rank inside its domain and across
   // domains (each edge carries S/2 each way), and the most cross-domain edges of one host's ranks,
@@ -83,6 +107,9 @@ struct FabricView {
     std::vector<std::array<int, 3>> node[2];  // parent, child 0, child 1
     std::vector<int> order[2];
     std::vector<int> domain;
+    // Rank-to-root paths of both trees by their number of edges e: the fewest and the most of
+    // them across domains (treePathUs prices the costliest path at any two step latencies).
+    std::vector<std::array<int, 2>> pathAcross;
   };
   std::shared_ptr<const TreeShape> treeShape;
   double hostEgressGBps = 0;
@@ -97,18 +124,56 @@ struct FabricView {
   int switchTiers = 0;     // depth of the aggregation tree (1: leaves are the root)
   double switchLatUs = 0;  // one way rank -> root of the aggregation tree, overheads included
   std::string summary;     // one line: "4608 ranks in 64 domains of 72; intra 740 GB/s 3.5 us; ..."
+  Protocol protocol = Protocol::Simple;  // the protocol its rates and step latencies are for
 };
 FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& rankNodes,
                          const CostConstants& k);
+// The view of a Simple fabric (computed with k) for protocol p: link rates times p's share,
+// step latencies with p's overheads. In-network figures stay Simple's (those algorithms run Simple).
+FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p);
+// The costliest rank-to-root path of the double tree, a step costing aIn inside a domain and aOut
+// across (0 without a tree shape).
+double treePathUs(const FabricView& f, double aIn, double aOut);
+
+// Working memory predict() reuses across calls: the tree's streams of each rank (~600 bytes a
+// rank, 75 MB at 131,072 ranks, whose fresh pages cost more than the model's arithmetic). One
+// caller at a time; the planner keeps one per explanation, for its protocols' calls.
+class PredictScratch {
+ public:
+  PredictScratch();
+  ~PredictScratch();
+  struct Impl {
+    // Up to 4 streams through one of a rank's links (cost_model.cpp, treeAllReduceUs).
+    struct Streams {
+      std::array<double, 4> r;
+      std::array<int, 4> src;
+      std::array<int, 4> feeder;  // up streams: the rank that sends it (the child, or the rank itself)
+      std::array<int8_t, 4> tree;
+      int m = 0;
+      void add(double t, int from = -1, int by = -1, int tr = 0) {
+        r[m] = t, src[m] = from, feeder[m] = by, tree[m++] = static_cast<int8_t>(tr);
+      }
+    };
+    std::vector<std::array<Streams, 2>> lists[4];  // per rank and class: up in, up out, down in, down out
+  };
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 
 struct Prediction {
   bool supported = false;
   std::string reason;  // when unsupported: why; else a short formula note
   double us = 0;
   uint64_t chunkBytes = 0;
+  bool pruned = false;  // not priced: provably no faster than cutoffUs (supported stays false)
 };
-// Predicted time for algorithm a on a request (bytes = nccl-tests S; see PlanRequest).
+// Predicted time for algorithm a on a request (bytes = nccl-tests S; see PlanRequest), on the
+// fabric and constants of one protocol (f.protocol; k for it: CostConstants::forProtocol).
+// cutoffUs: a model whose cheap bound already reaches it may stop there (Prediction::pruned); the
+// planner passes Simple's time when it prices another protocol.
 Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp op, const FabricView& f,
-                   const CostConstants& k);
+                   const CostConstants& k, double cutoffUs = 1e300, PredictScratch* scratch = nullptr);
 
 }  // namespace trib

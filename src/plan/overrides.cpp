@@ -1,4 +1,4 @@
-// TRIB_ALGO / TRIB_TUNE strings and their sizes (planner.hpp): what the user wrote, parsed apart
+// TRIB_ALGO / TRIB_TUNE / TRIB_PROTO strings and their sizes (planner.hpp): what the user wrote, parsed apart
 // from the planner that applies it (tests/fuzz reads these alone).
 #include <cctype>
 #include <cmath>
@@ -65,6 +65,27 @@ Status parseAlgoOverride(const std::string& spec, AlgoFilter* out) {
     for (int c : targets) f.allowed[c] = allowed, f.set[c] = true;
   }
   *out = f;
+  return Status::Ok();
+}
+
+Status parseProtocolOverride(const std::string& spec, uint32_t* allowed) {
+  const uint32_t all = (1u << kNumProtocols) - 1;
+  const std::vector<std::string> blank = split(spec, ',');
+  if (blank.size() == 1 && blank[0].empty()) {
+    *allowed = all;
+    return Status::Ok();
+  }
+  const bool negate = !blank[0].empty() && blank[0][0] == '^';
+  uint32_t named = 0;
+  for (const auto& item : split(negate ? spec.substr(spec.find('^') + 1) : spec, ',')) {
+    Protocol p;
+    if (!parseProtocol(item, &p))
+      return errorf(tribInvalidArgument, "TRIB_PROTO '%s': unknown protocol '%s' (LL, LL128, Simple)",
+                    spec.c_str(), item.c_str());
+    named |= 1u << static_cast<int>(p);
+  }
+  *allowed = negate ? all & ~named : named;
+  if (!*allowed) return errorf(tribInvalidArgument, "TRIB_PROTO '%s' allows no protocol", spec.c_str());
   return Status::Ok();
 }
 

@@ -65,20 +65,32 @@ std::vector<int> Planner::rankNodes(MemoryKind memory, int nranks) const {
   return out;
 }
 
-Status Planner::setOverrides(const std::string& algoSpec, const std::string& tuneSpec) {
+Status Planner::setOverrides(const std::string& algoSpec, const std::string& tuneSpec,
+                             const std::string& protoSpec) {
   AlgoFilter f;
   std::vector<TuneRule> t;
+  uint32_t protocols = 0;
   TRIB_RETURN_IF_ERROR(parseAlgoOverride(algoSpec, &f));
   TRIB_RETURN_IF_ERROR(parseTuneString(tuneSpec, &t));
+  TRIB_RETURN_IF_ERROR(parseProtocolOverride(protoSpec, &protocols));
   std::lock_guard<std::mutex> g(mu_);
   filter_ = f;
   algoSpec_ = algoSpec;
   tune_ = std::move(t);
+  protocols_ = protocols;
+  protoSpec_ = protoSpec;
   cache_.clear();
   return Status::Ok();
 }
 
-Status Planner::setOverridesFromEnv() { return setOverrides(envString("TRIB_ALGO"), envString("TRIB_TUNE")); }
+Status Planner::setOverridesFromEnv() {
+  return setOverrides(envString("TRIB_ALGO"), envString("TRIB_TUNE"), envString("TRIB_PROTO"));
+}
+
+std::string planName(const Plan& p) {
+  return p.protocol == Protocol::Simple ? planAlgoName(p.algo)
+                                        : strprintf("%s/%s", planAlgoName(p.algo), protocolName(p.protocol));
+}
 
 Status attachedSwitchFromEnv(AttachedSwitch* out) {
   AttachedSwitch s;
@@ -175,12 +187,42 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
   size_t es = dataTypeSize(req.dtype);
   // A tune rule (the last matching one wins) pins the algorithm when it supports the request.
   const TuneRule* rule = tuneRuleFor(req);
+  // Model-only requests on GPU ranks price the point-to-point algorithms at each protocol that
+  // TRIB_PROTO allows and keep the fastest; the executor runs Simple, so the others are model only.
+  const bool protocols = req.includeModelOnly && !f.hostRanks;
+  FabricView views[kNumProtocols];
+  CostConstants constants[kNumProtocols];
+  if (protocols)
+    for (int q = 1; q < kNumProtocols; ++q) {
+      views[q] = protocolView(f, k_, static_cast<Protocol>(q));
+      constants[q] = k_.forProtocol(static_cast<Protocol>(q));
+    }
+  const bool simpleAllowed = protocols_ & 1u;
+  PredictScratch scratch;
   for (int i = 0; i < kNumPlanAlgos; ++i) {
     auto a = static_cast<PlanAlgo>(i);
-    Prediction p = predict(a, req.coll, req.bytes, req.dtype, req.op, f, k_);
+    Prediction p = predict(a, req.coll, req.bytes, req.dtype, req.op, f, k_, 1e300, &scratch);
     if (!p.supported && (p.reason == "not modelled" || p.reason == "not for this collective")) continue;
     Candidate c;
     c.plan.algo = a;
+    std::string protoExcluded;  // set when TRIB_PROTO leaves this algorithm no protocol
+    if (protocols && protocolApplies(a) && p.supported) {
+      const Prediction simple = p;
+      bool have = simpleAllowed;
+      for (int q = 1; q < kNumProtocols; ++q) {
+        if (!(protocols_ >> q & 1)) continue;
+        Prediction pq = predict(a, req.coll, req.bytes, req.dtype, req.op, views[q], constants[q],
+                                have ? p.us : 1e300, &scratch);
+        if (pq.supported && (!have || pq.us < p.us))
+          p = pq, c.plan.protocol = static_cast<Protocol>(q), have = true;
+      }
+      if (c.plan.protocol != Protocol::Simple)
+        p.reason =
+            strprintf("%s: %s; Simple %.1f us", protocolName(c.plan.protocol), p.reason.c_str(), simple.us);
+      if (!have) protoExcluded = "TRIB_PROTO allows no protocol that prices this request";
+    } else if (protocols && !simpleAllowed) {
+      protoExcluded = strprintf("excluded by TRIB_PROTO (%s runs Simple only)", planAlgoName(a));
+    }
     c.plan.predictedUs = p.us;
     c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
     if (a == PlanAlgo::Hierarchical || a == PlanAlgo::HierSwitch) c.plan.ranksPerDomain = f.perDomain;
@@ -214,9 +256,13 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     } else {
       c.plan.executable = false;
     }
+    if (c.plan.protocol != Protocol::Simple) c.plan.executable = false;  // the executor runs Simple
     if (!p.supported) {
       c.eligible = false;
       c.reason = p.reason;
+    } else if (!protoExcluded.empty()) {
+      c.eligible = false;
+      c.reason = protoExcluded;
     } else if (a == PlanAlgo::TwoShot && !req.oneShotBytes && !req.includeModelOnly) {
       c.eligible = false;
       c.reason = "no peer windows (no transport maps or reaches every rank's, or TRIB_WINDOW_BYTES=0)";
@@ -295,10 +341,10 @@ Plan Planner::choose(const PlanRequest& req) {
     plan = cands[0].plan;
     const Candidate* runner = cands.size() > 1 && cands[1].eligible ? &cands[1] : nullptr;
     plan.why =
-        strprintf("%s: predicted %.1f us (%s)", planAlgoName(plan.algo), plan.predictedUs, plan.why.c_str());
+        strprintf("%s: predicted %.1f us (%s)", planName(plan).c_str(), plan.predictedUs, plan.why.c_str());
     if (runner)
       plan.why +=
-          strprintf("; next best %s %.1f us", planAlgoName(runner->plan.algo), runner->plan.predictedUs);
+          strprintf("; next best %s %.1f us", planName(runner->plan).c_str(), runner->plan.predictedUs);
     if (filter_.set[static_cast<int>(req.coll)]) plan.why += "; TRIB_ALGO applied";
     // With a switch attached, say where its plans stood when they lost.
     for (const auto& c : cands) {
@@ -348,6 +394,10 @@ Plan Planner::choose(const PlanRequest& req) {
       plan.why = "no modelled algorithm supports this request; ring by default";
     }
   }
+  // The executor runs Simple: a TRIB_PROTO without it cannot be met by a plan it runs.
+  if (!req.includeModelOnly && !(protocols_ & 1u) && plan.overrideUnmet.empty() && req.nranks > 1)
+    plan.overrideUnmet =
+        strprintf("TRIB_PROTO '%s' excludes Simple, the only protocol the executor runs", protoSpec_.c_str());
   // A TRIB_TUNE pin that cannot run was ignored: as unmet as a TRIB_ALGO that cannot (one rank
   // has nothing to communicate, so nothing to report).
   const TuneRule* rule = tuneRuleFor(req);
@@ -369,15 +419,17 @@ Plan Planner::choose(const PlanRequest& req) {
 
 std::vector<Planner::Crossover> Planner::crossovers(PlanRequest req, uint64_t lo, uint64_t hi) {
   std::vector<Crossover> out;
+  using Choice = std::pair<PlanAlgo, Protocol>;
   auto best = [&](uint64_t b) {
     req.bytes = b;
     auto c = explain(req);
-    return c.empty() || !c[0].eligible ? PlanAlgo::Ring : c[0].plan.algo;
+    return c.empty() || !c[0].eligible ? Choice{PlanAlgo::Ring, Protocol::Simple}
+                                       : Choice{c[0].plan.algo, c[0].plan.protocol};
   };
   uint64_t prev = std::max<uint64_t>(lo, 1);
-  PlanAlgo pa = best(prev);
+  Choice pa = best(prev);
   for (uint64_t b = prev * 2; b <= hi && b > prev; prev = b, b *= 2) {
-    PlanAlgo na = best(b);
+    Choice na = best(b);
     if (na == pa) continue;
     // Bisect [prev, b] for the exact size where the choice changes.
     uint64_t l = prev, h = b;
@@ -385,7 +437,8 @@ std::vector<Planner::Crossover> Planner::crossovers(PlanRequest req, uint64_t lo
       uint64_t m = l + (h - l) / 2;
       (best(m) == pa ? l : h) = m;
     }
-    out.push_back({h, pa, best(h)});
+    const Choice to = best(h);
+    out.push_back({h, pa.first, to.first, pa.second, to.second});
     pa = na;
   }
   return out;
@@ -403,16 +456,16 @@ std::string formatBytes(uint64_t b) {
 std::string formatExplain(const PlanRequest& req, const std::vector<Candidate>& cands) {
   std::string s = strprintf("%s of %s (%s) on %d ranks\n", collName(req.coll), formatBytes(req.bytes).c_str(),
                             dataTypeName(req.dtype), req.nranks);
-  s += strprintf("  %-13s %12s %11s %11s %10s  %s\n", "algorithm", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+  s += strprintf("  %-18s %12s %11s %11s %10s  %s\n", "algorithm", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
                  "chunk", "note");
   for (const auto& c : cands) {
     if (c.plan.predictedUs > 0) {
-      s += strprintf("  %-13s %12.1f %11.2f %11.2f %10s  %s%s\n", planAlgoName(c.plan.algo),
+      s += strprintf("  %-18s %12.1f %11.2f %11.2f %10s  %s%s\n", planName(c.plan).c_str(),
                      c.plan.predictedUs, c.algbwGBps, c.busbwGBps,
                      formatBytes(c.plan.chunkElems * dataTypeSize(req.dtype)).c_str(),
                      c.eligible ? "" : "[excluded] ", c.reason.c_str());
     } else {
-      s += strprintf("  %-13s %12s %11s %11s %10s  [n/a] %s\n", planAlgoName(c.plan.algo), "-", "-", "-", "-",
+      s += strprintf("  %-18s %12s %11s %11s %10s  [n/a] %s\n", planName(c.plan).c_str(), "-", "-", "-", "-",
                      c.reason.c_str());
     }
   }

@@ -52,6 +52,9 @@ struct PlanRequest {
 
 struct Plan {
   PlanAlgo algo = PlanAlgo::Ring;
+  // Simple unless the request admits model-only plans (PlanRequest::includeModelOnly) on GPU ranks
+  // and another protocol is faster for this algorithm (the executor runs Simple).
+  Protocol protocol = Protocol::Simple;
   uint64_t chunkElems = 1 << 16;  // pipeline slice for CollArgs::chunkElems
   int channels = 1;               // parallel rings/trees (the schedules run one today)
   int ranksPerDomain = 0;         // for CollArgs::ranksPerDomain (Hierarchical, Direct, Ring rails; else 0)
@@ -64,6 +67,8 @@ struct Plan {
   std::string overrideUnmet;
   Algo scheduleAlgo() const { return toScheduleAlgo(algo); }
 };
+// "ring", or "ring/LL128" for another protocol than Simple.
+std::string planName(const Plan& p);
 
 struct Candidate {
   Plan plan;
@@ -84,6 +89,9 @@ struct AlgoFilter {
 // "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch
 // oneshot hier_switch twoshot allgather_reduce.
 Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
+// NCCL_PROTO-style (TRIB_PROTO): "LL,LL128,Simple" allows those, "^LL" all but; any case; empty:
+// all. A bit per Protocol.
+Status parseProtocolOverride(const std::string& spec, uint32_t* allowed);
 
 // UCC-style tune string (TRIB_TUNE): entries separated by '#', fields by ':' --
 // "allreduce:0-64k:@tree#allreduce:64k-inf:@ring", optionally "ranks=2-64". A collective list may be
@@ -124,8 +132,9 @@ std::vector<int> hostNodesOf(const Topology& topo, const std::vector<int>& devic
 class Planner {
  public:
   explicit Planner(Topology topo, RankNodes nodes = {}, CostConstants k = CostConstants::defaults());
-  Status setOverrides(const std::string& algoSpec, const std::string& tuneSpec);
-  Status setOverridesFromEnv();  // TRIB_ALGO, TRIB_TUNE
+  Status setOverrides(const std::string& algoSpec, const std::string& tuneSpec,
+                      const std::string& protoSpec = "");
+  Status setOverridesFromEnv();  // TRIB_ALGO, TRIB_TUNE, TRIB_PROTO
 
   // The plan for a request (cached). Never fails: with no eligible algorithm it returns the first
   // executable one that supports the request, and says so in why.
@@ -136,6 +145,7 @@ class Planner {
   struct Crossover {
     uint64_t bytes;
     PlanAlgo from, to;
+    Protocol fromProtocol = Protocol::Simple, toProtocol = Protocol::Simple;
   };
   std::vector<Crossover> crossovers(PlanRequest req, uint64_t lo, uint64_t hi);
   // Tells the planner that a switch is attached (switch plans become executable and are
@@ -161,7 +171,9 @@ class Planner {
   RankNodes nodes_;
   CostConstants k_;
   AlgoFilter filter_;
-  std::string algoSpec_;  // the TRIB_ALGO text filter_ came from, for messages
+  std::string algoSpec_;                            // the TRIB_ALGO text filter_ came from, for messages
+  uint32_t protocols_ = (1u << kNumProtocols) - 1;  // TRIB_PROTO: a bit per Protocol
+  std::string protoSpec_;
   std::vector<TuneRule> tune_;
   std::unique_ptr<Router> router_;
   std::unordered_map<int, FabricView> fabrics_[2];  // by nranks: [0] device, [1] host placement

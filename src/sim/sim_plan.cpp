@@ -5,7 +5,8 @@
 #include "sim/ring_quotient.hpp"
 
 namespace trib {
-CollArgs plannedArgs(Planner& planner, const PlanRequest& req, PlanAlgo a, double* predictedUs) {
+CollArgs plannedArgs(Planner& planner, const PlanRequest& req, PlanAlgo a, double* predictedUs,
+                     Protocol* protocol) {
   CollArgs args;
   args.coll = req.coll;
   args.nranks = req.nranks;
@@ -16,10 +17,12 @@ CollArgs plannedArgs(Planner& planner, const PlanRequest& req, PlanAlgo a, doubl
   // The plan's chunk for that algorithm and its prediction, when the model covers it (else the
   // schedule's defaults, and no prediction).
   *predictedUs = 0;
+  if (protocol) *protocol = Protocol::Simple;
   for (const auto& c : planner.explain(req))
     if (c.plan.algo == a && c.plan.predictedUs > 0) {
       args.chunkElems = c.plan.chunkElems, args.ranksPerDomain = c.plan.ranksPerDomain;
       *predictedUs = c.plan.predictedUs;
+      if (protocol) *protocol = c.plan.protocol;
     }
   // Peer-memory schedules: the communicator's default window, two cells of
   // CostConstants::boardChunkBytes (the default TRIB_WINDOW_BYTES is two 1 MiB cells).
@@ -28,11 +31,13 @@ CollArgs plannedArgs(Planner& planner, const PlanRequest& req, PlanAlgo a, doubl
 }
 
 Status simulatePlanned(Planner& planner, const PlanRequest& req, PlanAlgo a, PlannedSim* out,
-                       const std::vector<int>& rankToNode, const SimOptions& opt) {
+                       const std::vector<int>& rankToNode, const SimOptions& options) {
   *out = PlannedSim{};
   if (dataTypeSize(req.dtype) == 0) return errorf(tribInvalidArgument, "simulatePlanned: invalid datatype");
-  const CollArgs args = plannedArgs(planner, req, a, &out->predictedUs);
+  const CollArgs args = plannedArgs(planner, req, a, &out->predictedUs, &out->protocol);
   out->chunkElems = args.chunkElems;
+  SimOptions opt = options;  // the replay at the plan's protocol: its link shares and step costs
+  opt.k = options.k.forProtocol(out->protocol);
   const std::vector<int> nodes = rankToNode.empty() ? planner.rankNodes(req.memory, req.nranks) : rankToNode;
   const Topology& t = planner.topology();
   if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch)  // no schedule yet: modelled directly
