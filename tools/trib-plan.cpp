@@ -278,8 +278,9 @@ int main(int argc, char** argv) {
                   p.predictedUs, alg, alg * trib::busBandwidthFactor(req.coll, req.nranks));
       if (!json) continue;
       // Every algorithm the model prices at this size, chosen or not (the plot's lines).
-      std::fprintf(json, "%s{\"size\":%llu,\"choice\":\"%s\",\"algorithms\":{", b == 8 ? "" : ",",
-                   static_cast<unsigned long long>(b), planName(p).c_str());
+      std::fprintf(json, "%s{\"size\":%llu,\"choice\":\"%s\",\"choice_protocol\":\"%s\",\"algorithms\":{",
+                   b == 8 ? "" : ",", static_cast<unsigned long long>(b), planAlgoName(p.algo),
+                   protocolName(p.protocol));
       bool first = true;
       for (const Candidate& c : planner.explain(r)) {
         if (!(c.plan.predictedUs > 0) || c.reason.find("unsupported") != std::string::npos) continue;

@@ -2,8 +2,8 @@
 // bytes/µs (x 1e3). Derivations and calibration: docs/PLANNER.md.
 #include "plan/cost_model.hpp"
 
+#include <strings.h>
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -78,16 +78,11 @@ const char* protocolName(Protocol p) {
 }
 
 bool parseProtocol(const std::string& s, Protocol* out) {
-  std::string l;
-  for (char ch : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (int i = 0; i < kNumProtocols; ++i) {
-    std::string name = protocolName(static_cast<Protocol>(i));
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (l == name) {
+  for (int i = 0; i < kNumProtocols; ++i)
+    if (strcasecmp(s.c_str(), protocolName(static_cast<Protocol>(i))) == 0) {
       *out = static_cast<Protocol>(i);
       return true;
     }
-  }
   return false;
 }
 
