@@ -784,22 +784,28 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // and inner rank v is real rank 2v + 1 for v < rem, else v + rem. With ranks contiguous by
   // domain (f.uniform) real rank r is in domain r / perDomain, so whether a step's partners are in
   // one domain depends on the rank, not only on the distance (72 per rack: distance 64 crosses
-  // for 64 of every 72 ranks); otherwise (domains of different sizes) every step of a multi-domain
-  // group is counted across.
+  // for 64 of every 72 ranks); with domains of different sizes the ranks' own domains say it.
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
   const int rem = n - pof2;
   const uint64_t count = bytes / std::max<size_t>(1, dataTypeSize(dtype));  // elements
-  auto innerDomain = [&](int v) { return (v < rem ? 2 * v + 1 : v + rem) / std::max(1, f.perDomain); };
+  // Real rank r's domain: by position where ranks are contiguous by equal domains, else from the
+  // tree shape's per-rank domains (computeFabric keeps them); without either, every step of a
+  // multi-domain group is counted across.
+  const bool knownDomains = f.uniform || f.treeShape;
+  auto domainOf = [&](int r) {
+    return f.uniform || !f.treeShape ? r / std::max(1, f.perDomain) : f.treeShape->domain[r];
+  };
+  auto innerDomain = [&](int v) { return domainOf(v < rem ? 2 * v + 1 : v + rem); };
   auto crosses = [&](int v, int dist) {
-    return c.multi && (!f.uniform || innerDomain(v) != innerDomain(v ^ dist));
+    return c.multi && (!knownDomains || innerDomain(v) != innerDomain(v ^ dist));
   };
   // A step's latency: inside a domain, to the next one, or (ranks contiguous by domain, the
   // network built in rank order) to one further away at the farthest domain's hops.
   const double aFar = c.aOut + (c.multi ? f.latFarUs - f.latInterUs : 0);
   auto stepLat = [&](int v, int dist) {
     if (!crosses(v, dist)) return c.aIn;
-    return f.uniform && std::abs(innerDomain(v) - innerDomain(v ^ dist)) > 1 ? aFar : c.aOut;
+    return knownDomains && std::abs(innerDomain(v) - innerDomain(v ^ dist)) > 1 ? aFar : c.aOut;
   };
   // foldIn, foldOut: the fold of the pair (2v, 2v + 1) before the halving and after the doubling;
   // only the folding ranks (inner v < rem) run it, so their chains start and end that much later,
@@ -850,7 +856,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // doubling receives the partner's dist blocks. A rank receiving no element (fewer elements
     // than blocks: 8 B is 2 floats of 4,096 blocks) skips the step, as the schedule does.
     const bool alike =
-        (!c.multi || !f.uniform) && count >= static_cast<uint64_t>(pof2);  // every rank the same
+        (!c.multi || !knownDomains) && count >= static_cast<uint64_t>(pof2);  // every rank the same
     const int ranks = alike ? 1 : pof2;
     auto folds = [&](int r) { return alike ? rem > 0 : r < rem; };  // alike: the folding ranks
     auto receives = [&](int r, const RhdStep& st) {                 // rank r receives some element in step st
@@ -983,8 +989,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // network only where some pair straddles two domains.
   bool foldCrosses = false;
   for (int v = 0; v < rem && !foldCrosses; ++v)
-    foldCrosses = c.multi && (!f.uniform ||
-                              (2 * v) / std::max(1, f.perDomain) != (2 * v + 1) / std::max(1, f.perDomain));
+    foldCrosses = c.multi && (!knownDomains || domainOf(2 * v) != domainOf(2 * v + 1));
   double rhdExtra = pof2 == n ? 0 : (foldCrosses ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
 
   // The other collectives through the switch (branch `switch` adds their schedules): each rank
@@ -1086,7 +1091,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             const double aIn = f.perDomain > 1 ? f.latIntraUs : f.latInterUs;
             if (k.launchUs + std::max(bwTime, 2 * treePathUs(f, aIn, f.latInterUs)) >= cutoffUs) {
               p.pruned = true;
-              return unsupported("no faster than the cutoff: its busiest link alone takes longer");
+              return unsupported("no faster than the cutoff: a bound on its time already reaches it");
             }
             t = treeAllReduceUs(f, S, static_cast<double>(chunk), aIn, f.latInterUs, bIn,
                                 c.multi ? bOut : bIn, bwTime, scratch);
@@ -1364,7 +1369,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       break;
   }
   if (t < 0) return unsupported("not modelled");
-  if (p.pruned) return unsupported("no faster than the cutoff: its busiest link alone takes longer");
+  if (p.pruned) return unsupported("no faster than the cutoff: a bound on its time already reaches it");
   p.supported = true;
   p.us = k.launchUs + t;
   p.chunkBytes = chunk;
