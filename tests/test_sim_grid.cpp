@@ -42,13 +42,14 @@ struct Gap {
   uint64_t minBytes, maxBytes;
   bool acrossDomainsOnly;  // only cells whose ranks span several NVLink domains of 2+ ranks
   const char* why;
-  int minDomains = 0;  // only cells whose ranks span at least this many NVLink domains
-  Protocol protocol = Protocol::Simple;
+  int minDomains = 0;                    // only cells whose ranks span at least this many NVLink domains
+  Protocol protocol = Protocol::Simple;  // the cells' protocol (the grid runs Simple and the fastest)
 };
-// None open. The tree's posting-order rule went when the replay's default became the schedule's
-// channels round robin and the tree's terms were derived for it; its rule for 3+ NVLink domains at
-// >= 16 MiB (the replay 1.12-1.24x the model) went when the last switch's port served its senders
-// round robin and the model gained the fill bound (docs/PLANNER.md "The tree across 3+ domains").
+// Two open (2026-12-06), both rhd. Closed before them: the tree's posting-order rule went when the
+// replay's default became the schedule's channels round robin and the tree's terms were derived
+// for it; its rule for 3+ NVLink domains at >= 16 MiB (the replay 1.12-1.24x the model) went when
+// the last switch's port served its senders round robin and the model gained the fill bound
+// (docs/PLANNER.md "The tree across 3+ domains").
 const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Rhd, 4608, 4608, 1 << 20, 1 << 20, true,
      "rhd with LL on 4,608 ranks at 1 MiB: the replay 1.125x the model (LL128 1.056, Simple 0.997; "
