@@ -333,9 +333,17 @@ TEST(Planner, CrossoversAndSizes) {
   Planner p(makeDgxH100(2));
   auto xs = p.crossovers(allreduce(0, 16), 8, 16ull << 30);
   ASSERT_GE(xs.size(), 2u);
-  for (const auto& x : xs) {
-    EXPECT_NE(x.from, x.to);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const auto& x = xs[i];
+    EXPECT_TRUE(x.from != x.to || x.fromProtocol != x.toProtocol)
+        << planAlgoName(x.from) << " at " << x.bytes;
     EXPECT_EQ(p.choose(allreduce(x.bytes, 16)).algo, x.to);
+    EXPECT_EQ(p.choose(allreduce(x.bytes, 16)).protocol, x.toProtocol);
+    if (i + 1 < xs.size()) {  // one change leads to the next: none is skipped or named twice
+      EXPECT_EQ(xs[i + 1].from, x.to) << x.bytes;
+      EXPECT_EQ(xs[i + 1].fromProtocol, x.toProtocol) << x.bytes;
+      EXPECT_GT(xs[i + 1].bytes, x.bytes);
+    }
     // 1% below, the earlier choice, unless the two are within 0.5% of each other there (the ring as
     // rails and nvls_switch at 30-36 MiB on these nodes: 207.3 against 207.1 us 1% below 36 MiB,
     // where the bisection, to 1/256 of the size, found ring just below).

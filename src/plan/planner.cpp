@@ -429,16 +429,19 @@ std::vector<Planner::Crossover> Planner::crossovers(PlanRequest req, uint64_t lo
   uint64_t prev = std::max<uint64_t>(lo, 1);
   Choice pa = best(prev);
   for (uint64_t b = prev * 2; b <= hi && b > prev; prev = b, b *= 2) {
-    Choice na = best(b);
-    if (na == pa) continue;
-    // Bisect [prev, b] for the exact size where the choice changes.
-    uint64_t l = prev, h = b;
-    while (h - l > 1 && h - l > l / 256) {
-      uint64_t m = l + (h - l) / 2;
-      (best(m) == pa ? l : h) = m;
+    const Choice na = best(b);
+    // Every change in (prev, b]: bisect for the first size past the current choice, then go on
+    // from there until the choice at b is reached (two changes can fall within one doubling).
+    for (uint64_t from = prev; pa != na && from < b;) {
+      uint64_t l = from, h = b;
+      while (h - l > 1 && h - l > l / 256) {
+        uint64_t m = l + (h - l) / 2;
+        (best(m) == pa ? l : h) = m;
+      }
+      const Choice to = best(h);
+      out.push_back({h, pa.first, to.first, pa.second, to.second});
+      pa = to, from = h;
     }
-    const Choice to = best(h);
-    out.push_back({h, pa.first, to.first, pa.second, to.second});
     pa = na;
   }
   return out;
