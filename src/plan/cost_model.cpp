@@ -104,7 +104,7 @@ bool protocolApplies(PlanAlgo a) {
 
 CostConstants CostConstants::forProtocol(Protocol p) const {
   if (p == Protocol::Simple) return *this;
-  const ProtocolCost& pc = p == Protocol::LL128 ? ll128 : ll;
+  const ProtocolCost& pc = protocolCost(p);
   CostConstants c = *this;
   for (double& e : c.eff) e *= pc.linkShare;
   c.stepOverheadUs = pc.stepOverheadUs;
@@ -417,7 +417,7 @@ FabricView protocolView(const FabricView& simple, const CostConstants& k, Protoc
   f.protocol = p;
   if (p == Protocol::Simple) return f;
   const CostConstants kp = k.forProtocol(p);
-  const double share = p == Protocol::LL128 ? k.ll128.linkShare : k.ll.linkShare;
+  const double share = k.protocolCost(p).linkShare;
   // Every link's efficiency scales alike, so each path's bottleneck scales by the share.
   f.bwIntra *= share, f.bwInter *= share, f.bwInterLoaded *= share, f.hostEgressGBps *= share;
   auto step = [](const CostConstants& c, bool net) {

@@ -78,6 +78,9 @@ struct CostConstants {
   // The constants as protocol p sees them: every link type's efficiency times its share, its step
   // and launch costs. Simple: these constants unchanged.
   CostConstants forProtocol(Protocol p) const;
+  const ProtocolCost& protocolCost(Protocol p) const {
+    return p == Protocol::LL128 ? ll128 : ll;
+  }  // not Simple
 };
 
 // The facts about (topology, first n ranks) the formulas need; computed once per rank count.
