@@ -831,8 +831,12 @@ TEST(Protocols, ViewScalesLinksAndStepCosts) {
   const CostConstants& k = p.constants();
   const FabricView& f = p.fabric(16, MemoryKind::Device);
   const FabricView ll = protocolView(f, k, Protocol::LL), ll128 = protocolView(f, k, Protocol::LL128);
-  EXPECT_DOUBLE_EQ(ll.bwIntra, f.bwIntra * k.ll.linkShare);
+  // Two nodes of Intel hosts: LL moves at most 39 GB/s a rank, under half its NVLink share.
+  EXPECT_DOUBLE_EQ(ll.rankCeilingGBps, 39.0);
+  EXPECT_DOUBLE_EQ(ll.bwIntra, std::min(f.bwIntra * k.ll.linkShare, 39.0));
+  EXPECT_LT(ll.bwIntra, f.bwIntra * k.ll.linkShare);
   EXPECT_DOUBLE_EQ(ll128.bwInterLoaded, f.bwInterLoaded * k.ll128.linkShare);
+  EXPECT_DOUBLE_EQ(ll128.rankCeilingGBps, 0);
   // A step inside: the wire alone for LL (NCCL's 0.6 us is below the modelled hops), LL128's
   // overhead in place of Simple's.
   EXPECT_NEAR(ll.latIntraUs, f.latIntraUs - k.stepOverheadUs, 1e-9);
@@ -846,6 +850,61 @@ TEST(Protocols, ViewScalesLinksAndStepCosts) {
   EXPECT_DOUBLE_EQ(kll.launchUs, k.ll.launchUs);
   // NVLS has no LL: predict refuses it for that view.
   EXPECT_FALSE(predict(PlanAlgo::Nvls, Coll::AllReduce, 1 << 20, tribFloat32, tribSum, ll, kll).supported);
+}
+
+// LL's ceiling (NCCL's llMaxBws): in one NVLink domain by the GPUs' generation, across domains by
+// the hosts' CPU maker and how many domains; none where the topology does not say.
+TEST(Protocols, LLCeilingByGenerationAndHosts) {
+  struct Case {
+    const char* system;
+    int ranks;
+    double ceiling;
+  } cases[] = {
+      {"dgx-a100", 8, 87.7},          {"dgx-h100", 8, 141.0},         {"dgx-b200", 8, 282.0},
+      {"gb300-nvl72", 72, 282.0},     {"dgx-h100:2", 16, 39.0},       {"dgx-h100:4", 32, 20.4},
+      {"dgx-a100:2", 16, 22.5},       {"dgx-a100:4", 32, 19.0},       {"nvl72-cluster:2", 144, 39.0},
+      {"nvl72-cluster:4", 288, 20.4}, {"nvl72-cluster:4", 72, 282.0},  // one rack's ranks: in a domain
+  };
+  const CostConstants& k = CostConstants::defaults();
+  for (const Case& c : cases) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.system, {}, &t).ok()) << c.system;
+    Planner p(t);
+    const FabricView& f = p.fabric(c.ranks, MemoryKind::Device);
+    EXPECT_DOUBLE_EQ(rankCeilingGBps(f, k, Protocol::LL), c.ceiling) << c.system << " " << c.ranks;
+    EXPECT_DOUBLE_EQ(rankCeilingGBps(f, k, Protocol::LL128), 0) << c.system;
+    EXPECT_DOUBLE_EQ(rankCeilingGBps(f, k, Protocol::Simple), 0) << c.system;
+    const FabricView ll = protocolView(f, k, Protocol::LL);
+    EXPECT_LE(ll.bwInter, c.ceiling) << c.system;
+    EXPECT_LE(ll.bwIntra, c.ceiling) << c.system;
+  }
+  // Undeclared generation or maker: no ceiling (the link shares alone), and an AMD host among
+  // Intel ones makes the group AMD's, as NCCL counts a mixed group.
+  Topology h = makeDgxH100(2);
+  Topology noArch = h, mixed = h;
+  for (int i = 0; i < noArch.numNodes(); ++i) noArch.node(i).arch = GpuArch::Unknown;
+  mixed.node(mixed.find("n1.cpu0")).vendor = CpuVendor::Amd;
+  Planner pNoArch(noArch), pMixed(mixed);
+  EXPECT_DOUBLE_EQ(rankCeilingGBps(pNoArch.fabric(8, MemoryKind::Device), k, Protocol::LL), 0);
+  EXPECT_DOUBLE_EQ(rankCeilingGBps(pNoArch.fabric(16, MemoryKind::Device), k, Protocol::LL), 39.0);
+  EXPECT_DOUBLE_EQ(rankCeilingGBps(pMixed.fabric(16, MemoryKind::Device), k, Protocol::LL), 22.5);
+  Topology noVendor = h;
+  noVendor.node(noVendor.find("n0.cpu1")).vendor = CpuVendor::Unknown;
+  Planner pNoVendor(noVendor);
+  EXPECT_DOUBLE_EQ(rankCeilingGBps(pNoVendor.fabric(16, MemoryKind::Device), k, Protocol::LL), 0);
+  EXPECT_DOUBLE_EQ(rankCeilingGBps(pNoVendor.fabric(8, MemoryKind::Device), k, Protocol::LL), 141.0);
+  // What it changes: on one DGX H100, a 16 MiB ring at LL is priced at the ceiling's rate, not at
+  // half of NVLink's (141 against 185 GB/s: 1.31 times the bandwidth term).
+  Topology one = makeDgxH100(), oneNoArch = one;
+  for (int i = 0; i < oneNoArch.numNodes(); ++i) oneNoArch.node(i).arch = GpuArch::Unknown;
+  Planner capped(one), free(oneNoArch);
+  ASSERT_TRUE(capped.setOverrides("ring", "", "LL").ok());
+  ASSERT_TRUE(free.setOverrides("ring", "", "LL").ok());
+  const Plan a = capped.choose(allreduce(16 << 20, 8)), b = free.choose(allreduce(16 << 20, 8));
+  ASSERT_EQ(a.protocol, Protocol::LL) << planName(a);
+  ASSERT_EQ(b.protocol, Protocol::LL) << planName(b);
+  EXPECT_GT(a.predictedUs, 16.0 * (1 << 20) * 2 * 7 / 8 / 141e3) << a.why;
+  EXPECT_GT(a.predictedUs, 1.2 * b.predictedUs) << a.why << " / " << b.why;
 }
 
 // A protocol's price is skipped only where a bound proves it no faster than the cutoff: wherever

@@ -347,6 +347,33 @@ TEST(Simulator, WindowStepsOfGpusCrossNvLink) {
 
 // Rank 0 fills its window and signals rank 1, which waits and reads it; `extraWait` makes rank 1
 // wait for a second signal that never comes.
+// The replay of an LL plan moves a rank no faster than LL's ceiling (SimOptions::rankCeilingGBps,
+// from the plan's fabric), as the model prices it: on one DGX H100 a 16 MiB ring/LL at 141 GB/s a
+// rank, not at half of NVLink's 370 GB/s, and both within 10% of their prediction.
+TEST(Sim, ReplayKeepsTheProtocolsCeiling) {
+  Topology capped = makeDgxH100(), free = capped;
+  for (int i = 0; i < free.numNodes(); ++i) free.node(i).arch = GpuArch::Unknown;
+  double busbw[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    Planner p(i == 0 ? capped : free);
+    ASSERT_TRUE(p.setOverrides("ring", "", "LL").ok());
+    PlanRequest req;
+    req.memory = MemoryKind::Device;
+    req.nranks = 8;
+    req.bytes = 16 << 20;
+    req.includeModelOnly = true;
+    PlannedSim r;
+    ASSERT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &r).ok());
+    ASSERT_EQ(r.protocol, Protocol::LL);
+    ASSERT_GT(r.predictedUs, 0);
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.10) << i;
+    busbw[i] = r.sim.busbwGBps;
+  }
+  EXPECT_LT(busbw[0], 141.0);
+  EXPECT_GT(busbw[0], 0.85 * 141.0);
+  EXPECT_GT(busbw[1], 1.2 * busbw[0]);
+}
+
 static bool extraWait = false;
 static Generator<Step> signalGen(CollArgs a, int rank) {
   const Region win{Buf::Window, 0, a.count};

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "topo/route.hpp"
@@ -368,8 +370,23 @@ TEST(Detect, LocalMachineIsAValidTopology) {
   EXPECT_TRUE(t.validate().ok()) << t.validate().message();
   EXPECT_GE(t.countType(NodeType::Cpu), 1) << log;
   EXPECT_FALSE(t.rankNodes().empty());
+  // The CPUs' maker, as /proc/cpuinfo names it (the cost model's LL ceiling across hosts uses it).
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  const std::string info((std::istreambuf_iterator<char>(cpuinfo)), std::istreambuf_iterator<char>());
+#if defined(__aarch64__)
+  const CpuVendor expect = CpuVendor::Arm;
+#else
+  const CpuVendor expect = info.find("GenuineIntel") != std::string::npos   ? CpuVendor::Intel
+                           : info.find("AuthenticAMD") != std::string::npos ? CpuVendor::Amd
+                                                                            : CpuVendor::Unknown;
+#endif
+  for (int i = 0; i < t.numNodes(); ++i)
+    if (t.node(i).type == NodeType::Cpu) {
+      EXPECT_EQ(t.node(i).vendor, expect) << t.node(i).name << ": " << log;
+    }
   Topology back;
   ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
+  for (int i = 0; i < t.numNodes(); ++i) EXPECT_EQ(back.node(i).vendor, t.node(i).vendor);
 }
 
 // Detection frees what it allocates, hwloc's share included: LeakSanitizer used to count
@@ -439,6 +456,43 @@ TEST(TopoFile, CpuCoresRoundTripAndBelongToCpus) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("x.topo:1"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("'cores'"), std::string::npos) << s.message();
+}
+
+// A GPU's generation and a CPU's maker: declared, dumped, kept through a merge, checked.
+TEST(TopoFile, GpuArchAndCpuVendorRoundTripAndBelongToTheirNodes) {
+  Topology t;
+  ASSERT_TRUE(
+      parseTopology("node g0 gpu arch=hopper\nnode c0 cpu vendor=amd\nlink g0 c0 pcie bw=32\n", &t).ok());
+  EXPECT_EQ(t.node(t.find("g0")).arch, GpuArch::Hopper);
+  EXPECT_EQ(t.node(t.find("c0")).vendor, CpuVendor::Amd);
+  Topology back;
+  ASSERT_TRUE(parseTopology(dumpTopology(t), &back).ok());
+  EXPECT_EQ(back.node(back.find("g0")).arch, GpuArch::Hopper);
+  EXPECT_EQ(back.node(back.find("c0")).vendor, CpuVendor::Amd);
+  Topology merged;
+  ASSERT_TRUE(mergeHostTopologies({dumpTopology(t), dumpTopology(t)}, 50, 1, &merged).ok());
+  EXPECT_EQ(merged.node(merged.find("h1.g0")).arch, GpuArch::Hopper);
+  EXPECT_EQ(merged.node(merged.find("h1.c0")).vendor, CpuVendor::Amd);
+  const BadCase bad[] = {
+      {"unknown arch", "node g0 gpu arch=kepler\n", "x.topo:1: unknown GPU arch 'kepler'"},
+      {"arch spelled unknown", "node g0 gpu arch=unknown\n", "x.topo:1: unknown GPU arch 'unknown'"},
+      {"unknown vendor", "node c0 cpu vendor=via\n", "x.topo:1: unknown CPU vendor 'via'"},
+      {"arch on a cpu", "node c0 cpu arch=hopper\n", "x.topo:1: unknown field 'arch' for a cpu node"},
+      {"vendor on a gpu", "node g0 gpu vendor=amd\n", "x.topo:1: unknown field 'vendor' for a gpu node"},
+  };
+  for (const auto& c : bad) {
+    Status s = parseTopology(c.text, &back, "x.topo");
+    EXPECT_EQ(s.code(), tribInvalidArgument) << c.what;
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << c.what << ": got '" << s.message() << "'";
+  }
+  // The generators say what their systems are.
+  EXPECT_EQ(makeDgxH100().node(makeDgxH100().rankNodes()[0]).arch, GpuArch::Hopper);
+  const Topology a100 = makeHgx(*hgxPreset("dgx-a100"), 2);
+  EXPECT_EQ(a100.node(a100.rankNodes()[0]).arch, GpuArch::Ampere);
+  EXPECT_EQ(a100.node(a100.nearestCpu(a100.rankNodes()[0])).vendor, CpuVendor::Amd);
+  const Topology nvl = makeNvl72();
+  EXPECT_EQ(nvl.node(nvl.rankNodes()[71]).arch, GpuArch::Blackwell);
+  EXPECT_EQ(nvl.node(nvl.nearestCpu(nvl.rankNodes()[71])).vendor, CpuVendor::Arm);
 }
 
 TEST(Merge, HostViewsBecomeOneGraph) {

@@ -150,8 +150,15 @@ const CostConstants& CostConstants::defaults() {
     // 2.7 us across the network (Simple 14.0); its base latencies are 14.0 and 6.6 us (Simple 8.4).
     // The overheads here are those steps less the hops the generators already charge (two NVLink
     // hops, 1.0 us; about 3 us of network hops), never below zero.
-    c.ll128 = {0.92, 1.9 - 1.0, 0.0, 14.0};
-    c.ll = {0.5, 0.0, 0.0, 6.6};
+    c.ll128 = {0.92, 1.9 - 1.0, 0.0, 14.0, {}, {}};
+    c.ll = {0.5, 0.0, 0.0, 6.6, {}, {}};
+    // LL's throughput ceilings (NCCL's llMaxBws, GB/s of bus bandwidth): in one node by GPU
+    // generation (Volta 39, Ampere 87.7, Hopper 141, Blackwell 282); across nodes by CPU maker,
+    // two nodes / more (Intel, and Arm, which NCCL counts with Intel: 39 / 20.4; AMD 22.5 / 19.0).
+    const double inDomain[kNumGpuArchs] = {0, 39.0, 87.7, 141.0, 2 * 141.0};
+    std::copy(inDomain, inDomain + kNumGpuArchs, c.ll.ceilingInDomainGBps);
+    c.ll.ceilingAcrossGBps[0][0] = 39.0, c.ll.ceilingAcrossGBps[0][1] = 20.4;
+    c.ll.ceilingAcrossGBps[1][0] = 22.5, c.ll.ceilingAcrossGBps[1][1] = 19.0;
     return c;
   }();
   return k;
@@ -215,6 +222,24 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   int maxDom = 0;
   for (auto [d, c] : perDom) f.perDomain = std::min(f.perDomain, c), maxDom = std::max(maxDom, c);
   f.uniform = contiguous && maxDom == f.perDomain;
+  // The oldest GPU generation; the hosts' CPU maker (AMD if any is, as NCCL's "mixed" counts).
+  f.gpuArch = GpuArch::Blackwell;
+  std::vector<char> rankHost(t.numHosts(), 0);
+  for (int r : ranks) {
+    f.gpuArch = std::min(f.gpuArch, t.node(r).arch);  // Unknown sorts first
+    if (t.hostOf(r) >= 0) rankHost[t.hostOf(r)] = 1;
+  }
+  f.hostVendor = CpuVendor::Unknown;
+  for (int i = 0, known = 1; i < t.numNodes() && known; ++i) {
+    const Node& x = t.node(i);
+    if ((x.type != NodeType::Cpu && x.type != NodeType::Numa) || t.hostOf(i) < 0 || !rankHost[t.hostOf(i)])
+      continue;
+    known = x.vendor != CpuVendor::Unknown;
+    if (!known)
+      f.hostVendor = CpuVendor::Unknown;
+    else if (f.hostVendor != CpuVendor::Amd)
+      f.hostVendor = x.vendor;
+  }
   f.reduceGBps = reduceRate(t.node(ranks[0]), k);
   for (int r : ranks) f.reduceGBps = std::min(f.reduceGBps, reduceRate(t.node(r), k));
   // Ranks beyond a CPU node's cores time-share them: each gets cores/ranks of a core for its copies
@@ -412,14 +437,27 @@ double treePathUs(const FabricView& f, double aIn, double aOut) {
   return worst;
 }
 
+double rankCeilingGBps(const FabricView& f, const CostConstants& k, Protocol p) {
+  if (p == Protocol::Simple) return 0;
+  const ProtocolCost& pc = k.protocolCost(p);
+  if (f.domains <= 1) return pc.ceilingInDomainGBps[static_cast<int>(f.gpuArch)];
+  if (f.hostVendor == CpuVendor::Unknown) return 0;
+  return pc.ceilingAcrossGBps[f.hostVendor == CpuVendor::Amd][f.domains >= 3];
+}
+
 FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p) {
   FabricView f = simple;
   f.protocol = p;
   if (p == Protocol::Simple) return f;
   const CostConstants kp = k.forProtocol(p);
   const double share = k.protocolCost(p).linkShare;
-  // Every link's efficiency scales alike, so each path's bottleneck scales by the share.
+  // Every link's efficiency scales alike, so each path's bottleneck scales by the share; a rank
+  // moves no more than the protocol's ceiling, whatever its links.
   f.bwIntra *= share, f.bwInter *= share, f.bwInterLoaded *= share, f.hostEgressGBps *= share;
+  f.rankCeilingGBps = rankCeilingGBps(f, k, p);
+  if (f.rankCeilingGBps > 0)
+    for (double* bw : {&f.bwIntra, &f.bwInter, &f.bwInterLoaded, &f.hostEgressGBps})
+      *bw = std::min(*bw, f.rankCeilingGBps);
   auto step = [](const CostConstants& c, bool net) {
     return c.stepOverheadUs + (net ? c.netStepOverheadUs : 0);
   };
@@ -817,7 +855,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // network step still sends its later ones, and a NIC's network steps of both phases run nearly
   // back to back (2 x DGX H100 16 MiB: each NIC busy 94.5% of the replay).
   constexpr double kPrunedUs = std::numeric_limits<double>::infinity();  // rhdSteps reached the cutoff
-  auto rhdSteps = [&](bool halve, bool dbl, double total, double foldIn, double foldOut) {
+  auto rhdSteps = [&](bool halve, bool dbl, double total, double foldIn, double foldOut, double foldLat,
+                      bool foldCross) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
     // the largest pieces travel the longest distances (S/2 to the partner p/2 away). A step whose
     // partner is in another domain crosses the network, every such rank sending at once. Steps
@@ -875,8 +914,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // and doubling), a link waits for them; and a rank receiving two network steps at once (144
     // GPUs: inner ranks 24-31, distance 64 and 32) gets the earlier one's last chunk only after
     // both, which holds up what it forwards. The links' bound, bytes back to back, sees neither.
-    std::vector<double> got(chain), gotBefore(chain), net(chain), dom(chain), netIn(chain), domIn(chain),
-        sent(ranks);
+    // A folding rank's fold comes in on the receiving side of the fold's link, its partner's vector
+    // in order, as its first step starts sending: the half it sends first (the upper rank's lower
+    // half) is there halfway through the fold. Its sending sides are free.
+    const double foldBytes = std::max(0.0, foldIn - foldLat);  // the vector's time on the fold's link
+    std::vector<double> got(chain), gotBefore(chain), net(ranks, 0), dom(ranks, 0), netIn(ranks, 0),
+        domIn(ranks, 0), sent(ranks);
+    for (int r = 0; r < ranks; ++r) (foldCross ? netIn : domIn)[r] = chain[r];
     const RhdStep* prev = nullptr;
     double slowest = 0, links = 0;
     for (const RhdStep& st : steps) {
@@ -891,6 +935,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         if (!lower && prev && prev->reduce == st.reduce)
           dep = st.reduce ? std::max(gotBefore[r], got[r] - v / rate(prev->reduce, crosses(r, prev->dist)))
                           : gotBefore[r];
+        else if (!lower && !prev && folds(r))
+          dep = got[r] - foldBytes * v / total;  // its lower half of the fold
         double& link = cross ? net[r] : dom[r];
         link = sent[r] = std::max(link + v / b, dep + std::min(v, static_cast<double>(chunk)) / b);
       }
@@ -940,11 +986,35 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         (seen ? after : before) += hop;
       }
       if (linkOut > 0) linkOut += c.aOut - c.aIn + before + after;
-      links = std::max(links, std::max(linkIn, linkOut) + c.aIn + (folds(r) ? foldIn + foldOut : 0));
+      // A folding rank's fold: its partner's vector in on the receiving side of the fold's link,
+      // the result out on the sending side, each one direction's bytes beside that link's steps
+      // (their latencies in series).
+      double foldLats = 0;
+      if (folds(r)) {
+        (foldCross ? linkOut : linkIn) += std::max(foldIn, foldOut) - foldLat;
+        foldLats = ((foldIn > 0) + (foldOut > 0)) * foldLat;
+      }
+      links = std::max(links, std::max(linkIn, linkOut) + c.aIn + foldLats);
       if (folds(r)) chain[r] += foldOut;
     }
+    // The unfold sends the result in order as the last doubling step brings the partner's half:
+    // the lower rank gets the upper half last (one chunk after it), the upper rank the lower
+    // half (the upper half after it); all of it no sooner than its bytes after the step before,
+    // nor before its link's sending side has sent the steps' bytes.
     double last = 0;
-    for (int r = 0; r < ranks; ++r) last = std::max(last, got[r] + (folds(r) ? foldOut : 0));
+    for (int r = 0; r < ranks; ++r) {
+      double end = got[r];
+      if (folds(r) && foldOut > 0) {
+        const double out = foldOut - foldLat, whole = std::max(1.0, total);
+        const bool lowerLast = alike || (r & (pof2 / 2)) == 0;
+        const double sendSide = (foldCross ? net : dom)[r];  // the fold's link, after the steps' sends
+        end = std::max(
+                  {got[r] + (lowerLast ? out * std::min(whole, static_cast<double>(chunk)) / whole : out / 2),
+                   gotBefore[r] + out, sendSide + out}) +
+              foldLat;
+      }
+      last = std::max(last, end);
+    }
     return std::max({links, *std::max_element(chain.begin(), chain.end()) + slowest, last});
   };
 
@@ -990,7 +1060,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   bool foldCrosses = false;
   for (int v = 0; v < rem && !foldCrosses; ++v)
     foldCrosses = c.multi && (!knownDomains || domainOf(2 * v) != domainOf(2 * v + 1));
-  double rhdExtra = pof2 == n ? 0 : (foldCrosses ? c.aOut + S / c.bOut : c.aIn + S / c.bIn);
+  const double foldLat = foldCrosses ? c.aOut : c.aIn;
+  double rhdExtra = pof2 == n ? 0 : foldLat + S / (foldCrosses ? c.bOut : c.bIn);
 
   // The other collectives through the switch (branch `switch` adds their schedules): each rank
   // sends `up` and receives `down` bytes; the larger sets the pace, as for all-reduce.
@@ -1100,7 +1171,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           break;
         }
         case PlanAlgo::Rhd: {
-          t = rhdSteps(true, true, S, rhdExtra, rhdExtra);
+          t = rhdSteps(true, true, S, rhdExtra, rhdExtra, foldLat, foldCrosses);
           if (t == kPrunedUs) p.pruned = true;
           p.reason = "2 log2(n) steps, halving/doubling";
           break;
@@ -1308,7 +1379,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         t = flatRingPhase(c, S / n, reduces);
         p.reason = "n-1 steps of S/n";
       } else if (a == PlanAlgo::Rhd) {
-        t = rhdSteps(reduces, !reduces, S, 0, 0) + rhdExtra;
+        t = rhdSteps(reduces, !reduces, S, 0, 0, 0, false) + rhdExtra;
         if (t == kPrunedUs) p.pruned = true;
         p.reason = "log2(n) steps";
       } else if (a == PlanAlgo::Direct) {

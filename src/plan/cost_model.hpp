@@ -57,6 +57,11 @@ bool protocolApplies(PlanAlgo a);                         // the algorithm can r
 struct ProtocolCost {
   double linkShare;
   double stepOverheadUs, netStepOverheadUs, launchUs;
+  // The most a rank moves under the protocol, GB/s (0: no ceiling beyond its links): in one NVLink
+  // domain by the GPUs' generation (index GpuArch), across domains by the hosts' CPU maker (AMD or
+  // not) and the number of domains (two, or three and more). NCCL's llMaxBws for LL.
+  double ceilingInDomainGBps[kNumGpuArchs];
+  double ceilingAcrossGBps[2][2];  // [AMD hosts][three or more domains]
 };
 
 struct CostConstants {
@@ -128,12 +133,20 @@ struct FabricView {
   double switchLatUs = 0;  // one way rank -> root of the aggregation tree, overheads included
   std::string summary;     // one line: "4608 ranks in 64 domains of 72; intra 740 GB/s 3.5 us; ..."
   Protocol protocol = Protocol::Simple;  // the protocol its rates and step latencies are for
+  // What bounds a protocol's rate per rank (ProtocolCost's ceilings): the ranks' oldest GPU
+  // generation and their hosts' CPU maker (AMD if any is; Unknown if any is not declared).
+  GpuArch gpuArch = GpuArch::Unknown;
+  CpuVendor hostVendor = CpuVendor::Unknown;
+  double rankCeilingGBps = 0;  // protocol's ceiling on every rank rate above (0: none)
 };
 FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& rankNodes,
                          const CostConstants& k);
 // The view of a Simple fabric (computed with k) for protocol p: link rates times p's share,
 // step latencies with p's overheads. In-network figures stay Simple's (those algorithms run Simple).
 FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p);
+// Protocol p's ceiling on a rank's rate on that fabric (GB/s; 0: none): what protocolView caps the
+// rates at and the simulator caps a rank's links at (SimOptions::rankCeilingGBps).
+double rankCeilingGBps(const FabricView& f, const CostConstants& k, Protocol p);
 // The costliest rank-to-root path of the double tree, a step costing aIn inside a domain and aOut
 // across (0 without a tree shape).
 double treePathUs(const FabricView& f, double aIn, double aOut);

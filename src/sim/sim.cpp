@@ -157,6 +157,13 @@ class Links {
       net_[d] = l.type == LinkType::Net;
     }
   }
+  // Every link at `node`, both ways, at no more than gbps: a rank whose protocol moves no faster
+  // (SimOptions::rankCeilingGBps). Before any group is added (a group sums its members' rates).
+  void capAt(int node, double gbps) {
+    for (auto [lid, nb] : t_.adjacent(node))
+      for (size_t d : {2 * static_cast<size_t>(lid), 2 * static_cast<size_t>(lid) + 1})
+        rate_[d] = std::min(rate_[d], gbps * kB);
+  }
   // A server for `members` (directed links, two or more): its id, usable wherever a DirLink of a
   // route is. Its latency is the slowest member's.
   DirLink addGroup(const std::vector<DirLink>& members) {
@@ -640,6 +647,8 @@ class Engine {
       rs.host = t.node(rs.node).type != NodeType::Gpu;
     }
     nodes_ = nodes;
+    if (o.rankCeilingGBps > 0)
+      for (int node : nodes) links_.capAt(node, o.rankCeilingGBps);
   }
 
   Status run(const AlgoInfo& algo, SimResult* out) {

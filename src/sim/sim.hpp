@@ -57,6 +57,9 @@ struct SimOptions {
   // and the topology are invariant under that shift (simulatePlanned checks and picks it; point-to-
   // point steps only). replayRanks must divide n.
   int replayFirst = 0, replayRanks = 0;
+  // A rank's links carry at most this, each way (GB/s; 0: their rates): a protocol's ceiling on
+  // what a rank moves (rankCeilingGBps in plan/cost_model.hpp: LL's), as the model caps its rates.
+  double rankCeilingGBps = 0;
 };
 
 struct LinkLoad {

@@ -36,8 +36,9 @@ Status simulatePlanned(Planner& planner, const PlanRequest& req, PlanAlgo a, Pla
   if (dataTypeSize(req.dtype) == 0) return errorf(tribInvalidArgument, "simulatePlanned: invalid datatype");
   const CollArgs args = plannedArgs(planner, req, a, &out->predictedUs, &out->protocol);
   out->chunkElems = args.chunkElems;
-  SimOptions opt = options;  // the replay at the plan's protocol: its link shares and step costs
+  SimOptions opt = options;  // the replay at the plan's protocol: its link shares, step costs, ceiling
   opt.k = options.k.forProtocol(out->protocol);
+  opt.rankCeilingGBps = rankCeilingGBps(planner.fabric(req.nranks, req.memory), options.k, out->protocol);
   const std::vector<int> nodes = rankToNode.empty() ? planner.rankNodes(req.memory, req.nranks) : rankToNode;
   const Topology& t = planner.topology();
   if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch)  // no schedule yet: modelled directly

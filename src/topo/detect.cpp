@@ -45,6 +45,7 @@ struct Nvml {
   int (*handle)(unsigned, void**) = nullptr;
   int (*name)(void*, char*, unsigned) = nullptr;
   int (*nvlinkState)(void*, unsigned, int*) = nullptr;
+  int (*computeCapability)(void*, int*, int*) = nullptr;
   bool load() {
     lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return false;
@@ -54,6 +55,8 @@ struct Nvml {
     handle = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
     name = reinterpret_cast<int (*)(void*, char*, unsigned)>(dlsym(lib, "nvmlDeviceGetName"));
     nvlinkState = reinterpret_cast<int (*)(void*, unsigned, int*)>(dlsym(lib, "nvmlDeviceGetNvLinkState"));
+    computeCapability =
+        reinterpret_cast<int (*)(void*, int*, int*)>(dlsym(lib, "nvmlDeviceGetCudaComputeCapability"));
     return init && count && handle && init() == 0;
   }
   ~Nvml() {
@@ -61,6 +64,27 @@ struct Nvml {
     if (lib) dlclose(lib);
   }
 };
+
+// NCCL's classes of compute capability: 7.x Volta, 8.x Ampere (Ada too), 9.x Hopper, 10+ Blackwell.
+GpuArch archOfComputeCapability(int major) {
+  return major >= 10  ? GpuArch::Blackwell
+         : major == 9 ? GpuArch::Hopper
+         : major == 8 ? GpuArch::Ampere
+         : major == 7 ? GpuArch::Volta
+                      : GpuArch::Unknown;
+}
+
+// The maker of this machine's CPUs: /proc/cpuinfo's vendor_id on x86, the architecture on Arm.
+CpuVendor localCpuVendor() {
+#if defined(__aarch64__)
+  return CpuVendor::Arm;
+#else
+  const std::string info = readText("/proc/cpuinfo");
+  if (info.find("GenuineIntel") != std::string::npos) return CpuVendor::Intel;
+  if (info.find("AuthenticAMD") != std::string::npos) return CpuVendor::Amd;
+  return CpuVendor::Unknown;
+#endif
+}
 
 // Per-link NVLink bandwidth (GB/s per direction) by GPU generation, from the device name.
 double nvlinkPerLinkGBps(const std::string& name) {
@@ -209,8 +233,11 @@ Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report)
   note = "source " + rep.source + "; ";
   // NUMA nodes (CPU + memory); named by their OS index so every source names them alike.
   std::vector<int> numa;
+  const CpuVendor vendor = localCpuVendor();
+  note += strprintf("CPU vendor %s; ", cpuVendorName(vendor));
   for (size_t i = 0; i < f.numaOs.size(); ++i) {
     numa.push_back(t.addNode(strprintf("cpu%d", f.numaOs[i]), NodeType::Cpu));
+    t.node(numa.back()).vendor = vendor;
     t.node(numa.back()).cores = rep.coresPerNuma[i];
     note += strprintf("numa %d: %d cores", f.numaOs[i], rep.coresPerNuma[i]);
     if (rep.numaMemGBps[i] > 0) note += strprintf(", memory %.1f GB/s", rep.numaMemGBps[i]);
@@ -221,6 +248,7 @@ Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report)
     f.numaOs.push_back(0);
     rep.coresPerNuma.push_back(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
     t.node(numa[0]).cores = rep.coresPerNuma[0];
+    t.node(numa[0]).vendor = vendor;
     rep.numaMemGBps.push_back(0);
     note += strprintf("one CPU node, %d CPUs (no NUMA information); ", rep.coresPerNuma[0]);
   }
@@ -249,6 +277,9 @@ Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report)
       if (nvml.name) nvml.name(h, nm, sizeof(nm));
       PciFinding pci = i < f.nvidiaGpus.size() ? f.nvidiaGpus[i] : PciFinding{};
       int g = t.addNode(strprintf("gpu%u", i), NodeType::Gpu);
+      int major = 0, minor = 0;
+      if (nvml.computeCapability && nvml.computeCapability(h, &major, &minor) == 0)
+        t.node(g).arch = archOfComputeCapability(major);
       t.addLink(g, numaNode(pci.numa), LinkType::Pcie, pcieGBps(pci), kPcieLatUs);
       int active = 0;
       for (unsigned l = 0; nvml.nvlinkState && l < 18; ++l) {
@@ -260,7 +291,8 @@ Status detectLocalWith(DetectSource source, Topology* out, DetectReport* report)
         t.addLink(g, nvsw, LinkType::NvLink, active * nvlinkPerLinkGBps(nm), 0.5);
       }
       ++rep.gpus;
-      note += strprintf("gpu%u %s, PCIe %.1f GB/s, %d NVLinks; ", i, nm, pcieGBps(pci), active);
+      note += strprintf("gpu%u %s (%s), PCIe %.1f GB/s, %d NVLinks; ", i, nm, gpuArchName(t.node(g).arch),
+                        pcieGBps(pci), active);
     }
   } else {
     note += "no NVML (no GPUs); ";

@@ -110,14 +110,18 @@ const HgxParams* hgxPreset(const std::string& name) {
   // rate.
   static const HgxParams presets[] = {
       // A100: NVLink3 600 GB/s both ways, second-generation NVSwitch (no reduction), 8 x HDR
-      // 200 Gb/s ConnectX-6, PCIe Gen4; HDR Quantum switches have 40 ports (SHARPv2).
-      {"dgx-a100", 300, 0, 25, 32, 0.5, 0.6, 25, 20, 20, 0, 40, true},
+      // 200 Gb/s ConnectX-6, PCIe Gen4; HDR Quantum switches have 40 ports (SHARPv2). Hosts: DGX
+      // A100 has AMD EPYC sockets, DGX H100 / H200 / B200 Intel Xeon.
+      {"dgx-a100", 300, 0, 25, 32, 0.5, 0.6, 25, 20, 20, 0, 40, true, GpuArch::Ampere, CpuVendor::Amd},
       // H100 / H200 (the same board and fabric; more HBM on H200): NVLink4 900 GB/s both ways,
       // 8 x NDR 400 Gb/s ConnectX-7, PCIe Gen5; NDR Quantum-2 switches have 64 ports.
-      {"dgx-h100", 450, kNvlsHopperGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
-      {"dgx-h200", 450, kNvlsHopperGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+      {"dgx-h100", 450, kNvlsHopperGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true, GpuArch::Hopper,
+       CpuVendor::Intel},
+      {"dgx-h200", 450, kNvlsHopperGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true, GpuArch::Hopper,
+       CpuVendor::Intel},
       // B200: NVLink5 1.8 TB/s both ways, 8 x 400 Gb/s ConnectX-7, PCIe Gen5.
-      {"dgx-b200", 900, kNvlsBlackwellGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true},
+      {"dgx-b200", 900, kNvlsBlackwellGBps, 50, 64, 0.5, 0.6, 50, 32, 16, 0, 64, true, GpuArch::Blackwell,
+       CpuVendor::Intel},
   };
   std::string n = name.rfind("hgx-", 0) == 0 ? "dgx-" + name.substr(4) : name;
   for (const HgxParams& p : presets)
@@ -136,7 +140,10 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
     int nvsw = t.addNode(p + "nvsw", NodeType::NvSwitch);
     if (hp.nvlsReduceGBps > 0) setReduce(t.node(nvsw), hp.nvlsReduceGBps, kNvlsDtypes, 0, 0);
     int cpu[2];
-    for (int c = 0; c < 2; ++c) cpu[c] = t.addNode(p + strprintf("cpu%d", c), NodeType::Cpu);
+    for (int c = 0; c < 2; ++c) {
+      cpu[c] = t.addNode(p + strprintf("cpu%d", c), NodeType::Cpu);
+      t.node(cpu[c]).vendor = hp.cpu;
+    }
     t.addLink(cpu[0], cpu[1], LinkType::C2C, 64, 0.5);  // inter-socket
     // Rails: each GPU has its own NIC (NCCL pairs every GPU with the closest NIC, one each). The
     // PCIe switch the board gives two GPUs and two NICs is drawn as two halves, one (GPU, NIC) pair
@@ -148,6 +155,7 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
     }
     for (int g = 0; g < 8; ++g) {
       int gpu = t.addNode(p + strprintf("gpu%d", g), NodeType::Gpu);
+      t.node(gpu).arch = hp.arch;
       t.addLink(gpu, nvsw, LinkType::NvLink, hp.nvlinkGBps, hp.nvlinkLatUs);
       t.addLink(gpu, psw[g], LinkType::Pcie, hp.pcieGBps, 0.3);
     }
@@ -181,8 +189,12 @@ Topology makeNvl72Cluster(int racks, const Nvl72Params& p) {
     setReduce(t.node(nvsw), p.nvlsReduceGBps, kNvlsDtypes, 0, 0);
     int cpu = -1;
     for (int g = 0; g < 72; ++g) {
-      if (g % 2 == 0) cpu = t.addNode(pre + strprintf("cpu%d", g / 2), NodeType::Cpu);
+      if (g % 2 == 0) {
+        cpu = t.addNode(pre + strprintf("cpu%d", g / 2), NodeType::Cpu);
+        t.node(cpu).vendor = CpuVendor::Arm;  // Grace
+      }
       int gpu = t.addNode(pre + strprintf("gpu%d", g), NodeType::Gpu);
+      t.node(gpu).arch = GpuArch::Blackwell;
       t.addLink(gpu, nvsw, LinkType::NvLink, p.nvlinkGBps, p.nvlinkLatUs);
       t.addLink(gpu, cpu, LinkType::C2C, p.c2cGBps, 0.5);
       int nic = t.addNode(pre + strprintf("nic%d", g), NodeType::Nic);

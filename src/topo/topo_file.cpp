@@ -87,6 +87,12 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
     } else if (k == "cores" && (type == NodeType::Cpu || type == NodeType::Numa)) {
       TRIB_RETURN_IF_ERROR(lp.atMost(k, v, INT32_MAX, &d));
       n.cores = static_cast<int>(d);
+    } else if (k == "arch" && type == NodeType::Gpu) {
+      if (!parseGpuArch(v, &n.arch) || n.arch == GpuArch::Unknown)
+        return lp.err("", strprintf("unknown GPU arch '%s' (volta, ampere, hopper, blackwell)", v.c_str()));
+    } else if (k == "vendor" && (type == NodeType::Cpu || type == NodeType::Numa)) {
+      if (!parseCpuVendor(v, &n.vendor) || n.vendor == CpuVendor::Unknown)
+        return lp.err("", strprintf("unknown CPU vendor '%s' (intel, amd, arm)", v.c_str()));
     } else if (sw && k == "reduce_dtypes") {
       for (const auto& name : splitOn(v, ',')) {
         DataType dt;
@@ -120,7 +126,8 @@ Status parseNodeLine(const LineParser& lp, const std::vector<std::string>& w, To
                                   type == NodeType::Switch
                                       ? ", reduce_dtypes, reduce_ops, reduce_max_ops, reduce_buffer, addr"
                                   : sw ? ", reduce_dtypes, reduce_ops, reduce_max_ops, reduce_buffer"
-                                  : (type == NodeType::Cpu || type == NodeType::Numa) ? ", cores"
+                                  : (type == NodeType::Cpu || type == NodeType::Numa) ? ", cores, vendor"
+                                  : type == NodeType::Gpu                             ? ", arch"
                                                                                       : ""));
     }
   }
@@ -253,6 +260,8 @@ std::string dumpTopology(const Topology& t) {
       s += " reduce_gbps=" + num(n.reduceGBps);
     }
     if (n.cores > 0) s += strprintf(" cores=%d", n.cores);
+    if (n.arch != GpuArch::Unknown) s += std::string(" arch=") + gpuArchName(n.arch);
+    if (n.vendor != CpuVendor::Unknown) s += std::string(" vendor=") + cpuVendorName(n.vendor);
     if (!n.addr.empty()) s += " addr=" + n.addr;
     s += "\n";
   }
@@ -301,6 +310,8 @@ Status mergeHostTopologies(const std::vector<std::string>& hostDumps, double net
       n.reduce = v.node(i).reduce;
       n.cores = v.node(i).cores;
       n.addr = v.node(i).addr;
+      n.arch = v.node(i).arch;
+      n.vendor = v.node(i).vendor;
     }
     for (int i = 0; i < v.numLinks(); ++i) {
       const Link& l = v.link(i);

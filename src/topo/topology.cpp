@@ -19,24 +19,42 @@ const char* linkTypeName(LinkType t) {
   return i >= 0 && i < kNumLinkTypes ? names[i] : "invalid";
 }
 
-bool parseNodeType(const std::string& s, NodeType* out) {
-  for (int i = 0; i < kNumNodeTypes; ++i) {
-    if (s == nodeTypeName(static_cast<NodeType>(i))) {
-      *out = static_cast<NodeType>(i);
+namespace {
+// The enum value of E whose name(value) is s, among the first count.
+template <typename E>
+bool parseByName(const std::string& s, int count, const char* (*name)(E), E* out) {
+  for (int i = 0; i < count; ++i)
+    if (s == name(static_cast<E>(i))) {
+      *out = static_cast<E>(i);
       return true;
     }
-  }
   return false;
 }
+}  // namespace
 
+const char* gpuArchName(GpuArch a) {
+  static const char* const names[kNumGpuArchs] = {"unknown", "volta", "ampere", "hopper", "blackwell"};
+  auto i = static_cast<int>(a);
+  return i >= 0 && i < kNumGpuArchs ? names[i] : "invalid";
+}
+
+const char* cpuVendorName(CpuVendor v) {
+  static const char* const names[kNumCpuVendors] = {"unknown", "intel", "amd", "arm"};
+  auto i = static_cast<int>(v);
+  return i >= 0 && i < kNumCpuVendors ? names[i] : "invalid";
+}
+
+bool parseNodeType(const std::string& s, NodeType* out) {
+  return parseByName(s, kNumNodeTypes, nodeTypeName, out);
+}
 bool parseLinkType(const std::string& s, LinkType* out) {
-  for (int i = 0; i < kNumLinkTypes; ++i) {
-    if (s == linkTypeName(static_cast<LinkType>(i))) {
-      *out = static_cast<LinkType>(i);
-      return true;
-    }
-  }
-  return false;
+  return parseByName(s, kNumLinkTypes, linkTypeName, out);
+}
+bool parseGpuArch(const std::string& s, GpuArch* out) {
+  return parseByName(s, kNumGpuArchs, gpuArchName, out);
+}
+bool parseCpuVendor(const std::string& s, CpuVendor* out) {
+  return parseByName(s, kNumCpuVendors, cpuVendorName, out);
 }
 
 int Topology::addNode(const std::string& nodeName, NodeType type) {

@@ -27,6 +27,16 @@ const char* nodeTypeName(
 const char* linkTypeName(LinkType t);  // "nvlink", "pcie", "c2c", "net", "shm", "loop"
 bool parseNodeType(const std::string& s, NodeType* out);
 bool parseLinkType(const std::string& s, LinkType* out);
+// A GPU's generation (NCCL's compute-capability classes) and a CPU's maker: what bounds the LL
+// protocol's throughput (cost model, docs/PLANNER.md "Protocols"). Unknown: not declared.
+enum class GpuArch : uint8_t { Unknown, Volta, Ampere, Hopper, Blackwell };
+constexpr int kNumGpuArchs = 5;
+enum class CpuVendor : uint8_t { Unknown, Intel, Amd, Arm };
+constexpr int kNumCpuVendors = 4;
+const char* gpuArchName(GpuArch a);      // "unknown", "volta", "ampere", "hopper", "blackwell"
+const char* cpuVendorName(CpuVendor v);  // "unknown", "intel", "amd", "arm"
+bool parseGpuArch(const std::string& s, GpuArch* out);
+bool parseCpuVendor(const std::string& s, CpuVendor* out);
 inline bool isSwitchType(NodeType t) {
   return t == NodeType::NvSwitch || t == NodeType::PcieSwitch || t == NodeType::Switch;
 }
@@ -47,11 +57,13 @@ struct ReduceCapability {
 struct Node {
   std::string name;
   NodeType type = NodeType::Gpu;
-  double reduceGBps = 0;    // gpu/cpu: local reduction throughput (0 = use the cost model's default)
-  ReduceCapability reduce;  // switches only
-  int cores = 0;            // cpu/numa: physical cores (ranks beyond them time-share); 0 = unknown
-  std::string addr;         // switch: host:port of its aggregation service (trib-switchd), if any
-  int sourceLine = 0;       // line in the topology file (0 when generated)
+  double reduceGBps = 0;            // gpu/cpu: local reduction throughput (0 = use the cost model's default)
+  ReduceCapability reduce;          // switches only
+  int cores = 0;                    // cpu/numa: physical cores (ranks beyond them time-share); 0 = unknown
+  std::string addr;                 // switch: host:port of its aggregation service (trib-switchd), if any
+  GpuArch arch = GpuArch::Unknown;  // gpu: its generation
+  CpuVendor vendor = CpuVendor::Unknown;  // cpu/numa: its maker
+  int sourceLine = 0;                     // line in the topology file (0 when generated)
 };
 
 struct Link {
@@ -171,6 +183,8 @@ struct HgxParams {
   double sharpReduceGBps;  // network switches' reduction per port
   int leafDown, spines, tiers, radix;
   bool sharp;
+  GpuArch arch;
+  CpuVendor cpu;  // the host's sockets
 };
 const HgxParams* hgxPreset(const std::string& name);  // nullptr: not an HGX system
 Topology makeHgx(const HgxParams& p, int nodes = 1);
