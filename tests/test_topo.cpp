@@ -301,6 +301,40 @@ TEST(TopoFile, BadFilesGiveClearErrorsWithTheLine) {
   }
 }
 
+// A rail-optimized fabric: GPUs of the same index meet one leaf away (their rail's); a pair on
+// different rails crosses a spine. Without rails every NIC of a small cluster is on one leaf.
+TEST(Routes, RailsKeepSameIndexPairsOnTheirRailsLeaf) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {"rails=1"}, &t).ok());
+  EXPECT_EQ(t.countType(NodeType::Switch), 8 + 16);  // a leaf per rail, 16 spines
+  Router r(t);
+  auto names = [](const Topology& g, const std::vector<DirLink>& path, int from) {
+    std::string out = g.node(from).name;
+    for (DirLink d : path) {
+      const Link& l = g.link(dirLinkId(d));
+      out += " " + g.node((d & 1) ? l.a : l.b).name;
+    }
+    return out;
+  };
+  const int a0 = t.find("n0.gpu0"), b0 = t.find("n1.gpu0"), b3 = t.find("n1.gpu3");
+  EXPECT_EQ(names(t, r.route(a0, b0), a0), "n0.gpu0 n0.pcie0 n0.nic0 leaf0 n1.nic0 n1.pcie0 n1.gpu0");
+  const std::vector<DirLink>& cross = r.route(a0, b3);
+  ASSERT_EQ(cross.size(), 8u);  // gpu-pcie-nic-leaf-spine-leaf-nic-pcie-gpu
+  EXPECT_EQ(t.node(t.link(dirLinkId(cross[3])).b).name.rfind("spine", 0), 0u) << names(t, cross, a0);
+  EXPECT_NE(names(t, cross, a0).find("leaf0"), std::string::npos);
+  EXPECT_NE(names(t, cross, a0).find("leaf3"), std::string::npos);
+  Topology flat = makeDgxH100(2);  // every NIC on leaf0
+  Router rf(flat);
+  EXPECT_EQ(names(flat, rf.route(flat.find("n0.gpu0"), flat.find("n1.gpu3")), flat.find("n0.gpu0")),
+            "n0.gpu0 n0.pcie0 n0.nic0 leaf0 n1.nic3 n1.pcie3 n1.gpu3");
+  // More nodes than a leaf takes: each rail spreads over its own leaves (32 NICs a leaf on H100).
+  Topology big;
+  ASSERT_TRUE(generateTopology("dgx-h100:40", {"rails=1"}, &big).ok());
+  EXPECT_EQ(big.countType(NodeType::Switch), 8 * 2 + 16);
+  Topology bad;
+  EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=2"}, &bad).code(), tribInvalidArgument);
+}
+
 TEST(Routes, NvlinkInsideANodeNetworkAcrossAndSpreadOverSpines) {
   Topology dgx = makeDgxH100();
   Router r(dgx);

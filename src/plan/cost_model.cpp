@@ -272,6 +272,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     // three-tier tree, more hops).
     const double far = dom.back() != dom[0] ? pathInfo(t, router, ranks[0], ranks.back(), k).lat : p.lat;
     f.latFarUs = f.latInterUs + std::max(0.0, far - p.lat);
+    f.latRingInterUs = f.latInterUs + pathInfo(t, router, ranks[j - 1], ranks[j], k).lat - p.lat;
     f.interNet = p.net;
     // Under load every rank of a host shares the host's network egress; a thin core shares more.
     int host = t.hostOf(ranks[0]);
@@ -465,6 +466,7 @@ FabricView protocolView(const FabricView& simple, const CostConstants& k, Protoc
   if (f.latInterUs > 0) {
     f.latInterUs += step(kp, f.interNet) - step(k, f.interNet);
     f.latFarUs += step(kp, f.interNet) - step(k, f.interNet);
+    f.latRingInterUs += step(kp, f.interNet) - step(k, f.interNet);
   }
   f.treePathUs = treePathUs(f, f.perDomain > 1 ? f.latIntraUs : f.latInterUs, f.latInterUs);
   return f;
@@ -799,6 +801,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         f.latInterUs};
   if (!c.multi) c.bOut = c.bIn, c.aOut = c.aIn;
   if (f.perDomain < 2 && c.multi) c.bIn = c.bOut, c.aIn = c.aOut;  // every rank alone: no NVLink
+  Ctx ring = c;  // the ring's steps between domains are its own (FabricView::latRingInterUs)
+  if (c.multi) ring.aOut = f.latRingInterUs;
+  if (c.multi && f.perDomain < 2) ring.aIn = ring.aOut;
   double bMix = c.multi ? c.bOut : c.bIn;
   double aMix =
       c.multi ? (1 - static_cast<double>(f.domains) / n) * c.aIn + static_cast<double>(f.domains) / n * c.aOut
@@ -1122,10 +1127,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             const int d = f.perDomain;
             const double v = S / d / n;
             chunk = clampChunk(std::ceil(v), k);  // a whole block per slice when it fits
-            t = railRing(c, d, v, static_cast<double>(chunk));
+            t = railRing(ring, d, v, static_cast<double>(chunk));
             p.reason = strprintf("rails: %d rings (one per NIC) of 2(n-1) steps of S/%dn", d, d);
           } else {
-            t = flatRingPhase(c, S / n, true) + flatRingPhase(c, S / n, false);
+            t = flatRingPhase(ring, S / n, true) + flatRingPhase(ring, S / n, false);
             p.reason = "2(n-1) steps of S/n";
           }
           break;
@@ -1376,7 +1381,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     case Coll::ReduceScatter:
     case Coll::AllGather:
       if (a == PlanAlgo::Ring) {
-        t = flatRingPhase(c, S / n, reduces);
+        t = flatRingPhase(ring, S / n, reduces);
         p.reason = "n-1 steps of S/n";
       } else if (a == PlanAlgo::Rhd) {
         t = rhdSteps(reduces, !reduces, S, 0, 0, 0, false) + rhdExtra;

@@ -100,7 +100,10 @@ struct FabricView {
   double bwInter = 0;                       // GB/s, effective, one flow between domains
   double bwInterLoaded = 0;                 // GB/s per rank when every rank of a domain talks across at once
   double latInterUs = 0;                    // to the next domain
-  double latFarUs = 0;    // to the farthest (more network tiers), for steps that wait on every peer
+  double latFarUs = 0;  // to the farthest (more network tiers), for steps that wait on every peer
+  // The ring's step between domains: a domain's last rank to the next domain's first (ranks of
+  // different local indices: on a rail-optimized fabric, different rails, over a spine).
+  double latRingInterUs = 0;
   double reduceGBps = 0;  // a rank's local reduction throughput
   // Double binary tree (algo/tree.cpp): edges of the busiest rank inside its domain and across
   // domains (each edge carries S/2 each way), and the most cross-domain edges of one host's ranks,

@@ -33,6 +33,7 @@ struct FatTree {
   double reduceGBps;  // 0: switches do not reduce
   int tiers;          // 2 or 3; 0: two while one spine can reach every leaf (leaves <= radix), else three
   int radix;          // switch ports: a two-tier spine takes `radix` leaves, a three-tier pod radix/2
+  int railNics = 0;  // rail-optimized: `nics` are rail by rail, this many a rail, each rail on its own leaves
 };
 
 int addSwitch(Topology& t, const std::string& name, const FatTree& f) {
@@ -48,11 +49,14 @@ int addSwitch(Topology& t, const std::string& name, const FatTree& f) {
 // core switches of that plane). With reduction, one aggregation tree per spine (two tiers) or per
 // plane (three): SHARP builds several trees, and groups spread over them.
 void buildFatTree(Topology& t, const std::vector<int>& nics, const FatTree& f) {
-  const int leaves = (static_cast<int>(nics.size()) + f.leafDown - 1) / f.leafDown;
+  // NIC i's leaf: in order, or (rails) its rail's leaves, each rail starting a leaf of its own.
+  const int n = static_cast<int>(nics.size()), group = f.railNics > 0 ? f.railNics : n;
+  const int leavesPerGroup = (group + f.leafDown - 1) / f.leafDown;
+  auto leafOf = [&](int i) { return i / group * leavesPerGroup + i % group / f.leafDown; };
+  const int leaves = leafOf(n - 1) + 1;
   std::vector<int> leafIds;
   for (int l = 0; l < leaves; ++l) leafIds.push_back(addSwitch(t, strprintf("leaf%d", l), f));
-  for (size_t i = 0; i < nics.size(); ++i)
-    t.addLink(nics[i], leafIds[i / f.leafDown], LinkType::Net, f.nicGBps, f.latUs);
+  for (int i = 0; i < n; ++i) t.addLink(nics[i], leafIds[leafOf(i)], LinkType::Net, f.nicGBps, f.latUs);
   if (leaves == 1) {
     if (f.reduceGBps > 0) {
       AggTree tr;
@@ -133,7 +137,7 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
   // Per node: 8 GPUs on the NVSwitch fabric (its chips are one logical node here), 2 CPU
   // sockets, 8 PCIe switch halves (a GPU and its NIC each), 8 NICs.
   Topology t;
-  t.name = nodes == 1 ? hp.name : strprintf("%s-x%d", hp.name.c_str(), nodes);
+  t.name = nodes == 1 ? hp.name : strprintf("%s-x%d%s", hp.name.c_str(), nodes, hp.rails ? "-rails" : "");
   std::vector<int> nics;
   for (int h = 0; h < nodes; ++h) {
     std::string p = nodes == 1 ? "" : strprintf("n%d.", h);
@@ -165,10 +169,17 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
       nics.push_back(nic);
     }
   }
-  if (nodes > 1)
-    buildFatTree(t, nics,
+  if (nodes > 1) {
+    // Rail-optimized (the DGX SuperPOD's fabric): NIC g of every node on rail g's leaves, so two
+    // GPUs of the same index meet one switch away and other pairs cross a spine.
+    std::vector<int> order = nics;
+    if (hp.rails)
+      for (int g = 0, i = 0; g < 8; ++g)
+        for (int h = 0; h < nodes; ++h) order[i++] = nics[h * 8 + g];
+    buildFatTree(t, order,
                  {hp.leafDown, hp.spines, hp.nicGBps, hp.netLatUs, hp.sharp ? hp.sharpReduceGBps : 0,
-                  hp.tiers, hp.radix});
+                  hp.tiers, hp.radix, hp.rails ? nodes : 0});
+  }
   t.finalize();
   return t;
 }
@@ -254,7 +265,7 @@ namespace {
 // ignored by it: an HGX node has no C2C-to-GPU field, say).
 struct GeneratorOverrides {
   std::optional<double> nvlinkGBps, nicGBps, nvlsGBps, sharpGBps, netLatUs, nvlinkLatUs;
-  std::optional<int> leafDown, spines, sharp, tiers, radix;
+  std::optional<int> leafDown, spines, sharp, tiers, radix, rails;
   template <typename P>
   void apply(P& p) const {
     if (nvlinkGBps) p.nvlinkGBps = *nvlinkGBps;
@@ -268,6 +279,8 @@ struct GeneratorOverrides {
     if (sharp) p.sharp = *sharp != 0;
     if (tiers) p.tiers = *tiers;
     if (radix) p.radix = *radix;
+    if constexpr (requires { p.rails; })
+      if (rails) p.rails = *rails != 0;
   }
 };
 
@@ -310,6 +323,8 @@ Status parseOverrides(const std::vector<std::string>& params, GeneratorOverrides
       st = integer(o->tiers, 2, 3);
     else if (k == "radix")
       st = integer(o->radix, 2, 1 << 20);
+    else if (k == "rails")
+      st = integer(o->rails, 0, 1);
     else
       return errorf(tribInvalidArgument, "unknown generator parameter '%s' (%s)", k.c_str(),
                     kGeneratorParams);
@@ -331,7 +346,8 @@ const char* generatorHelp() {
          "  uniform:N[:GBPS[:US]]               N ranks on one switch (the closed-form case)\n"
          "  Nodes and racks join through a non-blocking fat tree: two tiers while one spine reaches\n"
          "  every leaf (leaves <= radix), else three (pods of radix/2 leaves; tiers= forces);\n"
-         "  sharp=0 turns the switches' reduction off.\n";
+         "  sharp=0 turns the switches' reduction off; rails=1 (dgx-*) makes the fabric rail-optimized:\n"
+         "  NIC g of every node on rail g's own leaves.\n";
 }
 
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out) {

@@ -184,7 +184,8 @@ struct HgxParams {
   int leafDown, spines, tiers, radix;
   bool sharp;
   GpuArch arch;
-  CpuVendor cpu;  // the host's sockets
+  CpuVendor cpu;       // the host's sockets
+  bool rails = false;  // rail-optimized fabric: NIC g of every node on rail g's own leaves
 };
 const HgxParams* hgxPreset(const std::string& name);  // nullptr: not an HGX system
 Topology makeHgx(const HgxParams& p, int nodes = 1);
@@ -201,7 +202,7 @@ inline constexpr const char* kGeneratorSystems =
     "uniform:N[:GBPS[:US]]";
 inline constexpr const char* kGeneratorParams =
     "nvlink_gbps, nic_gbps, nvls_gbps, sharp_gbps, net_lat_us, nvlink_lat_us, leaf_down, spines, sharp=0|1, "
-    "tiers=2|3, radix";
+    "tiers=2|3, radix, rails=0|1";
 const char* generatorHelp();  // one line per system, for trib-topo gen --help
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out);
 
