@@ -3,6 +3,8 @@
 // signal/wait ordering; clear errors for schedules that cannot complete.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "plan/planner.hpp"
 #include "sim/sim.hpp"
 #include "sim/sim_plan.hpp"
@@ -268,6 +270,14 @@ TEST(Simulator, RingQuotientEqualsOrBracketsTheFullReplay) {
     ASSERT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &full, {}, every).ok()) << c.system;
     const std::string what = c.system + " " + std::to_string(c.count) + ": " + reduced.sim.reduction;
     EXPECT_EQ(full.sim.replayedRanks, 0) << what;
+    // Every rank's end: the last of them is the call's, every one after the launch.
+    ASSERT_EQ(full.sim.rankEndUs.size(), static_cast<size_t>(req.nranks)) << what;
+    EXPECT_EQ(full.sim.rankEndFirst, 0) << what;
+    EXPECT_DOUBLE_EQ(*std::max_element(full.sim.rankEndUs.begin(), full.sim.rankEndUs.end()), full.sim.timeUs)
+        << what;
+    EXPECT_GT(*std::min_element(full.sim.rankEndUs.begin(), full.sim.rankEndUs.end()),
+              CostConstants::defaults().launchUs)
+        << what;
     if (!c.reduced) {
       EXPECT_EQ(reduced.sim.replayedRanks, 0) << what;
       EXPECT_EQ(reduced.sim.reduction.rfind("full replay (no ring quotient", 0), 0u) << what;
@@ -275,6 +285,7 @@ TEST(Simulator, RingQuotientEqualsOrBracketsTheFullReplay) {
       continue;
     }
     EXPECT_EQ(reduced.sim.replayedRanks, c.replayed) << what;
+    EXPECT_EQ(reduced.sim.rankEndUs.size(), static_cast<size_t>(c.replayed)) << what;
     if (c.exact) {
       EXPECT_EQ(reduced.sim.timeLowUs, 0) << what;
       EXPECT_EQ(reduced.sim.timeUs, full.sim.timeUs) << what;  // exact: bit for bit

@@ -11,6 +11,7 @@
 //   trib-plan --calibrate --measured PERF.json [--measured ...] [--mem-gbps X] [--topo FILE]
 //             the prediction on this machine's topology (or FILE), ranks placed as the communicator
 //             places them, next to trib-perf's measured busbw (docs/PLANNER.md, bench/calibrate.sh)
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -332,6 +333,14 @@ int main(int argc, char** argv) {
     for (const auto& l : res.busiest)
       std::printf("  busiest: %-40s %10.3f GB moved, busy %5.1f%%\n", l.name.c_str(), l.bytes / 1e9,
                   100 * l.utilization);
+    // The ranks that finish last pace the call: where to look when model and replay disagree.
+    std::vector<int> order(res.rankEndUs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    const size_t shown = std::min<size_t>(3, order.size());
+    std::partial_sort(order.begin(), order.begin() + shown, order.end(),
+                      [&](int a, int b) { return res.rankEndUs[a] > res.rankEndUs[b]; });
+    for (size_t i = 0; i < shown; ++i)
+      std::printf("  last: rank %d done at %.1f us\n", res.rankEndFirst + order[i], res.rankEndUs[order[i]]);
   }
   return 0;
 }

@@ -647,6 +647,7 @@ class Engine {
       rs.host = t.node(rs.node).type != NodeType::Gpu;
     }
     nodes_ = nodes;
+    rankEnd_.assign(ranks_.size(), 0);
     if (o.rankCeilingGBps > 0)
       for (int node : nodes) links_.capAt(node, o.rankCeilingGBps);
   }
@@ -683,6 +684,9 @@ class Engine {
       }
     }
     out->timeUs = end_ + opt_.k.launchUs;
+    out->rankEndUs.resize(rankEnd_.size());
+    for (size_t r = 0; r < rankEnd_.size(); ++r) out->rankEndUs[r] = rankEnd_[r] + opt_.k.launchUs;
+    out->rankEndFirst = first_;
     out->steps = steps_;
     out->messages = messages_;
     links_.report(opt_.topLinks, out);
@@ -1080,7 +1084,7 @@ class Engine {
         }
         rs.maps[static_cast<int>(Buf::Window)].write(whole, done);
         window.write(whole, done);
-        end_ = std::max(end_, done);
+        finishAt(r, done);
         return true;
       }
       case StepKind::SwitchReduce: {
@@ -1101,7 +1105,7 @@ class Engine {
       }
     }
     dstMap.write(s.dst, done);
-    end_ = std::max(end_, done);
+    finishAt(r, done);
     return true;
   }
 
@@ -1146,7 +1150,7 @@ class Engine {
     if (m.transfer) {
       Arrival& a = ranks_[m.src].transfers.get(m.seq);
       a.at = at, a.first = first, a.done = true;
-      end_ = std::max(end_, at);
+      finishAt(m.src, at);
       return wake(m.src);
     }
     // The receiver: m.dst itself, or in a quotient the replayed rank a multiple of the replayed
@@ -1157,7 +1161,7 @@ class Engine {
     a.at = at;
     a.first = first;
     a.done = true;
-    end_ = std::max(end_, at);
+    finishAt(to, at);
     wake(to);
   }
 
@@ -1337,6 +1341,11 @@ class Engine {
   std::vector<uint64_t> ran_;
   std::string bad_;
   double end_ = 0;
+  std::vector<double> rankEnd_;  // per replayed rank: when its last step or message ended
+  void finishAt(int r, double t) {
+    end_ = std::max(end_, t);
+    rankEnd_[r] = std::max(rankEnd_[r], t);
+  }
 };
 
 Status rankNodes(const Topology& t, int nranks, const std::vector<int>& given, std::vector<int>* out) {

@@ -82,6 +82,10 @@ struct SimResult {
   double timeLowUs = 0;
   std::string reduction;
   std::vector<LinkLoad> busiest;
+  // Schedules replayed rank by rank: when each replayed rank's last step ended, launch included
+  // (rank rankEndFirst + i for entry i); empty for the in-network models. Which rank paces the call.
+  std::vector<double> rankEndUs;
+  int rankEndFirst = 0;
 };
 
 // Simulates `algo` for args on the topology; rankToNode[r] is rank r's node (default: rankNodes()).
