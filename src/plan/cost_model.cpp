@@ -229,17 +229,17 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     f.gpuArch = std::min(f.gpuArch, t.node(r).arch);  // Unknown sorts first
     if (t.hostOf(r) >= 0) rankHost[t.hostOf(r)] = 1;
   }
-  f.hostVendor = CpuVendor::Unknown;
-  for (int i = 0, known = 1; i < t.numNodes() && known; ++i) {
+  bool anyUnknown = false, anyAmd = false;
+  CpuVendor other = CpuVendor::Unknown;  // Intel or Arm: NCCL counts them alike
+  for (int i = 0; i < t.numNodes(); ++i) {
     const Node& x = t.node(i);
     if ((x.type != NodeType::Cpu && x.type != NodeType::Numa) || t.hostOf(i) < 0 || !rankHost[t.hostOf(i)])
       continue;
-    known = x.vendor != CpuVendor::Unknown;
-    if (!known)
-      f.hostVendor = CpuVendor::Unknown;
-    else if (f.hostVendor != CpuVendor::Amd)
-      f.hostVendor = x.vendor;
+    anyUnknown |= x.vendor == CpuVendor::Unknown;
+    anyAmd |= x.vendor == CpuVendor::Amd;
+    if (x.vendor != CpuVendor::Amd) other = x.vendor;
   }
+  f.hostVendor = anyUnknown ? CpuVendor::Unknown : anyAmd ? CpuVendor::Amd : other;
   f.reduceGBps = reduceRate(t.node(ranks[0]), k);
   for (int r : ranks) f.reduceGBps = std::min(f.reduceGBps, reduceRate(t.node(r), k));
   // Ranks beyond a CPU node's cores time-share them: each gets cores/ranks of a core for its copies
@@ -922,7 +922,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // A folding rank's fold comes in on the receiving side of the fold's link, its partner's vector
     // in order, as its first step starts sending: the half it sends first (the upper rank's lower
     // half) is there halfway through the fold. Its sending sides are free.
-    const double foldBytes = std::max(0.0, foldIn - foldLat);  // the vector's time on the fold's link
+    // The vector's time on the fold's link (foldIn and foldOut are the same full-size step, or 0).
+    const double foldBytes = std::max(0.0, std::max(foldIn, foldOut) - foldLat);
     std::vector<double> got(chain), gotBefore(chain), net(ranks, 0), dom(ranks, 0), netIn(ranks, 0),
         domIn(ranks, 0), sent(ranks);
     for (int r = 0; r < ranks; ++r) (foldCross ? netIn : domIn)[r] = chain[r];
@@ -996,7 +997,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       // (their latencies in series).
       double foldLats = 0;
       if (folds(r)) {
-        (foldCross ? linkOut : linkIn) += std::max(foldIn, foldOut) - foldLat;
+        (foldCross ? linkOut : linkIn) += foldBytes;
         foldLats = ((foldIn > 0) + (foldOut > 0)) * foldLat;
       }
       links = std::max(links, std::max(linkIn, linkOut) + c.aIn + foldLats);
@@ -1010,13 +1011,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     for (int r = 0; r < ranks; ++r) {
       double end = got[r];
       if (folds(r) && foldOut > 0) {
-        const double out = foldOut - foldLat, whole = std::max(1.0, total);
+        const double whole = std::max(1.0, total);
         const bool lowerLast = alike || (r & (pof2 / 2)) == 0;
         const double sendSide = (foldCross ? net : dom)[r];  // the fold's link, after the steps' sends
-        end = std::max(
-                  {got[r] + (lowerLast ? out * std::min(whole, static_cast<double>(chunk)) / whole : out / 2),
-                   gotBefore[r] + out, sendSide + out}) +
-              foldLat;
+        const double tail =
+            lowerLast ? foldBytes * std::min(whole, static_cast<double>(chunk)) / whole : foldBytes / 2;
+        end = std::max({got[r] + tail, gotBefore[r] + foldBytes, sendSide + foldBytes}) + foldLat;
       }
       last = std::max(last, end);
     }

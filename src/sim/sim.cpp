@@ -683,7 +683,8 @@ class Engine {
             first_ + r, describeStep(s).c_str());
       }
     }
-    out->timeUs = end_ + opt_.k.launchUs;
+    const double end = rankEnd_.empty() ? 0 : *std::max_element(rankEnd_.begin(), rankEnd_.end());
+    out->timeUs = end + opt_.k.launchUs;
     out->rankEndUs.resize(rankEnd_.size());
     for (size_t r = 0; r < rankEnd_.size(); ++r) out->rankEndUs[r] = rankEnd_[r] + opt_.k.launchUs;
     out->rankEndFirst = first_;
@@ -1340,12 +1341,8 @@ class Engine {
   bool quotient() const { return static_cast<int>(ranks_.size()) != args_.nranks; }
   std::vector<uint64_t> ran_;
   std::string bad_;
-  double end_ = 0;
   std::vector<double> rankEnd_;  // per replayed rank: when its last step or message ended
-  void finishAt(int r, double t) {
-    end_ = std::max(end_, t);
-    rankEnd_[r] = std::max(rankEnd_[r], t);
-  }
+  void finishAt(int r, double t) { rankEnd_[r] = std::max(rankEnd_[r], t); }
 };
 
 Status rankNodes(const Topology& t, int nranks, const std::vector<int>& given, std::vector<int>* out) {
