@@ -446,6 +446,45 @@ TEST(SwitchPlan, HierSwitchFailsOverWhenTheSwitchGoesAway) {
   }
 }
 
+// The domain rings of hierarchical and hier_switch with more slices in a round than the
+// executor's window holds (4 KiB slices of a 2 MiB block: 512 sends and 512 receives a round).
+// With every send of a round before its receives, the receives lay past the window while the sends
+// waited for them, and the call hung until its timeout; a send and a receive slice by slice keep
+// both in reach.
+TEST(SwitchPlan, DomainRingsWithMoreSlicesThanTheExecutorsWindow) {
+  const std::string topo = writeTwoHostTopology();
+  ScopedEnv env;
+  env.set("TRIB_TOPO_FILE", topo);
+  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 64, 4096);
+  ASSERT_TRUE(node);
+  const int n = 4;
+  const uint64_t count = (1u << 20) + 4099, slice = 4096;
+  for (const char* algo : {"hierarchical", "hier_switch"}) {
+    std::vector<int> sliced(n, 0);
+    auto errors = threadRanks(
+        n, algo,
+        [&](int r, tribComm_t comm) -> std::string {
+          if (std::string(algo) == "hier_switch" && !sliceUsable(comm->impl())) return "no slice group";
+          uint64_t s = 0, v = 0;
+          std::string err = exactAllReduce(comm, r, n, count, 5, &s, &v);
+          for (const auto& [key, plan] : comm->impl()->planCache) {
+            if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != count) continue;
+            uint64_t most = 0, sends = 0;
+            for (const Step& st : *plan.steps)
+              if (st.kind == StepKind::Send) most = std::max(most, st.src.count), ++sends;
+            sliced[r] = std::string(algoName(plan.algo->algo)) == algo && most * 4 == slice && sends > 1024;
+          }
+          return err;
+        },
+        slice, 20000);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(errors[r], "") << algo << " rank " << r;
+      EXPECT_TRUE(sliced[r]) << algo << " rank " << r << " did not run in " << slice << "-byte slices";
+    }
+  }
+  std::remove(topo.c_str());
+}
+
 TEST(SwitchTopology, AddrFieldParsedCheckedAndDumped) {
   const std::string text =
       "node c0 cpu\nnode c1 cpu\nnode leaf switch addr=10.0.0.5:7000\n"

@@ -3,6 +3,8 @@
 // all-gather inside each domain. Domains are contiguous ranges of args.ranksPerDomain ranks (the
 // planner sets it from the topology's NVLink domains). Network traffic per rank: 2(m-1)/m · S/d
 // instead of the flat ring's 2(n-1)/n · S through one NIC.
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "algo/algo_util.hpp"
@@ -17,20 +19,22 @@ namespace {
 // communicator is one domain: a sliced ring. The planner sets ranksPerDomain when it picks this.
 bool hierSupports(const CollArgs& a) { return validArgs(a) && a.coll == Coll::AllReduce; }
 
-// Sends/receives `r` in slices of the chunk size (both sides cut it the same way).
-Generator<Step> sendSliced(int peer, Buf buf, Range r, uint64_t chunk) {
-  for (uint64_t j = 0; j < numSlices(r.len, chunk); ++j)
-    co_yield Step::send(peer, {buf, r.off + j * chunk, sliceLen(r.len, chunk, j)});
-}
-Generator<Step> recvReduceSliced(int peer, Buf local, Range r, uint64_t chunk) {
-  for (uint64_t j = 0; j < numSlices(r.len, chunk); ++j) {
-    const uint64_t o = r.off + j * chunk, l = sliceLen(r.len, chunk, j);
-    co_yield Step::recvReduce(peer, {local, o, l}, outR(o, l));
+// One ring round in slices of the chunk (both sides cut a block the same way): block `out` of
+// `from` to `right`, block `in` from `left` into the output, reduced with the same slice of `fold`
+// when there is one (else copied). Slice by slice, a send and then a receive: the executor starts
+// steps only within a window past its first unfinished one, and with every send of a round before
+// its receives, a round of more slices than the window left the receives out of reach while the
+// sends waited for them (a hang at 64 MiB on two hosts of two ranks, with 64 KiB slices).
+Generator<Step> ringRound(int right, Buf from, Range out, int left, Range in, std::optional<Buf> fold,
+                          uint64_t chunk) {
+  for (uint64_t j = 0; j < std::max(numSlices(out.len, chunk), numSlices(in.len, chunk)); ++j) {
+    if (const uint64_t l = sliceLen(out.len, chunk, j))
+      co_yield Step::send(right, {from, out.off + j * chunk, l});
+    if (const uint64_t l = sliceLen(in.len, chunk, j)) {
+      const uint64_t o = in.off + j * chunk;
+      co_yield fold ? Step::recvReduce(left, {*fold, o, l}, outR(o, l)) : Step::recv(left, outR(o, l));
+    }
   }
-}
-Generator<Step> recvSliced(int peer, Range r, uint64_t chunk) {
-  for (uint64_t j = 0; j < numSlices(r.len, chunk); ++j)
-    co_yield Step::recv(peer, outR(r.off + j * chunk, sliceLen(r.len, chunk, j)));
 }
 
 }  // namespace
@@ -51,8 +55,8 @@ Generator<Step> domainReduceScatter(CollArgs a, int rank, Buf src) {
   const int d = domainSize(a), D = rank / d, L = rank % d;
   const int right = D * d + mod(L + 1, d), left = D * d + mod(L - 1, d);
   for (int s = 0; s < d - 1; ++s) {
-    TRIB_YIELD_ALL(sendSliced(right, s == 0 ? src : Buf::Output, domainBlock(a, L - s), chunkOf(a)));
-    TRIB_YIELD_ALL(recvReduceSliced(left, src, domainBlock(a, L - s - 1), chunkOf(a)));
+    TRIB_YIELD_ALL(ringRound(right, s == 0 ? src : Buf::Output, domainBlock(a, L - s), left,
+                             domainBlock(a, L - s - 1), src, chunkOf(a)));
   }
 }
 
@@ -61,8 +65,8 @@ Generator<Step> domainAllGather(CollArgs a, int rank) {
   const int d = domainSize(a), D = rank / d, L = rank % d;
   const int right = D * d + mod(L + 1, d), left = D * d + mod(L - 1, d);
   for (int s = 0; s < d - 1; ++s) {
-    TRIB_YIELD_ALL(sendSliced(right, Buf::Output, domainBlock(a, L + 1 - s), chunkOf(a)));
-    TRIB_YIELD_ALL(recvSliced(left, domainBlock(a, L - s), chunkOf(a)));
+    TRIB_YIELD_ALL(ringRound(right, Buf::Output, domainBlock(a, L + 1 - s), left, domainBlock(a, L - s),
+                             std::nullopt, chunkOf(a)));
   }
 }
 
@@ -86,12 +90,10 @@ Generator<Step> hierAllReduce(CollArgs a, int rank) {
   };
   const int gRight = mod(D + 1, m) * d + L, gLeft = mod(D - 1, m) * d + L;
   for (int s = 0; s < m - 1; ++s) {
-    TRIB_YIELD_ALL(sendSliced(gRight, Buf::Output, sub(D - s), chunk));
-    TRIB_YIELD_ALL(recvReduceSliced(gLeft, Buf::Output, sub(D - s - 1), chunk));
+    TRIB_YIELD_ALL(ringRound(gRight, Buf::Output, sub(D - s), gLeft, sub(D - s - 1), Buf::Output, chunk));
   }
   for (int s = 0; s < m - 1; ++s) {
-    TRIB_YIELD_ALL(sendSliced(gRight, Buf::Output, sub(D + 1 - s), chunk));
-    TRIB_YIELD_ALL(recvSliced(gLeft, sub(D - s), chunk));
+    TRIB_YIELD_ALL(ringRound(gRight, Buf::Output, sub(D + 1 - s), gLeft, sub(D - s), std::nullopt, chunk));
   }
   // 3. All-gather in the domain.
   TRIB_YIELD_ALL(domainAllGather(a, rank));
