@@ -576,8 +576,9 @@ TEST(Simulator, SprayedSpinesReplayAsOneBundle) {
 
 // The grid's tree rule (docs/PLANNER.md): in posting order a rank's source link sends the leaf
 // stream of one tree (its whole half of the input, ready at the start) before the other tree's
-// messages up and down, so the other tree stalls and the busiest links idle a fifth of the
-// replay. With the two trees' channels served round robin (SimOptions::LinkOrder::Channels), or
+// messages up and down, so the other tree stalls and the busiest links idle a seventh of the
+// replay (a fifth before the replay kept to the executor's window of steps, which holds the leaf
+// stream back). With the two trees' channels served round robin (SimOptions::LinkOrder::Channels), or
 // every peer (Peers), they stay busy and the replay agrees with the model's busiest-link bound.
 TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsChannels) {
   Topology t;
@@ -598,11 +599,12 @@ TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsChannels) {
   o.linkOrder = SimOptions::LinkOrder::Peers;
   ASSERT_TRUE(simulatePlanned(planner, req, PlanAlgo::Tree, &peers, {}, o).ok());
   ASSERT_FALSE(fifo.sim.busiest.empty());
-  EXPECT_LT(fifo.sim.busiest[0].utilization, 0.85);
+  EXPECT_LT(fifo.sim.busiest[0].utilization, 0.88);
   EXPECT_GT(fifo.sim.timeUs / fifo.predictedUs, 1.10);
   for (const PlannedSim* rr : {&channels, &peers}) {
     ASSERT_FALSE(rr->sim.busiest.empty());
     EXPECT_GT(rr->sim.busiest[0].utilization, 0.90);
+    EXPECT_GT(rr->sim.busiest[0].utilization, fifo.sim.busiest[0].utilization + 0.05);
     EXPECT_NEAR(rr->sim.timeUs / rr->predictedUs, 1.0, 0.10)
         << rr->sim.timeUs << " us, model " << rr->predictedUs;
   }
