@@ -12,6 +12,8 @@
 #include <fstream>
 #include <functional>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "algo/algo_util.hpp"
 #include "core/comm.hpp"
@@ -259,8 +261,9 @@ TEST(HierSwitchSchedule, VerifiedForEveryShapeAndSendsOnlyItsSlice) {
           Status st = verifySchedule(*info, a);
           EXPECT_TRUE(st.ok()) << st.message();
           ++verified;
-          // With d >= 2 ranks per domain, each rank hands the switch its 1/d slice, in one step
-          // whose stride names the slice group.
+          // With d >= 2 ranks per domain, each rank hands the switch its 1/d slice, in up to
+          // kHierSwitchPieces steps of whole chunks (the rings' slices) whose stride names the
+          // slice group (one step here: the blocks are below a piece's least size).
           const int dom = d >= 2 ? d : n;
           for (int r = 0; r < n; ++r) {
             uint64_t toSwitch = 0;
@@ -273,13 +276,36 @@ TEST(HierSwitchSchedule, VerifiedForEveryShapeAndSendsOnlyItsSlice) {
             }
             const uint64_t slice = count / dom + (static_cast<uint64_t>((r % dom + 1) % dom) < count % dom);
             EXPECT_EQ(toSwitch, slice) << "rank " << r;
-            EXPECT_EQ(switchSteps, slice ? 1 : 0);
+            const uint64_t slices = (slice + chunk - 1) / chunk, pieces = hierSwitchPieces(slice, slices);
+            const uint64_t piece = (slices + pieces - 1) / pieces * chunk;
+            EXPECT_EQ(switchSteps, slice ? static_cast<int>((slice + piece - 1) / piece) : 0);
+            EXPECT_LE(switchSteps, static_cast<int>(kHierSwitchPieces));
           }
         }
       }
     }
   }
   EXPECT_EQ(verified, 7 * 5 * 2 * 2);
+  // Blocks of several pieces (hierSwitchPieces: at least kHierSwitchPieceElems each, at most
+  // kHierSwitchPieces): every rank hands its slice over in that many steps, whole chunks each,
+  // and the schedule still verifies.
+  for (auto [n, d, count, pieces] : {std::tuple{4, 2, 5 * kHierSwitchPieceElems + 7, 2},
+                                     std::tuple{6, 3, 3 * 9 * kHierSwitchPieceElems + 5, 8}}) {
+    CollArgs a;
+    a.nranks = n;
+    a.count = count;
+    a.chunkElems = 4096;
+    a.ranksPerDomain = d;
+    Status st = verifySchedule(*info, a);
+    EXPECT_TRUE(st.ok()) << st.message();
+    for (int r = 0; r < n; ++r) {
+      std::vector<uint64_t> counts;
+      for (const Step& s : materialize(*info, a, r))
+        if (s.kind == StepKind::SwitchReduce) counts.push_back(s.src.count);
+      EXPECT_EQ(static_cast<int>(counts.size()), pieces) << "n " << n << " rank " << r;
+      for (size_t i = 0; i + 1 < counts.size(); ++i) EXPECT_EQ(counts[i] % a.chunkElems, 0u) << "piece " << i;
+    }
+  }
 }
 
 TEST(HierSwitchSchedule, TheVerifierKeepsSliceGroupsApart) {
@@ -380,15 +406,23 @@ std::string writeTwoHostTopology() {
   return path;
 }
 
+// The two hosts in a topology file (TRIB_TOPO_FILE, its path in *topo) and a switch node the
+// communicators attach to (sw::testing::startSwitchFor: its slots and slot bytes).
+std::unique_ptr<SwitchNode> twoHostsAndASwitch(ScopedEnv& env, std::string* topo, uint32_t slots,
+                                               uint64_t slotBytes) {
+  *topo = writeTwoHostTopology();
+  env.set("TRIB_TOPO_FILE", *topo);
+  return sw::testing::startSwitchFor(env, slots, slotBytes);
+}
+
 }  // namespace
 
 // The switch has room for the communicator's group but not for the slice groups: every rank drops
 // its slice group (they agree), hier_switch is no longer offered, and results stay exact.
 TEST(SwitchPlan, SliceGroupsRefusedAllRanksDropThemAndStayExact) {
-  const std::string topo = writeTwoHostTopology();
   ScopedEnv env;
-  env.set("TRIB_TOPO_FILE", topo);
-  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 4, 8192);
+  std::string topo;
+  std::unique_ptr<SwitchNode> node = twoHostsAndASwitch(env, &topo, 4, 8192);
   ASSERT_TRUE(node);
   env.set("TRIB_SWITCH_SLOTS", "4");  // the communicator's group takes all 4 slots
   const int n = 4;
@@ -409,10 +443,9 @@ TEST(SwitchPlan, SliceGroupsRefusedAllRanksDropThemAndStayExact) {
 // The switch goes away while the ranks run hier_switch all-reduces: they agree, give the switch
 // up (slice groups too), finish on a host algorithm, and every result is exact.
 TEST(SwitchPlan, HierSwitchFailsOverWhenTheSwitchGoesAway) {
-  const std::string topo = writeTwoHostTopology();
   ScopedEnv env;
-  env.set("TRIB_TOPO_FILE", topo);
-  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 64, 4096);
+  std::string topo;
+  std::unique_ptr<SwitchNode> node = twoHostsAndASwitch(env, &topo, 64, 4096);
   ASSERT_TRUE(node);
   env.set("TRIB_SWITCH_SLOTS", "2");  // a narrow window: each all-reduce takes a while
   const int n = 4;
@@ -452,10 +485,9 @@ TEST(SwitchPlan, HierSwitchFailsOverWhenTheSwitchGoesAway) {
 // waited for them, and the call hung until its timeout; a send and a receive slice by slice keep
 // both in reach.
 TEST(SwitchPlan, DomainRingsWithMoreSlicesThanTheExecutorsWindow) {
-  const std::string topo = writeTwoHostTopology();
   ScopedEnv env;
-  env.set("TRIB_TOPO_FILE", topo);
-  std::unique_ptr<SwitchNode> node = sw::testing::startSwitchFor(env, 64, 4096);
+  std::string topo;
+  std::unique_ptr<SwitchNode> node = twoHostsAndASwitch(env, &topo, 64, 4096);
   ASSERT_TRUE(node);
   const int n = 4;
   const uint64_t count = (1u << 20) + 4099, slice = 4096;

@@ -1,9 +1,15 @@
 // Hierarchical all-reduce through the aggregation switch: ring reduce-scatter inside each domain
 // (host: shared memory) -> switch all-reduce of each rank's block among its slice group (the
 // ranks with the same local index, one per domain) -> ring all-gather inside each domain.
-// Each rank sends only S/d to the switch, so a host's switch traffic is S instead of d x S
-// (d = args.ranksPerDomain ranks per domain, contiguous). The slice groups are separate groups
-// at the switch (core/switch_coll.cpp registers them), named in the step by its stride d.
+// The block goes to the switch in a few pieces of whole ring slices (algo/schedule.hpp
+// hierSwitchPieces), a SwitchReduce each, so that the levels overlap: a piece leaves as soon as the
+// reduce-scatter's last round has reduced its slices, and the all-gather passes its slices round the domain
+// as soon as the switch has returned it (the executor runs any step whose data are ready; every member of a
+// slice group cuts its block the same way). (The planner may pick slices large enough that the all-gather's
+// steps fit in the executor's window: its later rounds need not wait for the switch.) Each rank sends only
+// S/d to the switch, so a host's switch traffic is S instead of d x S (d = args.ranksPerDomain ranks per
+// domain, contiguous). The slice groups are separate groups at the switch (core/switch_coll.cpp registers
+// them), named in the step by its stride d.
 //
 // In place, the input is first copied to scratch and the schedule runs from the copy, so the
 // user's buffer keeps the rank's contribution for the host fallback if the switch fails
@@ -33,7 +39,12 @@ Generator<Step> hierSwitchAllReduce(CollArgs a, int rank) {
   // still in the source); the switch sums it over the domains, in place in the output.
   const Range own = domainBlock(a, rank % d + 1);
   const Buf from = d > 1 ? Buf::Output : src;
-  if (own.len > 0) co_yield Step::switchReduce({from, own.off, own.len}, outR(own.off, own.len), d);
+  const uint64_t slices = numSlices(own.len, chunkOf(a)), pieces = hierSwitchPieces(own.len, slices);
+  const uint64_t piece = (slices + pieces - 1) / pieces * chunkOf(a);
+  for (uint64_t j = 0; j < numSlices(own.len, piece); ++j) {
+    const uint64_t o = own.off + j * piece, l = sliceLen(own.len, piece, j);
+    co_yield Step::switchReduce({from, o, l}, outR(o, l), d);
+  }
   TRIB_YIELD_ALL(domainAllGather(a, rank));
 }
 

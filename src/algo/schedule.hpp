@@ -31,6 +31,7 @@
 // ranks whose rank is congruent to this one's modulo d (hier_switch: one member per domain, local
 // index rank % d); the communicator registers those groups at its switch (core/switch_coll.cpp).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -275,6 +276,18 @@ struct AlgoInfo {
 // Schedules whose sends may wait on receives far down a peer's list are bounded by it (maxRunRanks),
 // and the cost model prices the overlap it allows.
 inline constexpr size_t kExecutorWindowSteps = 512;
+
+// hier_switch hands the switch its block in this many pieces at most, of whole ring slices and at
+// least kHierSwitchPieceElems elements each: the domain all-gather starts once the first is back,
+// and a switch's cost per operation is paid a few times, not once per slice (trib-switchd over TCP
+// loopback: eight 64 KiB pieces of a 512 KiB block took 1.5x one whole block, docs/SWITCH.md).
+inline constexpr uint64_t kHierSwitchPieces = 8;
+inline constexpr uint64_t kHierSwitchPieceElems = 1 << 16;  // the software switch's default slot of floats
+// How many pieces hier_switch cuts a block of `elems` in ring slices of `slices`.
+inline uint64_t hierSwitchPieces(uint64_t elems, uint64_t slices) {
+  return std::max<uint64_t>(1,
+                            std::min<uint64_t>({elems / kHierSwitchPieceElems, kHierSwitchPieces, slices}));
+}
 
 // Whether the executor runs `algo` on `args`: it supports them, within its rank bound.
 inline bool executorRuns(const AlgoInfo& algo, const CollArgs& args) {

@@ -8,7 +8,9 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "algo/algorithms.hpp"
 
@@ -530,6 +532,23 @@ double pipelinedRing(int reduceRounds, int copyRounds, double v, double c, doubl
   const double chain = reduceRounds * (a + c / bReduce) + copyRounds * (a + c / bCopy) +
                        (std::ceil(v / c) - 1) * c / std::min(bReduce, bCopy);
   return std::max(link, chain);
+}
+
+// The domain all-gather of a two-level schedule (hierarchical, hier_switch) overlapped with the
+// level across domains, which takes `across` in all, returns its first final piece after
+// `firstFinal` and its last of c0 bytes at its end: the all-gather, on the NVLink that level does
+// not use, starts on the first piece and ends after the last one's d-1 hops, or after its own
+// pipelined time from the first, whichever is later. The executor starts steps at most a window past its
+// first unfinished one: while the level across has `acrossSteps` steps pending, only the all-gather's rounds
+// that fit in the rest of the window overlap it; the others run after it (and the last chunk's hops with
+// them).
+double domainAllGatherAfter(const Ctx& c, int d, double v, double cb, double c0, double across,
+                            double firstFinal, double acrossSteps) {
+  const double ag = pipelinedRing(0, d - 1, v, cb, c.aIn, c.bIn, c.bIn);
+  const double lastChunkAg = pipelinedRing(0, d - 1, c0, cb, c.aIn, c.bIn, c.bIn);
+  const double agSteps = 2.0 * (d - 1) * std::ceil(v / std::min(cb, v));
+  const double seen = std::clamp((c.k.executorWindowSteps - acrossSteps) / agSteps, 0.0, 1.0);
+  return std::max(across + std::max(lastChunkAg, (1 - seen) * ag), firstFinal + ag);
 }
 
 // The rail ring all-reduce (ring.cpp with ranksPerDomain = d making m >= 2 domains): d channels,
@@ -1212,16 +1231,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           const double c0 = std::min(cb, v / m);
           const double firstFinal =
               std::max((m - 2) * v / m / bOutR, (m - 2) * (c.aOut + c0 / bOutR)) + c.aOut + c0 / bOutR;
-          const double ag = pipelinedRing(0, d - 1, v, cb, c.aIn, c.bIn, c.bIn);
-          const double lastChunkAg = pipelinedRing(0, d - 1, c0, cb, c.aIn, c.bIn, c.bIn);
-          // The executor starts steps at most a window past its first unfinished one: while the
-          // network level's all-gather rounds (a send and a receive per chunk) are pending, only
-          // the domain all-gather's rounds that fit in the rest of the window can overlap them;
-          // the others run after it (and the last chunk's hops with them).
-          const double acrossSteps = 2.0 * (m - 1) * std::ceil(v / m / c0);
-          const double agSteps = 2.0 * (d - 1) * std::ceil(v / std::min(cb, v));
-          const double seen = std::clamp((k.executorWindowSteps - acrossSteps) / agSteps, 0.0, 1.0);
-          t = rs + std::max(across + std::max(lastChunkAg, (1 - seen) * ag), firstFinal + ag);
+          // The network level's all-gather rounds: a send and a receive per chunk.
+          t = rs + domainAllGatherAfter(c, d, v, cb, c0, across, firstFinal,
+                                        2.0 * (m - 1) * std::ceil(v / m / c0));
           p.reason = "ring reduce-scatter in domain, ring all-reduce of S/d across, all-gather in domain";
           break;
         }
@@ -1249,14 +1261,29 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // (f.switchGBps) applies to S/d, so a host moves S through the switch instead of d x S.
           const int d = f.perDomain;
           const double v = S / d, b = f.switchGBps * kB;
-          chunk = pipelineChunk(v, b, 2 * f.switchTiers, k);
-          if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
-          // The switch takes the block as one step (the schedule's SwitchReduce), so the levels
-          // follow one another; inside the domain the ring rounds pipeline chunk by chunk.
-          const double cb = static_cast<double>(chunk);
-          t = pipelinedRing(d - 1, 0, v, cb, c.aIn, std::min(c.bIn, c.R), c.bIn) + 2 * f.switchLatUs + v / b +
-              pipelineCost(v, cb, b, 2 * f.switchTiers, k) +
-              pipelinedRing(0, d - 1, v, cb, c.aIn, c.bIn, c.bIn);
+          // The block goes to the switch in pieces of whole ring slices (algo/schedule.hpp
+          // kHierSwitchPieces; a SwitchReduce each, streamed in slices), so the levels overlap as
+          // hierarchical's do: the switch level from the reduce-scatter's end (its last round
+          // alone makes the block), the domain all-gather from the first piece back, ending after
+          // the last piece's d-1 hops.
+          auto timeWith = [&](uint64_t ch) {
+            if (f.switchCap.bufferBytes && ch > f.switchCap.bufferBytes) ch = f.switchCap.bufferBytes;
+            const double cb = static_cast<double>(ch), slices = std::ceil(v / std::min(cb, v));
+            const double pieces = static_cast<double>(hierSwitchPieces(
+                static_cast<uint64_t>(v) / dataTypeSize(dtype), static_cast<uint64_t>(slices)));
+            const double piece = std::min(v, std::ceil(slices / pieces) * cb);
+            const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, std::min(c.bIn, c.R), c.bIn);
+            const double across = 2 * f.switchLatUs + v / b + pipelineCost(v, cb, b, 2 * f.switchTiers, k);
+            const double firstBack =
+                2 * f.switchLatUs + piece / b + pipelineCost(piece, cb, b, 2 * f.switchTiers, k);
+            return std::pair{rs + domainAllGatherAfter(c, d, v, cb, piece, across, firstBack, pieces), ch};
+          };
+          // The ring slice: the switch's pipeline chunk, or the smallest that puts no more slices in
+          // the block than the executor's window holds with the all-gather's 2(d-1) steps each
+          // (with more, its later rounds wait for the switch to finish): whichever is faster.
+          const double windowSlices = std::max(1.0, std::floor(k.executorWindowSteps / (2.0 * d - 1)));
+          std::tie(t, chunk) = std::min(timeWith(pipelineChunk(v, b, 2 * f.switchTiers, k)),
+                                        timeWith(clampChunk(std::ceil(v / windowSlices), k)));
           p.reason = "ring reduce-scatter in domain, switch all-reduce of S/d, all-gather in domain";
           break;
         }
