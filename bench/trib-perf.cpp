@@ -121,6 +121,7 @@ class Buffer {
       "  -T, --transport T    loopback|shm|ucx (as TRIB_TRANSPORT)\n"
       "  Under mpirun/srun/torchrun (their env vars set), each process is one rank.\n"
       "  -C, --coll C         allreduce|reducescatter|allgather|broadcast|reduce|alltoall [allreduce]\n"
+      "                       (alltoall: out of place only; the in-place columns say N/A)\n"
       "  -A, --algo A         force the algorithm (as TRIB_ALGO)\n"
       "  -R, --registered 0|1 buffers from tribMemAlloc (shareable; as nccl-tests' -R) [0]\n"
       "  -m, --mem host|device buffers in host or CUDA device memory (device: a stream per rank,\n"
@@ -325,6 +326,12 @@ struct Bench {
         }
       }
       for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        if (inPlace && o.coll == Coll::AlltoAll) {  // the library refuses it (as NCCL's send/recv)
+          if (print)
+            std::printf(" %9s %8s %8s %6s%s", "N/A", "N/A", "N/A", "N/A",
+                        o.perCall ? "       N/A      N/A" : "");
+          continue;
+        }
         std::vector<char*> ins(g);
         std::vector<void*> outs(g);
         for (size_t j = 0; j < g; ++j) {
