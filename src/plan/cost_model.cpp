@@ -1273,10 +1273,16 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
                 static_cast<uint64_t>(v) / dataTypeSize(dtype), static_cast<uint64_t>(slices)));
             const double piece = std::min(v, std::ceil(slices / pieces) * cb);
             const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, std::min(c.bIn, c.R), c.bIn);
-            const double across = 2 * f.switchLatUs + v / b + pipelineCost(v, cb, b, 2 * f.switchTiers, k);
-            const double firstBack =
+            // The reduce-scatter's last round reduces the block slice by slice over v / rate, so the
+            // first piece is ready (pieces - 1) / pieces of that round before its end; the last
+            // piece leaves at the end and takes its own trip through the switch.
+            const double early = (pieces - 1) / pieces * v / std::min(c.bIn, c.R);
+            const double pieceTrip =
                 2 * f.switchLatUs + piece / b + pipelineCost(piece, cb, b, 2 * f.switchTiers, k);
-            return std::pair{rs + domainAllGatherAfter(c, d, v, cb, piece, across, firstBack, pieces), ch};
+            const double across = std::max(
+                2 * f.switchLatUs + v / b + pipelineCost(v, cb, b, 2 * f.switchTiers, k) - early, pieceTrip);
+            return std::pair{rs + domainAllGatherAfter(c, d, v, cb, piece, across, pieceTrip - early, pieces),
+                             ch};
           };
           // The ring slice: the switch's pipeline chunk, or the smallest that puts no more slices in
           // the block than the executor's window holds with the all-gather's 2(d-1) steps each
