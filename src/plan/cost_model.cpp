@@ -1262,10 +1262,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           const int d = f.perDomain;
           const double v = S / d, b = f.switchGBps * kB;
           // The block goes to the switch in pieces of whole ring slices (algo/schedule.hpp
-          // kHierSwitchPieces; a SwitchReduce each, streamed in slices), so the levels overlap as
-          // hierarchical's do: the switch level from the reduce-scatter's end (its last round
-          // alone makes the block), the domain all-gather from the first piece back, ending after
-          // the last piece's d-1 hops.
+          // hierSwitchPieces; a SwitchReduce each, streamed in slices), so the levels overlap as
+          // hierarchical's do: the switch level from the first piece the reduce-scatter's last
+          // round makes, the domain all-gather from the first piece back, ending after the last
+          // piece's d-1 hops.
           auto timeWith = [&](uint64_t ch) {
             if (f.switchCap.bufferBytes && ch > f.switchCap.bufferBytes) ch = f.switchCap.bufferBytes;
             const double cb = static_cast<double>(ch), slices = std::ceil(v / std::min(cb, v));
