@@ -612,7 +612,7 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   };
   auto tau = [&](int x, int y) { return across(x, y) ? tauOut : tauIn; };
   constexpr double kInf = 1e300;
-  std::vector<double> up(n), first(n), trip(n), maxDescent(n, 0.0), treeDescent[2];
+  std::vector<double> up(n), first(n), trip(n), maxDescent(n, 0.0), treeDescent[2], treeBeyond[2];
   std::vector<std::array<double, 2>> start(n, {kInf, kInf});  // [inside, across]
   std::vector<std::array<int, 2>> edges(n, {0, 0});
   // The up streams through each rank's link in and link out, per class: when each one's first
@@ -683,12 +683,15 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
       }
       lastTrip = std::max(lastTrip, trip[x]);
     }
-    std::vector<double>& descent = treeDescent[t];
+    std::vector<double>&descent = treeDescent[t], &beyond = treeBeyond[t];
     descent.assign(n, 0.0);
-    for (int x : order) {  // the last slice's descent below x
+    beyond.assign(n, 0.0);
+    for (int x : order) {  // the last slice's descent below x (beyond: once it has left x's link)
       double v = 0;
       for (int ch : {nd[x][1], nd[x][2]}) {
-        if (ch >= 0) v = std::max(v, alpha(x, ch) + sharing(x, ch) * tau(x, ch) + descent[ch]);
+        if (ch < 0) continue;
+        v = std::max(v, alpha(x, ch) + sharing(x, ch) * tau(x, ch) + descent[ch]);
+        beyond[x] = std::max(beyond[x], alpha(x, ch) + descent[ch]);
       }
       descent[x] = v;
       maxDescent[x] = std::max(maxDescent[x], v);
@@ -766,15 +769,18 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
     for (int j = 0; j < ups.m; ++j) {
       const int y = ups.feeder[j];
       const double f = in ? std::min(feed[ups.tree[j]][y], b / upOut[y][a].m) : feed[ups.tree[j]][y];
-      sent += std::min(v, std::max(0.0, last - (ups.r[j] - tau)) * f);
+      const double dt = std::max(0.0, last - (ups.r[j] - tau));
+      sent += std::min({v, dt * b, c + dt * f});  // its first chunk is whole when it starts
     }
     for (int j = 0; j < downs.m; ++j) sent += std::min(v, std::max(0.0, last - (downs.r[j] - tau)) * b);
     sent = std::min(sent, (last - lo) * b);
     // The stream that starts last there has sent nothing by then, so it ends last (round robin);
-    // where it is a parent's results, its last slice still descends below x in its tree.
+    // where it is a parent's results, its last slice still descends below x in its tree: on x's
+    // link in, all of the descent; on its link out, what follows the link (its bytes are in w).
     double below = 0;
     for (int j = 0; j < downs.m; ++j)
-      if (downs.r[j] - tau >= last) below = std::max(below, treeDescent[downs.tree[j]][x]);
+      if (downs.r[j] - tau >= last)
+        below = std::max(below, (in ? treeDescent : treeBeyond)[downs.tree[j]][x]);
     return last + (w - sent) / b + below;
   };
   double busy = 0;
