@@ -852,6 +852,45 @@ TEST(Protocols, ViewScalesLinksAndStepCosts) {
   EXPECT_FALSE(predict(PlanAlgo::Nvls, Coll::AllReduce, 1 << 20, tribFloat32, tribSum, ll, kll).supported);
 }
 
+// The double tree takes NCCL's own shares of its Simple rate (LL 1/3.8; LL128 7/9 in one node,
+// 120/128 across nodes), every other algorithm the ring's (LL 1/2, LL128 0.92); the replay's
+// constants for a tree plan are the same.
+TEST(Protocols, TreeTakesItsOwnShares) {
+  const CostConstants& k = CostConstants::defaults();
+  const int nvlink = static_cast<int>(LinkType::NvLink);
+  for (const char* system : {"dgx-h100", "dgx-h100:2"}) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(system, {}, &t).ok());
+    Planner p(t);
+    const int n = t.countType(NodeType::Gpu);
+    const FabricView& f = p.fabric(n, MemoryKind::Device);
+    const double ll128Tree = f.domains == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+    EXPECT_DOUBLE_EQ(k.protocolShare(Protocol::LL128, PlanAlgo::Tree, f.domains), ll128Tree) << system;
+    EXPECT_DOUBLE_EQ(k.protocolShare(Protocol::LL, PlanAlgo::Tree, f.domains), 1.0 / 3.8) << system;
+    EXPECT_DOUBLE_EQ(k.protocolShare(Protocol::LL128, PlanAlgo::Rhd, f.domains), 0.92) << system;
+    EXPECT_DOUBLE_EQ(k.protocolShare(Protocol::Simple, PlanAlgo::Tree, f.domains), 1.0) << system;
+    const FabricView tree = protocolView(f, k, Protocol::LL128, PlanAlgo::Tree);
+    const FabricView ring = protocolView(f, k, Protocol::LL128, PlanAlgo::Ring);
+    EXPECT_DOUBLE_EQ(tree.bwIntra, f.bwIntra * ll128Tree) << system;
+    EXPECT_DOUBLE_EQ(ring.bwIntra, f.bwIntra * 0.92) << system;
+    EXPECT_DOUBLE_EQ(k.forProtocol(Protocol::LL128, PlanAlgo::Tree, f.domains).eff[nvlink],
+                     k.eff[nvlink] * ll128Tree);
+    // LL's ceiling still caps the tree: min(share x links, ceiling).
+    const FabricView ll = protocolView(f, k, Protocol::LL, PlanAlgo::Tree);
+    EXPECT_DOUBLE_EQ(ll.bwIntra,
+                     std::min(f.bwIntra / 3.8, ll.rankCeilingGBps > 0 ? ll.rankCeilingGBps : 1e300));
+    // The tree at LL128 is dearer than at the ring's share in one node (7/9 < 0.92), cheaper across
+    // (120/128 > 0.92).
+    const uint64_t b = 64ull << 20;
+    const Prediction atTreeShare = predict(PlanAlgo::Tree, Coll::AllReduce, b, tribFloat32, tribSum, tree,
+                                           k.forProtocol(Protocol::LL128, PlanAlgo::Tree, f.domains));
+    const Prediction atRingShare = predict(PlanAlgo::Tree, Coll::AllReduce, b, tribFloat32, tribSum, ring,
+                                           k.forProtocol(Protocol::LL128));
+    EXPECT_EQ(atTreeShare.us > atRingShare.us, ll128Tree < 0.92)
+        << system << " " << atTreeShare.us << " " << atRingShare.us;
+  }
+}
+
 // LL's ceiling (NCCL's llMaxBws): in one NVLink domain by the GPUs' generation, across domains by
 // the hosts' CPU maker and how many domains; none where the topology does not say.
 TEST(Protocols, LLCeilingByGenerationAndHosts) {
@@ -922,8 +961,8 @@ TEST(Protocols, PruningNeverSkipsAFasterPrice) {
         for (Protocol q : {Protocol::LL128, Protocol::LL}) {
           const Prediction simple = predict(a, Coll::AllReduce, b, tribFloat32, tribSum, f, k);
           ASSERT_TRUE(simple.supported) << planAlgoName(a) << " " << n << " " << b;
-          const FabricView v = protocolView(f, k, q);
-          const CostConstants kq = k.forProtocol(q);
+          const FabricView v = protocolView(f, k, q, a);
+          const CostConstants kq = k.forProtocol(q, a, f.domains);
           const Prediction cut = predict(a, Coll::AllReduce, b, tribFloat32, tribSum, v, kq, simple.us);
           const Prediction full = predict(a, Coll::AllReduce, b, tribFloat32, tribSum, v, kq);
           ASSERT_TRUE(full.supported);

@@ -104,11 +104,19 @@ bool protocolApplies(PlanAlgo a) {
   }
 }
 
-CostConstants CostConstants::forProtocol(Protocol p) const {
+double CostConstants::protocolShare(Protocol p, PlanAlgo a, int domains) const {
+  if (p == Protocol::Simple) return 1.0;
+  const ProtocolCost& pc = protocolCost(p);
+  if (a != PlanAlgo::Tree) return pc.linkShare;
+  return domains <= 1 ? pc.treeShareInDomain : pc.treeShareAcross;
+}
+
+CostConstants CostConstants::forProtocol(Protocol p, PlanAlgo a, int domains) const {
   if (p == Protocol::Simple) return *this;
   const ProtocolCost& pc = protocolCost(p);
   CostConstants c = *this;
-  for (double& e : c.eff) e *= pc.linkShare;
+  const double share = protocolShare(p, a, domains);
+  for (double& e : c.eff) e *= share;
   c.stepOverheadUs = pc.stepOverheadUs;
   c.netStepOverheadUs = pc.netStepOverheadUs;
   c.launchUs = pc.launchUs;
@@ -152,8 +160,10 @@ const CostConstants& CostConstants::defaults() {
     // 2.7 us across the network (Simple 14.0); its base latencies are 14.0 and 6.6 us (Simple 8.4).
     // The overheads here are those steps less the hops the generators already charge (two NVLink
     // hops, 1.0 us; about 3 us of network hops), never below zero.
-    c.ll128 = {0.92, 1.9 - 1.0, 0.0, 14.0, {}, {}};
-    c.ll = {0.5, 0.0, 0.0, 6.6, {}, {}};
+    // The tree's shares of its own Simple rate: LL 1/3.8 (NCCL's busBw * 1.0/3.8 on the tree),
+    // LL128 7/9 in one node and 120/128 across nodes (busBw * (nNodes == 1 ? 7.0/9.0 : 120.0/128.0)).
+    c.ll128 = {0.92, 7.0 / 9.0, 120.0 / 128.0, 1.9 - 1.0, 0.0, 14.0, {}, {}};
+    c.ll = {0.5, 1.0 / 3.8, 1.0 / 3.8, 0.0, 0.0, 6.6, {}, {}};
     // LL's throughput ceilings (NCCL's llMaxBws, GB/s of bus bandwidth): in one node by GPU
     // generation (Volta 39, Ampere 87.7, Hopper 141, Blackwell 282); across nodes by CPU maker,
     // two nodes / more (Intel, and Arm, which NCCL counts with Intel: 39 / 20.4; AMD 22.5 / 19.0).
@@ -448,12 +458,12 @@ double rankCeilingGBps(const FabricView& f, const CostConstants& k, Protocol p) 
   return pc.ceilingAcrossGBps[f.hostVendor == CpuVendor::Amd][f.domains >= 3];
 }
 
-FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p) {
+FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p, PlanAlgo a) {
   FabricView f = simple;
   f.protocol = p;
   if (p == Protocol::Simple) return f;
-  const CostConstants kp = k.forProtocol(p);
-  const double share = k.protocolCost(p).linkShare;
+  const CostConstants kp = k.forProtocol(p, a, simple.domains);
+  const double share = k.protocolShare(p, a, simple.domains);
   // Every link's efficiency scales alike, so each path's bottleneck scales by the share; a rank
   // moves no more than the protocol's ceiling, whatever its links.
   f.bwIntra *= share, f.bwInter *= share, f.bwInterLoaded *= share, f.hostEgressGBps *= share;

@@ -56,6 +56,9 @@ bool protocolApplies(PlanAlgo a);                         // the algorithm can r
 // line, its flag handling) and its per-step and per-call costs, in place of Simple's.
 struct ProtocolCost {
   double linkShare;
+  // The double tree's share instead (its kernel forwards and reduces each line in one pass): in one
+  // NVLink domain and across domains. NCCL's tree refinements, relative to the tree's Simple.
+  double treeShareInDomain, treeShareAcross;
   double stepOverheadUs, netStepOverheadUs, launchUs;
   // The most a rank moves under the protocol, GB/s (0: no ceiling beyond its links): in one NVLink
   // domain by the GPUs' generation (index GpuArch), across domains by the hosts' CPU maker (AMD or
@@ -80,9 +83,11 @@ struct CostConstants {
   int executorWindowSteps;  // steps past its first unfinished one the executor may start
   ProtocolCost ll128, ll;   // the other protocols (the fields above are Simple's)
   static const CostConstants& defaults();
-  // The constants as protocol p sees them: every link type's efficiency times its share, its step
-  // and launch costs. Simple: these constants unchanged.
-  CostConstants forProtocol(Protocol p) const;
+  // The constants as protocol p sees them for algorithm a on `domains` NVLink domains: every link
+  // type's efficiency times its share, its step and launch costs. Simple: these constants unchanged.
+  CostConstants forProtocol(Protocol p, PlanAlgo a = PlanAlgo::Ring, int domains = 1) const;
+  // Protocol p's share of Simple's link rate for algorithm a (1 for Simple).
+  double protocolShare(Protocol p, PlanAlgo a, int domains) const;
   const ProtocolCost& protocolCost(Protocol p) const {
     return p == Protocol::LL128 ? ll128 : ll;
   }  // not Simple
@@ -144,9 +149,11 @@ struct FabricView {
 };
 FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& rankNodes,
                          const CostConstants& k);
-// The view of a Simple fabric (computed with k) for protocol p: link rates times p's share,
-// step latencies with p's overheads. In-network figures stay Simple's (those algorithms run Simple).
-FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p);
+// The view of a Simple fabric (computed with k) for protocol p and algorithm a: link rates times
+// p's share for a, step latencies with p's overheads. In-network figures stay Simple's (those
+// algorithms run Simple).
+FabricView protocolView(const FabricView& simple, const CostConstants& k, Protocol p,
+                        PlanAlgo a = PlanAlgo::Ring);
 // Protocol p's ceiling on a rank's rate on that fabric (GB/s; 0: none): what protocolView caps the
 // rates at and the simulator caps a rank's links at (SimOptions::rankCeilingGBps).
 double rankCeilingGBps(const FabricView& f, const CostConstants& k, Protocol p);

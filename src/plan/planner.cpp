@@ -190,13 +190,16 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
   // Model-only requests on GPU ranks price the point-to-point algorithms at each protocol that
   // TRIB_PROTO allows and keep the fastest; the executor runs Simple, so the others are model only.
   const bool protocols = req.includeModelOnly && !f.hostRanks;
-  FabricView views[kNumProtocols];
-  CostConstants constants[kNumProtocols];
+  // [0]: the ring's shares (every algorithm but the tree); [1]: the tree's (CostConstants::protocolShare).
+  FabricView views[2][kNumProtocols];
+  CostConstants constants[2][kNumProtocols];
   if (protocols)
-    for (int q = 1; q < kNumProtocols; ++q) {
-      views[q] = protocolView(f, k_, static_cast<Protocol>(q));
-      constants[q] = k_.forProtocol(static_cast<Protocol>(q));
-    }
+    for (int q = 1; q < kNumProtocols; ++q)
+      for (int tree = 0; tree < 2; ++tree) {
+        const PlanAlgo like = tree ? PlanAlgo::Tree : PlanAlgo::Ring;
+        views[tree][q] = protocolView(f, k_, static_cast<Protocol>(q), like);
+        constants[tree][q] = k_.forProtocol(static_cast<Protocol>(q), like, f.domains);
+      }
   const bool simpleAllowed = protocols_ & 1u;
   PredictScratch scratch;
   for (int i = 0; i < kNumPlanAlgos; ++i) {
@@ -211,7 +214,8 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       bool have = simpleAllowed;
       for (int q = 1; q < kNumProtocols; ++q) {
         if (!(protocols_ >> q & 1)) continue;
-        Prediction pq = predict(a, req.coll, req.bytes, req.dtype, req.op, views[q], constants[q],
+        const int tree = a == PlanAlgo::Tree;
+        Prediction pq = predict(a, req.coll, req.bytes, req.dtype, req.op, views[tree][q], constants[tree][q],
                                 have ? p.us : 1e300, &scratch);
         if (pq.supported && (!have || pq.us < p.us))
           p = pq, c.plan.protocol = static_cast<Protocol>(q), have = true;

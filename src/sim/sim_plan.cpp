@@ -37,8 +37,9 @@ Status simulatePlanned(Planner& planner, const PlanRequest& req, PlanAlgo a, Pla
   const CollArgs args = plannedArgs(planner, req, a, &out->predictedUs, &out->protocol);
   out->chunkElems = args.chunkElems;
   SimOptions opt = options;  // the replay at the plan's protocol: its link shares, step costs, ceiling
-  opt.k = options.k.forProtocol(out->protocol);
-  opt.rankCeilingGBps = rankCeilingGBps(planner.fabric(req.nranks, req.memory), options.k, out->protocol);
+  const FabricView& fabric = planner.fabric(req.nranks, req.memory);
+  opt.k = options.k.forProtocol(out->protocol, a, fabric.domains);
+  opt.rankCeilingGBps = rankCeilingGBps(fabric, options.k, out->protocol);
   const std::vector<int> nodes = rankToNode.empty() ? planner.rankNodes(req.memory, req.nranks) : rankToNode;
   const Topology& t = planner.topology();
   if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch)  // no schedule yet: modelled directly
