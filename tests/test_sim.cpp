@@ -385,6 +385,44 @@ TEST(Sim, ReplayKeepsTheProtocolsCeiling) {
   EXPECT_GT(busbw[1], 1.2 * busbw[0]);
 }
 
+// PXN on a rail-optimized fabric: the rail ring's steps between nodes join GPUs of different
+// indices, so they cross NVLink to the GPU on the next rank's rail and leave by its NIC, in two
+// legs (the relay takes the first whole, its proxy sends the second). No spine carries a byte,
+// every relay's PCIe link out carries what its NIC sends, the legs are one message each, and the
+// replay agrees with the model (which prices the relay's NVLink port and its store-and-forward).
+TEST(Simulator, PxnRelaysKeepTheRailRingOnItsRails) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {"rails=1"}, &t).ok());
+  Topology flat;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {}, &flat).ok());
+  uint64_t messages[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    Planner p(i == 0 ? t : flat);
+    ASSERT_TRUE(p.setOverrides("ring", "", "Simple").ok());
+    PlanRequest req;
+    req.memory = MemoryKind::Device;
+    req.nranks = 16;
+    req.bytes = 16 << 20;
+    req.includeModelOnly = true;
+    SimOptions o;
+    o.topLinks = 1 << 20;  // every link that carried a byte
+    PlannedSim r;
+    ASSERT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &r, {}, o).ok());
+    messages[i] = r.sim.messages;
+    if (i == 1) break;
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.10);
+    double nicOut = 0, pcieOut = 0;
+    for (const LinkLoad& l : r.sim.busiest) {
+      EXPECT_EQ(l.name.find("spine"), std::string::npos) << l.name;
+      if (l.name.rfind("n0.nic3 -> ", 0) == 0) nicOut = l.bytes;
+      if (l.name.rfind("n0.gpu3 -> n0.pcie3", 0) == 0) pcieOut = l.bytes;
+    }
+    EXPECT_GT(nicOut, 0);
+    EXPECT_DOUBLE_EQ(pcieOut, nicOut);
+  }
+  EXPECT_EQ(messages[0], messages[1]);  // the same schedule: a relayed message counts once
+}
+
 static bool extraWait = false;
 static Generator<Step> signalGen(CollArgs a, int rank) {
   const Region win{Buf::Window, 0, a.count};

@@ -301,9 +301,10 @@ TEST(TopoFile, BadFilesGiveClearErrorsWithTheLine) {
   }
 }
 
-// A rail-optimized fabric: GPUs of the same index meet one leaf away (their rail's); a pair on
-// different rails crosses a spine. Without rails every NIC of a small cluster is on one leaf.
-TEST(Routes, RailsKeepSameIndexPairsOnTheirRailsLeaf) {
+// A rail-optimized fabric: GPUs of the same index meet one leaf away; a pair on different rails
+// goes PXN (NVLink to the source node's GPU on the destination's rail, then its NIC), not over a
+// spine. Without rails (every NIC of a node on one leaf) no GPU relays.
+TEST(Routes, RailsKeepSameIndexPairsOnALeafAndPxnTheOthers) {
   Topology t;
   ASSERT_TRUE(generateTopology("dgx-h100:2", {"rails=1"}, &t).ok());
   EXPECT_EQ(t.countType(NodeType::Switch), 8 + 16);  // a leaf per rail, 16 spines
@@ -318,12 +319,12 @@ TEST(Routes, RailsKeepSameIndexPairsOnTheirRailsLeaf) {
   };
   const int a0 = t.find("n0.gpu0"), b0 = t.find("n1.gpu0"), b3 = t.find("n1.gpu3");
   EXPECT_EQ(names(t, r.route(a0, b0), a0), "n0.gpu0 n0.pcie0 n0.nic0 leaf0 n1.nic0 n1.pcie0 n1.gpu0");
-  const std::vector<DirLink>& cross = r.route(a0, b3);
-  ASSERT_EQ(cross.size(), 8u);  // gpu-pcie-nic-leaf-spine-leaf-nic-pcie-gpu
-  EXPECT_EQ(t.node(t.link(dirLinkId(cross[3])).b).name.rfind("spine", 0), 0u) << names(t, cross, a0);
-  EXPECT_NE(names(t, cross, a0).find("leaf0"), std::string::npos);
-  EXPECT_NE(names(t, cross, a0).find("leaf3"), std::string::npos);
-  Topology flat = makeDgxH100(2);  // every NIC on leaf0
+  EXPECT_EQ(names(t, r.route(a0, b3), a0),
+            "n0.gpu0 n0.nvsw n0.gpu3 n0.pcie3 n0.nic3 leaf3 n1.nic3 n1.pcie3 n1.gpu3");
+  EXPECT_EQ(names(t, r.route(b3, a0), b3),
+            "n1.gpu3 n1.nvsw n1.gpu0 n1.pcie0 n1.nic0 leaf0 n0.nic0 n0.pcie0 n0.gpu0");
+  EXPECT_EQ(names(t, r.route(a0, t.find("n0.gpu3")), a0), "n0.gpu0 n0.nvsw n0.gpu3");  // NVLink inside
+  Topology flat = makeDgxH100(2);  // every NIC on leaf0: the direct way is shorter
   Router rf(flat);
   EXPECT_EQ(names(flat, rf.route(flat.find("n0.gpu0"), flat.find("n1.gpu3")), flat.find("n0.gpu0")),
             "n0.gpu0 n0.pcie0 n0.nic0 leaf0 n1.nic3 n1.pcie3 n1.gpu3");
@@ -331,6 +332,17 @@ TEST(Routes, RailsKeepSameIndexPairsOnTheirRailsLeaf) {
   Topology big;
   ASSERT_TRUE(generateTopology("dgx-h100:40", {"rails=1"}, &big).ok());
   EXPECT_EQ(big.countType(NodeType::Switch), 8 * 2 + 16);
+  EXPECT_GT(relayHop(t, r.route(a0, b3)), 0u);
+  EXPECT_EQ(relayHop(t, r.route(a0, b0)), 0u);
+  // A node whose NICs are split over two leaves, not rail by rail (dgx-a100:4: 20 NICs a leaf, so
+  // node 2's first four on leaf0, the rest on leaf1): no GPU relays, as NCCL's PXN (which picks the
+  // relay by NIC index) would not to save a hop there.
+  Topology split;
+  ASSERT_TRUE(generateTopology("dgx-a100:4", {}, &split).ok());
+  Router rs(split);
+  EXPECT_FALSE(rs.relays());
+  EXPECT_EQ(relayHop(split, rs.route(split.find("n2.gpu0"), split.find("n3.gpu0"))), 0u);
+  EXPECT_TRUE(r.relays());
   Topology bad;
   EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=2"}, &bad).code(), tribInvalidArgument);
 }

@@ -285,6 +285,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     const double far = dom.back() != dom[0] ? pathInfo(t, router, ranks[0], ranks.back(), k).lat : p.lat;
     f.latFarUs = f.latInterUs + std::max(0.0, far - p.lat);
     f.latRingInterUs = f.latInterUs + pathInfo(t, router, ranks[j - 1], ranks[j], k).lat - p.lat;
+    f.ringInterRelayed = relayHop(t, router.route(ranks[j - 1], ranks[j])) > 0;
     f.interNet = p.net;
     // Under load every rank of a host shares the host's network egress; a thin core shares more.
     int host = t.hostOf(ranks[0]);
@@ -319,6 +320,29 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       f.treeEdgesIn = std::max(f.treeEdgesIn, in);
       f.treeEdgesOut = std::max(f.treeEdgesOut, out);
       if (out > 0) f.treeHostEdgesOut = std::max(f.treeHostEdgesOut, hostOut[t.hostOf(ranks[i])] += out);
+    }
+    // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
+    // its receiver's own): the busiest NIC out is the GPU most edges leave by. One route per edge
+    // across domains, only where some GPU relays (rail-optimized fabrics).
+    if (router.relays() && f.domains >= 2) {
+      std::unordered_map<int, int> rankOfNode;
+      for (int i = 0; i < f.n; ++i) rankOfNode.emplace(ranks[i], i);
+      std::vector<int> leaving(f.n, 0);
+      for (int i = 0; i < f.n; ++i)
+        for (int tr = 0; tr < 2; ++tr) {
+          const algo::TreeLinks l = algo::doubleTreeNode(f.n, i, tr);
+          for (int nb : {l.parent, l.child[0], l.child[1]}) {
+            if (nb < 0 || dom[nb] == dom[i]) continue;
+            const std::vector<DirLink>& path = router.route(ranks[i], ranks[nb]);
+            int by = i;
+            if (const size_t h = relayHop(t, path); h > 0) {
+              const Link& hop = t.link(dirLinkId(path[h]));
+              const auto it = rankOfNode.find((path[h] & 1) ? hop.b : hop.a);
+              if (it != rankOfNode.end()) by = it->second;
+            }
+            f.treeEdgesOut = std::max(f.treeEdgesOut, ++leaving[by]);
+          }
+        }
     }
     // The critical path: the costliest rank-to-root path of either tree, an edge costing one
     // step inside a domain or across (the trees run at once; a slice goes up, then down).
@@ -578,11 +602,16 @@ double railRing(const Ctx& c, int d, double v, double chunk) {
   if (n < 2 || v <= 0) return 0;
   const double cb = std::clamp(chunk, 1.0, v);
   const double bInR = std::min(c.bIn, c.R), bOutR = std::min(c.bLoaded, c.R);
-  auto share = [&](double x, double bIn, double bOut) { return std::max((d - 1) * x / bIn, x / bOut); };
+  // Through PXN relays the step between domains also crosses the entering rank's NVLink port (one
+  // more block a round there) and lands whole in the relay before its NIC sends it.
+  const int relayed = c.f.ringInterRelayed ? 1 : 0;
+  auto share = [&](double x, double bIn, double bOut) {
+    return std::max((d - 1 + relayed) * x / bIn, x / bOut);
+  };
   const double link = (n - 1) * (share(v, bInR, bOutR) + share(v, c.bIn, c.bLoaded)) + c.aOut;
   const double fr = static_cast<double>(c.f.domains) / n;
   auto hop = [&](double bIn, double bOut) {
-    return (1 - fr) * (c.aIn + cb / bIn) + fr * (c.aOut + cb / bOut);
+    return (1 - fr) * (c.aIn + cb / bIn) + fr * (c.aOut + relayed * cb / bIn + cb / bOut);
   };
   const double chain =
       (n - 1) * (hop(bInR, bOutR) + hop(c.bIn, c.bLoaded)) + (std::ceil(v / cb) - 1) * share(cb, bInR, bOutR);

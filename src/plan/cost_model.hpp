@@ -109,6 +109,9 @@ struct FabricView {
   // The ring's step between domains: a domain's last rank to the next domain's first (ranks of
   // different local indices: on a rail-optimized fabric, different rails, over a spine).
   double latRingInterUs = 0;
+  // That step goes through a PXN relay (route.hpp): NVLink to the GPU on the next rank's rail, its
+  // NIC from there; the relay's NVLink port carries it too.
+  bool ringInterRelayed = false;
   double reduceGBps = 0;  // a rank's local reduction throughput
   // Double binary tree (algo/tree.cpp): edges of the busiest rank inside its domain and across
   // domains (each edge carries S/2 each way), and the most cross-domain edges of one host's ranks,

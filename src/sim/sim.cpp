@@ -633,7 +633,7 @@ struct Msg {
   // rank that runs it, dst: the window's owner): its slot in the source's transfers, and its
   // route is the one from the owner (inbound: Get/GetReduce) or to it. 51 bits (2e15 messages a
   // pair) leave the flags below one word: the event heap holds these by the million.
-  uint64_t seq : 51 = 0;
+  uint64_t seq : 50 = 0;
   uint64_t channel : 8 = 0;  // Step::channel (a message)
   uint64_t transfer : 1 = 0, inbound : 1 = 0;
   // Not a message: the event that source link `src` is free at `head` (Engine::drain).
@@ -644,6 +644,9 @@ struct Msg {
   // Queued at its source behind earlier messages: it left its first link's queue at `depart`,
   // and its head and tail are there (Links::Cursor after the first link; see leave).
   uint64_t leaving : 1 = 0;
+  // The second leg of a message relayed by a GPU (PXN, route.hpp): from the relay, which got the
+  // first leg over NVLink, through its NIC to the destination (Engine::pathOf).
+  uint64_t relayed : 1 = 0;
   double head = 0, tail = 0;
   bool operator>(const Msg& o) const { return depart != o.depart ? depart > o.depart : order > o.order; }
 };
@@ -668,6 +671,7 @@ class Engine {
       rs.host = t.node(rs.node).type != NodeType::Gpu;
     }
     nodes_ = nodes;
+    relays_ = router_.relays();
     rankEnd_.assign(ranks_.size(), 0);
     if (o.rankCeilingGBps > 0)
       for (int node : nodes) links_.capAt(node, o.rankCeilingGBps);
@@ -1164,16 +1168,31 @@ class Engine {
     return true;
   }
 
-  // The path of message m (a transfer's from the window's owner when inbound).
+  // The path of message m (a transfer's from the window's owner when inbound). A message whose
+  // route passes a PXN relay (a GPU past its first hop) goes in two legs, as NCCL's PXN does: over
+  // NVLink into the relay's memory, then from there, by the relay's proxy, through its NIC; each
+  // leg takes its links' turns as any message does.
   std::span<const DirLink> pathOf(const Msg& m) {
     RankState::Peer& pe = peer(m.src, m.dst);
     const int srcNode = ranks_[m.src].node, dstNode = nodes_[m.dst];  // m.dst: the real rank
     if (m.transfer && m.inbound) return route(pe.w().routeIn, dstNode, srcNode);
-    return route(pe.route, srcNode, dstNode);
+    const std::span<const DirLink> full = route(pe.route, srcNode, dstNode);
+    if (!relays_ || m.transfer) return full;  // a window's transfers stay in their NVLink domain
+    const size_t k = relayHop(t_, full);
+    if (k == 0) return full;
+    return m.relayed ? full.subspan(k) : full.first(k);
   }
 
   // m has arrived: its last byte at `at`, its first at `first`.
   void deliver(const Msg& m, double at, double first) {
+    if (relays_ && !m.transfer && !m.relayed &&
+        relayHop(t_, route(peer(m.src, m.dst).route, ranks_[m.src].node, nodes_[m.dst])) > 0) {
+      Msg leg = m;  // at the relay: its proxy sends the second leg once the first is in
+      leg.relayed = 1, leg.leaving = 0, leg.egress = 0, leg.head = leg.tail = 0;
+      leg.depart = at;
+      leg.order = order_++;
+      return heap_.push(leg);
+    }
     if (m.transfer) {
       Arrival& a = ranks_[m.src].transfers.get(m.seq);
       a.at = at, a.first = first, a.done = true;
@@ -1195,7 +1214,7 @@ class Engine {
   void transmit(const Msg& m) {
     if (m.drain) return drain(static_cast<DirLink>(m.src), m.head);
     if (m.egress) return queueAtEgress(m);
-    if (!m.leaving) ++messages_;
+    if (!m.leaving && !m.relayed) ++messages_;
     const std::span<const DirLink> path = pathOf(m);
     const double bytes = static_cast<double>(m.bytes);
     double at, first;
@@ -1204,7 +1223,11 @@ class Engine {
       at = first + bytes / ranks_[m.src].copyBpu;
       return deliver(m, at, first);
     }
-    const double ready = m.transfer ? m.depart : m.depart + links_.overhead(path);
+    // A relayed leg pays the network's share of a step at the relay (its proxy); the source paid
+    // the step itself before the first leg.
+    const double ready = m.transfer  ? m.depart
+                         : m.relayed ? m.depart + opt_.k.netStepOverheadUs
+                                     : m.depart + links_.overhead(path);
     if (interleave_) return submit(m, path[0], ready);
     if (!leave(m, path, ready, bytes, &at, &first)) return;
     deliver(m, at, first);
@@ -1359,6 +1382,7 @@ class Engine {
   std::vector<int> work_;
   Links links_;
   std::vector<SourceLink> sourceLinks_;  // by directed link, as used
+  bool relays_ = false;                  // some route has a PXN relay (Router::relays)
   bool interleave_ = false;              // source links queue through submit (SimOptions::linkOrder)
   int channels_ = 1;                     // AlgoInfo::channels
   uint64_t order_ = 0, steps_ = 0, messages_ = 0;

@@ -171,7 +171,7 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
   }
   if (nodes > 1) {
     // Rail-optimized (the DGX SuperPOD's fabric): NIC g of every node on rail g's leaves, so two
-    // GPUs of the same index meet one switch away and other pairs cross a spine.
+    // GPUs of the same index meet one switch away and other pairs cross a spine (or PXN, route.hpp).
     std::vector<int> order = nics;
     if (hp.rails)
       for (int g = 0, i = 0; g < 8; ++g)

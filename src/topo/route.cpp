@@ -15,6 +15,10 @@ namespace {
 // short slow one (NVLink over a shared PCIe switch) and fewer hops win among equals.
 constexpr double kRefMessageUs = 1000.0;      // 1 MB at 1 GB/s, in µs: weight += kRefMessageUs / bw
 constexpr double kCpuTransitPenaltyUs = 5.0;  // bouncing through host memory is slow
+// PXN (NCCL's "PCI x NVLink"): a GPU's data for a remote GPU on another rail crosses NVLink to the
+// GPU of its own domain whose NIC is on that rail, which sends it. A relay's store and its proxy's
+// handoff cost about a step, so a relay wins only where it saves hops (a rail fabric's spine).
+constexpr double kGpuRelayPenaltyUs = 5.0;
 
 bool transit(NodeType t) { return t != NodeType::Gpu; }
 
@@ -29,16 +33,43 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
+size_t relayHop(const Topology& t, std::span<const DirLink> path) {
+  for (size_t i = 1; i < path.size(); ++i) {
+    if (path[i] >= 2 * static_cast<DirLink>(t.numLinks())) continue;
+    const Link& l = t.link(dirLinkId(path[i]));
+    if (t.node((path[i] & 1) ? l.b : l.a).type == NodeType::Gpu) return i;
+  }
+  return 0;
+}
+
 Router::Router(const Topology& t) : t_(t) {
   int n = t.numNodes();
   transitNeighbours_.assign(n, 0);
   for (int i = 0; i < n; ++i)
     for (auto [lid, nb] : t.adjacent(i)) transitNeighbours_[i] += transit(t.node(nb).type);
+  // PXN relays: each GPU's rail (the first network switch above it); an NVSwitch whose GPUs are
+  // each on a rail of their own (a rail-optimized fabric) is a way on to them. Where some share one
+  // (a rack on one leaf; a node's NICs split over two leaves, which NCCL's PXN, choosing the relay
+  // by NIC index, not by switch, would not use to save a hop) the search stays as it was.
+  railOf_.assign(n, -1);
+  relayHub_.assign(n, 0);
+  for (int i = 0; i < n; ++i)
+    if (t.node(i).type == NodeType::Gpu) railOf_[i] = firstSwitchAbove(t, i, nullptr);
+  for (int i = 0; i < n; ++i) {
+    if (t.node(i).type != NodeType::NvSwitch) continue;
+    std::vector<int> rails;
+    for (auto [lid, nb] : t.adjacent(i))
+      if (t.node(nb).type == NodeType::Gpu && railOf_[nb] >= 0) rails.push_back(railOf_[nb]);
+    std::sort(rails.begin(), rails.end());
+    relayHub_[i] = rails.size() >= 2 && std::adjacent_find(rails.begin(), rails.end()) == rails.end();
+    transitNeighbours_[i] += relayHub_[i];
+  }
   dist_.assign(n, 0);
   via_.assign(n, -1);
   stamp_.assign(n, 0);
   done_.assign(n, 0);
   nearDst_.assign(n, 0);
+  relay_.assign(n, 0);
   depthStamp_.assign(n, 0);
   depth_.assign(n, 0);
 }
@@ -74,6 +105,7 @@ double Router::weight(int u, int lid, int v, int dst) const {
   NodeType vt = t_.node(v).type;
   if (v != dst && (vt == NodeType::Cpu || vt == NodeType::Numa || vt == NodeType::Host))
     w += kCpuTransitPenaltyUs;
+  if (v != dst && vt == NodeType::Gpu) w += kGpuRelayPenaltyUs;
   return w;
 }
 
@@ -101,7 +133,7 @@ void Router::equalCostHops(int src, int dst, const std::vector<DirLink>& path,
     for (int v : layer)
       for (auto [lid, u] : t_.adjacent(v)) {
         if (stamp_[u] != gen_ || done_[u] != gen_) continue;
-        if (u != src && !transit(t_.node(u).type)) continue;
+        if (u != src && !transit(t_.node(u).type) && relay_[u] != gen_) continue;
         if (std::fabs(dist_[u] + weight(u, lid, v, dst) - dist_[v]) > 1e-9) continue;
         const bool fresh = depthStamp_[u] != gen_;
         if (fresh) {
@@ -127,6 +159,7 @@ void Router::equalCostHops(int src, int dst, const std::vector<DirLink>& path,
 void Router::compute(int src, int dst, std::vector<DirLink>* out) {
   ++gen_;
   tie_ = false;
+  const bool srcGpu = t_.node(src).type == NodeType::Gpu;
   for (auto [lid, nb] : t_.adjacent(dst)) nearDst_[nb] = gen_;
   uint64_t pairHash = mix(static_cast<uint64_t>(src) * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(dst));
   using Item = std::pair<double, int>;
@@ -147,14 +180,21 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
     if (done_[u] == gen_ || d > dist_[u]) continue;
     done_[u] = gen_;
     if (u == dst) break;
-    if (u != src && !transit(t_.node(u).type)) continue;
+    const bool uRelay = u != src && relay_[u] == gen_;  // a PXN relay: on to its NIC only
+    if (u != src && !transit(t_.node(u).type) && !uRelay) continue;
     bool uTransit = transit(t_.node(u).type);
+    // PXN, sender side only: the GPUs behind the source's own NVSwitch may relay.
+    const bool relays = srcGpu && relayHub_[u] && via_[u] >= 0 &&
+                        (t_.link(dirLinkId(via_[u])).a == src || t_.link(dirLinkId(via_[u])).b == src);
     for (auto [lid, v] : t_.adjacent(u)) {
       if (done_[v] == gen_) continue;
+      const Link& l = t_.link(lid);
+      if (uRelay && l.type != LinkType::Pcie) continue;
       // Dead end: v is not the destination nor next to it, and its only transit neighbour is u.
       if (v != dst && nearDst_[v] != gen_ && transitNeighbours_[v] - (uTransit ? 1 : 0) <= 0) continue;
-      if (v != dst && !transit(t_.node(v).type)) continue;
-      const Link& l = t_.link(lid);
+      const bool vRelay = relays && v != dst && t_.node(v).type == NodeType::Gpu && railOf_[v] >= 0 &&
+                          railOf_[v] != railOf_[src];
+      if (v != dst && !transit(t_.node(v).type) && !vRelay) continue;
       const double w = weight(u, lid, v, dst);
       DirLink dl = 2 * lid + (l.a == u ? 0 : 1);
       touch(v);
@@ -162,6 +202,7 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
       if (nd < dist_[v] - 1e-9) {
         dist_[v] = nd;
         via_[v] = dl;
+        if (vRelay) relay_[v] = gen_;
         pq.push({nd, v});
       } else if (nd <= dist_[v] + 1e-9 && via_[v] >= 0) {
         // Equal cost: pick among the candidates by a hash of (src, dst, candidate) -- ECMP.

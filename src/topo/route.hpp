@@ -1,10 +1,15 @@
 // Routes between endpoints: lowest-latency paths over the topology, with deterministic
 // ECMP-style spreading over equal-cost paths (a hash of the endpoints picks among them), the way
-// adaptive/hashed routing spreads flows over the spines of a fat tree. GPUs never forward traffic
-// between two other endpoints; CPUs may, at a penalty (host-memory bounce, as NCCL avoids "SYS").
+// adaptive/hashed routing spreads flows over the spines of a fat tree. CPUs may forward traffic
+// between two other endpoints, at a penalty (host-memory bounce, as NCCL avoids "SYS"). GPUs do
+// only as NCCL's PXN: a GPU behind the source's own NVSwitch may take the source's data over
+// NVLink and send it from its NIC (PCIe), at a penalty, where that saves hops (a rail-optimized
+// fabric's spine: the relay's NIC is on the destination's rail).
 // Shared by the cost model and the simulator so both see the same paths.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -19,6 +24,10 @@ inline double dirLinkBw(const Topology& t, DirLink d) {
   const Link& l = t.link(d >> 1);
   return (d & 1) ? l.bwBA : l.bwAB;
 }
+
+// The index in `path` of the first hop out of a GPU that relays (PXN: a GPU past the path's first
+// hop), or 0 where no GPU relays. Links past the topology's (a simulator's link groups) are skipped.
+size_t relayHop(const Topology& t, std::span<const DirLink> path);
 
 class Router {
  public:
@@ -38,6 +47,8 @@ class Router {
   double latencyUs(int src, int dst);       // sum of link latencies
   double bottleneckGBps(int src, int dst);  // min link bandwidth along the path (0 if none)
   const Topology& topology() const { return t_; }
+  // Some GPU may relay (PXN): an NVSwitch's GPUs sit below different first network switches.
+  bool relays() const { return std::find(relayHub_.begin(), relayHub_.end(), 1) != relayHub_.end(); }
 
  private:
   void compute(int src, int dst, std::vector<DirLink>* out);
@@ -47,11 +58,13 @@ class Router {
                      std::vector<std::vector<DirLink>>* alternatives);
   const Topology& t_;
   std::vector<int> transitNeighbours_;
+  std::vector<int> railOf_;     // per GPU: the first network switch above it (-1: none)
+  std::vector<char> relayHub_;  // per NVSwitch: its GPUs are on different rails (PXN can pay)
   std::unordered_map<uint64_t, std::vector<DirLink>> cache_;
   // Dijkstra scratch, reset by generation stamp so a query touches only what it explores.
   std::vector<double> dist_;
   std::vector<DirLink> via_;
-  std::vector<uint32_t> stamp_, done_, nearDst_;
+  std::vector<uint32_t> stamp_, done_, nearDst_, relay_;  // relay_: reached as a PXN relay
   uint32_t gen_ = 0;
   bool tie_ = false;  // the last search met an equal-cost alternative
   // equalCostHops scratch: each node's hops before dst (stamped by gen_), the walk's layers.
