@@ -39,8 +39,8 @@ Generator<Step> hierSwitchAllReduce(CollArgs a, int rank) {
   // still in the source); the switch sums it over the domains, in place in the output.
   const Range own = domainBlock(a, rank % d + 1);
   const Buf from = d > 1 ? Buf::Output : src;
-  const uint64_t slices = numSlices(own.len, chunkOf(a)), pieces = hierSwitchPieces(own.len, slices);
-  const uint64_t piece = (slices + pieces - 1) / pieces * chunkOf(a);
+  const uint64_t chunk = chunkOf(a), slices = numSlices(own.len, chunk);
+  const uint64_t pieces = hierSwitchPieces(own.len, slices), piece = (slices + pieces - 1) / pieces * chunk;
   for (uint64_t j = 0; j < numSlices(own.len, piece); ++j) {
     const uint64_t o = own.off + j * piece, l = sliceLen(own.len, piece, j);
     co_yield Step::switchReduce({from, o, l}, outR(o, l), d);

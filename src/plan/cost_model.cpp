@@ -450,6 +450,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   if (f.domains > 1)
     f.summary +=
         strprintf("; inter %.0f GB/s (%.0f loaded) %.1f us/step", f.bwInter, f.bwInterLoaded, f.latInterUs);
+  if (f.ringInterRelayed) f.summary += "; PXN: steps across rails relay over NVLink";
   if (f.nvlsGBps > 0) f.summary += strprintf("; nvls %.0f GB/s", f.nvlsGBps);
   if (f.switchGBps > 0)
     f.summary += strprintf("; switch reduce %.0f GB/s, %d tier(s), %.1f us one way", f.switchGBps,
@@ -1317,11 +1318,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             const double pieces = static_cast<double>(hierSwitchPieces(
                 static_cast<uint64_t>(v) / dataTypeSize(dtype), static_cast<uint64_t>(slices)));
             const double piece = std::min(v, std::ceil(slices / pieces) * cb);
-            const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, std::min(c.bIn, c.R), c.bIn);
+            const double reduceIn = std::min(c.bIn, c.R);  // a reduce round's rate
+            const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, reduceIn, c.bIn);
             // The reduce-scatter's last round reduces the block slice by slice over v / rate, so the
             // first piece is ready (pieces - 1) / pieces of that round before its end; the last
             // piece leaves at the end and takes its own trip through the switch.
-            const double early = (pieces - 1) / pieces * v / std::min(c.bIn, c.R);
+            const double early = (pieces - 1) / pieces * v / reduceIn;
             const double pieceTrip =
                 2 * f.switchLatUs + piece / b + pipelineCost(piece, cb, b, 2 * f.switchTiers, k);
             const double across = std::max(
