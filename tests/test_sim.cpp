@@ -361,20 +361,28 @@ TEST(Simulator, WindowStepsOfGpusCrossNvLink) {
 // The replay of an LL plan moves a rank no faster than LL's ceiling (SimOptions::rankCeilingGBps,
 // from the plan's fabric), as the model prices it: on one DGX H100 a 16 MiB ring/LL at 141 GB/s a
 // rank, not at half of NVLink's 370 GB/s, and both within 10% of their prediction.
+// The ring all-reduce of `bytes` on the first n GPUs of t at protocol `proto`, as trib-plan
+// --simulate --algo ring --proto PROTO replays it.
+static PlannedSim replayRing(const Topology& t, const char* proto, int n, uint64_t bytes,
+                             const SimOptions& o = {}) {
+  Planner p(t);
+  EXPECT_TRUE(p.setOverrides("ring", "", proto).ok());
+  PlanRequest req;
+  req.memory = MemoryKind::Device;
+  req.nranks = n;
+  req.bytes = bytes;
+  req.includeModelOnly = true;
+  PlannedSim r;
+  EXPECT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &r, {}, o).ok());
+  return r;
+}
+
 TEST(Sim, ReplayKeepsTheProtocolsCeiling) {
   Topology capped = makeDgxH100(), free = capped;
   for (int i = 0; i < free.numNodes(); ++i) free.node(i).arch = GpuArch::Unknown;
   double busbw[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
-    Planner p(i == 0 ? capped : free);
-    ASSERT_TRUE(p.setOverrides("ring", "", "LL").ok());
-    PlanRequest req;
-    req.memory = MemoryKind::Device;
-    req.nranks = 8;
-    req.bytes = 16 << 20;
-    req.includeModelOnly = true;
-    PlannedSim r;
-    ASSERT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &r).ok());
+    const PlannedSim r = replayRing(i == 0 ? capped : free, "LL", 8, 16 << 20);
     ASSERT_EQ(r.protocol, Protocol::LL);
     ASSERT_GT(r.predictedUs, 0);
     EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.10) << i;
@@ -396,18 +404,11 @@ TEST(Simulator, PxnRelaysKeepTheRailRingOnItsRails) {
   Topology flat;
   ASSERT_TRUE(generateTopology("dgx-h100:2", {}, &flat).ok());
   uint64_t messages[2] = {0, 0};
+  SimOptions o;
+  o.topLinks = 1 << 20;  // every link that carried a byte
   for (int i = 0; i < 2; ++i) {
-    Planner p(i == 0 ? t : flat);
-    ASSERT_TRUE(p.setOverrides("ring", "", "Simple").ok());
-    PlanRequest req;
-    req.memory = MemoryKind::Device;
-    req.nranks = 16;
-    req.bytes = 16 << 20;
-    req.includeModelOnly = true;
-    SimOptions o;
-    o.topLinks = 1 << 20;  // every link that carried a byte
-    PlannedSim r;
-    ASSERT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &r, {}, o).ok());
+    const PlannedSim r = replayRing(i == 0 ? t : flat, "Simple", 16, 16 << 20, o);
+    ASSERT_GT(r.predictedUs, 0);
     messages[i] = r.sim.messages;
     if (i == 1) break;
     EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.10);
