@@ -47,23 +47,33 @@ Router::Router(const Topology& t) : t_(t) {
   transitNeighbours_.assign(n, 0);
   for (int i = 0; i < n; ++i)
     for (auto [lid, nb] : t.adjacent(i)) transitNeighbours_[i] += transit(t.node(nb).type);
-  // PXN relays: each GPU's rail (the first network switch above it); an NVSwitch whose GPUs are
-  // each on a rail of their own (a rail-optimized fabric) is a way on to them. Where some share one
-  // (a rack on one leaf; a node's NICs split over two leaves, which NCCL's PXN, choosing the relay
-  // by NIC index, not by switch, would not use to save a hop) the search stays as it was.
+  // PXN relays: each GPU's rail (the first network switch above it). Relays are a way on where the
+  // fabric is rail-optimized with one switch a rail: every NVSwitch's GPUs each on a rail of their
+  // own, the same rails under every NVSwitch. Where some GPUs of a node share one (a rack on one
+  // leaf; a node's NICs split over two leaves, which NCCL's PXN, choosing the relay by NIC index,
+  // not by switch, would not use to save a hop), or a rail spans several leaves (more nodes than a
+  // leaf's ports: a relay would then save the spine for some pairs of two nodes and not for
+  // others, which the cost model does not price, docs/PLANNER.md "PXN"), the search stays as it was.
   railOf_.assign(n, -1);
   relayHub_.assign(n, 0);
   for (int i = 0; i < n; ++i)
     if (t.node(i).type == NodeType::Gpu) railOf_[i] = firstSwitchAbove(t, i, nullptr);
-  for (int i = 0; i < n; ++i) {
+  std::vector<int> hubs, firstRails;
+  bool railOptimized = true;
+  for (int i = 0; i < n && railOptimized; ++i) {
     if (t.node(i).type != NodeType::NvSwitch) continue;
     std::vector<int> rails;
     for (auto [lid, nb] : t.adjacent(i))
       if (t.node(nb).type == NodeType::Gpu && railOf_[nb] >= 0) rails.push_back(railOf_[nb]);
     std::sort(rails.begin(), rails.end());
-    relayHub_[i] = rails.size() >= 2 && std::adjacent_find(rails.begin(), rails.end()) == rails.end();
-    transitNeighbours_[i] += relayHub_[i];
+    if (rails.empty()) continue;
+    if (hubs.empty()) firstRails = rails;
+    railOptimized = rails.size() >= 2 && std::adjacent_find(rails.begin(), rails.end()) == rails.end() &&
+                    rails == firstRails;
+    hubs.push_back(i);
   }
+  if (railOptimized)
+    for (int i : hubs) relayHub_[i] = 1, ++transitNeighbours_[i];
   dist_.assign(n, 0);
   via_.assign(n, -1);
   stamp_.assign(n, 0);
