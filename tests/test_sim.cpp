@@ -403,6 +403,10 @@ TEST(Simulator, PxnRelaysKeepTheRailRingOnItsRails) {
   ASSERT_TRUE(generateTopology("dgx-h100:2", {"rails=1"}, &t).ok());
   Topology flat;
   ASSERT_TRUE(generateTopology("dgx-h100:2", {}, &flat).ok());
+  // Rail-only (no spines): the same routes for GPU pairs, so the same replay and prediction.
+  Topology railOnly;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {"rails=2"}, &railOnly).ok());
+  const PlannedSim alone = replayRing(railOnly, "Simple", 16, 16 << 20);
   uint64_t messages[2] = {0, 0};
   SimOptions o;
   o.topLinks = 1 << 20;  // every link that carried a byte
@@ -411,6 +415,8 @@ TEST(Simulator, PxnRelaysKeepTheRailRingOnItsRails) {
     ASSERT_GT(r.predictedUs, 0);
     messages[i] = r.sim.messages;
     if (i == 1) break;
+    EXPECT_DOUBLE_EQ(alone.sim.timeUs, r.sim.timeUs);
+    EXPECT_DOUBLE_EQ(alone.predictedUs, r.predictedUs);
     EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.10);
     double nicOut = 0, pcieOut = 0;
     for (const LinkLoad& l : r.sim.busiest) {

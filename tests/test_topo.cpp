@@ -348,7 +348,37 @@ TEST(Routes, RailsKeepSameIndexPairsOnALeafAndPxnTheOthers) {
   Router rb(big);
   EXPECT_FALSE(rb.relays());
   Topology bad;
-  EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=2"}, &bad).code(), tribInvalidArgument);
+  EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=-1"}, &bad).code(), tribInvalidArgument);
+}
+
+// Rail-only (rails=2): each rail one leaf and no spine above; GPUs of other indices meet only
+// through a PXN relay. More nodes than a leaf holds, or rails= on a system without HGX nodes, is a
+// clear error.
+TEST(Routes, RailOnlyFabricJoinsRailsOnlyThroughRelays) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:4", {"rails=2"}, &t).ok());
+  EXPECT_EQ(t.name, "dgx-h100-x4-railonly");
+  EXPECT_EQ(t.countType(NodeType::Switch), 8);  // a leaf per rail, nothing above
+  EXPECT_TRUE(t.aggTrees().empty());
+  Router r(t);
+  EXPECT_TRUE(r.relays());
+  const std::vector<int>& gpus = t.rankNodes();
+  for (int a : gpus)
+    for (int b : gpus) EXPECT_TRUE(r.reachable(a, b)) << t.node(a).name << " -> " << t.node(b).name;
+  const int a0 = t.find("n0.gpu0"), b3 = t.find("n3.gpu3");
+  const std::vector<DirLink>& path = r.route(a0, b3);
+  const size_t h = relayHop(t, path);
+  ASSERT_GT(h, 0u);
+  const Link& out = t.link(dirLinkId(path[h]));
+  EXPECT_EQ(t.node((path[h] & 1) ? out.b : out.a).name, "n0.gpu3");  // n3.gpu3's rail
+  Topology bad;
+  const Status tooMany = generateTopology("dgx-h100:40", {"rails=2"}, &bad);
+  EXPECT_EQ(tooMany.code(), tribInvalidArgument);
+  EXPECT_NE(tooMany.message().find("leaf_down = 32"), std::string::npos) << tooMany.message();
+  const Status notHgx = generateTopology("nvl72-cluster:2", {"rails=1"}, &bad);
+  EXPECT_EQ(notHgx.code(), tribInvalidArgument);
+  EXPECT_NE(notHgx.message().find("dgx-*"), std::string::npos) << notHgx.message();
+  EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=3"}, &bad).code(), tribInvalidArgument);
 }
 
 TEST(Routes, NvlinkInsideANodeNetworkAcrossAndSpreadOverSpines) {

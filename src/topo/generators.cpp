@@ -34,6 +34,7 @@ struct FatTree {
   int tiers;          // 2 or 3; 0: two while one spine can reach every leaf (leaves <= radix), else three
   int radix;          // switch ports: a two-tier spine takes `radix` leaves, a three-tier pod radix/2
   int railNics = 0;  // rail-optimized: `nics` are rail by rail, this many a rail, each rail on its own leaves
+  bool railOnly = false;  // no switch above the leaves (each rail one leaf: railNics <= leafDown)
 };
 
 int addSwitch(Topology& t, const std::string& name, const FatTree& f) {
@@ -57,6 +58,7 @@ void buildFatTree(Topology& t, const std::vector<int>& nics, const FatTree& f) {
   std::vector<int> leafIds;
   for (int l = 0; l < leaves; ++l) leafIds.push_back(addSwitch(t, strprintf("leaf%d", l), f));
   for (int i = 0; i < n; ++i) t.addLink(nics[i], leafIds[leafOf(i)], LinkType::Net, f.nicGBps, f.latUs);
+  if (f.railOnly) return;  // no tree spans the rails: no switch reduces across them
   if (leaves == 1) {
     if (f.reduceGBps > 0) {
       AggTree tr;
@@ -137,7 +139,8 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
   // Per node: 8 GPUs on the NVSwitch fabric (its chips are one logical node here), 2 CPU
   // sockets, 8 PCIe switch halves (a GPU and its NIC each), 8 NICs.
   Topology t;
-  t.name = nodes == 1 ? hp.name : strprintf("%s-x%d%s", hp.name.c_str(), nodes, hp.rails ? "-rails" : "");
+  static const char* const kRailSuffix[] = {"", "-rails", "-railonly"};
+  t.name = nodes == 1 ? hp.name : strprintf("%s-x%d%s", hp.name.c_str(), nodes, kRailSuffix[hp.rails]);
   std::vector<int> nics;
   for (int h = 0; h < nodes; ++h) {
     std::string p = nodes == 1 ? "" : strprintf("n%d.", h);
@@ -178,7 +181,7 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
         for (int h = 0; h < nodes; ++h) order[i++] = nics[h * 8 + g];
     buildFatTree(t, order,
                  {hp.leafDown, hp.spines, hp.nicGBps, hp.netLatUs, hp.sharp ? hp.sharpReduceGBps : 0,
-                  hp.tiers, hp.radix, hp.rails ? nodes : 0});
+                  hp.tiers, hp.radix, hp.rails ? nodes : 0, hp.rails == 2});
   }
   t.finalize();
   return t;
@@ -280,7 +283,7 @@ struct GeneratorOverrides {
     if (tiers) p.tiers = *tiers;
     if (radix) p.radix = *radix;
     if constexpr (requires { p.rails; })
-      if (rails) p.rails = *rails != 0;
+      if (rails) p.rails = *rails;
   }
 };
 
@@ -324,7 +327,7 @@ Status parseOverrides(const std::vector<std::string>& params, GeneratorOverrides
     else if (k == "radix")
       st = integer(o->radix, 2, 1 << 20);
     else if (k == "rails")
-      st = integer(o->rails, 0, 1);
+      st = integer(o->rails, 0, 2);
     else
       return errorf(tribInvalidArgument, "unknown generator parameter '%s' (%s)", k.c_str(),
                     kGeneratorParams);
@@ -347,7 +350,9 @@ const char* generatorHelp() {
          "  Nodes and racks join through a non-blocking fat tree: two tiers while one spine reaches\n"
          "  every leaf (leaves <= radix), else three (pods of radix/2 leaves; tiers= forces);\n"
          "  sharp=0 turns the switches' reduction off; rails=1 (dgx-*) makes the fabric rail-optimized:\n"
-         "  NIC g of every node on rail g's own leaves.\n";
+         "  NIC g of every node on rail g's own leaves (GPUs of other indices reach it by PXN, over\n"
+         "  NVLink to the GPU on that rail); rails=2 makes it rail-only: no spines, each rail one leaf\n"
+         "  (at most leaf_down nodes), no switch reduction across the rails.\n";
 }
 
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out) {
@@ -370,6 +375,8 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
                   parts.size(), maxParts);
   GeneratorOverrides o;
   TRIB_RETURN_IF_ERROR(parseOverrides(params, &o));
+  if (o.rails && !hgxPreset(sys))  // it used to be ignored: a flat fabric came back for rails=1
+    return errorf(tribInvalidArgument, "rails= applies to the dgx-*/hgx-* systems, not %s", sys.c_str());
   Nvl72Params p;
   o.apply(p);
   int n = 1;
@@ -378,6 +385,10 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
       TRIB_RETURN_IF_ERROR(parseInt(parts[1], 1, 1 << 15, (sys + " node count").c_str(), &n));
     HgxParams hp = *preset;
     o.apply(hp);
+    if (hp.rails == 2 && n > hp.leafDown)
+      return errorf(tribInvalidArgument,
+                    "rails=2 (rail-only) puts each rail on one leaf: at most leaf_down = %d nodes, not %d",
+                    hp.leafDown, n);
     *out = makeHgx(hp, n);
   } else if (sys == "nvl72" || sys == "gb300-nvl72" || sys == "gb200-nvl72") {
     if (parts.size() > 1)  // a count here used to be ignored: one rack came back for "nvl72:64"

@@ -184,8 +184,10 @@ struct HgxParams {
   int leafDown, spines, tiers, radix;
   bool sharp;
   GpuArch arch;
-  CpuVendor cpu;       // the host's sockets
-  bool rails = false;  // rail-optimized fabric: NIC g of every node on rail g's own leaves
+  CpuVendor cpu;  // the host's sockets
+  // 0: the NICs fill leaves in node order; 1: rail-optimized, NIC g of every node on rail g's own
+  // leaves under common spines; 2: rail-only, no spines (rails meet only through PXN relays).
+  int rails = 0;
 };
 const HgxParams* hgxPreset(const std::string& name);  // nullptr: not an HGX system
 Topology makeHgx(const HgxParams& p, int nodes = 1);
@@ -202,7 +204,7 @@ inline constexpr const char* kGeneratorSystems =
     "uniform:N[:GBPS[:US]]";
 inline constexpr const char* kGeneratorParams =
     "nvlink_gbps, nic_gbps, nvls_gbps, sharp_gbps, net_lat_us, nvlink_lat_us, leaf_down, spines, sharp=0|1, "
-    "tiers=2|3, radix, rails=0|1";
+    "tiers=2|3, radix, rails=0|1|2";
 const char* generatorHelp();  // one line per system, for trib-topo gen --help
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out);
 
