@@ -336,8 +336,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
             const std::vector<DirLink>& path = router.route(ranks[i], ranks[nb]);
             int by = i;
             if (const size_t h = relayHop(t, path); h > 0) {
-              const Link& hop = t.link(dirLinkId(path[h]));
-              const auto it = rankOfNode.find((path[h] & 1) ? hop.b : hop.a);
+              const auto it = rankOfNode.find(dirLinkFrom(t, path[h]));
               if (it != rankOfNode.end()) by = it->second;
             }
             f.treeEdgesOut = std::max(f.treeEdgesOut, ++leaving[by]);

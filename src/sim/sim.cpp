@@ -1173,20 +1173,26 @@ class Engine {
   // NVLink into the relay's memory, then from there, by the relay's proxy, through its NIC; each
   // leg takes its links' turns as any message does.
   std::span<const DirLink> pathOf(const Msg& m) {
-    RankState::Peer& pe = peer(m.src, m.dst);
-    const int srcNode = ranks_[m.src].node, dstNode = nodes_[m.dst];  // m.dst: the real rank
-    if (m.transfer && m.inbound) return route(pe.w().routeIn, dstNode, srcNode);
-    const std::span<const DirLink> full = route(pe.route, srcNode, dstNode);
-    if (!relays_ || m.transfer) return full;  // a window's transfers stay in their NVLink domain
-    const size_t k = relayHop(t_, full);
+    if (m.transfer && m.inbound)
+      return route(peer(m.src, m.dst).w().routeIn, nodes_[m.dst], ranks_[m.src].node);
+    const std::span<const DirLink> full = routeOf(m);
+    const size_t k = relayOf(m, full);
     if (k == 0) return full;
     return m.relayed ? full.subspan(k) : full.first(k);
+  }
+  // m's whole route, source to destination (m.dst: the real rank).
+  std::span<const DirLink> routeOf(const Msg& m) {
+    return route(peer(m.src, m.dst).route, ranks_[m.src].node, nodes_[m.dst]);
+  }
+  // The index in m's full route of the hop out of its PXN relay (0: none; a window's transfers
+  // stay in their NVLink domain).
+  size_t relayOf(const Msg& m, std::span<const DirLink> full) const {
+    return relays_ && !m.transfer ? relayHop(t_, full) : 0;
   }
 
   // m has arrived: its last byte at `at`, its first at `first`.
   void deliver(const Msg& m, double at, double first) {
-    if (relays_ && !m.transfer && !m.relayed &&
-        relayHop(t_, route(peer(m.src, m.dst).route, ranks_[m.src].node, nodes_[m.dst])) > 0) {
+    if (!m.relayed && relayOf(m, routeOf(m)) > 0) {
       Msg leg = m;  // at the relay: its proxy sends the second leg once the first is in
       leg.relayed = 1, leg.leaving = 0, leg.egress = 0, leg.head = leg.tail = 0;
       leg.depart = at;
@@ -1304,8 +1310,7 @@ class Engine {
   size_t egressOf(std::span<const DirLink> path) const {
     for (size_t i = path.size(); i-- > 1;) {
       if (path[i] >= 2 * static_cast<DirLink>(t_.numLinks())) continue;  // a group of spine links
-      const Link& l = t_.link(path[i] >> 1);
-      const NodeType from = t_.node((path[i] & 1) ? l.b : l.a).type;
+      const NodeType from = t_.node(dirLinkFrom(t_, path[i])).type;
       if (from == NodeType::Switch || from == NodeType::NvSwitch) return i;
     }
     return 0;

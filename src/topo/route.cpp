@@ -36,8 +36,7 @@ uint64_t mix(uint64_t x) {
 size_t relayHop(const Topology& t, std::span<const DirLink> path) {
   for (size_t i = 1; i < path.size(); ++i) {
     if (path[i] >= 2 * static_cast<DirLink>(t.numLinks())) continue;
-    const Link& l = t.link(dirLinkId(path[i]));
-    if (t.node((path[i] & 1) ? l.b : l.a).type == NodeType::Gpu) return i;
+    if (t.node(dirLinkFrom(t, path[i])).type == NodeType::Gpu) return i;
   }
   return 0;
 }
@@ -72,7 +71,8 @@ Router::Router(const Topology& t) : t_(t) {
                     rails == firstRails;
     hubs.push_back(i);
   }
-  if (railOptimized)
+  relays_ = railOptimized && !hubs.empty();
+  if (relays_)
     for (int i : hubs) relayHub_[i] = 1, ++transitNeighbours_[i];
   dist_.assign(n, 0);
   via_.assign(n, -1);
@@ -194,8 +194,7 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
     if (u != src && !transit(t_.node(u).type) && !uRelay) continue;
     bool uTransit = transit(t_.node(u).type);
     // PXN, sender side only: the GPUs behind the source's own NVSwitch may relay.
-    const bool relays = srcGpu && relayHub_[u] && via_[u] >= 0 &&
-                        (t_.link(dirLinkId(via_[u])).a == src || t_.link(dirLinkId(via_[u])).b == src);
+    const bool relays = srcGpu && relayHub_[u] && via_[u] >= 0 && dirLinkFrom(t_, via_[u]) == src;
     for (auto [lid, v] : t_.adjacent(u)) {
       if (done_[v] == gen_) continue;
       const Link& l = t_.link(lid);
@@ -226,8 +225,7 @@ void Router::compute(int src, int dst, std::vector<DirLink>* out) {
   for (int x = dst; x != src;) {
     DirLink dl = via_[x];
     out->push_back(dl);
-    const Link& l = t_.link(dirLinkId(dl));
-    x = (dl & 1) ? l.b : l.a;
+    x = dirLinkFrom(t_, dl);
   }
   std::reverse(out->begin(), out->end());
 }

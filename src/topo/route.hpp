@@ -7,7 +7,6 @@
 // fabric's spine: the relay's NIC is on the destination's rail).
 // Shared by the cost model and the simulator so both see the same paths.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -20,6 +19,10 @@ namespace trib {
 // A hop on a path: the directed link 2*linkId + (0: a->b, 1: b->a).
 using DirLink = int32_t;
 inline int dirLinkId(DirLink d) { return d >> 1; }
+inline int dirLinkFrom(const Topology& t, DirLink d) {  // the node the hop leaves
+  const Link& l = t.link(d >> 1);
+  return (d & 1) ? l.b : l.a;
+}
 inline double dirLinkBw(const Topology& t, DirLink d) {
   const Link& l = t.link(d >> 1);
   return (d & 1) ? l.bwBA : l.bwAB;
@@ -47,8 +50,8 @@ class Router {
   double latencyUs(int src, int dst);       // sum of link latencies
   double bottleneckGBps(int src, int dst);  // min link bandwidth along the path (0 if none)
   const Topology& topology() const { return t_; }
-  // Some GPU may relay (PXN): an NVSwitch's GPUs sit below different first network switches.
-  bool relays() const { return std::find(relayHub_.begin(), relayHub_.end(), 1) != relayHub_.end(); }
+  // Some GPU may relay (PXN): the fabric is rail-optimized, one leaf a rail (route.cpp).
+  bool relays() const { return relays_; }
 
  private:
   void compute(int src, int dst, std::vector<DirLink>* out);
@@ -60,6 +63,7 @@ class Router {
   std::vector<int> transitNeighbours_;
   std::vector<int> railOf_;     // per GPU: the first network switch above it (-1: none)
   std::vector<char> relayHub_;  // per NVSwitch: its GPUs are on different rails (PXN can pay)
+  bool relays_ = false;         // some NVSwitch is a relay hub
   std::unordered_map<uint64_t, std::vector<DirLink>> cache_;
   // Dijkstra scratch, reset by generation stamp so a query touches only what it explores.
   std::vector<double> dist_;
