@@ -4,6 +4,7 @@
 // retried until the deadline (nothing listening; a spine that starts after its leaf).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -254,6 +255,63 @@ TEST(SwitchUcx, SwitchGoneFailsPendingOps) {
   ASSERT_TRUE(done.done());
   EXPECT_EQ(done.state.load(), TransferOp::kFailed);
   EXPECT_NE(done.error.message().find("closed the connection"), std::string::npos) << done.error.message();
+}
+
+// A wait must not sleep past bytes a progress already took in. UCX's fd wakes for new events,
+// not for data sitting in an endpoint's stream queue, so a progress between a link's empty
+// receive and its sleep (another link's receive, the hub's own poll) used to hide the bytes
+// until the wait timed out: a handshake's answer was lost that way on a busy CI machine.
+TEST(SwitchUcx, WaitWakesForBytesAProgressAlreadyTookIn) {
+  SKIP_WITHOUT_UCX();
+  std::unique_ptr<LinkHub> server, client;
+  ASSERT_TRUE(LinkHub::create(LinkKind::Ucx, &server).ok());
+  ASSERT_TRUE(LinkHub::create(LinkKind::Ucx, &client).ok());
+  ASSERT_TRUE(server->listen("127.0.0.1:0").ok());
+  const char hello[] = "hello";
+  std::atomic<bool> go{false}, sent{false}, done{false};
+  std::thread serve([&] {  // accepts; on `go` sends `hello`; keeps its worker going until `done`
+    std::unique_ptr<Link> link;
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (!done.load() && Clock::now() < deadline) {
+      server->progress();
+      if (!link) link = server->accept();
+      if (link && go.load() && !sent.load()) {
+        size_t w = 0;
+        EXPECT_TRUE(link->send(hello, sizeof hello, &w).ok());
+        EXPECT_EQ(w, sizeof hello);
+        sent = true;
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::unique_ptr<Link> link;
+  Status s = client->connect(server->address(), Clock::now() + std::chrono::seconds(10), &link);
+  char got[sizeof hello] = {};
+  size_t have = 0;
+  if (s.ok()) s = link->recv(got, sizeof hello, &have);  // nothing sent yet: an empty receive
+  EXPECT_EQ(have, 0u);
+  go = true;
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (!sent.load() && Clock::now() < until) std::this_thread::yield();
+  // Between that receive and its wait, the worker takes the bytes in (as another link's receive
+  // would): they now sit in the endpoint's queue.
+  const auto settle = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < settle) client->progress();
+  const auto t0 = Clock::now();
+  while (s.ok() && have < sizeof hello && Clock::now() - t0 < std::chrono::seconds(15)) {
+    link->wait(10000);
+    size_t r = 0;
+    s = link->recv(got + have, sizeof hello - have, &r);
+    have += r;
+  }
+  const auto tookMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  done = true;
+  serve.join();
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(sent.load());
+  ASSERT_EQ(have, sizeof hello);
+  EXPECT_STREQ(got, hello);
+  EXPECT_LT(tookMs, 5000) << "the wait slept past bytes already in the endpoint's queue";
 }
 
 TEST(SwitchUcx, LinkKindParsing) {

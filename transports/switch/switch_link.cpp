@@ -373,18 +373,22 @@ class UcxHub : public LinkHub {
     return nullptr;
   }
 
+  // Whether to sleep on the hub's fd. Not after a progress that moved data: the bytes may now
+  // wait in an endpoint's stream queue, which no longer wakes the fd, so its links are read first.
   bool preparePoll(std::vector<pollfd>* fds) override {
     progress();
     fds->push_back({efd_, POLLIN, 0});
-    if (!pending_.empty()) return false;
+    if (!pending_.empty() || std::exchange(progressed_, false)) return false;
     return ucp_worker_arm(worker_) == UCS_OK;  // BUSY: events arrived meanwhile
   }
   void progress() override {
-    for (int i = 0; i < 1000 && ucp_worker_progress(worker_); ++i) {
-    }
+    for (int i = 0; i < 1000 && ucp_worker_progress(worker_); ++i) progressed_ = true;
   }
+  // Sleeps until the worker has events or `timeoutMs` pass; returns at once when a progress since
+  // the last sleep moved data (the caller looks for it first, as preparePoll says).
   void waitEvents(int timeoutMs) {
     progress();
+    if (std::exchange(progressed_, false)) return;
     if (ucp_worker_arm(worker_) == UCS_OK) {
       pollfd p{efd_, POLLIN, 0};
       (void)::poll(&p, 1, timeoutMs);
@@ -401,6 +405,7 @@ class UcxHub : public LinkHub {
   ucp_listener_h listener_ = nullptr;
   int efd_ = -1;
   std::deque<ucp_conn_request_h> pending_;
+  bool progressed_ = false;  // a progress moved something since the hub last slept
   std::string bound_;
 };
 

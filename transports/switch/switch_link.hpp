@@ -65,7 +65,7 @@ class LinkHub {
   virtual std::unique_ptr<Link> accept() = 0;
 
   // poll() integration: the fds to wait on besides the links' own, with POLLIN. Returns false
-  // when there is work already (poll with timeout 0).
+  // when there is work already (poll with timeout 0), e.g. bytes a progress moved into a link.
   virtual bool preparePoll(std::vector<pollfd>* fds) = 0;
   // Makes progress after poll() (UCX: progresses the worker).
   virtual void progress() = 0;
