@@ -56,7 +56,8 @@ struct Gap {
 const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Rhd, 100, 100, 16 << 20, kAny, true,
      "rhd on 100 ranks (racks of 72 and 28) from 16 MiB: the replay 0.87-0.90x the model (0.26-0.42x "
-     "before the ranks' own domains priced its steps); not traced"},
+     "before the ranks' own domains priced its steps); the walk's receiving side in step order, traced in "
+     "docs/PLANNER.md"},
 };
 
 bool knownGap(const Cell& c, const char** why) {
