@@ -260,8 +260,9 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-h200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       {"dgx-b200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       // A rail-optimized fabric (NIC g of every node on rail g's leaf): pairs of different
-      // indices cross a spine.
+      // indices relay over NVLink to their rail (PXN), or with pxn=0 cross a spine.
       {"dgx-h100:4,rails=1", {32}, {64 * KiB, 16 * MiB, 256 * MiB}, kAllReduceAlgos},
+      {"dgx-h100:4,rails=1,pxn=0", {32}, {64 * KiB, 16 * MiB, 256 * MiB}, kAllReduceAlgos},
       {"gb200-nvl72", {72}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},
       {"gb300-nvl72", {2}, {8, 16 * MiB, 256 * MiB}, kAllReduceAlgos},
       {"gb300-nvl72", {72}, {8, 16 * MiB, 256 * MiB}, kRackAlgos},

@@ -1,12 +1,16 @@
 // Topology: generators' documented counts, file round trip, clear errors with line numbers, routes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <set>
 
+#include "core/comm.hpp"
+#include "plan/planner.hpp"
 #include "topo/route.hpp"
 #include "topo/topology.hpp"
 
@@ -379,6 +383,70 @@ TEST(Routes, RailOnlyFabricJoinsRailsOnlyThroughRelays) {
   EXPECT_EQ(notHgx.code(), tribInvalidArgument);
   EXPECT_NE(notHgx.message().find("dgx-*"), std::string::npos) << notHgx.message();
   EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=3"}, &bad).code(), tribInvalidArgument);
+}
+
+// PXN off (pxn=0, NCCL_PXN_DISABLE=1's routes): on a rail-optimized fabric each GPU sends by its
+// own NIC, a pair on different rails over a spine; a topology file keeps the setting; the
+// communicator's planner, whose executor has no relay, never relays. Rail-only without relays, or
+// pxn= where there are no rails, is a clear error.
+TEST(Routes, PxnOffSendsEveryGpuByItsOwnNic) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {"rails=1", "pxn=0"}, &t).ok());
+  EXPECT_EQ(t.name, "dgx-h100-x2-rails-nopxn");
+  EXPECT_FALSE(t.pxn);
+  Router r(t);
+  EXPECT_FALSE(r.relays());
+  EXPECT_TRUE(r.railOptimized());
+  const int a0 = t.find("n0.gpu0"), b3 = t.find("n1.gpu3");
+  const std::vector<DirLink>& path = r.route(a0, b3);
+  EXPECT_EQ(relayHop(t, path), 0u);
+  std::string hops;  // the node each hop enters: the link's end it does not leave
+  for (DirLink d : path)
+    hops += " " + t.node(t.link(dirLinkId(d)).a ^ t.link(dirLinkId(d)).b ^ dirLinkFrom(t, d)).name;
+  EXPECT_NE(hops.find(" n0.nic0 leaf0 spine"), std::string::npos) << hops;  // its own NIC, then a spine
+  EXPECT_NE(hops.find("leaf3 n1.nic3"), std::string::npos) << hops;
+
+  Topology back;  // a file written from it parses back with PXN off
+  const std::string text = dumpTopology(t);
+  EXPECT_NE(text.find("\npxn off\n"), std::string::npos);
+  ASSERT_TRUE(parseTopology(text, &back, "<dump>").ok());
+  EXPECT_FALSE(back.pxn);
+  EXPECT_FALSE(Router(back).relays());
+  Topology on;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {"rails=1"}, &on).ok());
+  EXPECT_EQ(dumpTopology(on).find("pxn"), std::string::npos);  // the default is not written
+  Topology bad;
+  Status s = parseTopology("topology x\npxn maybe\n", &bad, "<t>");
+  EXPECT_NE(s.message().find("<t>:2: expected 'pxn on' or 'pxn off'"), std::string::npos) << s.message();
+
+  // A communicator's planner (its executor has no relay) routes without PXN, whatever the file says.
+  char file[] = "/tmp/trib-pxn-XXXXXX";
+  const int fd = mkstemp(file);
+  ASSERT_GE(fd, 0);
+  const std::string railText = dumpTopology(on);
+  ASSERT_EQ(write(fd, railText.data(), railText.size()), static_cast<ssize_t>(railText.size()));
+  close(fd);
+  const char* was = getenv("TRIB_TOPO_FILE");
+  const std::string saved = was ? was : "";
+  setenv("TRIB_TOPO_FILE", file, 1);
+  std::shared_ptr<Planner> planner;
+  s = makePlanner(RankPlacement::singleHost(16), {}, CommConfig{}, &planner);
+  if (was)
+    setenv("TRIB_TOPO_FILE", saved.c_str(), 1);
+  else
+    unsetenv("TRIB_TOPO_FILE");
+  std::remove(file);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(planner->topology().pxn);
+  EXPECT_TRUE(Router(on).relays());
+  EXPECT_FALSE(Router(planner->topology()).relays());
+  s = generateTopology("dgx-h100:4", {"rails=2", "pxn=0"}, &bad);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("needs pxn=1"), std::string::npos) << s.message();
+  s = generateTopology("nvl72-cluster:2", {"pxn=0"}, &bad);
+  EXPECT_EQ(s.code(), tribInvalidArgument);
+  EXPECT_NE(s.message().find("pxn= applies to the dgx-*"), std::string::npos) << s.message();
+  EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=1", "pxn=2"}, &bad).code(), tribInvalidArgument);
 }
 
 TEST(Routes, NvlinkInsideANodeNetworkAcrossAndSpreadOverSpines) {

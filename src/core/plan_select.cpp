@@ -76,6 +76,9 @@ Status makePlanner(const RankPlacement& placement, const std::vector<std::string
   } else {
     TRIB_RETURN_IF_ERROR(localTopology(&topo).prefix("planner: topology: "));
   }
+  // The executor has no PXN relay (a proxy on the GPU of another rail): its plans are priced over
+  // the routes it runs, each GPU through its own NIC, whatever a topology file says.
+  topo.pxn = false;
   RankNodes nodes = placeRanks(topo, placement, merged);
   auto planner = std::make_shared<Planner>(std::move(topo), std::move(nodes));
   TRIB_RETURN_IF_ERROR(planner->setOverrides(config.algo, envString("TRIB_TUNE"), envString("TRIB_PROTO"))

@@ -450,6 +450,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     f.summary +=
         strprintf("; inter %.0f GB/s (%.0f loaded) %.1f us/step", f.bwInter, f.bwInterLoaded, f.latInterUs);
   if (f.ringInterRelayed) f.summary += "; PXN: steps across rails relay over NVLink";
+  if (router.railOptimized() && !router.relays()) f.summary += "; PXN off: each GPU sends by its own NIC";
   if (f.nvlsGBps > 0) f.summary += strprintf("; nvls %.0f GB/s", f.nvlsGBps);
   if (f.switchGBps > 0)
     f.summary += strprintf("; switch reduce %.0f GB/s, %d tier(s), %.1f us one way", f.switchGBps,

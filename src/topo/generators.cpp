@@ -141,6 +141,8 @@ Topology makeHgx(const HgxParams& hp, int nodes) {
   Topology t;
   static const char* const kRailSuffix[] = {"", "-rails", "-railonly"};
   t.name = nodes == 1 ? hp.name : strprintf("%s-x%d%s", hp.name.c_str(), nodes, kRailSuffix[hp.rails]);
+  if (!hp.pxn && hp.rails && nodes > 1) t.name += "-nopxn";
+  t.pxn = hp.pxn;
   std::vector<int> nics;
   for (int h = 0; h < nodes; ++h) {
     std::string p = nodes == 1 ? "" : strprintf("n%d.", h);
@@ -268,7 +270,7 @@ namespace {
 // ignored by it: an HGX node has no C2C-to-GPU field, say).
 struct GeneratorOverrides {
   std::optional<double> nvlinkGBps, nicGBps, nvlsGBps, sharpGBps, netLatUs, nvlinkLatUs;
-  std::optional<int> leafDown, spines, sharp, tiers, radix, rails;
+  std::optional<int> leafDown, spines, sharp, tiers, radix, rails, pxn;
   template <typename P>
   void apply(P& p) const {
     if (nvlinkGBps) p.nvlinkGBps = *nvlinkGBps;
@@ -282,8 +284,10 @@ struct GeneratorOverrides {
     if (sharp) p.sharp = *sharp != 0;
     if (tiers) p.tiers = *tiers;
     if (radix) p.radix = *radix;
-    if constexpr (requires { p.rails; })
+    if constexpr (requires { p.rails; }) {
       if (rails) p.rails = *rails;
+      if (pxn) p.pxn = *pxn != 0;
+    }
   }
 };
 
@@ -328,6 +332,8 @@ Status parseOverrides(const std::vector<std::string>& params, GeneratorOverrides
       st = integer(o->radix, 2, 1 << 20);
     else if (k == "rails")
       st = integer(o->rails, 0, 2);
+    else if (k == "pxn")
+      st = integer(o->pxn, 0, 1);
     else
       return errorf(tribInvalidArgument, "unknown generator parameter '%s' (%s)", k.c_str(),
                     kGeneratorParams);
@@ -352,7 +358,8 @@ const char* generatorHelp() {
          "  sharp=0 turns the switches' reduction off; rails=1 (dgx-*) makes the fabric rail-optimized:\n"
          "  NIC g of every node on rail g's own leaves (GPUs of other indices reach it by PXN, over\n"
          "  NVLink to the GPU on that rail); rails=2 makes it rail-only: no spines, each rail one leaf\n"
-         "  (at most leaf_down nodes), no switch reduction across the rails.\n";
+         "  (at most leaf_down nodes), no switch reduction across the rails; pxn=0 turns the relays\n"
+         "  off (NCCL_PXN_DISABLE=1): steps across rails cross the spines (rails=2 needs them).\n";
 }
 
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out) {
@@ -377,6 +384,9 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
   TRIB_RETURN_IF_ERROR(parseOverrides(params, &o));
   if (o.rails && !hgxPreset(sys))  // it used to be ignored: a flat fabric came back for rails=1
     return errorf(tribInvalidArgument, "rails= applies to the dgx-*/hgx-* systems, not %s", sys.c_str());
+  if (o.pxn && !hgxPreset(sys))  // no other system has rails for a GPU to relay to
+    return errorf(tribInvalidArgument, "pxn= applies to the dgx-*/hgx-* systems (their rails), not %s",
+                  sys.c_str());
   Nvl72Params p;
   o.apply(p);
   int n = 1;
@@ -385,6 +395,11 @@ Status generateTopology(const std::string& spec, const std::vector<std::string>&
       TRIB_RETURN_IF_ERROR(parseInt(parts[1], 1, 1 << 15, (sys + " node count").c_str(), &n));
     HgxParams hp = *preset;
     o.apply(hp);
+    if (hp.rails == 2 && !hp.pxn && n > 1)  // GPU-to-GPU steps between rails would go by the CPUs
+      return errorf(
+          tribInvalidArgument,
+          "rails=2 (rail-only) joins the rails only through PXN relays: it needs pxn=1 (use rails=1 "
+          "for rails under common spines)");
     if (hp.rails == 2 && n > hp.leafDown)
       return errorf(tribInvalidArgument,
                     "rails=2 (rail-only) puts each rail on one leaf: at most leaf_down = %d nodes, not %d",

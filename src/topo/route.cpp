@@ -71,7 +71,8 @@ Router::Router(const Topology& t) : t_(t) {
                     rails == firstRails;
     hubs.push_back(i);
   }
-  relays_ = railOptimized && !hubs.empty();
+  railOptimized_ = railOptimized && !hubs.empty();
+  relays_ = railOptimized_ && t.pxn;
   if (relays_)
     for (int i : hubs) relayHub_[i] = 1, ++transitNeighbours_[i];
   dist_.assign(n, 0);

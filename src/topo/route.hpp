@@ -50,8 +50,11 @@ class Router {
   double latencyUs(int src, int dst);       // sum of link latencies
   double bottleneckGBps(int src, int dst);  // min link bandwidth along the path (0 if none)
   const Topology& topology() const { return t_; }
-  // Some GPU may relay (PXN): the fabric is rail-optimized, one leaf a rail (route.cpp).
+  // Some GPU may relay (PXN): the fabric is rail-optimized, one leaf a rail (route.cpp), and the
+  // topology lets GPUs relay (Topology::pxn).
   bool relays() const { return relays_; }
+  // The fabric is rail-optimized, one leaf a rail: GPUs would relay if the topology let them.
+  bool railOptimized() const { return railOptimized_; }
 
  private:
   void compute(int src, int dst, std::vector<DirLink>* out);
@@ -63,6 +66,7 @@ class Router {
   std::vector<int> transitNeighbours_;
   std::vector<int> railOf_;     // per GPU: the first network switch above it (-1: none)
   std::vector<char> relayHub_;  // per NVSwitch: its GPUs are on different rails (PXN can pay)
+  bool railOptimized_ = false;  // relays would pay (every NVSwitch's GPUs on rails of their own)
   bool relays_ = false;         // some NVSwitch is a relay hub
   std::unordered_map<uint64_t, std::vector<DirLink>> cache_;
   // Dijkstra scratch, reset by generation stamp so a query touches only what it explores.

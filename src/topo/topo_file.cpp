@@ -188,6 +188,10 @@ Status parseTopology(const std::string& text, Topology* out, const std::string& 
     if (w[0] == "topology") {
       if (w.size() != 2) return lp.err("", "expected 'topology NAME'");
       t.name = w[1];
+    } else if (w[0] == "pxn") {
+      if (w.size() != 2 || (w[1] != "on" && w[1] != "off"))
+        return lp.err("", "expected 'pxn on' or 'pxn off' (whether GPUs relay to their rails' NICs)");
+      t.pxn = w[1] == "on";
     } else if (w[0] == "node") {
       TRIB_RETURN_IF_ERROR(parseNodeLine(lp, w, &t));
     } else if (w[0] == "link") {
@@ -211,7 +215,8 @@ Status parseTopology(const std::string& text, Topology* out, const std::string& 
       tr.edges.push_back({c, p});
       tr.edgeLines.push_back(lineNo);
     } else {
-      return lp.err("", strprintf("unknown statement '%s' (topology, node, link, aggtree)", w[0].c_str()));
+      return lp.err("",
+                    strprintf("unknown statement '%s' (topology, pxn, node, link, aggtree)", w[0].c_str()));
     }
   }
   for (const auto& name : treeOrder)
@@ -244,6 +249,7 @@ static std::string maskNames(uint32_t mask, int n, const char* (*name)(int)) {
 std::string dumpTopology(const Topology& t) {
   std::string s = "# Tributary topology (docs/TOPOLOGY.md)\n";
   s += strprintf("topology %s\n", t.name.c_str());
+  if (!t.pxn) s += "pxn off\n";
   for (int i = 0; i < t.numNodes(); ++i) {
     const Node& n = t.node(i);
     s += strprintf("node %s %s", n.name.c_str(), nodeTypeName(n.type));

@@ -85,6 +85,10 @@ struct AggTree {
 class Topology {
  public:
   std::string name = "unnamed";
+  // Whether a GPU may relay another GPU's data to its own rail's NIC (NCCL's PXN) where the fabric
+  // is rail-optimized (route.hpp). false: NCCL_PXN_DISABLE=1's routes, each GPU through its own
+  // NIC (a communicator's plans, whose executor has no relay; `pxn=0`; a file's `pxn off`).
+  bool pxn = true;
 
   int addNode(const std::string& name, NodeType type);  // returns the id; names must be unique
   int addLink(int a, int b, LinkType type, double bwGBps, double latencyUs, double bwBAGBps = -1);
@@ -188,6 +192,7 @@ struct HgxParams {
   // 0: the NICs fill leaves in node order; 1: rail-optimized, NIC g of every node on rail g's own
   // leaves under common spines; 2: rail-only, no spines (rails meet only through PXN relays).
   int rails = 0;
+  bool pxn = true;  // Topology::pxn
 };
 const HgxParams* hgxPreset(const std::string& name);  // nullptr: not an HGX system
 Topology makeHgx(const HgxParams& p, int nodes = 1);
@@ -204,7 +209,7 @@ inline constexpr const char* kGeneratorSystems =
     "uniform:N[:GBPS[:US]]";
 inline constexpr const char* kGeneratorParams =
     "nvlink_gbps, nic_gbps, nvls_gbps, sharp_gbps, net_lat_us, nvlink_lat_us, leaf_down, spines, sharp=0|1, "
-    "tiers=2|3, radix, rails=0|1|2";
+    "tiers=2|3, radix, rails=0|1|2, pxn=0|1";
 const char* generatorHelp();  // one line per system, for trib-topo gen --help
 Status generateTopology(const std::string& spec, const std::vector<std::string>& params, Topology* out);
 
