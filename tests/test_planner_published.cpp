@@ -60,6 +60,14 @@ const std::vector<Published> kPublished = {
      "github.com/NVIDIA/nccl/issues/1048: 8x A100 one node, -e 4G"},
     {"dgx-a100:2,nic_gbps=12.5,sharp=0", 16, 4ull << 30, PlanAlgo::Ring, 86, 1,
      "github.com/NVIDIA/nccl/issues/1048: 2x8 A100, 4x HDR/node (size not stated)"},
+    // 2-8 H100s of one node at -b 2G -e 4G: the ring "about 365-370" at every count (the range's
+    // middle here), NVLS growing with the count (5-8 GPUs; on 2-4 it measured the ring's figure).
+    {"dgx-h100", 2, 4ull << 30, PlanAlgo::Ring, 367.5, 1, "github.com/NVIDIA/nccl/issues/1455: 2x H100 ring"},
+    {"dgx-h100", 8, 4ull << 30, PlanAlgo::Ring, 367.5, 1, "github.com/NVIDIA/nccl/issues/1455: 8x H100 ring"},
+    {"dgx-h100", 5, 4ull << 30, PlanAlgo::Nvls, 420, 1, "github.com/NVIDIA/nccl/issues/1455: 5x H100 NVLS"},
+    {"dgx-h100", 6, 4ull << 30, PlanAlgo::Nvls, 440, 1, "github.com/NVIDIA/nccl/issues/1455: 6x H100 NVLS"},
+    {"dgx-h100", 7, 4ull << 30, PlanAlgo::Nvls, 460, 1, "github.com/NVIDIA/nccl/issues/1455: 7x H100 NVLS"},
+    {"dgx-h100", 8, 4ull << 30, PlanAlgo::Nvls, 480, 1, "github.com/NVIDIA/nccl/issues/1455: 8x H100 NVLS"},
     // One GB200 NVL72 rack at 8 GiB; the thread does not name the algorithm, NVLS being NCCL's
     // default on an NVLink-switch rack (a ring at the model's NVLink efficiency reaches 724).
     {"gb200-nvl72", 72, 8ull << 30, PlanAlgo::Nvls, 834.57, 1,
