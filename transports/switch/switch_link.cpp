@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <thread>
+#include <utility>
 
 #include "bootstrap/net.hpp"
 
