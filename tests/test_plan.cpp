@@ -161,6 +161,42 @@ TEST(Planner, InNetworkReductionWinsAtScaleAndHierarchicalBeatsFlatRing) {
   EXPECT_NE(sw->reason.find("no reduce-capable network switch"), std::string::npos) << sw->reason;
 }
 
+// Where the network does not reduce, NVLS still reduces inside each domain: nvls_ring (NVLS, a ring
+// of each GPU's slice across the domains on its own NIC, NVLS) is the large-size choice on two
+// DGX H100 without SHARP, paced by NVLS (algbw near its 265.6 GB/s), where the ring as rails is
+// paced by the NICs (200 GB/s). One domain, no NVLS, or domains of different sizes: excluded, with
+// the reason.
+TEST(Planner, NvlsRingWhereTheNetworkDoesNotReduce) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {"sharp=0"}, &t).ok());
+  Planner p(t);
+  auto cs = p.explain(allreduce(8ull << 30, 16));
+  const Candidate* nr = find(cs, PlanAlgo::NvlsRing);
+  const Candidate* ring = find(cs, PlanAlgo::Ring);
+  ASSERT_TRUE(nr && ring);
+  EXPECT_TRUE(nr->eligible) << nr->reason;
+  EXPECT_EQ(cs.front().plan.algo, PlanAlgo::NvlsRing);
+  EXPECT_NEAR(nr->algbwGBps, 265.6, 265.6 * 0.01);
+  EXPECT_LT(ring->algbwGBps, 0.8 * nr->algbwGBps);
+  EXPECT_FALSE(p.choose(allreduce(8ull << 30, 16, false)).algo == PlanAlgo::NvlsRing)
+      << "model only: a communicator does not run it";
+  auto excluded = [](Planner& q, int n, const char* why) {
+    auto c = q.explain(allreduce(1ull << 30, n));
+    const Candidate* x = find(c, PlanAlgo::NvlsRing);
+    ASSERT_TRUE(x);
+    EXPECT_FALSE(x->eligible);
+    EXPECT_NE(x->reason.find(why), std::string::npos) << x->reason;
+  };
+  excluded(p, 8, "single domain (see nvls)");
+  Topology a100, racks;
+  ASSERT_TRUE(generateTopology("dgx-a100:2", {"sharp=0"}, &a100).ok());
+  Planner pa(a100);
+  excluded(pa, 16, "no reduce-capable NVSwitch");
+  ASSERT_TRUE(generateTopology("nvl72-cluster:2", {"sharp=0"}, &racks).ok());
+  Planner pr(racks);
+  excluded(pr, 100, "needs equal, contiguous domains");
+}
+
 TEST(Planner, PlanningAtScaleIsFastAndCached) {
   auto t0 = std::chrono::steady_clock::now();
   Planner p(makeNvl72Cluster(64));

@@ -220,6 +220,54 @@ TEST(Simulator, NvlsSwitchSymmetryReductionEqualsTheFullSimulation) {
   }
 }
 
+// nvls_ring: NVLS in each domain and, where the network does not reduce, a ring of GPU i of every
+// domain for slice i. The ring's steps are events of their own (stage 6), so the next chunk's first
+// step takes its link before this chunk's later ones are due: booked a ring at a time, the chunks
+// went at one ring's chain (1.76x the model on 2 x DGX H100 at 256 MiB). Each GPU's NIC carries
+// 2(m-1)/m of its slice a chunk each way, nothing more; one domain, or no NVLS, is refused; the
+// symmetry reduction gives what simulating every domain gives.
+TEST(Simulator, NvlsRingPipelinesItsRingsAndCarriesEachSliceOnItsOwnNic) {
+  for (const char* system : {"dgx-h100:2", "dgx-h100:4", "nvl72-cluster:2"}) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(system, {"sharp=0"}, &t).ok()) << system;
+    Planner p(t);
+    const int n = static_cast<int>(t.rankNodes().size()), d = n / t.numDomains();
+    const int m = n / d;
+    const uint64_t bytes = 256ull << 20;
+    Plan plan = modelPlan(p, PlanAlgo::NvlsRing, bytes, n);
+    ASSERT_GT(plan.predictedUs, 0) << system;
+    SimOptions opt;
+    opt.topLinks = 1 << 20;
+    SimResult r, every;
+    const CollArgs args = allreduceArgs(n, bytes / 4, plan.chunkElems);
+    ASSERT_TRUE(simulateInNetwork(t, PlanAlgo::NvlsRing, args, tribFloat32, &r, {}, opt).ok()) << system;
+    const double ratio = r.timeUs / plan.predictedUs;
+    EXPECT_GT(ratio, 0.9) << system << ": simulated " << r.timeUs << " us, model " << plan.predictedUs;
+    EXPECT_LT(ratio, 1.1) << system << ": simulated " << r.timeUs << " us, model " << plan.predictedUs;
+    // Every NIC's link into the network carries 2(m-1)/m of its GPU's slices: S/d in all.
+    const double perNic = 2.0 * (m - 1) / m * static_cast<double>(bytes) / d;
+    int nics = 0;
+    for (const LinkLoad& l : r.busiest)
+      if (l.name.find(".nic") < l.name.find(" -> ") && l.name.find("(net)") != std::string::npos) {
+        ++nics;
+        EXPECT_NEAR(l.bytes, perNic, perNic * 1e-9) << system << " " << l.name;
+      }
+    EXPECT_EQ(nics, n) << system << ": every GPU's NIC carries its own slices";
+    opt.symmetry = false;
+    ASSERT_TRUE(simulateInNetwork(t, PlanAlgo::NvlsRing, args, tribFloat32, &every, {}, opt).ok());
+    EXPECT_EQ(every.simulatedDomains, every.domains);
+    EXPECT_EQ(r.timeUs, every.timeUs) << system;
+    EXPECT_EQ(r.messages, every.messages) << system;
+  }
+  Topology one = makeDgxH100(), a100;
+  SimResult r;
+  Status s = simulateInNetwork(one, PlanAlgo::NvlsRing, allreduceArgs(8, 1024, 256), tribFloat32, &r);
+  EXPECT_NE(s.message().find("one NVLink domain (use nvls)"), std::string::npos) << s.message();
+  ASSERT_TRUE(generateTopology("dgx-a100:2", {}, &a100).ok());
+  s = simulateInNetwork(a100, PlanAlgo::NvlsRing, allreduceArgs(16, 1024, 256), tribFloat32, &r);
+  EXPECT_NE(s.message().find("no reduce-capable NVSwitch"), std::string::npos) << s.message();
+}
+
 // The ring all-reduce replayed on one period of alike ranks (a rack; sim_plan.cpp's quotient):
 // bit for bit the full replay where the shift by a rack maps everything onto alike things (racks
 // of one two-tier fat tree, equal blocks); a bracket of it where the hops out of the racks differ

@@ -108,7 +108,7 @@ bool modelled(Planner& p, const PlanRequest& req, PlanAlgo a) {
 
 // The schedule accepts the plan's arguments (model-only NVLS has none: simulateInNetwork).
 bool scheduleRuns(Planner& p, const PlanRequest& req, PlanAlgo a) {
-  if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch) return true;
+  if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::NvlsRing) return true;
   const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(a));
   double predicted = 0;
   return info && info->supports(plannedArgs(p, req, a, &predicted));
@@ -201,7 +201,8 @@ void runSystem(const std::string& spec, const std::vector<int>& rankCounts,
 const std::vector<PlanAlgo> kAllReduceAlgos = {
     PlanAlgo::Ring,         PlanAlgo::Tree,    PlanAlgo::Rhd,     PlanAlgo::Direct,
     PlanAlgo::Hierarchical, PlanAlgo::Switch,  PlanAlgo::Nvls,    PlanAlgo::NvlsSwitch,
-    PlanAlgo::HierSwitch,   PlanAlgo::OneShot, PlanAlgo::TwoShot, PlanAlgo::AllgatherReduce};
+    PlanAlgo::HierSwitch,   PlanAlgo::OneShot, PlanAlgo::TwoShot, PlanAlgo::AllgatherReduce,
+    PlanAlgo::NvlsRing};
 
 // The grid. Sizes and rank counts are dense where simulating is cheap and thinner where a cell
 // costs seconds (a flat ring or direct schedule on 4,608 ranks is 42 M steps whatever the size:
@@ -217,11 +218,13 @@ const std::vector<uint64_t> kSizes = {8, 64 * KiB, 16 * MiB, 256 * MiB};
 // One-/two-shot on 72 GPUs: every GPU folds all 72 windows cell by cell, O(n^2) steps per cell;
 // they are in the grid on 2..16 ranks.
 const std::vector<PlanAlgo> kRackAlgos = {
-    PlanAlgo::Ring,   PlanAlgo::Tree, PlanAlgo::Rhd,        PlanAlgo::Direct,     PlanAlgo::Hierarchical,
-    PlanAlgo::Switch, PlanAlgo::Nvls, PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch, PlanAlgo::AllgatherReduce};
+    PlanAlgo::Ring,    PlanAlgo::Tree, PlanAlgo::Rhd,        PlanAlgo::Direct,     PlanAlgo::Hierarchical,
+    PlanAlgo::Switch,  PlanAlgo::Nvls, PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch, PlanAlgo::AllgatherReduce,
+    PlanAlgo::NvlsRing};
 const std::vector<PlanAlgo> kCheapAlgos = {PlanAlgo::Ring, PlanAlgo::Tree, PlanAlgo::Rhd, PlanAlgo::Switch};
-const std::vector<PlanAlgo> kRackScaleAlgos = {PlanAlgo::Tree,   PlanAlgo::Rhd,        PlanAlgo::Hierarchical,
-                                               PlanAlgo::Switch, PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch};
+const std::vector<PlanAlgo> kRackScaleAlgos = {
+    PlanAlgo::Tree,       PlanAlgo::Rhd,        PlanAlgo::Hierarchical, PlanAlgo::Switch,
+    PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch, PlanAlgo::NvlsRing};
 
 const std::vector<SystemGrid>& grid() {
   static const std::vector<SystemGrid> g = {

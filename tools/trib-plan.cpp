@@ -43,7 +43,7 @@ static int usage() {
       "       (without --topo/--gen: this host's topology, as a communicator detects it;\n"
       "        --mem: where the buffers live, which places the ranks: device on GPUs, host on CPUs;\n"
       "        default device when the topology has GPUs;\n"
-      "        --no-symmetry: nvls/nvls_switch simulate every NVLink domain, not one per class of\n"
+      "        --no-symmetry: nvls/nvls_switch/nvls_ring simulate every NVLink domain, not one per class of\n"
       "        identical ones, and ring every rank, not one period of alike ones (a rack);\n"
       "        --hashed-routes: each rank pair's messages on one hashed path (static ECMP), not\n"
       "        spread over the equal-cost spine links as adaptive routing does;\n"

@@ -18,8 +18,9 @@ namespace trib {
 
 const char* planAlgoName(PlanAlgo a) {
   static const char* const names[kNumPlanAlgos] = {
-      "ring",   "tree", "rhd",         "direct",  "binomial",    "chain",   "hierarchical",
-      "switch", "nvls", "nvls_switch", "oneshot", "hier_switch", "twoshot", "allgather_reduce"};
+      "ring",     "tree", "rhd",         "direct",  "binomial",    "chain",   "hierarchical",
+      "switch",   "nvls", "nvls_switch", "oneshot", "hier_switch", "twoshot", "allgather_reduce",
+      "nvls_ring"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
@@ -1372,6 +1373,30 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           const double fill = 2 * cb / bn + 2 * cb / d / bn + 2 * f.switchTiers * cb / d / bs;
           t = 2 * c.aIn + 2 * f.switchLatUs + slow + fill + std::ceil(S / cb) * k.chunkOverheadUs;
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
+          break;
+        }
+        case PlanAlgo::NvlsRing: {
+          // nvls_switch with a ring of the m domains in place of the switch: GPU i of every domain
+          // all-reduces slice i (c/d of each chunk) with its counterparts, 2(m-1) steps of c/(dm)
+          // over its own NIC, every slice's ring beside the others (rails).
+          if (!c.multi) return unsupported("single domain (see nvls)");
+          if (f.nvlsGBps <= 0) return unsupported("no reduce-capable NVSwitch");
+          if (!f.uniform) return unsupported("needs equal, contiguous domains");
+          if (!f.nvlsCap.supports(dtype, op))
+            return unsupported("the NVSwitch does not reduce this dtype/op");
+          const double m = f.domains, d = f.perDomain;
+          const double bn = std::min(c.bIn, f.nvlsGBps * kB), bNet = c.bLoaded, bRed = std::min(bNet, c.R);
+          const double across = (m - 1) / m * (S / d) * (1 / bRed + 1 / bNet);  // a GPU's NIC, each way
+          const double slow = std::max(S / bn, across);
+          chunk = pipelineChunk(S, S / slow, 2 + 2 * static_cast<int>(m - 1), k);
+          // The fill: the first chunk into the NVSwitch and out, its slice to each GPU and back, and
+          // the last chunk's slice through the ring's 2(m-1) steps, each a step's latency and c/(dm).
+          const double cb = std::max(1.0, std::min(static_cast<double>(chunk), S));
+          const double fill = 2 * cb / bn + 2 * cb / d / bn + (m - 1) * cb / (d * m) * (1 / bRed + 1 / bNet);
+          t = 2 * c.aIn + 2 * (m - 1) * c.aOut + slow + fill + std::ceil(S / cb) * k.chunkOverheadUs;
+          p.reason =
+              "NVLS reduce-scatter, ring all-reduce of S/d across the domains on each GPU's NIC, NVLS "
+              "all-gather, pipelined";
           break;
         }
         case PlanAlgo::OneShot:

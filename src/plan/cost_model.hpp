@@ -35,11 +35,13 @@ enum class PlanAlgo : uint8_t {
   HierSwitch,    // ring reduce-scatter in each domain -> switch all-reduce of S/d per rank -> ring all-gather
   TwoShot,       // each rank reduces a slice of each window cell, then gets the others' (one host, or RDMA)
   AllgatherReduce,  // every rank sends its input to every rank, then folds all n (small vectors)
+  NvlsRing,  // NVLS inside each domain + a ring all-reduce of each GPU's slice across the domains on its
+             // own NIC (NCCL's NVLS-Tree where the network does not reduce)
 };
-constexpr int kNumPlanAlgos = 14;
+constexpr int kNumPlanAlgos = 15;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
-Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch -> Algo::Switch
+Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch, NvlsRing -> Algo::Switch
 
 // How GPU ranks move a step's data (NCCL's three): Simple, large chunks behind a flag per chunk,
 // what the executor runs and what CostConstants' own figures are; LL128, 128-byte lines of 120

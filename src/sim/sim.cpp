@@ -202,6 +202,7 @@ class Links {
     return id;
   }
   size_t groupSize(DirLink g) const { return members_[g - firstGroup()].size(); }
+  size_t firstGroup() const { return 2 * static_cast<size_t>(t_.numLinks()); }  // ids below: links
   double latency(DirLink d) const { return lat_[d]; }
   // Returns the arrival of the last byte; *first = arrival of the first byte. Overheads are the
   // caller's (added to depart). gapUs: the path's first link takes its next message only that long
@@ -314,7 +315,6 @@ class Links {
   static uint64_t reduceKey(int sw, int group) {
     return static_cast<uint64_t>(sw) << 24 | static_cast<uint32_t>(group);
   }
-  size_t firstGroup() const { return 2 * static_cast<size_t>(t_.numLinks()); }
   const Topology& t_;
   const CostConstants& k_;
   std::vector<double> free_, busy_, bytes_, rate_, lat_;
@@ -480,6 +480,36 @@ struct PairQ {
       head = 0;
     }
   }
+};
+
+// The servers (Links::addGroup) of equal-cost hops, one per set of parallel links, made on first
+// use and shared by every route that takes them.
+class SpineGroups {
+ public:
+  explicit SpineGroups(Links& links) : links_(links) {}
+  // The group of a hop's equal-cost links `alt`; `own` (the hashed route's link) where some of them
+  // already serve in a different group, so that every link is booked through one server. In a fat
+  // tree the sets never overlap partly: a leaf's uplinks to all its spines, a spine's downlinks to
+  // one leaf, a plane's links between a pod and its core.
+  DirLink spread(const std::vector<DirLink>& alt, DirLink own) {
+    if (groupOf_.empty()) groupOf_.assign(links_.firstGroup(), -1);
+    const DirLink g = groupOf_[alt[0]];
+    if (g < 0) {
+      for (DirLink d : alt)
+        if (groupOf_[d] >= 0) return own;
+      const DirLink made = links_.addGroup(alt);
+      for (DirLink d : alt) groupOf_[d] = made;
+      return made;
+    }
+    if (links_.groupSize(g) != alt.size()) return own;
+    for (DirLink d : alt)
+      if (groupOf_[d] != g) return own;
+    return g;
+  }
+
+ private:
+  Links& links_;
+  std::vector<DirLink> groupOf_;  // per directed link: its group, -1 none
 };
 
 // Routes between nodes, computed once per rank pair and stored back to back (a rank pair of a
@@ -988,7 +1018,7 @@ class Engine {
       if (opt_.spreadRoutes) {
         router_.paths(from, to, &routeScratch_, &altScratch_);
         for (size_t i = 0; i < routeScratch_.size(); ++i)
-          if (altScratch_[i].size() > 1) routeScratch_[i] = spread(altScratch_[i], routeScratch_[i]);
+          if (altScratch_[i].size() > 1) routeScratch_[i] = spines_.spread(altScratch_[i], routeScratch_[i]);
       } else {
         router_.path(from, to, &routeScratch_);
       }
@@ -996,26 +1026,6 @@ class Engine {
       ref = {kept.data(), static_cast<uint32_t>(kept.size()), true};
     }
     return ref.span();
-  }
-
-  // The group (Links::addGroup) of a hop's equal-cost links, made on first use; `own` (the hashed
-  // route's link) where some of them already serve in a different group, so that every link is
-  // booked through one server. In a fat tree the sets never overlap partly: a leaf's uplinks to all
-  // its spines, a spine's downlinks to one leaf, a plane's links between a pod and its core.
-  DirLink spread(const std::vector<DirLink>& alt, DirLink own) {
-    if (groupOf_.empty()) groupOf_.assign(2 * static_cast<size_t>(t_.numLinks()), -1);
-    const DirLink g = groupOf_[alt[0]];
-    if (g < 0) {
-      for (DirLink d : alt)
-        if (groupOf_[d] >= 0) return own;
-      const DirLink made = links_.addGroup(alt);
-      for (DirLink d : alt) groupOf_[d] = made;
-      return made;
-    }
-    if (links_.groupSize(g) != alt.size()) return own;
-    for (DirLink d : alt)
-      if (groupOf_[d] != g) return own;
-    return g;
   }
 
   // Signal: a small message, its arrival delayed by the route's latency and a software step.
@@ -1379,13 +1389,13 @@ class Engine {
   RoutePool routes_;
   std::vector<DirLink> routeScratch_;
   std::vector<std::vector<DirLink>> altScratch_;
-  std::vector<DirLink> groupOf_;  // per directed link: its group (spread), -1 none
   std::vector<int> nodes_;
   std::map<std::array<uint64_t, 3>, Rendezvous> rendezvous_;  // (stride, group, k)
   std::unordered_map<uint64_t, AggGroup> groups_;
   std::priority_queue<Msg, std::vector<Msg>, std::greater<>> heap_;
   std::vector<int> work_;
   Links links_;
+  SpineGroups spines_{links_};           // equal-cost hops' servers (spread)
   std::vector<SourceLink> sourceLinks_;  // by directed link, as used
   bool relays_ = false;                  // some route has a PXN relay (Router::relays)
   bool interleave_ = false;              // source links queue through submit (SimOptions::linkOrder)
@@ -1562,13 +1572,75 @@ int nvSwitchOf(const Topology& t, int node) {
   return -1;
 }
 
-// NVLS in each NVLink domain (its NVSwitch reduces and multicasts) and, across domains
-// (nvls_switch), the network's switches. Every stage of every chunk is an event, run in the order of
-// the time it becomes ready, so each link (which books its messages first come, first served) sees
-// them in time order and chunk j's all-gather overlaps chunk j+1's reduction, as on the wire:
+// nvls_ring's stage 3 for one slice: GPU i of every domain (member x) all-reduces its slice with
+// the others by a ring, 2(m-1) steps of bytes/m from member x to member x+1 over the route between
+// them, each step leaving a software step after its data are in (the reduce-scatter's after the
+// received block is reduced into the member's own). A step at a time, each at its own time in the
+// simulation's event order: booked at once, a chunk's later steps held the links ahead of the next
+// chunk's first (the ring reuses each link 2(m-1) times a chunk; the chunks then went at the
+// pace of one ring's chain, 1.76x the model on 2 x DGX H100 at 256 MiB).
+class RingGroup {
+ public:
+  // spread(alternatives, own): the server for a hop's equal-cost links (Links::addGroup), shared by
+  // every ring so that a leaf's uplinks are one server.
+  template <class Spread>
+  void init(const Topology& t, Router& router, const std::vector<int>& members, const CostConstants& k,
+            Spread spread) {
+    const size_t m = members.size();
+    paths_.assign(m, {});
+    raw_.assign(m, {});
+    reduceBpu_.resize(m);
+    std::vector<std::vector<DirLink>> alt;
+    for (size_t x = 0; x < m; ++x) {
+      router.paths(members[x], members[(x + 1) % m], &raw_[x], &alt);
+      paths_[x] = raw_[x];
+      for (size_t h = 0; h < alt.size(); ++h)
+        if (alt[h].size() > 1) paths_[x][h] = spread(alt[h], paths_[x][h]);
+      reduceBpu_[x] = reduceBpu(t.node(members[x]), k);
+    }
+  }
+  // One ring's progress: the next step, and when each member has what that step sends (its own
+  // slice's arrival to begin with; the results once done).
+  struct Run {
+    size_t step = 0;
+    std::vector<double> have, own;
+  };
+  // Books step run.step of every member (bytes: the slice); true once the ring is done.
+  bool step(Links& links, double bytes, Run& run, uint64_t* messages) {
+    const size_t m = paths_.size();
+    const double block = bytes / static_cast<double>(m);
+    const bool reduce = run.step + 1 < m;  // 2(m-1) steps: m-1 reducing, then m-1 passing on
+    got_.resize(m);
+    for (size_t x = 0; x < m; ++x) {
+      const size_t y = (x + 1) % m;
+      const double at = links.send(paths_[x], run.have[x] + links.overhead(paths_[x]), block, nullptr);
+      got_[y] = reduce ? std::max(at, run.own[y]) + block / reduceBpu_[y] : at;
+    }
+    for (size_t y = 0; y < m; ++y) run.have[y] = std::max(run.have[y], got_[y]);
+    *messages += m;
+    return ++run.step + 2 >= 2 * m;
+  }
+  // The directed links the ring's routes take (the hops' own links, not their spread servers).
+  template <class F>
+  void forEachLink(F f) const {
+    for (const auto& p : raw_)
+      for (DirLink d : p) f(d);
+  }
+
+ private:
+  std::vector<std::vector<DirLink>> paths_, raw_;  // per member: the route to the next (spread; as found)
+  std::vector<double> reduceBpu_, got_;
+};
+
+// NVLS in each NVLink domain (its NVSwitch reduces and multicasts) and, across domains, the
+// network's switches (nvls_switch) or a ring per slice (nvls_ring). Every stage of every chunk is
+// an event, run in the order of the time it becomes ready, so each link (which books its messages
+// first come, first served) sees them in time order and chunk j's all-gather overlaps chunk j+1's
+// reduction, as on the wire:
 //   1: every GPU's chunk into its switch, which reduces it;
-//   2 (nvls_switch): slice i of the reduced chunk to local GPU i;
+//   2 (nvls_switch, nvls_ring): slice i of the reduced chunk to local GPU i;
 //   3: GPU i of every domain reduces slice i in the network (once all domains' slices are there);
+//      nvls_ring: by a ring of those GPUs instead, each of its steps an event (stage 6);
 //   4: back into the switch;
 //   5: the switch multicasts the result (a slice, or the chunk for nvls) to every GPU.
 //
@@ -1583,11 +1655,15 @@ class NvlsSim {
  public:
   NvlsSim(const Topology& t, const CostConstants& k, Links& links) : t_(t), k_(k), links_(links) {}
 
+  // How slice i of every domain is all-reduced across the domains (stage 3): not at all (one
+  // domain: nvls), by the network's switches (nvls_switch) or by a ring of GPU i of each domain
+  // (nvls_ring).
+  enum class Across { None, Switch, Ring };
   // domains[x] = the nodes of domain x's ranks (all the same size); sw[x] its NVSwitch.
-  Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, bool across,
+  Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, Across across,
               double chunk, double S, uint64_t nChunks, bool symmetry) {
     m_ = domains.size(), d_ = domains[0].size(), sw_ = sw;
-    slices_ = across ? d_ : 1, chunk_ = chunk, S_ = S, nChunks_ = nChunks;
+    slices_ = across != Across::None ? d_ : 1, chunk_ = chunk, S_ = S, nChunks_ = nChunks;
     up_.resize(m_ * d_), down_.resize(m_ * d_), upOverhead_.resize(m_ * d_);
     for (size_t x = 0; x < m_; ++x)
       for (size_t r = 0; r < d_; ++r) {
@@ -1595,11 +1671,22 @@ class NvlsSim {
         down_[x * d_ + r] = dirLinkBetween(t_, sw[x], domains[x][r]);
         upOverhead_[x * d_ + r] = links_.overhead(up_[x * d_ + r]);
       }
-    groups_.resize(across ? d_ : 0);
-    for (size_t i = 0; i < groups_.size(); ++i) {
+    groups_.resize(across == Across::Switch ? d_ : 0);
+    rings_.resize(across == Across::Ring ? d_ : 0);
+    std::unique_ptr<Router> router = rings_.empty() ? nullptr : std::make_unique<Router>(t_);
+    for (size_t i = 0; i < slices_ && across != Across::None; ++i) {
       std::vector<int> members;
       for (size_t x = 0; x < m_; ++x) members.push_back(domains[x][i]);
-      TRIB_RETURN_IF_ERROR(groups_[i].init(t_, members, static_cast<int>(i)).prefix("nvls_switch: "));
+      if (across == Across::Switch) {
+        TRIB_RETURN_IF_ERROR(groups_[i].init(t_, members, static_cast<int>(i)).prefix("nvls_switch: "));
+        continue;
+      }
+      for (size_t x = 0; x < m_; ++x)
+        if (!router->reachable(members[x], members[(x + 1) % m_]))
+          return errorf(tribInvalidArgument, "nvls_ring: no route from '%s' to '%s'",
+                        t_.node(members[x]).name.c_str(), t_.node(members[(x + 1) % m_]).name.c_str());
+      rings_[i].init(t_, *router, members, k_,
+                     [&](const std::vector<DirLink>& alt, DirLink own) { return spines_.spread(alt, own); });
     }
     formClasses(symmetry);
     return Status::Ok();
@@ -1608,7 +1695,7 @@ class NvlsSim {
   // Runs every event; returns when the last GPU has its result.
   double run(SimResult* out) {
     const size_t m = m_, d = d_;
-    const bool across = !groups_.empty();
+    const bool across = slices_ > 1 || !groups_.empty() || !rings_.empty();
     slicesIn_.assign(across ? d * nChunks_ : 0, 0);
     departs_.assign(across ? m * d * nChunks_ : 0, 0);
     last_.assign(slicesIn_.size(), Last{});
@@ -1619,7 +1706,8 @@ class NvlsSim {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
       const Event e = heap_.back();
       heap_.pop_back();
-      const uint64_t size = e.stage == 3 ? 0 : members_[classOf_[e.x]].size();
+      const bool acrossStage = e.stage == 3 || e.stage == 6;  // every domain's at once: no class
+      const uint64_t size = acrossStage ? 0 : members_[classOf_[e.x]].size();
       const double bytes = chunkBytes(e.j) / static_cast<double>(slices_);
       const DirLink* up = &up_[e.x * d];
       const DirLink* down = &down_[e.x * d];
@@ -1657,8 +1745,27 @@ class NvlsSim {
         case 3: {
           const double* dep = &departs_[(e.i * nChunks_ + e.j) * m];
           for (size_t x = 0; x < m; ++x) dep_[x] = dep[members_[classOf_[x]][0]];
+          if (!rings_.empty()) {  // its steps as events of their own (stage 6)
+            RingGroup::Run& run = ringRuns_[e.i * nChunks_ + e.j];
+            run.have = run.own = dep_;
+            push({*std::min_element(dep_.begin(), dep_.end()), 6, e.j, 0, e.i});
+            break;
+          }
           groups_[e.i].run(links_, k_, bytes, dep_.data(), res_.data());
           out->messages += 2 * m;
+          splitClasses();
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          break;
+        }
+        case 6: {
+          auto it = ringRuns_.find(e.i * nChunks_ + e.j);
+          RingGroup::Run& run = it->second;
+          if (!rings_[e.i].step(links_, bytes, run, &out->messages)) {
+            push({*std::min_element(run.have.begin(), run.have.end()), 6, e.j, 0, e.i});
+            break;
+          }
+          std::copy(run.have.begin(), run.have.end(), res_.begin());
+          ringRuns_.erase(it);
           splitClasses();
           for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
           break;
@@ -1738,6 +1845,7 @@ class NvlsSim {
       g.forEachLink([&](DirLink l) { own = own && l >= 0 && owner[l] < 0; });
       for (int s : g.switches()) own = own && std::find(sw_.begin(), sw_.end(), s) == sw_.end();
     }
+    for (const RingGroup& g : rings_) g.forEachLink([&](DirLink l) { own = own && l >= 0 && owner[l] < 0; });
     return own;
   }
   // After a stage 3: a class whose members got different result times splits, each new class
@@ -1755,7 +1863,7 @@ class NvlsSim {
       members_[c] = std::move(keep);
       std::vector<Event> pending;
       for (const Event& e : heap_)
-        if (e.stage != 3 && e.x == rep) pending.push_back(e);
+        if (e.stage != 3 && e.stage != 6 && e.x == rep) pending.push_back(e);
       for (auto& [time, xs] : others) {
         for (size_t x : xs) classOf_[x] = members_.size();
         copyDomain(rep, xs[0], true);
@@ -1786,8 +1894,11 @@ class NvlsSim {
   std::vector<int> sw_;
   std::vector<DirLink> up_, down_;  // per (domain, rank): the GPU's NVLink to and from its NVSwitch
   std::vector<double> upOverhead_;
-  std::vector<AggGroup> groups_;              // nvls_switch: per slice i, GPU i of every domain
-  std::vector<size_t> classOf_;               // per domain
+  std::vector<AggGroup> groups_;                           // nvls_switch: per slice i, GPU i of every domain
+  std::vector<RingGroup> rings_;                           // nvls_ring: the same, as rings
+  std::unordered_map<uint64_t, RingGroup::Run> ringRuns_;  // nvls_ring: per (slice, chunk) under way
+  SpineGroups spines_{links_};                             // nvls_ring: the rings' equal-cost hops' servers
+  std::vector<size_t> classOf_;                            // per domain
   std::vector<std::vector<size_t>> members_;  // per class, ascending: the first is its representative
   std::vector<Event> heap_;
   std::vector<uint64_t> slicesIn_;  // per (slice, chunk): domains whose stage 2 ran
@@ -1822,7 +1933,7 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
     return errorf(tribInvalidArgument,
                   "simulateInNetwork: %s has a schedule; simulate() replays its switch steps",
                   planAlgoName(algo));
-  } else if (algo == PlanAlgo::Nvls || algo == PlanAlgo::NvlsSwitch) {
+  } else if (algo == PlanAlgo::Nvls || algo == PlanAlgo::NvlsSwitch || algo == PlanAlgo::NvlsRing) {
     // Domains: ranks grouped by their NVSwitch, all the same size, in rank order.
     std::unordered_map<int, size_t> domOf;
     std::vector<int> sw;
@@ -1837,11 +1948,15 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
     for (const auto& dm : domains)
       if (dm.size() != domains[0].size()) return errorf(tribInvalidArgument, "nvls: domains of unequal size");
     if (algo == PlanAlgo::Nvls && domains.size() != 1)
-      return errorf(tribInvalidArgument, "nvls: ranks span %zu NVLink domains (use nvls_switch)",
+      return errorf(tribInvalidArgument, "nvls: ranks span %zu NVLink domains (use nvls_switch or nvls_ring)",
                     domains.size());
+    if (algo == PlanAlgo::NvlsRing && domains.size() < 2)
+      return errorf(tribInvalidArgument, "nvls_ring: the ranks are in one NVLink domain (use nvls)");
     NvlsSim sim(t, k, links);
-    TRIB_RETURN_IF_ERROR(
-        sim.init(domains, sw, algo == PlanAlgo::NvlsSwitch, chunk, S, nChunks, opt.symmetry));
+    const auto across = algo == PlanAlgo::NvlsSwitch ? NvlsSim::Across::Switch
+                        : algo == PlanAlgo::NvlsRing ? NvlsSim::Across::Ring
+                                                     : NvlsSim::Across::None;
+    TRIB_RETURN_IF_ERROR(sim.init(domains, sw, across, chunk, S, nChunks, opt.symmetry));
     end = sim.run(out);
   } else {
     return errorf(tribInvalidArgument, "simulateInNetwork: %s is not an in-network algorithm (use simulate)",

@@ -13,7 +13,7 @@
 // when the matching signal arrives; both order window steps as schedule.hpp's rule says.
 // SwitchReduce is a rendezvous of its group (every rank, or a slice group): once all have arrived,
 // every member's data streams up the aggregation tree, which reduces it, and the result back down.
-// Nvls/NvlsSwitch have no schedule yet: simulateInNetwork models them directly.
+// Nvls/NvlsSwitch/NvlsRing have no schedule yet: simulateInNetwork models them directly.
 #pragma once
 #include <string>
 #include <vector>
@@ -28,7 +28,7 @@ struct SimOptions {
   int window = 0;    // blocked steps a rank may look past (executor's overlap); 0 = by rank count
   int topLinks = 5;  // busiest links to report
   CostConstants k = CostConstants::defaults();
-  // Nvls/NvlsSwitch: simulate one domain per class of identical domains (exact; see NvlsSim in
+  // Nvls/NvlsSwitch/NvlsRing: simulate one domain per class of identical domains (exact; see NvlsSim in
   // sim.cpp). false: every domain, the reference the reduction is tested against.
   bool symmetry = true;
   // simulate() refuses (tribNotSupported, naming its estimate) a replay estimated to need more
@@ -74,7 +74,7 @@ struct SimResult {
   double algbwGBps = 0, busbwGBps = 0;
   uint64_t steps = 0, messages = 0;
   double wallSeconds = 0;  // how long the simulation itself took
-  // Nvls/NvlsSwitch: the NVLink domains, and those run (one per class of identical domains).
+  // Nvls/NvlsSwitch/NvlsRing: the NVLink domains, and those run (one per class of identical domains).
   size_t domains = 0, simulatedDomains = 0;
   // A schedule replayed on a quotient (SimOptions::replayRanks; sim_plan.hpp): the ranks replayed,
   // the lower bound where timeUs is an upper one (0: timeUs is exact), and why it is sound.
@@ -92,8 +92,9 @@ struct SimResult {
 // dtype sets the byte size of elements.
 Status simulate(const Topology& t, const AlgoInfo& algo, const CollArgs& args, DataType dtype, SimResult* out,
                 const std::vector<int>& rankToNode = {}, const SimOptions& opt = {});
-// Nvls (the domain's NVSwitch) and NvlsSwitch (NVLS in each domain + switch reduction across)
-// all-reduce, modelled without a schedule. Switch and HierSwitch have schedules: use simulate().
+// Nvls (the domain's NVSwitch), NvlsSwitch (NVLS in each domain + switch reduction across) and
+// NvlsRing (NVLS in each domain + a ring of each GPU's slice across) all-reduce, modelled without a
+// schedule. Switch and HierSwitch have schedules: use simulate().
 Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args, DataType dtype,
                          SimResult* out, const std::vector<int>& rankToNode = {}, const SimOptions& opt = {});
 
