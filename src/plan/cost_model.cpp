@@ -1126,6 +1126,21 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto gpuWindowFold = [&](double v) {
     return (n - 1) * windowReadUs + (2.0 * n - 3) * v / std::min(c.bIn, c.R);
   };
+  // NVLS in each domain (reduce-scatter into the NVSwitch, all-gather out of it) around a level
+  // across domains that takes acrossUs for every GPU's S/d, acrossLatUs of latency and
+  // acrossDepth pipeline stages (nvls_switch: the switches; nvls_ring: a ring of the domains),
+  // pipelined chunk by chunk and paced by the slower. The fill is the first chunk's trip through
+  // every stage at that stage's size and rate: into the NVSwitch (reduced there) and out, a slice
+  // of c/d to each GPU and back in, and acrossFill(c) for the slice across (not depth x the whole
+  // chunk at the slowest rate: across domains each GPU carries only its slice). Sets `chunk`.
+  auto nvlsAround = [&](double acrossUs, double acrossLatUs, int acrossDepth, auto acrossFill) {
+    const double bn = std::min(c.bIn, f.nvlsGBps * kB), d = f.perDomain;
+    const double slow = std::max(S / bn, acrossUs);
+    chunk = pipelineChunk(S, S / slow, 2 + acrossDepth, k);
+    const double cb = std::max(1.0, std::min(static_cast<double>(chunk), S));
+    const double fill = 2 * cb / bn + 2 * cb / d / bn + acrossFill(cb);
+    return 2 * c.aIn + acrossLatUs + slow + fill + std::ceil(S / cb) * k.chunkOverheadUs;
+  };
   // The fold of a pair (2v, 2v + 1), v < rem, before the halving and after the doubling: over the
   // network only where some pair straddles two domains.
   bool foldCrosses = false;
@@ -1361,17 +1376,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (!f.uniform) return unsupported("needs equal, contiguous domains");
           if (!f.nvlsCap.supports(dtype, op) || !f.switchCap.supports(dtype, op))
             return unsupported("the switches do not reduce this dtype/op");
-          double bn = std::min(c.bIn, f.nvlsGBps * kB), bs = f.switchGBps * kB;
-          double slow = std::max(S / bn, S / f.perDomain / bs);
-          double bEff = S / slow;
-          chunk = pipelineChunk(S, bEff, 2 + 2 * f.switchTiers, k);
-          // The fill is the first chunk's trip through every stage at that stage's size and rate:
-          // into the NVSwitch (reduced there) and out, a slice of c/d to each GPU and back in, and
-          // the slice up and down the aggregation tree (not depth x the whole chunk at the slowest
-          // rate: across domains each GPU carries only its slice).
-          const double cb = std::max(1.0, std::min(static_cast<double>(chunk), S)), d = f.perDomain;
-          const double fill = 2 * cb / bn + 2 * cb / d / bn + 2 * f.switchTiers * cb / d / bs;
-          t = 2 * c.aIn + 2 * f.switchLatUs + slow + fill + std::ceil(S / cb) * k.chunkOverheadUs;
+          // The level across: each GPU's S/d up and down the aggregation tree, a slice of a chunk per
+          // tier each way.
+          const double bs = f.switchGBps * kB, d = f.perDomain;
+          t = nvlsAround(S / d / bs, 2 * f.switchLatUs, 2 * f.switchTiers,
+                         [&](double cb) { return 2 * f.switchTiers * cb / d / bs; });
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }
@@ -1384,16 +1393,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (!f.uniform) return unsupported("needs equal, contiguous domains");
           if (!f.nvlsCap.supports(dtype, op))
             return unsupported("the NVSwitch does not reduce this dtype/op");
+          // The level across: (m-1)/m of each GPU's S/d each way on its NIC; a chunk's slice through
+          // the ring's 2(m-1) steps, each a step's latency and c/(dm).
           const double m = f.domains, d = f.perDomain;
-          const double bn = std::min(c.bIn, f.nvlsGBps * kB), bNet = c.bLoaded, bRed = std::min(bNet, c.R);
-          const double across = (m - 1) / m * (S / d) * (1 / bRed + 1 / bNet);  // a GPU's NIC, each way
-          const double slow = std::max(S / bn, across);
-          chunk = pipelineChunk(S, S / slow, 2 + 2 * static_cast<int>(m - 1), k);
-          // The fill: the first chunk into the NVSwitch and out, its slice to each GPU and back, and
-          // the last chunk's slice through the ring's 2(m-1) steps, each a step's latency and c/(dm).
-          const double cb = std::max(1.0, std::min(static_cast<double>(chunk), S));
-          const double fill = 2 * cb / bn + 2 * cb / d / bn + (m - 1) * cb / (d * m) * (1 / bRed + 1 / bNet);
-          t = 2 * c.aIn + 2 * (m - 1) * c.aOut + slow + fill + std::ceil(S / cb) * k.chunkOverheadUs;
+          const double bNet = c.bLoaded, bRed = std::min(bNet, c.R);
+          t = nvlsAround((m - 1) / m * (S / d) * (1 / bRed + 1 / bNet), 2 * (m - 1) * c.aOut,
+                         2 * static_cast<int>(m - 1),
+                         [&](double cb) { return (m - 1) * cb / (d * m) * (1 / bRed + 1 / bNet); });
           p.reason =
               "NVLS reduce-scatter, ring all-reduce of S/d across the domains on each GPU's NIC, NVLS "
               "all-gather, pipelined";

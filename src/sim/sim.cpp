@@ -1581,23 +1581,26 @@ int nvSwitchOf(const Topology& t, int node) {
 // pace of one ring's chain, 1.76x the model on 2 x DGX H100 at 256 MiB).
 class RingGroup {
  public:
-  // spread(alternatives, own): the server for a hop's equal-cost links (Links::addGroup), shared by
-  // every ring so that a leaf's uplinks are one server.
-  template <class Spread>
-  void init(const Topology& t, Router& router, const std::vector<int>& members, const CostConstants& k,
-            Spread spread) {
+  // spines: the servers of equal-cost hops, shared by every ring so that a leaf's uplinks are one.
+  Status init(const Topology& t, Router& router, const std::vector<int>& members, const CostConstants& k,
+              SpineGroups& spines) {
     const size_t m = members.size();
     paths_.assign(m, {});
     raw_.assign(m, {});
     reduceBpu_.resize(m);
     std::vector<std::vector<DirLink>> alt;
     for (size_t x = 0; x < m; ++x) {
-      router.paths(members[x], members[(x + 1) % m], &raw_[x], &alt);
+      const int from = members[x], to = members[(x + 1) % m];
+      router.paths(from, to, &raw_[x], &alt);
+      if (raw_[x].empty())
+        return errorf(tribInvalidArgument, "nvls_ring: no route from '%s' to '%s'", t.node(from).name.c_str(),
+                      t.node(to).name.c_str());
       paths_[x] = raw_[x];
       for (size_t h = 0; h < alt.size(); ++h)
-        if (alt[h].size() > 1) paths_[x][h] = spread(alt[h], paths_[x][h]);
-      reduceBpu_[x] = reduceBpu(t.node(members[x]), k);
+        if (alt[h].size() > 1) paths_[x][h] = spines.spread(alt[h], paths_[x][h]);
+      reduceBpu_[x] = reduceBpu(t.node(from), k);
     }
+    return Status::Ok();
   }
   // One ring's progress: the next step, and when each member has what that step sends (its own
   // slice's arrival to begin with; the results once done).
@@ -1662,7 +1665,7 @@ class NvlsSim {
   // domains[x] = the nodes of domain x's ranks (all the same size); sw[x] its NVSwitch.
   Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, Across across,
               double chunk, double S, uint64_t nChunks, bool symmetry) {
-    m_ = domains.size(), d_ = domains[0].size(), sw_ = sw;
+    m_ = domains.size(), d_ = domains[0].size(), sw_ = sw, across_ = across;
     slices_ = across != Across::None ? d_ : 1, chunk_ = chunk, S_ = S, nChunks_ = nChunks;
     up_.resize(m_ * d_), down_.resize(m_ * d_), upOverhead_.resize(m_ * d_);
     for (size_t x = 0; x < m_; ++x)
@@ -1681,12 +1684,7 @@ class NvlsSim {
         TRIB_RETURN_IF_ERROR(groups_[i].init(t_, members, static_cast<int>(i)).prefix("nvls_switch: "));
         continue;
       }
-      for (size_t x = 0; x < m_; ++x)
-        if (!router->reachable(members[x], members[(x + 1) % m_]))
-          return errorf(tribInvalidArgument, "nvls_ring: no route from '%s' to '%s'",
-                        t_.node(members[x]).name.c_str(), t_.node(members[(x + 1) % m_]).name.c_str());
-      rings_[i].init(t_, *router, members, k_,
-                     [&](const std::vector<DirLink>& alt, DirLink own) { return spines_.spread(alt, own); });
+      TRIB_RETURN_IF_ERROR(rings_[i].init(t_, *router, members, k_, spines_));
     }
     formClasses(symmetry);
     return Status::Ok();
@@ -1695,7 +1693,7 @@ class NvlsSim {
   // Runs every event; returns when the last GPU has its result.
   double run(SimResult* out) {
     const size_t m = m_, d = d_;
-    const bool across = slices_ > 1 || !groups_.empty() || !rings_.empty();
+    const bool across = across_ != Across::None;
     slicesIn_.assign(across ? d * nChunks_ : 0, 0);
     departs_.assign(across ? m * d * nChunks_ : 0, 0);
     last_.assign(slicesIn_.size(), Last{});
@@ -1889,6 +1887,7 @@ class NvlsSim {
   const CostConstants& k_;
   Links& links_;
   size_t m_ = 0, d_ = 0, slices_ = 1;
+  Across across_ = Across::None;
   double chunk_ = 0, S_ = 0;
   uint64_t nChunks_ = 1;
   std::vector<int> sw_;
