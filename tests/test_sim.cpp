@@ -15,6 +15,17 @@ using namespace trib;
 static bool always(const CollArgs&) { return true; }
 static uint64_t none(const CollArgs&, int) { return 0; }
 
+// An all-reduce of `bytes` on n ranks, on the modelled systems' GPUs, model-only plans included
+// (what trib-plan --explain and --simulate ask the planner).
+static PlanRequest deviceAllReduce(uint64_t bytes, int n) {
+  PlanRequest req;
+  req.memory = MemoryKind::Device;
+  req.bytes = bytes;
+  req.nranks = n;
+  req.includeModelOnly = true;
+  return req;
+}
+
 static CollArgs allreduceArgs(int n, uint64_t count, uint64_t chunk) {
   CollArgs a;
   a.coll = Coll::AllReduce;
@@ -58,11 +69,7 @@ TEST(Simulator, PipelinedRingOnDgxH100MatchesPublishedBusbw) {
   EXPECT_NEAR(r.busbwGBps, 370, 370 * 0.05);  // REFERENCE.md: ~370 GB/s
   // And the cost model agrees with the simulator within 5%.
   Planner p(t);
-  PlanRequest req;
-  req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
-  req.bytes = 256u << 20;
-  req.nranks = 8;
-  req.includeModelOnly = true;
+  PlanRequest req = deviceAllReduce(256u << 20, 8);
   for (const auto& c : p.explain(req)) {
     if (c.plan.algo == PlanAlgo::Ring) {
       EXPECT_NEAR(c.plan.predictedUs, r.timeUs, r.timeUs * 0.05);
@@ -137,11 +144,7 @@ TEST(Simulator, NvlsAndNvlsSwitchRun) {
 
 // The planner's prediction for `a` (with the chunk and domains it would run with).
 static Plan modelPlan(Planner& p, PlanAlgo a, uint64_t bytes, int n) {
-  PlanRequest req;
-  req.memory = MemoryKind::Device;  // the modelled systems' ranks on their GPUs
-  req.bytes = bytes;
-  req.nranks = n;
-  req.includeModelOnly = true;
+  PlanRequest req = deviceAllReduce(bytes, n);
   for (const auto& c : p.explain(req))
     if (c.plan.algo == a) return c.plan;
   return {};
@@ -306,11 +309,8 @@ TEST(Simulator, RingQuotientEqualsOrBracketsTheFullReplay) {
     // At Simple's step costs: LL's are the bare hops, and its faster steps widen this bracket
     // (pods of 2 racks) past 1% (a full replay then, as in the last case).
     ASSERT_TRUE(p.setOverrides("", "", "Simple").ok());
-    PlanRequest req;
-    req.memory = MemoryKind::Device;
-    req.nranks = c.ranks ? c.ranks : static_cast<int>(t.rankNodes().size());
-    req.bytes = c.count * 4;
-    req.includeModelOnly = true;
+    PlanRequest req =
+        deviceAllReduce(c.count * 4, c.ranks ? c.ranks : static_cast<int>(t.rankNodes().size()));
     SimOptions every;
     every.symmetry = false;
     PlannedSim reduced, full;
@@ -415,11 +415,7 @@ static PlannedSim replayRing(const Topology& t, const char* proto, int n, uint64
                              const SimOptions& o = {}) {
   Planner p(t);
   EXPECT_TRUE(p.setOverrides("ring", "", proto).ok());
-  PlanRequest req;
-  req.memory = MemoryKind::Device;
-  req.nranks = n;
-  req.bytes = bytes;
-  req.includeModelOnly = true;
+  PlanRequest req = deviceAllReduce(bytes, n);
   PlannedSim r;
   EXPECT_TRUE(simulatePlanned(p, req, PlanAlgo::Ring, &r, {}, o).ok());
   return r;
@@ -581,11 +577,7 @@ TEST(Simulator, CompactedReplayEqualsTheReplayBeforeIt) {
     Topology t;
     ASSERT_TRUE(generateTopology(c.gen, {}, &t).ok()) << c.gen;
     Planner planner(t);
-    PlanRequest req;
-    req.bytes = c.bytes;
-    req.memory = MemoryKind::Device;
-    req.nranks = c.nranks;
-    req.includeModelOnly = true;
+    PlanRequest req = deviceAllReduce(c.bytes, c.nranks);
     double predictedUs = 0;
     CollArgs args = plannedArgs(planner, req, c.algo, &predictedUs);
     // The figures were recorded with direct's flat send order (rank + k off powers of two); the
@@ -614,11 +606,7 @@ TEST(Simulator, DirectRackOrderAvoidsIncastAcrossRacks) {
   Topology t;
   ASSERT_TRUE(generateTopology("nvl72-cluster:2", {"spines=1"}, &t).ok());
   Planner planner(t);
-  PlanRequest req;
-  req.bytes = 16u << 20;
-  req.memory = MemoryKind::Device;
-  req.nranks = 144;
-  req.includeModelOnly = true;
+  PlanRequest req = deviceAllReduce(16u << 20, 144);
   double predictedUs = 0;
   CollArgs args = plannedArgs(planner, req, PlanAlgo::Direct, &predictedUs);
   ASSERT_GT(predictedUs, 0);
@@ -643,11 +631,7 @@ TEST(Simulator, SprayedSpinesReplayAsOneBundle) {
   Topology spines36, spine1;
   ASSERT_TRUE(generateTopology("nvl72-cluster:2", {}, &spines36).ok());
   ASSERT_TRUE(generateTopology("nvl72-cluster:2", {"spines=1"}, &spine1).ok());
-  PlanRequest req;
-  req.bytes = 16u << 20;
-  req.memory = MemoryKind::Device;
-  req.nranks = 144;
-  req.includeModelOnly = true;
+  PlanRequest req = deviceAllReduce(16u << 20, 144);
   const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::Direct);
   ASSERT_TRUE(info);
   auto replay = [&](const Topology& t, bool spread) {
@@ -677,11 +661,7 @@ TEST(Simulator, TreeLinksStayBusyWhenASourceLinkInterleavesItsChannels) {
   Topology t;
   ASSERT_TRUE(generateTopology("uniform:64", {"sharp=1"}, &t).ok());
   Planner planner(t);
-  PlanRequest req;
-  req.bytes = 256u << 20;
-  req.memory = MemoryKind::Device;
-  req.nranks = 16;
-  req.includeModelOnly = true;
+  PlanRequest req = deviceAllReduce(256u << 20, 16);
   PlannedSim fifo, channels, peers;
   SimOptions o;
   EXPECT_EQ(o.linkOrder, SimOptions::LinkOrder::Channels);  // the default
@@ -764,11 +744,7 @@ TEST(Simulator, OneChannelScheduleReplaysAlikeInPostingOrderAndByChannel) {
   Topology t;
   ASSERT_TRUE(generateTopology("uniform:64", {"sharp=1"}, &t).ok());
   Planner planner(t);
-  PlanRequest req;
-  req.bytes = 16u << 20;
-  req.memory = MemoryKind::Device;
-  req.nranks = 16;
-  req.includeModelOnly = true;
+  PlanRequest req = deviceAllReduce(16u << 20, 16);
   for (PlanAlgo a : {PlanAlgo::Ring, PlanAlgo::Rhd, PlanAlgo::Direct}) {
     PlannedSim fifo, channels;
     SimOptions o;
