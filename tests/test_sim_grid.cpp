@@ -45,19 +45,29 @@ struct Gap {
   int minDomains = 0;                    // only cells whose ranks span at least this many NVLink domains
   Protocol protocol = Protocol::Simple;  // the cells' protocol (the grid runs Simple and the fastest)
 };
-// One open (2026-12-06), rhd. Closed before it: the tree's posting-order rule went when the
-// replay's default became the schedule's channels round robin and the tree's terms were derived
-// for it; its rule for 3+ NVLink domains at >= 16 MiB (the replay 1.12-1.24x the model) went when
-// the last switch's port served its senders round robin and the model gained the fill bound
-// (docs/PLANNER.md "The tree across 3+ domains"). rhd with LL on 4,608 ranks at 1 MiB (1.125x)
-// left the grid when LL gained its ceiling (LL128 is rhd's fastest there now; rhd/LL at that size,
-// replayed by hand, agrees: docs/PLANNER.md "Protocols"), and rhd on 136 ranks (72 + 64) closed
-// when the model pipelined the fold with the first and last steps.
+// Three open, all rhd: 100 ranks (2026-12-06), and two folding cells on one switch that joined
+// the grid on 2026-12-06 (nineteenth session), where a sweep outside it found them. Closed before
+// them: the tree's posting-order rule went when the replay's default became the schedule's
+// channels round robin and the tree's terms were derived for it; its rule for 3+ NVLink domains
+// at >= 16 MiB (the replay 1.12-1.24x the model) went when the last switch's port served its
+// senders round robin and the model gained the fill bound (docs/PLANNER.md "The tree across 3+
+// domains"). rhd with LL on 4,608 ranks at 1 MiB (1.125x) left the grid when LL gained its
+// ceiling (LL128 is rhd's fastest there now; rhd/LL at that size, replayed by hand, agrees:
+// docs/PLANNER.md "Protocols"), and rhd on 136 ranks (72 + 64) closed when the model pipelined
+// the fold with the first and last steps.
 const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Rhd, 100, 100, 16 << 20, kAny, true,
      "rhd on 100 ranks (racks of 72 and 28) from 16 MiB: the replay 0.87-0.90x the model (0.26-0.42x "
      "before the ranks' own domains priced its steps); the walk's receiving side in step order, traced in "
      "docs/PLANNER.md"},
+    {PlanAlgo::Rhd, 3, 3, 256 << 20, 256 << 20, false,
+     "rhd on 3 ranks of one switch at 256 MiB: the replay 0.81x the model; the walk starts the folding "
+     "rank's unfold after its halving is in and its steps are sent, where the replay streams it chunk by "
+     "chunk from the halving's first chunks and ends at its port's bytes (docs/PLANNER.md)"},
+    {PlanAlgo::Rhd, 5, 6, 16 << 20, 16 << 20, false,
+     "rhd on 5 and 6 ranks of one switch at 16 MiB: the replay 1.11-1.13x the model; the folding rank's "
+     "port takes the fold beside the first steps' bytes, which the walk's chain does not share "
+     "(docs/PLANNER.md)"},
 };
 
 bool knownGap(const Cell& c, const char** why) {
@@ -229,6 +239,9 @@ const std::vector<PlanAlgo> kRackScaleAlgos = {
 const std::vector<SystemGrid>& grid() {
   static const std::vector<SystemGrid> g = {
       {"uniform:64,sharp=1", {2, 7, 16, 64}, kSizes, kAllReduceAlgos},
+      // rhd folding ranks in (no power of two) on one switch beside the grid's 7 ranks: two of
+      // these cells are known gaps, the rest asserted.
+      {"uniform:64,sharp=1", {3, 5, 6}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
       {"uniform:16,sharp=1", {16}, {1 * GiB, 16 * GiB}, kCheapAlgos},
       {"dgx-a100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
       {"dgx-h100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
