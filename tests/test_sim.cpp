@@ -60,6 +60,32 @@ TEST(Simulator, RingAllReduceMatchesClosedFormOnUniformTopology) {
   }
 }
 
+// A block of several slices (more than 4 MiB a rank) pipelines through the ring's rounds: the
+// model prices one hop's latency per slice chain, not per round in series (it priced 36 GPUs of a
+// GB200 rack at 256 MiB 1.34x its replay, the whole rack at 1 GiB 1.17x, 16 ranks across a switch
+// 1.07x).
+TEST(Simulator, RingModelPipelinesABlockOfSeveralSlices) {
+  struct Case {
+    const char* system;
+    int ranks;
+    uint64_t bytes;
+  };
+  for (const Case& c : {Case{"gb200-nvl72", 36, 256ull << 20}, Case{"gb200-nvl72", 72, 1ull << 30},
+                        Case{"uniform:64", 16, 256ull << 20}, Case{"dgx-h100", 5, 256ull << 20}}) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.system, {}, &t).ok()) << c.system;
+    Planner p(t);
+    ASSERT_TRUE(p.setOverrides("", "", "Simple").ok());
+    PlannedSim r;
+    ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(c.bytes, c.ranks), PlanAlgo::Ring, &r).ok()) << c.system;
+    ASSERT_GT(r.predictedUs, 0) << c.system;
+    EXPECT_GT(static_cast<double>(c.bytes) / c.ranks, 1.5 * r.chunkElems * 4)
+        << c.system << ": slices a block";
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.02) << c.system << " " << c.ranks << " ranks: simulated "
+                                                         << r.sim.timeUs << " us, model " << r.predictedUs;
+  }
+}
+
 TEST(Simulator, PipelinedRingOnDgxH100MatchesPublishedBusbw) {
   const AlgoInfo* ring = findAlgorithm(Coll::AllReduce, Algo::Ring);
   ASSERT_NE(ring, nullptr);

@@ -541,19 +541,6 @@ struct Ctx {
   double bIn, bOut, bLoaded, aIn, aOut;
 };
 
-// One phase of a flat ring (n-1 steps of v bytes) over ranks laid out domain by domain: the
-// critical path crosses the network m/n of the time; the busiest network link carries every step.
-double flatRingPhase(const Ctx& c, double v, bool reduce) {
-  int n = c.f.n;
-  double bIn = reduce ? std::min(c.bIn, c.R) : c.bIn;
-  if (!c.multi) return (n - 1) * (c.aIn + v / bIn);
-  double bOut = reduce ? std::min(c.bOut, c.R) : c.bOut;
-  double fr = static_cast<double>(c.f.domains) / n;
-  double path = (n - 1) * ((1 - fr) * (c.f.perDomain > 1 ? c.aIn + v / bIn : 0) + fr * (c.aOut + v / bOut));
-  double capacity = (n - 1) * v / bOut + c.aOut;
-  return std::max(path, capacity);
-}
-
 // Ring rounds in which every rank passes a block of v bytes to its neighbour, cut into chunks of c
 // that pipeline (the hierarchical schedules slice every round; a chunk goes on once the same chunk
 // of the previous round has arrived): `reduceRounds` at bReduce, then `copyRounds` at bCopy.
@@ -568,6 +555,35 @@ double pipelinedRing(int reduceRounds, int copyRounds, double v, double c, doubl
   const double chain = reduceRounds * (a + c / bReduce) + copyRounds * (a + c / bCopy) +
                        (std::ceil(v / c) - 1) * c / std::min(bReduce, bCopy);
   return std::max(link, chain);
+}
+
+// The flat ring (ring.cpp without rails): n-1 rounds reducing a block of v into the next rank,
+// n-1 copying it on, or both, each block sent in slices of `chunk` that pipeline as the
+// hierarchical levels' rings do (pipelinedRing): either the busiest link paces the rounds (their
+// bytes back to back, one hop's latency at the end) or one slice's chain of hops does (a latency
+// and a slice-time per hop, the block's other slices one slice-time behind at the slowest hop's
+// rate). Across domains the chain crosses the network on m of every n hops. One slice a block:
+// rounds x (a + v/b). A block of several slices hides all but one hop's latency behind its bytes
+// (one GB200 rack at 256 MiB on 36 GPUs, two slices a block: the latencies in series priced it
+// 1.34x its replay).
+double flatRing(const Ctx& c, double v, double chunk, bool reduce, bool copy) {
+  const int n = c.f.n, reduceRounds = reduce ? n - 1 : 0, copyRounds = copy ? n - 1 : 0;
+  const double bInR = std::min(c.bIn, c.R);
+  if (!c.multi) return pipelinedRing(reduceRounds, copyRounds, v, chunk, c.aIn, bInR, c.bIn);
+  if (n < 2 || v <= 0) return 0;
+  const double bOutR = std::min(c.bOut, c.R), cb = std::clamp(chunk, 1.0, v);
+  const double across = static_cast<double>(c.f.domains) / n;
+  const bool inside = c.f.perDomain > 1;
+  auto hop = [&](double bIn, double bOut) {
+    return (1 - across) * (inside ? c.aIn + cb / bIn : 0) + across * (c.aOut + cb / bOut);
+  };
+  double slowest = std::numeric_limits<double>::infinity();
+  if (reduceRounds > 0) slowest = std::min(slowest, inside ? std::min(bInR, bOutR) : bOutR);
+  if (copyRounds > 0) slowest = std::min(slowest, inside ? std::min(c.bIn, c.bOut) : c.bOut);
+  const double chain = reduceRounds * hop(bInR, bOutR) + copyRounds * hop(c.bIn, c.bOut) +
+                       (std::ceil(v / cb) - 1) * cb / slowest;
+  const double link = reduceRounds * v / bOutR + copyRounds * v / c.bOut + c.aOut;
+  return std::max(chain, link);
 }
 
 // The domain all-gather of a two-level schedule (hierarchical, hier_switch) overlapped with the
@@ -1211,7 +1227,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             t = railRing(ring, d, v, static_cast<double>(chunk));
             p.reason = strprintf("rails: %d rings (one per NIC) of 2(n-1) steps of S/%dn", d, d);
           } else {
-            t = flatRingPhase(ring, S / n, true) + flatRingPhase(ring, S / n, false);
+            t = flatRing(ring, S / n, static_cast<double>(chunk), true, true);
             p.reason = "2(n-1) steps of S/n";
           }
           break;
@@ -1492,7 +1508,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     case Coll::ReduceScatter:
     case Coll::AllGather:
       if (a == PlanAlgo::Ring) {
-        t = flatRingPhase(ring, S / n, reduces);
+        t = flatRing(ring, S / n, static_cast<double>(chunk), reduces, !reduces);
         p.reason = "n-1 steps of S/n";
       } else if (a == PlanAlgo::Rhd) {
         t = rhdSteps(reduces, !reduces, S, 0, 0, 0, false) + rhdExtra;
