@@ -16,6 +16,10 @@
 
 namespace trib {
 
+bool isNvlsPlan(PlanAlgo a) {
+  return a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::NvlsRing;
+}
+
 const char* planAlgoName(PlanAlgo a) {
   static const char* const names[kNumPlanAlgos] = {
       "ring",     "tree", "rhd",         "direct",  "binomial",    "chain",   "hierarchical",
@@ -577,9 +581,9 @@ double flatRing(const Ctx& c, double v, double chunk, bool reduce, bool copy) {
   auto hop = [&](double bIn, double bOut) {
     return (1 - across) * (inside ? c.aIn + cb / bIn : 0) + across * (c.aOut + cb / bOut);
   };
-  double slowest = std::numeric_limits<double>::infinity();
-  if (reduceRounds > 0) slowest = std::min(slowest, inside ? std::min(bInR, bOutR) : bOutR);
-  if (copyRounds > 0) slowest = std::min(slowest, inside ? std::min(c.bIn, c.bOut) : c.bOut);
+  // The block's other slices follow at the slowest hop's rate (a reducing one where any reduces).
+  const double slowest =
+      reduce ? (inside ? std::min(bInR, bOutR) : bOutR) : (inside ? std::min(c.bIn, c.bOut) : c.bOut);
   const double chain = reduceRounds * hop(bInR, bOutR) + copyRounds * hop(c.bIn, c.bOut) +
                        (std::ceil(v / cb) - 1) * cb / slowest;
   const double link = reduceRounds * v / bOutR + copyRounds * v / c.bOut + c.aOut;

@@ -42,6 +42,9 @@ constexpr int kNumPlanAlgos = 15;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
 Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch, NvlsRing -> Algo::Switch
+// Nvls, NvlsSwitch, NvlsRing: no schedule yet; the planner prices them and simulateInNetwork
+// replays them directly.
+bool isNvlsPlan(PlanAlgo a);
 
 // How GPU ranks move a step's data (NCCL's three): Simple, large chunks behind a flag per chunk,
 // what the executor runs and what CostConstants' own figures are; LL128, 128-byte lines of 120

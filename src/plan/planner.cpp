@@ -241,10 +241,8 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     const bool switchPlan = a == PlanAlgo::Switch || a == PlanAlgo::HierSwitch;
     const bool switchReady =
         attached_ && !req.switchDown && (a != PlanAlgo::HierSwitch || req.sliceStride == f.perDomain);
-    const AlgoInfo* info = a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::NvlsRing ||
-                                   (switchPlan && !switchReady)
-                               ? nullptr
-                               : findAlgorithm(req.coll, toScheduleAlgo(a));
+    const AlgoInfo* info =
+        isNvlsPlan(a) || (switchPlan && !switchReady) ? nullptr : findAlgorithm(req.coll, toScheduleAlgo(a));
     bool pastRunRanks = false;  // the schedule accepts the request, but not to be run on this many ranks
     if (info) {
       CollArgs args;

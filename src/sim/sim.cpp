@@ -1932,7 +1932,7 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
     return errorf(tribInvalidArgument,
                   "simulateInNetwork: %s has a schedule; simulate() replays its switch steps",
                   planAlgoName(algo));
-  } else if (algo == PlanAlgo::Nvls || algo == PlanAlgo::NvlsSwitch || algo == PlanAlgo::NvlsRing) {
+  } else if (isNvlsPlan(algo)) {
     // Domains: ranks grouped by their NVSwitch, all the same size, in rank order.
     std::unordered_map<int, size_t> domOf;
     std::vector<int> sw;

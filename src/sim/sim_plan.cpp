@@ -42,8 +42,7 @@ Status simulatePlanned(Planner& planner, const PlanRequest& req, PlanAlgo a, Pla
   opt.rankCeilingGBps = rankCeilingGBps(fabric, options.k, out->protocol);
   const std::vector<int> nodes = rankToNode.empty() ? planner.rankNodes(req.memory, req.nranks) : rankToNode;
   const Topology& t = planner.topology();
-  if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch ||
-      a == PlanAlgo::NvlsRing)  // no schedule yet: modelled directly
+  if (isNvlsPlan(a))  // no schedule yet: modelled directly
     return simulateInNetwork(t, a, args, req.dtype, &out->sim, nodes, opt);
   const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(a));
   if (!info)
