@@ -787,14 +787,17 @@ TEST(ForcedAlgorithm, OneThatCannotRunWarnsOncePerCommunicatorAndFailsWhenStrict
 
 // Direct plans carry the domain size where the ranks form equal contiguous domains of 2+ ranks
 // (direct.cpp sends in rack order then), and none in one domain or with a rank per domain.
-TEST(Planner, DirectPlansCarryTheDomainSizeAcrossEqualDomains) {
+// Contiguous domains, all of one size but the last (which may be smaller: 8 + 4 GPUs, 72 + 28):
+// the full domains' size, for the rack order (algo_util.hpp PeerOrder).
+TEST(Planner, DirectPlansCarryTheDomainSizeAcrossDomains) {
   struct Case {
     const char* gen;
     int nranks, perDomain;
   };
   for (const Case& c :
        {Case{"nvl72-cluster:2", 144, 72}, Case{"dgx-h100:3", 24, 8}, Case{"dgx-h100:2", 16, 8},
-        Case{"gb300-nvl72", 72, 0}, Case{"dgx-h100:2", 8, 0}, Case{"uniform:16", 16, 0}}) {
+        Case{"dgx-h100:2", 12, 8}, Case{"nvl72-cluster:2", 100, 72}, Case{"gb300-nvl72", 72, 0},
+        Case{"dgx-h100:2", 8, 0}, Case{"uniform:16", 16, 0}}) {
     Topology t;
     ASSERT_TRUE(generateTopology(c.gen, {}, &t).ok()) << c.gen;
     Planner p(std::move(t));

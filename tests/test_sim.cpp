@@ -649,6 +649,32 @@ TEST(Simulator, DirectRackOrderAvoidsIncastAcrossRacks) {
       << flat.timeUs << " us flat, " << rack.timeUs << " us rack order";
 }
 
+// Domains of unequal size (8 + 6 GPUs of two DGX H100): in the flat order (rank + k) every rank of
+// the full node sends its remote blocks to ranks 8, 9, ..., 13 in that order, so each of those
+// ranks' NICs takes the node's blocks one after another and the last gets all of them last; the
+// rack order pads the small node to 8 slots, its ranks spread over them, and the full node's ranks
+// reach each of its ranks in turns. The replay then agrees with the model.
+TEST(Simulator, DirectRackOrderPadsASmallerLastDomain) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:2", {}, &t).ok());
+  Planner planner(t);
+  PlanRequest req = deviceAllReduce(16u << 20, 14);
+  double predictedUs = 0;
+  CollArgs args = plannedArgs(planner, req, PlanAlgo::Direct, &predictedUs);
+  ASSERT_GT(predictedUs, 0);
+  EXPECT_EQ(args.ranksPerDomain, 8);
+  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::Direct);
+  ASSERT_TRUE(info);
+  const std::vector<int> nodes = planner.rankNodes(req.memory, req.nranks);
+  SimResult rack, flat;
+  ASSERT_TRUE(simulate(t, *info, args, req.dtype, &rack, nodes).ok());
+  EXPECT_NEAR(rack.timeUs / predictedUs, 1.0, 0.10) << rack.timeUs << " us, model " << predictedUs << " us";
+  args.ranksPerDomain = 0;
+  ASSERT_TRUE(simulate(t, *info, args, req.dtype, &flat, nodes).ok());
+  EXPECT_GT(flat.timeUs, 1.15 * rack.timeUs)
+      << flat.timeUs << " us flat, " << rack.timeUs << " us rack order";
+}
+
 // Spread over the equal-cost spine links (SimOptions::spreadRoutes, as adaptive routing and packet
 // spraying do), two racks' direct exchange across 36 spines replays as on one spine of the same
 // total capacity, where no two pairs' routes can collide; hashing each pair onto one spine (static

@@ -247,6 +247,10 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-h100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
       // Three nodes (24 ranks, not a power of two): direct's rack order (before it, 1.22x at 16 MiB).
       {"dgx-h100:3", {24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Direct}},
+      // Domains of unequal size (8 + 4, 8 + 6 GPUs; a rack and 28 GPUs of another): direct's rack
+      // order padded (before it, 1.11-1.28x at 1-16 MiB in the flat order).
+      {"dgx-h100:2", {12, 14}, {1 * MiB, 16 * MiB}, {PlanAlgo::Direct}},
+      {"nvl72-cluster:2", {100}, {16 * MiB, 256 * MiB}, {PlanAlgo::Direct}},
       // The ring as rails (one ring per NIC, src/algo/ring.cpp) between the grid's sizes, and on
       // four nodes without SHARP (the published RoCE row, docs/PLANNER.md).
       {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Ring}},

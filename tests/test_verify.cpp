@@ -268,21 +268,22 @@ INSTANTIATE_TEST_SUITE_P(Colls, VerifyEveryShape, ::testing::ValuesIn(everyColl(
                            return std::string(collName(p.param));
                          });
 
-// Direct in rack order (args.ranksPerDomain: equal contiguous domains, the planner's choice across
+// Direct in rack order (args.ranksPerDomain: contiguous domains, the planner's choice across
 // racks): every collective, domains of 2 to 72 ranks, rank counts that are and are not powers of
-// two, uneven blocks, in place and not. A domain size that does not make two or more equal domains
-// falls back to the flat order and must run too.
+// two, a last domain as full as the others or smaller (padded: 6 = 4 + 2, 12 = 8 + 4, 14 = 8 + 6,
+// 100 = 72 + 28, 7 = 3 + 3 + 1), uneven blocks, in place and not. A domain size that does not make
+// two or more domains falls back to the flat order and must run too.
 TEST(VerifyAll, DirectInRackOrder) {
-  const std::vector<std::pair<int, int>> shapes = {{4, 2},    {6, 2},  {6, 3},  {8, 4},  {9, 3},
-                                                   {10, 5},   {12, 4}, {15, 5}, {16, 8}, {24, 8},
-                                                   {144, 72}, {6, 4},  {6, 6},  {7, 1}};
+  const std::vector<std::pair<int, int>> shapes = {
+      {4, 2},    {6, 2}, {6, 3},  {8, 4},  {9, 3}, {10, 5},   {12, 4}, {15, 5}, {16, 8}, {24, 8},
+      {144, 72}, {6, 4}, {12, 8}, {14, 8}, {7, 3}, {100, 72}, {5, 2},  {6, 6},  {7, 1}};
   int verified = 0;
   for (int c = 0; c < kNumColls; ++c) {
     const AlgoInfo* info = findAlgorithm(static_cast<Coll>(c), Algo::Direct);
     if (!info) continue;
     for (auto [n, d] : shapes) {
       for (uint64_t count : {static_cast<uint64_t>(n + 1), uint64_t{4093}}) {
-        if (n == 144 && count > 1000) continue;  // n x count state: the small one proves the order
+        if (n >= 100 && count > 1000) continue;  // n x count state: the small one proves the order
         for (int inPlace = 0; inPlace < 2; ++inPlace) {
           if (inPlace && !supportsInPlace(static_cast<Coll>(c))) continue;
           CollArgs a;

@@ -31,35 +31,43 @@ constexpr uint64_t kGroupSlices = 8;
 inline int mod(int64_t a, int n) { return static_cast<int>(((a % n) + n) % n); }
 
 // The order in which a rank meets its peers when it talks to all of them (direct, allgather_reduce): step k
-// = 1..n-1 sends to sendPeer(rank, k) and receives from recvPeer(rank, k), the rank whose sendPeer at step k
-// is this one (so a rank posts its receives in the order its peers send). Each k is a permutation of the
-// ranks. A rank's sends to its own domain are quick (NVLink); those to other domains queue at its network
-// port, so what matters is whom the ranks of one domain meet outside it. With rank + k they all met the same
-// first rank outside their domain once their in-domain sends were posted, and that rank's port
-// took their messages one after another (incast: nvl72-cluster:2, 16 MiB, the replay 1.44x the
-// model; dgx-h100:2 1.38x before the XOR order).
-//  - Rack order, when args.ranksPerDomain = d >= 2 makes m = n / d >= 2 equal contiguous domains
-//    (the planner sets it so): rank = R d + l and k = dr d + dl go to ((R + dr) mod m) d +
-//    (l + dl) mod d. Steps with dr = 0 stay in the domain; at each dr >= 1 the d ranks of a domain
-//    all go to one remote domain, each to a different rank of it. On powers of two it replaces XOR
-//    too: the same replay on 2 and 4 DGX nodes, 1.09x the model against 1.13x on 8 (which spine
-//    routes collide; docs/PLANNER.md).
+// = 1..steps()-1 sends to sendPeer(rank, k) and receives from recvPeer(rank, k), the rank whose sendPeer at
+// step k is this one (so a rank posts its receives in the order its peers send); -1: none at this step. Each
+// k is a permutation of the ranks (of the slots, padded, below). A rank's sends to its own domain are quick
+// (NVLink); those to other domains queue at its network port, so what matters is whom the ranks of one domain
+// meet outside it. With rank + k they all met the same first rank outside their domain once their in-domain
+// sends were posted, and that rank's port took their messages one after another (incast: nvl72-cluster:2, 16
+// MiB, the replay 1.44x the model; dgx-h100:2 1.38x before the XOR order).
+//  - Rack order, when args.ranksPerDomain = d >= 2 makes m = ceil(n / d) >= 2 contiguous domains
+//    (the planner sets it so), all of d ranks but the last, which may hold fewer: rank = R d + l and
+//    k = dr d + dl go to ((R + dr) mod m) d + (l + dl) mod d. Steps with dr = 0 stay in the domain;
+//    at each dr >= 1 the d ranks of a domain all go to one remote domain, each to a different rank
+//    of it. On powers of two it replaces XOR too: the same replay on 2 and 4 DGX nodes, 1.09x the
+//    model against 1.13x on 8 (which spine routes collide; docs/PLANNER.md).
+//    A last domain of fewer ranks is padded to d: the order runs over m d slots, slot i holding
+//    rank i, and a step to a slot past the last rank is skipped (peer -1). Each step stays a
+//    permutation of the slots, so every pair of ranks meets once, and the ranks of a full domain
+//    still meet the small one's ranks each at a different one: 8 + 6 GPUs (two DGX H100), 16 MiB,
+//    the replay 1.28x the model in the flat order (every rank of the full node met ranks 8, 9, ...
+//    13 in that order, and rank 13 got all eight blocks last), 1.00x padded.
 //  - Without domains, rank XOR k for n a power of two (every step pairs the ranks off, and an
 //    aligned block of 2^j ranks meets another block each at a different rank), else rank + k.
 struct PeerOrder {
   int n, d, m;  // d = 0: no domains
   explicit PeerOrder(const CollArgs& a)
       : n(a.nranks),
-        d(a.ranksPerDomain >= 2 && a.ranksPerDomain < a.nranks && a.nranks % a.ranksPerDomain == 0
-              ? a.ranksPerDomain
-              : 0),
-        m(d ? n / d : 1) {}
+        d(a.ranksPerDomain >= 2 && a.ranksPerDomain < a.nranks ? a.ranksPerDomain : 0),
+        m(d ? (n + d - 1) / d : 1) {}
+  int steps() const { return d ? m * d : n; }
   int sendPeer(int rank, int k) const { return peer(rank, k, 1); }
   int recvPeer(int rank, int k) const { return peer(rank, k, -1); }
 
  private:
   int peer(int rank, int k, int sign) const {
-    if (d) return mod(rank / d + sign * (k / d), m) * d + mod(rank % d + sign * (k % d), d);
+    if (d) {
+      const int slot = mod(rank / d + sign * (k / d), m) * d + mod(rank % d + sign * (k % d), d);
+      return slot < n ? slot : -1;
+    }
     return (n & (n - 1)) == 0 ? rank ^ k : mod(rank + sign * k, n);
   }
 };

@@ -45,8 +45,10 @@ Generator<Step> allgatherReduce(CollArgs a, int rank) {
     // In place, the fold overwrites the own input: keep it in its slot first (the sends read the
     // input too; the executor orders the fold's writes after them).
     if (a.inPlace) co_yield Step::copy(inR(off, len), slot(rank));
-    for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), inR(off, len));
-    for (int k = 1; k < n; ++k) co_yield Step::recv(order.recvPeer(rank, k), slot(order.recvPeer(rank, k)));
+    for (int k = 1; k < order.steps(); ++k)
+      if (const int p = order.sendPeer(rank, k); p >= 0) co_yield Step::send(p, inR(off, len));
+    for (int k = 1; k < order.steps(); ++k)
+      if (const int q = order.recvPeer(rank, k); q >= 0) co_yield Step::recv(q, slot(q));
     for (int q = 0; q < n; ++q) {
       const Region term = q == rank && !a.inPlace ? inR(off, len) : slot(q);
       co_yield q == 0 ? Step::copy(term, outR(off, len)) : Step::reduce(term, outR(off, len));

@@ -38,14 +38,13 @@ uint64_t directReduceScatterScratch(const CollArgs& a, int rank) {
 
 // Reduce-scatter: send block p to p, then reduce the own block at home.
 Generator<Step> directReduceScatter(CollArgs a, int rank) {
-  const int n = a.nranks;
   const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count, slot = std::min(chunk, c);
   for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
     const uint64_t off = j * chunk, len = sliceLen(c, chunk, j);
-    for (int k = 1; k < n; ++k) {
+    for (int k = 1; k < order.steps(); ++k) {
       const int p = order.sendPeer(rank, k);
-      co_yield Step::send(p, inR(static_cast<uint64_t>(p) * c + off, len));
+      if (p >= 0) co_yield Step::send(p, inR(static_cast<uint64_t>(p) * c + off, len));
     }
     TRIB_YIELD_ALL(ownerReduce(a, rank, inR(static_cast<uint64_t>(rank) * c + off, len), outR(off, len),
                                scrR((j % 2) * slot, len)));
@@ -70,20 +69,21 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
   const uint64_t mineBegin = blockBegin(c, n, rank), mineSize = blockSize(c, n, rank);
   for (uint64_t j = 0; j < numSlices(blockSize(c, n, 0), chunk); ++j) {
     const uint64_t off = j * chunk;
-    for (int k = 1; k < n; ++k) {
+    for (int k = 1; k < order.steps(); ++k) {
       const int p = order.sendPeer(rank, k);
-      const uint64_t len = sliceLen(blockSize(c, n, p), chunk, j);
+      const uint64_t len = p < 0 ? 0 : sliceLen(blockSize(c, n, p), chunk, j);
       if (len) co_yield Step::send(p, inR(blockBegin(c, n, p) + off, len));
     }
     const uint64_t len = sliceLen(mineSize, chunk, j);
     if (len) {
       TRIB_YIELD_ALL(ownerReduce(a, rank, inR(mineBegin + off, len), outR(mineBegin + off, len),
                                  scrR((j % 2) * slot, len)));
-      for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), outR(mineBegin + off, len));
+      for (int k = 1; k < order.steps(); ++k)
+        if (const int p = order.sendPeer(rank, k); p >= 0) co_yield Step::send(p, outR(mineBegin + off, len));
     }
-    for (int k = 1; k < n; ++k) {
+    for (int k = 1; k < order.steps(); ++k) {
       const int q = order.recvPeer(rank, k);
-      const uint64_t qlen = sliceLen(blockSize(c, n, q), chunk, j);
+      const uint64_t qlen = q < 0 ? 0 : sliceLen(blockSize(c, n, q), chunk, j);
       if (qlen) co_yield Step::recv(q, outR(blockBegin(c, n, q) + off, qlen));
     }
   }
@@ -91,17 +91,16 @@ Generator<Step> directAllReduce(CollArgs a, int rank) {
 
 // All-gather: send the own block to everybody, receive everybody's.
 Generator<Step> directAllGather(CollArgs a, int rank) {
-  const int n = a.nranks;
   const PeerOrder order(a);
   const uint64_t chunk = chunkOf(a), c = a.count;
   for (uint64_t j = 0; j < numSlices(c, chunk); ++j) {
     const uint64_t off = j * chunk, len = sliceLen(c, chunk, j);
     if (!a.inPlace) co_yield Step::copy(inR(off, len), outR(static_cast<uint64_t>(rank) * c + off, len));
-    for (int k = 1; k < n; ++k) co_yield Step::send(order.sendPeer(rank, k), inR(off, len));
-    for (int k = 1; k < n; ++k) {
-      const int q = order.recvPeer(rank, k);
-      co_yield Step::recv(q, outR(static_cast<uint64_t>(q) * c + off, len));
-    }
+    for (int k = 1; k < order.steps(); ++k)
+      if (const int p = order.sendPeer(rank, k); p >= 0) co_yield Step::send(p, inR(off, len));
+    for (int k = 1; k < order.steps(); ++k)
+      if (const int q = order.recvPeer(rank, k); q >= 0)
+        co_yield Step::recv(q, outR(static_cast<uint64_t>(q) * c + off, len));
   }
 }
 

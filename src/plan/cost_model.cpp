@@ -239,6 +239,12 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   int maxDom = 0;
   for (auto [d, c] : perDom) f.perDomain = std::min(f.perDomain, c), maxDom = std::max(maxDom, c);
   f.uniform = contiguous && maxDom == f.perDomain;
+  if (contiguous) {  // domains in rank order: all of maxDom ranks but the last?
+    bool full = true;
+    for (size_t i = 0, size; i < ranks.size(); i += size)
+      size = perDom[dom[i]], full &= size == static_cast<size_t>(maxDom) || i + size == ranks.size();
+    f.perFullDomain = full ? maxDom : 0;
+  }
   // The oldest GPU generation; the hosts' CPU maker (AMD if any is, as NCCL's "mixed" counts).
   f.gpuArch = GpuArch::Blackwell;
   std::vector<char> rankHost(t.numHosts(), 0);

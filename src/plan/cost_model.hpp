@@ -101,9 +101,12 @@ struct CostConstants {
 // The facts about (topology, first n ranks) the formulas need; computed once per rank count.
 struct FabricView {
   int n = 1;
-  int domains = 1;        // NVLink domains (or hosts on a CPU-only machine) holding the ranks
-  int perDomain = 1;      // ranks in the smallest domain
-  bool uniform = true;    // all domains the same size and ranks contiguous by domain
+  int domains = 1;      // NVLink domains (or hosts on a CPU-only machine) holding the ranks
+  int perDomain = 1;    // ranks in the smallest domain
+  bool uniform = true;  // all domains the same size and ranks contiguous by domain
+  // Ranks contiguous by domain, each domain this many but the last, which may hold fewer (the
+  // rack order of direct.cpp's PeerOrder); 0 otherwise. perDomain where uniform.
+  int perFullDomain = 0;
   double bwIntra = 0;     // GB/s, effective, between two ranks of a domain (0 if perDomain == 1)
   double latIntraUs = 0;  // per step, overheads included
   bool intraNet = false, interNet = false;  // the step crosses a network link (its overhead)

@@ -230,11 +230,13 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
     c.plan.predictedUs = p.us;
     c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
     if (a == PlanAlgo::Hierarchical || a == PlanAlgo::HierSwitch) c.plan.ranksPerDomain = f.perDomain;
-    // Direct and allgather_reduce send in rack order across equal contiguous domains (PeerOrder);
-    // the ring all-reduce runs one ring per rank of a domain there (rails: ring.cpp).
-    if ((a == PlanAlgo::Direct || a == PlanAlgo::AllgatherReduce ||
-         (a == PlanAlgo::Ring && req.coll == Coll::AllReduce && f.perDomain <= kMaxRailChannels)) &&
-        f.uniform && f.domains > 1 && f.perDomain > 1)
+    // Direct and allgather_reduce send in rack order across contiguous domains, the last possibly
+    // smaller (PeerOrder); the ring all-reduce runs one ring per rank of a domain across equal ones
+    // (rails: ring.cpp).
+    if ((a == PlanAlgo::Direct || a == PlanAlgo::AllgatherReduce) && f.domains > 1 && f.perFullDomain > 1)
+      c.plan.ranksPerDomain = f.perFullDomain;
+    if (a == PlanAlgo::Ring && req.coll == Coll::AllReduce && f.perDomain <= kMaxRailChannels && f.uniform &&
+        f.domains > 1 && f.perDomain > 1)
       c.plan.ranksPerDomain = f.perDomain;
     // Executable: a generator in the registry that accepts the request and that the executor runs
     // at this rank count (AlgoInfo::maxRunRanks). Switch plans also need an attached, usable switch.
