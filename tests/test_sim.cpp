@@ -463,6 +463,23 @@ TEST(Sim, ReplayKeepsTheProtocolsCeiling) {
   EXPECT_GT(busbw[1], 1.2 * busbw[0]);
 }
 
+// The ring's steps between domains are priced at the mean latency of all the boundaries it
+// crosses (FabricView::latRingInterUs), not at the first one's: on five DGX H100 (nodes 0-3 behind
+// one leaf, node 4 behind another) the first pair of nodes shares a leaf, but the ring's steps
+// from node 3 to 4 and back from 4 to 0 cross a spine. Latency-bound (64 KiB), the model priced
+// the first pair's step for all five and was 0.95x its replay with LL (0.97x with LL128); now
+// they agree within 3%.
+TEST(Sim, RingCrossingsArePricedAcrossEveryBoundary) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:8", {}, &t).ok());
+  for (const char* proto : {"LL", "LL128"}) {
+    const PlannedSim r = replayRing(t, proto, 40, 64 << 10);
+    ASSERT_GT(r.predictedUs, 0) << proto;
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.03)
+        << proto << ": simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+  }
+}
+
 // PXN on a rail-optimized fabric: the rail ring's steps between nodes join GPUs of different
 // indices, so they cross NVLink to the GPU on the next rank's rail and leave by its NIC, in two
 // legs (the relay takes the first whole, its proxy sends the second). No spine carries a byte,

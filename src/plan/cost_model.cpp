@@ -218,6 +218,9 @@ double reduceRate(const Node& n, const CostConstants& k) {
 
 }  // namespace
 
+// Boundaries between domains whose routes price the ring's step across (computeFabric).
+constexpr size_t kRingCrossingsPriced = 64;
+
 FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& ranks,
                          const CostConstants& k) {
   FabricView f;
@@ -295,7 +298,20 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     // three-tier tree, more hops).
     const double far = dom.back() != dom[0] ? pathInfo(t, router, ranks[0], ranks.back(), k).lat : p.lat;
     f.latFarUs = f.latInterUs + std::max(0.0, far - p.lat);
-    f.latRingInterUs = f.latInterUs + pathInfo(t, router, ranks[j - 1], ranks[j], k).lat - p.lat;
+    // The ring crosses every boundary between domains in rank order, the last one back to the
+    // first: its step across is priced at their mean latency (on a fat tree some pairs meet at a
+    // spine where the first pair shares a leaf). A route is a search of the fabric, so past
+    // kRingCrossingsPriced boundaries an evenly spaced sample of them stands for all.
+    std::vector<size_t> boundary;  // rank i is the last of its domain
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (dom[i] != dom[(i + 1) % ranks.size()]) boundary.push_back(i);
+    const size_t priced = std::min(boundary.size(), kRingCrossingsPriced);
+    double crossLat = 0;
+    for (size_t s = 0; s < priced; ++s) {
+      const size_t i = boundary[s * boundary.size() / priced];
+      crossLat += pathInfo(t, router, ranks[i], ranks[(i + 1) % ranks.size()], k).lat;
+    }
+    f.latRingInterUs = f.latInterUs + crossLat / static_cast<double>(priced) - p.lat;
     f.ringInterRelayed = relayHop(t, router.route(ranks[j - 1], ranks[j])) > 0;
     f.interNet = p.net;
     // Under load every rank of a host shares the host's network egress; a thin core shares more.
