@@ -185,12 +185,7 @@ TEST(SwitchUcx, NothingListeningFailsWithinTheTimeout) {
 
 TEST(SwitchUcx, LeafWaitsForASpineThatStartsLater) {
   SKIP_WITHOUT_UCX();
-  std::string spineAddr;
-  {
-    auto probe = startNode(nodeConfig(8, 2048));  // finds a free port, then frees it
-    ASSERT_TRUE(probe);
-    spineAddr = probe->address();
-  }
+  const std::string spineAddr = freeListenAddress();
   std::unique_ptr<SwitchNode> leaf;
   Status leafStatus;
   std::thread starter([&] {
