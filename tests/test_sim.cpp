@@ -640,56 +640,51 @@ TEST(Simulator, CompactedReplayEqualsTheReplayBeforeIt) {
   }
 }
 
+// Direct's 16 MiB all-reduce on the first n GPUs of `system`, replayed in the planner's rack order
+// (its ranksPerDomain, expected to be perDomain) and in the flat order (ranksPerDomain 0).
+struct DirectOrders {
+  double predictedUs = 0, rackUs = 0, flatUs = 0;
+};
+static DirectOrders replayDirectOrders(const char* system, std::vector<std::string> params, int n,
+                                       int perDomain) {
+  DirectOrders o;
+  Topology t;
+  EXPECT_TRUE(generateTopology(system, params, &t).ok()) << system;
+  Planner planner(t);
+  PlanRequest req = deviceAllReduce(16u << 20, n);
+  CollArgs args = plannedArgs(planner, req, PlanAlgo::Direct, &o.predictedUs);
+  EXPECT_GT(o.predictedUs, 0) << system;
+  EXPECT_EQ(args.ranksPerDomain, perDomain) << system;
+  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::Direct);
+  const std::vector<int> nodes = planner.rankNodes(req.memory, req.nranks);
+  SimResult rack, flat;
+  EXPECT_TRUE(simulate(t, *info, args, req.dtype, &rack, nodes).ok()) << system;
+  args.ranksPerDomain = 0;
+  EXPECT_TRUE(simulate(t, *info, args, req.dtype, &flat, nodes).ok()) << system;
+  o.rackUs = rack.timeUs, o.flatUs = flat.timeUs;
+  return o;
+}
+
 // Direct across racks (src/algo/direct.cpp PeerOrder): in the flat order (rank + k on 144 ranks)
 // every rank of a rack sends to the same remote rank once its in-rack sends are posted, and that
 // rank's port takes their messages one after another; the rack order sends each rank of a rack to
 // a different rank of the remote rack. On one spine (no hashed routes to collide) the replay then
 // agrees with the model, which assumes no incast.
 TEST(Simulator, DirectRackOrderAvoidsIncastAcrossRacks) {
-  Topology t;
-  ASSERT_TRUE(generateTopology("nvl72-cluster:2", {"spines=1"}, &t).ok());
-  Planner planner(t);
-  PlanRequest req = deviceAllReduce(16u << 20, 144);
-  double predictedUs = 0;
-  CollArgs args = plannedArgs(planner, req, PlanAlgo::Direct, &predictedUs);
-  ASSERT_GT(predictedUs, 0);
-  EXPECT_EQ(args.ranksPerDomain, 72);
-  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::Direct);
-  ASSERT_TRUE(info);
-  const std::vector<int> nodes = planner.rankNodes(req.memory, req.nranks);
-  SimResult rack, flat;
-  ASSERT_TRUE(simulate(t, *info, args, req.dtype, &rack, nodes).ok());
-  EXPECT_NEAR(rack.timeUs / predictedUs, 1.0, 0.10) << rack.timeUs << " us, model " << predictedUs << " us";
-  args.ranksPerDomain = 0;  // the flat order, for contrast: the incast this test is about
-  ASSERT_TRUE(simulate(t, *info, args, req.dtype, &flat, nodes).ok());
-  EXPECT_GT(flat.timeUs, 1.25 * rack.timeUs)
-      << flat.timeUs << " us flat, " << rack.timeUs << " us rack order";
+  const DirectOrders o = replayDirectOrders("nvl72-cluster:2", {"spines=1"}, 144, 72);
+  EXPECT_NEAR(o.rackUs / o.predictedUs, 1.0, 0.10) << o.rackUs << " us, model " << o.predictedUs << " us";
+  EXPECT_GT(o.flatUs, 1.25 * o.rackUs) << o.flatUs << " us flat, " << o.rackUs << " us rack order";
 }
 
 // Domains of unequal size (8 + 6 GPUs of two DGX H100): in the flat order (rank + k) every rank of
-// the full node sends its remote blocks to ranks 8, 9, ..., 13 in that order, so each of those
-// ranks' NICs takes the node's blocks one after another and the last gets all of them last; the
-// rack order pads the small node to 8 slots, its ranks spread over them, and the full node's ranks
-// reach each of its ranks in turns. The replay then agrees with the model.
+// the full node sends its remote blocks to ranks 8, 9, ..., 13 in that order, and rank 13 gets all
+// eight last; the rack order pads the small node to 8 slots (steps to the two empty ones skipped),
+// so at each step the full node's ranks reach different ranks of it. The replay then agrees with
+// the model.
 TEST(Simulator, DirectRackOrderPadsASmallerLastDomain) {
-  Topology t;
-  ASSERT_TRUE(generateTopology("dgx-h100:2", {}, &t).ok());
-  Planner planner(t);
-  PlanRequest req = deviceAllReduce(16u << 20, 14);
-  double predictedUs = 0;
-  CollArgs args = plannedArgs(planner, req, PlanAlgo::Direct, &predictedUs);
-  ASSERT_GT(predictedUs, 0);
-  EXPECT_EQ(args.ranksPerDomain, 8);
-  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::Direct);
-  ASSERT_TRUE(info);
-  const std::vector<int> nodes = planner.rankNodes(req.memory, req.nranks);
-  SimResult rack, flat;
-  ASSERT_TRUE(simulate(t, *info, args, req.dtype, &rack, nodes).ok());
-  EXPECT_NEAR(rack.timeUs / predictedUs, 1.0, 0.10) << rack.timeUs << " us, model " << predictedUs << " us";
-  args.ranksPerDomain = 0;
-  ASSERT_TRUE(simulate(t, *info, args, req.dtype, &flat, nodes).ok());
-  EXPECT_GT(flat.timeUs, 1.15 * rack.timeUs)
-      << flat.timeUs << " us flat, " << rack.timeUs << " us rack order";
+  const DirectOrders o = replayDirectOrders("dgx-h100:2", {}, 14, 8);
+  EXPECT_NEAR(o.rackUs / o.predictedUs, 1.0, 0.10) << o.rackUs << " us, model " << o.predictedUs << " us";
+  EXPECT_GT(o.flatUs, 1.15 * o.rackUs) << o.flatUs << " us flat, " << o.rackUs << " us rack order";
 }
 
 // Spread over the equal-cost spine links (SimOptions::spreadRoutes, as adaptive routing and packet
