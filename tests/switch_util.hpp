@@ -2,27 +2,25 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "algo/schedule.hpp"
 #include "bootstrap/net.hpp"
+#include "net_util.hpp"
 #include "transports/switch/switch_auth.hpp"
 #include "transports/switch/switch_client.hpp"
 #include "transports/switch/switch_node.hpp"
 #include "tributary/tributary.h"
 
 namespace trib::sw::testing {
+
+using trib::testing::freeListenAddress;
 
 // Environment variables set for the communicators a test creates, restored afterwards.
 struct ScopedEnv {
@@ -68,32 +66,6 @@ inline std::vector<std::string> threadRanks(int n, const std::string& algo,
   }
   for (auto& t : ts) t.join();
   return errors;
-}
-
-// "127.0.0.1:PORT" for a port free now and below the kernel's ephemeral range, for a test that
-// must know a switch's address before the switch listens there. A port found by binding port 0
-// comes from that range, and once freed it can be taken before the switch binds it: as the local
-// port of any connection or listener opened meanwhile (a UCX worker binds its own TCP ports; so do
-// the tests ctest runs beside this one). Below the range only an explicit bind takes it.
-inline std::string freeListenAddress() {
-  int ephemeralLow = 32768;  // Linux's default first ephemeral port
-  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
-    if (std::fscanf(f, "%d", &ephemeralLow) != 1) ephemeralLow = 32768;
-    std::fclose(f);
-  }
-  const int first = 10000, span = std::max(1, ephemeralLow - first);
-  std::random_device seed;
-  for (int tries = 0; tries < 200; ++tries) {
-    const std::string addr = "127.0.0.1:" + std::to_string(first + static_cast<int>(seed() % span));
-    net::SockAddr sa, bound;
-    int fd = -1;
-    if (net::parseHostPort(addr, &sa).ok() && net::listenOn(sa, &fd, &bound).ok()) {
-      close(fd);
-      return addr;
-    }
-  }
-  ADD_FAILURE() << "no free port below " << ephemeralLow;
-  return "127.0.0.1:0";
 }
 
 inline SwitchConfig nodeConfig(uint32_t slots = 8, uint64_t slotBytes = 4096, std::string parent = "") {

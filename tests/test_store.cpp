@@ -22,6 +22,7 @@
 #include "bootstrap/store.hpp"
 #include "bootstrap/store_handshake.hpp"
 #include "common/log.hpp"
+#include "net_util.hpp"
 #include "store_util.hpp"
 #include "temp_tree.hpp"
 
@@ -272,10 +273,7 @@ TEST(CancellableStore, WaitsAcrossSlicesAndEndsOnTheFlag) {
 }
 
 TEST(TcpStore, ConnectTimesOutWhenNoServer) {
-  // Take a free port, then close it so nothing listens there.
-  auto server = startServer();
-  std::string addr = server->address();
-  server->stop();
+  const std::string addr = trib::testing::freeListenAddress();  // nothing listens there
   std::unique_ptr<TcpStore> c;
   auto t0 = net::Clock::now();
   Status st = TcpStore::connect(addr, kKey, 300, &c);
