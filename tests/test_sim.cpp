@@ -480,6 +480,22 @@ TEST(Sim, RingCrossingsArePricedAcrossEveryBoundary) {
   }
 }
 
+// rhd on 40 GPUs of five DGX H100 on a rail-optimized fabric: 8 folding ranks (the odd GPUs of the
+// first two nodes stay), so steps across nodes join GPUs of different indices, and PXN relays each
+// through the GPU of the sender's node on the receiver's rail: the odd GPUs' NICs of the last node
+// carry two GPUs' steps. The model put every step on its sender's own NIC and was 0.71x its replay.
+TEST(Sim, RhdStepsAcrossRailsLoadTheRelaysNic) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:8", {"rails=1"}, &t).ok());
+  Planner p(t);
+  ASSERT_TRUE(p.setOverrides("", "", "Simple").ok());
+  PlannedSim r;
+  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(16u << 20, 40), PlanAlgo::Rhd, &r).ok());
+  ASSERT_GT(r.predictedUs, 0);
+  EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.03)
+      << "simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+}
+
 // PXN on a rail-optimized fabric: the rail ring's steps between nodes join GPUs of different
 // indices, so they cross NVLink to the GPU on the next rank's rail and leave by its NIC, in two
 // legs (the relay takes the first whole, its proxy sends the second). No spine carries a byte,

@@ -251,6 +251,11 @@ const std::vector<SystemGrid>& grid() {
       // order padded (before it, 1.11-1.28x at 1-16 MiB in the flat order).
       {"dgx-h100:2", {12, 14}, {1 * MiB, 16 * MiB}, {PlanAlgo::Direct}},
       {"nvl72-cluster:2", {100}, {16 * MiB, 256 * MiB}, {PlanAlgo::Direct}},
+      // rhd folding ranks on a rail-optimized fabric: its steps across nodes join GPUs of different
+      // rails, relayed (PXN) by the NIC of the sender's node on the receiver's rail (before the
+      // model put them on the sender's own NIC: 1.33-1.44x).
+      {"dgx-h100:4,rails=1", {24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
+      {"dgx-a100:8,rails=1", {40}, {1 * MiB, 16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
       // The ring as rails (one ring per NIC, src/algo/ring.cpp) between the grid's sizes, and on
       // four nodes without SHARP (the published RoCE row, docs/PLANNER.md).
       {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Ring}},

@@ -221,6 +221,16 @@ double reduceRate(const Node& n, const CostConstants& k) {
 // Boundaries between domains whose routes price the ring's step across (computeFabric).
 constexpr size_t kRingCrossingsPriced = 64;
 
+int FabricView::relayRank(int s, int q) const {
+  if (!rails) return s;
+  const Rails& r = *rails;
+  const int first = s / r.perDomain * r.perDomain;
+  if (q / r.perDomain == s / r.perDomain || r.rail[q] < 0 || r.rail[s] == r.rail[q]) return s;
+  for (int i = first; i < std::min(n, first + r.perDomain); ++i)
+    if (r.rail[i] == r.rail[q]) return i;
+  return s;
+}
+
 FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& ranks,
                          const CostConstants& k) {
   FabricView f;
@@ -347,6 +357,15 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       f.treeEdgesIn = std::max(f.treeEdgesIn, in);
       f.treeEdgesOut = std::max(f.treeEdgesOut, out);
       if (out > 0) f.treeHostEdgesOut = std::max(f.treeHostEdgesOut, hostOut[t.hostOf(ranks[i])] += out);
+    }
+    // Through PXN relays a step across domains leaves by the NIC of the sender's domain on the
+    // receiver's rail (relayRank), as the Router's routes go (route.cpp).
+    if (router.relays() && f.domains >= 2 && f.uniform && f.perDomain > 1) {
+      auto rails = std::make_shared<FabricView::Rails>();
+      rails->perDomain = f.perDomain;
+      rails->rail.resize(ranks.size());
+      for (size_t i = 0; i < ranks.size(); ++i) rails->rail[i] = router.railOf(ranks[i]);
+      f.rails = std::move(rails);
     }
     // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
     // its receiver's own): the busiest NIC out is the GPU most edges leave by. One route per edge
@@ -1032,8 +1051,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // half) is there halfway through the fold. Its sending sides are free.
     // The vector's time on the fold's link (foldIn and foldOut are the same full-size step, or 0).
     const double foldBytes = std::max(0.0, std::max(foldIn, foldOut) - foldLat);
-    std::vector<double> got(chain), gotBefore(chain), net(ranks, 0), dom(ranks, 0), netIn(ranks, 0),
-        domIn(ranks, 0), sent(ranks);
+    // A step across domains leaves by its sender's NIC, or where GPUs relay (PXN) by the NIC of
+    // the sender's domain on the receiver's rail: net (the NICs' sending sides) is indexed by the
+    // real rank whose NIC it is (its own rank where every rank is alike).
+    auto realOf = [&](int r) { return alike ? r : r < rem ? 2 * r + 1 : r + rem; };
+    auto nicOf = [&](int r, int dist) { return alike ? r : f.relayRank(realOf(r), realOf(r ^ dist)); };
+    std::vector<double> got(chain), gotBefore(chain), net(alike ? ranks : n, 0), dom(ranks, 0),
+        netIn(ranks, 0), domIn(ranks, 0), sent(ranks);
     for (int r = 0; r < ranks; ++r) (foldCross ? netIn : domIn)[r] = chain[r];
     const RhdStep* prev = nullptr;
     double slowest = 0, links = 0;
@@ -1051,7 +1075,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
                           : gotBefore[r];
         else if (!lower && !prev && folds(r))
           dep = got[r] - foldBytes * v / total;  // its lower half of the fold
-        double& link = cross ? net[r] : dom[r];
+        double& link = cross ? net[nicOf(r, st.dist)] : dom[r];
         link = sent[r] = std::max(link + v / b, dep + std::min(v, static_cast<double>(chunk)) / b);
       }
       gotBefore = got;
@@ -1077,6 +1101,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       }
       chain.swap(next);
     }
+    // The NICs' sending sides: each step across on the NIC that carries it (its sender's, or the
+    // relay's).
+    std::vector<double> nicOut(net.size(), 0);
+    for (int r = 0; r < ranks; ++r)
+      for (const RhdStep& st : steps)
+        if (crosses(r, st.dist)) nicOut[nicOf(r, st.dist)] += total * st.dist / pof2 / rate(st.reduce, true);
     for (int r = 0; r < ranks; ++r) {  // each rank's link bytes
       // Its network steps of both phases back to back on the network share, its domain steps on
       // the domain link. The network link also waits for the chain of the domain steps before its
@@ -1099,6 +1129,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         const double hop = c.aIn + std::min(v, static_cast<double>(chunk)) / rate(st.reduce, false);
         (seen ? after : before) += hop;
       }
+      if (f.rails) linkOut = nicOut[realOf(r)];  // what its NIC carries, its own steps or relayed
       if (linkOut > 0) linkOut += c.aOut - c.aIn + before + after;
       // A folding rank's fold: its partner's vector in on the receiving side of the fold's link,
       // the result out on the sending side, each one direction's bytes beside that link's steps
@@ -1121,13 +1152,17 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       if (folds(r) && foldOut > 0) {
         const double whole = std::max(1.0, total);
         const bool lowerLast = alike || (r & (pof2 / 2)) == 0;
-        const double sendSide = (foldCross ? net : dom)[r];  // the fold's link, after the steps' sends
+        const double sendSide =
+            foldCross ? net[realOf(r)] : dom[r];  // the fold's link, after the steps' sends
         const double tail =
             lowerLast ? foldBytes * std::min(whole, static_cast<double>(chunk)) / whole : foldBytes / 2;
         end = std::max({got[r] + tail, gotBefore[r] + foldBytes, sendSide + foldBytes}) + foldLat;
       }
       last = std::max(last, end);
     }
+    // A relay that is not an inner rank (a folded-away GPU) sends only what it relays.
+    if (f.rails && !alike)
+      for (int x = 0; x < 2 * rem; x += 2) links = std::max(links, nicOut[x] + c.aOut);
     return std::max({links, *std::max_element(chain.begin(), chain.end()) + slowest, last});
   };
 

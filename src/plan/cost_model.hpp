@@ -139,6 +139,16 @@ struct FabricView {
     std::vector<std::array<int, 2>> pathAcross;
   };
   std::shared_ptr<const TreeShape> treeShape;
+  // Where GPUs relay (PXN: rail-optimized fabrics; ranks contiguous by equal domains): each rank's
+  // rail, to find the GPU of a sender's domain on its receiver's rail (relayRank). Null elsewhere.
+  struct Rails {
+    std::vector<int> rail;  // per rank: its rail (Router::railOf)
+    int perDomain = 1;
+  };
+  std::shared_ptr<const Rails> rails;
+  // The rank whose NIC carries rank s's step to rank q: s itself unless s relays (PXN) through the
+  // GPU of its domain on q's rail.
+  int relayRank(int s, int q) const;
   double hostEgressGBps = 0;
   bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
   // The peer windows are remote (RDMA READ/WRITE across hosts; PlanRequest::remoteWindows).

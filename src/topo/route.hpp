@@ -55,6 +55,10 @@ class Router {
   bool relays() const { return relays_; }
   // The fabric is rail-optimized, one leaf a rail: GPUs would relay if the topology let them.
   bool railOptimized() const { return railOptimized_; }
+  // A GPU's rail: the first network switch above it (-1: none, or not a GPU).
+  int railOf(int node) const {
+    return node >= 0 && node < static_cast<int>(railOf_.size()) ? railOf_[node] : -1;
+  }
 
  private:
   void compute(int src, int dst, std::vector<DirLink>* out);
