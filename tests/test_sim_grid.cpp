@@ -253,8 +253,8 @@ const std::vector<SystemGrid>& grid() {
       {"nvl72-cluster:2", {100}, {16 * MiB, 256 * MiB}, {PlanAlgo::Direct}},
       // rhd folding ranks on a rail-optimized fabric: its steps across nodes join GPUs of different
       // rails, relayed (PXN) by the NIC of the sender's node on the receiver's rail (before the
-      // model put them on the sender's own NIC: 1.33-1.44x).
-      {"dgx-h100:4,rails=1", {24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
+      // model put them on the sender's own NIC: 1.33-1.44x; 20 GPUs, 8 + 8 + 4, 1.95-2.0x).
+      {"dgx-h100:4,rails=1", {20, 24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
       {"dgx-a100:8,rails=1", {40}, {1 * MiB, 16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
       // The ring as rails (one ring per NIC, src/algo/ring.cpp) between the grid's sizes, and on
       // four nodes without SHARP (the published RoCE row, docs/PLANNER.md).

@@ -221,13 +221,12 @@ double reduceRate(const Node& n, const CostConstants& k) {
 // Boundaries between domains whose routes price the ring's step across (computeFabric).
 constexpr size_t kRingCrossingsPriced = 64;
 
-int FabricView::relayRank(int s, int q) const {
+int FabricView::relayNic(int s, int q) const {
   if (!rails) return s;
   const Rails& r = *rails;
-  const int first = s / r.perDomain * r.perDomain;
-  if (q / r.perDomain == s / r.perDomain || r.rail[q] < 0 || r.rail[s] == r.rail[q]) return s;
-  for (int i = first; i < std::min(n, first + r.perDomain); ++i)
-    if (r.rail[i] == r.rail[q]) return i;
+  if (r.rail[q] < 0 || r.rail[s] == r.rail[q] || r.domain[s] == r.domain[q]) return s;
+  for (auto [rail, nic] : r.byRail[r.domain[s]])
+    if (rail == r.rail[q]) return nic;
   return s;
 }
 
@@ -359,12 +358,27 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       if (out > 0) f.treeHostEdgesOut = std::max(f.treeHostEdgesOut, hostOut[t.hostOf(ranks[i])] += out);
     }
     // Through PXN relays a step across domains leaves by the NIC of the sender's domain on the
-    // receiver's rail (relayRank), as the Router's routes go (route.cpp).
-    if (router.relays() && f.domains >= 2 && f.uniform && f.perDomain > 1) {
+    // receiver's rail (relayNic), as the Router's routes go (route.cpp).
+    if (router.relays() && f.domains >= 2) {
       auto rails = std::make_shared<FabricView::Rails>();
-      rails->perDomain = f.perDomain;
+      rails->nics = f.n;
       rails->rail.resize(ranks.size());
-      for (size_t i = 0; i < ranks.size(); ++i) rails->rail[i] = router.railOf(ranks[i]);
+      rails->domain.resize(ranks.size());
+      std::map<int, int> domainIndex;  // topology domain -> index into byRail
+      std::unordered_map<int, int> rankOfNode;
+      for (int i = 0; i < f.n; ++i) {
+        rails->rail[i] = router.railOf(ranks[i]);
+        rails->domain[i] = domainIndex.emplace(dom[i], static_cast<int>(domainIndex.size())).first->second;
+        rankOfNode.emplace(ranks[i], i);
+      }
+      rails->byRail.resize(domainIndex.size());
+      for (int node = 0; node < t.numNodes(); ++node) {  // every GPU of those domains, rank or not
+        const auto d = domainIndex.find(t.domainOf(node));
+        if (d == domainIndex.end() || t.node(node).type != NodeType::Gpu || router.railOf(node) < 0) continue;
+        const auto rank = rankOfNode.find(node);
+        rails->byRail[d->second].emplace_back(router.railOf(node),
+                                              rank != rankOfNode.end() ? rank->second : rails->nics++);
+      }
       f.rails = std::move(rails);
     }
     // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
@@ -1055,8 +1069,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // the sender's domain on the receiver's rail: net (the NICs' sending sides) is indexed by the
     // real rank whose NIC it is (its own rank where every rank is alike).
     auto realOf = [&](int r) { return alike ? r : r < rem ? 2 * r + 1 : r + rem; };
-    auto nicOf = [&](int r, int dist) { return alike ? r : f.relayRank(realOf(r), realOf(r ^ dist)); };
-    std::vector<double> got(chain), gotBefore(chain), net(alike ? ranks : n, 0), dom(ranks, 0),
+    auto nicOf = [&](int r, int dist) { return alike ? r : f.relayNic(realOf(r), realOf(r ^ dist)); };
+    std::vector<double> got(chain), gotBefore(chain), net(alike ? ranks : f.nics(), 0), dom(ranks, 0),
         netIn(ranks, 0), domIn(ranks, 0), sent(ranks);
     for (int r = 0; r < ranks; ++r) (foldCross ? netIn : domIn)[r] = chain[r];
     const RhdStep* prev = nullptr;
@@ -1160,9 +1174,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       }
       last = std::max(last, end);
     }
-    // A relay that is not an inner rank (a folded-away GPU) sends only what it relays.
+    // A relay that is not an inner rank (a folded-away GPU, or a GPU of the domain that is no rank)
+    // sends only what it relays.
     if (f.rails && !alike)
-      for (int x = 0; x < 2 * rem; x += 2) links = std::max(links, nicOut[x] + c.aOut);
+      for (int x = 0; x < f.nics(); ++x)
+        if (x >= n || (x < 2 * rem && x % 2 == 0)) links = std::max(links, nicOut[x] + c.aOut);
     return std::max({links, *std::max_element(chain.begin(), chain.end()) + slowest, last});
   };
 

@@ -139,16 +139,19 @@ struct FabricView {
     std::vector<std::array<int, 2>> pathAcross;
   };
   std::shared_ptr<const TreeShape> treeShape;
-  // Where GPUs relay (PXN: rail-optimized fabrics; ranks contiguous by equal domains): each rank's
-  // rail, to find the GPU of a sender's domain on its receiver's rail (relayRank). Null elsewhere.
+  // Where GPUs relay (PXN: rail-optimized fabrics): the NICs a step across domains may leave by.
+  // NIC i < n is rank i's own; the others belong to GPUs of the ranks' domains that are not ranks
+  // (a partly used node's), which relay all the same. Null where nobody relays.
   struct Rails {
-    std::vector<int> rail;  // per rank: its rail (Router::railOf)
-    int perDomain = 1;
+    int nics = 0;
+    std::vector<int> rail, domain;                         // per rank: its rail (Router::railOf), domain
+    std::vector<std::vector<std::pair<int, int>>> byRail;  // per domain: (rail, NIC) of its GPUs
   };
   std::shared_ptr<const Rails> rails;
-  // The rank whose NIC carries rank s's step to rank q: s itself unless s relays (PXN) through the
-  // GPU of its domain on q's rail.
-  int relayRank(int s, int q) const;
+  // The NIC that carries rank s's step to rank q: s's own (index s) unless s relays (PXN) through
+  // the GPU of its domain on q's rail.
+  int relayNic(int s, int q) const;
+  int nics() const { return rails ? rails->nics : n; }
   double hostEgressGBps = 0;
   bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
   // The peer windows are remote (RDMA READ/WRITE across hosts; PlanRequest::remoteWindows).
