@@ -496,6 +496,24 @@ TEST(Sim, RhdStepsAcrossRailsLoadTheRelaysNic) {
       << "simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
 }
 
+// A step through a PXN relay takes the NVLink hop into the relay before the relay's NIC
+// (FabricView::relayLatUs): latency-bound (8 B) on 64 GPUs of eight DGX H100 on a rail-optimized
+// fabric, rhd's and the tree's steps between GPUs of different rails. The model priced the far
+// steps at a relayed route and the near ones at a same-rail one: rhd 0.871x its replay, the tree
+// 0.941x.
+TEST(Sim, StepsThroughARelayPayItsNvlinkHop) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:8", {"rails=1"}, &t).ok());
+  Planner p(t);
+  for (PlanAlgo a : {PlanAlgo::Rhd, PlanAlgo::Tree}) {
+    PlannedSim r;
+    ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(8, 64), a, &r).ok()) << planAlgoName(a);
+    ASSERT_GT(r.predictedUs, 0) << planAlgoName(a);
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.03)
+        << planAlgoName(a) << ": simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+  }
+}
+
 // PXN on a rail-optimized fabric: the rail ring's steps between nodes join GPUs of different
 // indices, so they cross NVLink to the GPU on the next rank's rail and leave by its NIC, in two
 // legs (the relay takes the first whole, its proxy sends the second). No spine carries a byte,

@@ -304,8 +304,13 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     f.bwInter = p.bw;
     f.latInterUs = p.lat + k.stepOverheadUs + (p.net ? k.netStepOverheadUs : 0);
     // The farthest domain: the last where the network is built in rank order (another pod of a
-    // three-tier tree, more hops).
-    const double far = dom.back() != dom[0] ? pathInfo(t, router, ranks[0], ranks.back(), k).lat : p.lat;
+    // three-tier tree, more hops); its rank on rank 0's rail where GPUs relay (a relay's NVLink
+    // hop is relayLatUs, added where a step relays).
+    size_t farRank = ranks.size() - 1;
+    if (router.relays())
+      for (size_t q = ranks.size(); q-- > 0 && dom[q] == dom.back();)
+        if (router.railOf(ranks[q]) == router.railOf(ranks[0])) farRank = q;
+    const double far = dom.back() != dom[0] ? pathInfo(t, router, ranks[0], ranks[farRank], k).lat : p.lat;
     f.latFarUs = f.latInterUs + std::max(0.0, far - p.lat);
     // The ring crosses every boundary between domains in rank order, the last one back to the
     // first: its step across is priced at their mean latency (on a fat tree some pairs meet at a
@@ -380,6 +385,16 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
                                               rank != rankOfNode.end() ? rank->second : rails->nics++);
       }
       f.rails = std::move(rails);
+      // Rank 0's step to the next domain's first rank on another rail, against its step to that
+      // domain's first rank.
+      size_t next = 1;
+      while (next < ranks.size() && dom[next] == dom[0]) ++next;
+      for (size_t q = next; q < ranks.size() && dom[q] == dom[next]; ++q)
+        if (f.relayNic(0, static_cast<int>(q)) != 0) {
+          f.relayLatUs = std::max(0.0, pathInfo(t, router, ranks[0], ranks[q], k).lat -
+                                           pathInfo(t, router, ranks[0], ranks[next], k).lat);
+          break;
+        }
     }
     // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
     // its receiver's own): the busiest NIC out is the GPU most edges leave by. One route per edge
@@ -724,7 +739,9 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   // (the network is built in rank order: neighbours share the nearest switches).
   const double aFar = aOut + (f.latFarUs - f.latInterUs);
   auto alpha = [&](int x, int y) {
-    return !across(x, y) ? aIn : std::abs(sh.domain[x] - sh.domain[y]) <= 1 ? aOut : aFar;
+    if (!across(x, y)) return aIn;
+    const double relay = f.relayNic(x, y) != x ? f.relayLatUs : 0;  // PXN: NVLink into the relay
+    return relay + (std::abs(sh.domain[x] - sh.domain[y]) <= 1 ? aOut : aFar);
   };
   auto tau = [&](int x, int y) { return across(x, y) ? tauOut : tauIn; };
   constexpr double kInf = 1e300;
@@ -987,9 +1004,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // A step's latency: inside a domain, to the next one, or (ranks contiguous by domain, the
   // network built in rank order) to one further away at the farthest domain's hops.
   const double aFar = c.aOut + (c.multi ? f.latFarUs - f.latInterUs : 0);
+  auto innerReal = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };
   auto stepLat = [&](int v, int dist) {
     if (!crosses(v, dist)) return c.aIn;
-    return knownDomains && std::abs(innerDomain(v) - innerDomain(v ^ dist)) > 1 ? aFar : c.aOut;
+    // Through a relay (PXN) the route adds the NVLink hop into the relay.
+    const double relay = f.relayNic(innerReal(v), innerReal(v ^ dist)) != innerReal(v) ? f.relayLatUs : 0;
+    return relay + (knownDomains && std::abs(innerDomain(v) - innerDomain(v ^ dist)) > 1 ? aFar : c.aOut);
   };
   // foldIn, foldOut: the fold of the pair (2v, 2v + 1) before the halving and after the doubling;
   // only the folding ranks (inner v < rem) run it, so their chains start and end that much later,
@@ -1205,7 +1225,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);
     const double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
     // One step to every peer at once: it waits on the farthest.
-    double t = (c.multi ? f.latFarUs : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
+    // (Where GPUs relay, the farthest peers are on other rails: their route adds the relay's hop.)
+    double t = (c.multi ? f.latFarUs + f.relayLatUs : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
     if (reduce) t += (n - 2) * std::min(v, static_cast<double>(chunk)) / c.R;
     return t;
   };

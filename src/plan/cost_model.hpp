@@ -151,6 +151,7 @@ struct FabricView {
   // The NIC that carries rank s's step to rank q: s's own (index s) unless s relays (PXN) through
   // the GPU of its domain on q's rail.
   int relayNic(int s, int q) const;
+  double relayLatUs = 0;  // what a relayed step's route adds to a same-rail one's (NVLink to the relay)
   int nics() const { return rails ? rails->nics : n; }
   double hostEgressGBps = 0;
   bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
