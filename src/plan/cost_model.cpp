@@ -397,25 +397,15 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
         }
     }
     // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
-    // its receiver's own): the busiest NIC out is the GPU most edges leave by. One route per edge
-    // across domains, only where some GPU relays (rail-optimized fabrics).
-    if (router.relays() && f.domains >= 2) {
-      std::unordered_map<int, int> rankOfNode;
-      for (int i = 0; i < f.n; ++i) rankOfNode.emplace(ranks[i], i);
-      std::vector<int> leaving(f.n, 0);
+    // its receiver's own): the busiest NIC out is the one most edges leave by (relayNic).
+    if (f.rails) {
+      std::vector<int> leaving(f.nics(), 0);
       for (int i = 0; i < f.n; ++i)
         for (int tr = 0; tr < 2; ++tr) {
           const algo::TreeLinks l = algo::doubleTreeNode(f.n, i, tr);
-          for (int nb : {l.parent, l.child[0], l.child[1]}) {
-            if (nb < 0 || dom[nb] == dom[i]) continue;
-            const std::vector<DirLink>& path = router.route(ranks[i], ranks[nb]);
-            int by = i;
-            if (const size_t h = relayHop(t, path); h > 0) {
-              const auto it = rankOfNode.find(dirLinkFrom(t, path[h]));
-              if (it != rankOfNode.end()) by = it->second;
-            }
-            f.treeEdgesOut = std::max(f.treeEdgesOut, ++leaving[by]);
-          }
+          for (int nb : {l.parent, l.child[0], l.child[1]})
+            if (nb >= 0 && dom[nb] != dom[i])
+              f.treeEdgesOut = std::max(f.treeEdgesOut, ++leaving[f.relayNic(i, nb)]);
         }
     }
     // The critical path: the costliest rank-to-root path of either tree, an edge costing one
