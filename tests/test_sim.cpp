@@ -514,6 +514,30 @@ TEST(Sim, StepsThroughARelayPayItsNvlinkHop) {
   }
 }
 
+// Hierarchical's level across runs d rings at once, ring l joining GPU l of each node; the slowest
+// paces it (FabricView::latLevelInterUs). On five DGX H100 (nodes 0-3 behind one leaf) every ring
+// crosses a spine from node 3 to 4 and back to 0; on eight DGX A100, whose leaves take 20 NICs
+// (node 2's NICs 0-3 on the first leaf, 4-7 on the second), the rings cross spines at different
+// nodes, some more often than ring 0. The model priced every step at rank 0's step to the next
+// node: 1.080x and 1.114x its replay at 1 MiB.
+TEST(Sim, HierarchicalLevelAcrossIsPacedByItsSlowestRing) {
+  struct Case {
+    const char* system;
+    int ranks;
+  };
+  for (const Case& c : {Case{"dgx-h100:8", 40}, Case{"dgx-a100:8", 64}}) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.system, {}, &t).ok()) << c.system;
+    Planner p(t);
+    PlannedSim r;
+    ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(1u << 20, c.ranks), PlanAlgo::Hierarchical, &r).ok())
+        << c.system;
+    ASSERT_GT(r.predictedUs, 0) << c.system;
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.05)
+        << c.system << ": simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+  }
+}
+
 // PXN on a rail-optimized fabric: the rail ring's steps between nodes join GPUs of different
 // indices, so they cross NVLink to the GPU on the next rank's rail and leave by its NIC, in two
 // legs (the relay takes the first whole, its proxy sends the second). No spine carries a byte,

@@ -218,8 +218,10 @@ double reduceRate(const Node& n, const CostConstants& k) {
 
 }  // namespace
 
-// Boundaries between domains whose routes price the ring's step across (computeFabric).
+// Boundaries between domains whose routes price the ring's step across, and rings of the level
+// across whose steps are priced (computeFabric).
 constexpr size_t kRingCrossingsPriced = 64;
+constexpr int kLevelRingsPriced = 8;
 
 int FabricView::relayNic(int s, int q) const {
   if (!rails) return s;
@@ -326,6 +328,26 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       crossLat += pathInfo(t, router, ranks[i], ranks[(i + 1) % ranks.size()], k).lat;
     }
     f.latRingInterUs = f.latInterUs + crossLat / static_cast<double>(priced) - p.lat;
+    // The level across of hierarchical plans (equal domains): d rings at once, ring l joining GPU
+    // l of each domain to GPU l of the next, each at the mean of its steps; the slowest ring
+    // paces the level (a node's NICs may sit on two leaves: `dgx-a100`'s leaves take 20 NICs).
+    // Within the same budget of route searches: up to kLevelRingsPriced rings, evenly spaced,
+    // each over an evenly spaced sample of the boundaries.
+    if (f.uniform) {
+      const int d = f.perDomain, rings = std::min(d, kLevelRingsPriced);
+      const size_t steps = std::min(boundary.size(), std::max<size_t>(1, kRingCrossingsPriced / rings));
+      double slowest = 0;
+      for (int u = 0; u < rings; ++u) {
+        const size_t l = static_cast<size_t>(u) * d / rings;
+        double lat = 0;
+        for (size_t s = 0; s < steps; ++s) {
+          const size_t i = boundary[s * boundary.size() / steps];  // the last rank of its domain
+          lat += pathInfo(t, router, ranks[i + 1 - d + l], ranks[(i + 1 + l) % ranks.size()], k).lat;
+        }
+        slowest = std::max(slowest, lat / static_cast<double>(steps));
+      }
+      f.latLevelInterUs = f.latInterUs + slowest - p.lat;
+    }
     f.ringInterRelayed = relayHop(t, router.route(ranks[j - 1], ranks[j])) > 0;
     f.interNet = p.net;
     // Under load every rank of a host shares the host's network egress; a thin core shares more.
@@ -569,6 +591,7 @@ FabricView protocolView(const FabricView& simple, const CostConstants& k, Protoc
     f.latInterUs += step(kp, f.interNet) - step(k, f.interNet);
     f.latFarUs += step(kp, f.interNet) - step(k, f.interNet);
     f.latRingInterUs += step(kp, f.interNet) - step(k, f.interNet);
+    f.latLevelInterUs += step(kp, f.interNet) - step(k, f.interNet);
   }
   f.treePathUs = treePathUs(f, f.perDomain > 1 ? f.latIntraUs : f.latInterUs, f.latInterUs);
   return f;
@@ -1393,10 +1416,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // chunk. It ends after the last final chunk's d-1 hops, or after its own work from the
           // first, whichever is later.
           const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, bInR, c.bIn);
-          const double across = pipelinedRing(m - 1, m - 1, v / m, cb, c.aOut, bOutR, c.bLoaded);
+          const double aX = f.latLevelInterUs;  // the level across: GPU l of each domain in a ring
+          const double across = pipelinedRing(m - 1, m - 1, v / m, cb, aX, bOutR, c.bLoaded);
           const double c0 = std::min(cb, v / m);
           const double firstFinal =
-              std::max((m - 2) * v / m / bOutR, (m - 2) * (c.aOut + c0 / bOutR)) + c.aOut + c0 / bOutR;
+              std::max((m - 2) * v / m / bOutR, (m - 2) * (aX + c0 / bOutR)) + aX + c0 / bOutR;
           // The network level's all-gather rounds: a send and a receive per chunk.
           t = rs + domainAllGatherAfter(c, d, v, cb, c0, across, firstFinal,
                                         2.0 * (m - 1) * std::ceil(v / m / c0));
@@ -1501,7 +1525,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // the ring's 2(m-1) steps, each a step's latency and c/(dm).
           const double m = f.domains, d = f.perDomain;
           const double bNet = c.bLoaded, bRed = std::min(bNet, c.R);
-          t = nvlsAround((m - 1) / m * (S / d) * (1 / bRed + 1 / bNet), 2 * (m - 1) * c.aOut,
+          t = nvlsAround((m - 1) / m * (S / d) * (1 / bRed + 1 / bNet), 2 * (m - 1) * f.latLevelInterUs,
                          2 * static_cast<int>(m - 1),
                          [&](double cb) { return (m - 1) * cb / (d * m) * (1 / bRed + 1 / bNet); });
           p.reason =

@@ -117,6 +117,10 @@ struct FabricView {
   // The ring's step between domains: a domain's last rank to the next domain's first (ranks of
   // different local indices: on a rail-optimized fabric, different rails, over a spine).
   double latRingInterUs = 0;
+  // The step of a ring across domains among GPUs of one local index (hierarchical's and nvls_ring's
+  // level across: each domain's GPU l to the next domain's GPU l, the last domain back to the
+  // first), at the mean latency of those steps.
+  double latLevelInterUs = 0;
   // That step goes through a PXN relay (route.hpp): NVLink to the GPU on the next rank's rail, its
   // NIC from there; the relay's NVLink port carries it too.
   bool ringInterRelayed = false;
