@@ -333,6 +333,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     // paces the level (a node's NICs may sit on two leaves: `dgx-a100`'s leaves take 20 NICs).
     // Within the same budget of route searches: up to kLevelRingsPriced rings, evenly spaced,
     // each over an evenly spaced sample of the boundaries.
+    f.latLevelInterUs = f.latInterUs;
     if (f.uniform) {
       const int d = f.perDomain, rings = std::min(d, kLevelRingsPriced);
       const size_t steps = std::min(boundary.size(), std::max<size_t>(1, kRingCrossingsPriced / rings));
