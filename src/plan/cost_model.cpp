@@ -232,6 +232,35 @@ int FabricView::relayNic(int s, int q) const {
   return s;
 }
 
+// Where GPUs relay (PXN) a step across domains leaves by the NIC of the sender's domain on the
+// receiver's rail, as the Router's routes go (route.cpp): each rank's rail and domain, and per
+// domain the NICs of all its GPUs (a GPU that is no rank relays all the same), for relayNic.
+std::shared_ptr<const FabricView::Rails> relayTable(const Topology& t, const Router& router,
+                                                    const std::vector<int>& ranks,
+                                                    const std::vector<int>& dom) {
+  auto rails = std::make_shared<FabricView::Rails>();
+  const int n = static_cast<int>(ranks.size());
+  rails->nics = n;
+  rails->rail.resize(n);
+  rails->domain.resize(n);
+  std::map<int, int> domainIndex;  // topology domain -> index into byRail
+  std::unordered_map<int, int> rankOfNode;
+  for (int i = 0; i < n; ++i) {
+    rails->rail[i] = router.railOf(ranks[i]);
+    rails->domain[i] = domainIndex.emplace(dom[i], static_cast<int>(domainIndex.size())).first->second;
+    rankOfNode.emplace(ranks[i], i);
+  }
+  rails->byRail.resize(domainIndex.size());
+  for (int node = 0; node < t.numNodes(); ++node) {  // every GPU of those domains, rank or not
+    const auto d = domainIndex.find(t.domainOf(node));
+    if (d == domainIndex.end() || t.node(node).type != NodeType::Gpu || router.railOf(node) < 0) continue;
+    const auto rank = rankOfNode.find(node);
+    rails->byRail[d->second].emplace_back(router.railOf(node),
+                                          rank != rankOfNode.end() ? rank->second : rails->nics++);
+  }
+  return rails;
+}
+
 FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& ranks,
                          const CostConstants& k) {
   FabricView f;
@@ -349,7 +378,18 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       }
       f.latLevelInterUs = f.latInterUs + slowest - p.lat;
     }
-    f.ringInterRelayed = relayHop(t, router.route(ranks[j - 1], ranks[j])) > 0;
+    if (router.relays()) {
+      f.rails = relayTable(t, router, ranks, dom);
+      const int last = static_cast<int>(j) - 1;  // the ring's step across: domain 0's last rank to j
+      f.ringInterRelayed = f.relayNic(last, static_cast<int>(j)) != last;
+      // What a relay adds: rank 0's route to a GPU of the next domain on another rail, against its
+      // route to that domain's first rank (p).
+      for (size_t q = j; q < ranks.size() && dom[q] == dom[j]; ++q)
+        if (f.relayNic(0, static_cast<int>(q)) != 0) {
+          f.relayLatUs = std::max(0.0, pathInfo(t, router, ranks[0], ranks[q], k).lat - p.lat);
+          break;
+        }
+    }
     f.interNet = p.net;
     // Under load every rank of a host shares the host's network egress; a thin core shares more.
     int host = t.hostOf(ranks[0]);
@@ -384,40 +424,6 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       f.treeEdgesIn = std::max(f.treeEdgesIn, in);
       f.treeEdgesOut = std::max(f.treeEdgesOut, out);
       if (out > 0) f.treeHostEdgesOut = std::max(f.treeHostEdgesOut, hostOut[t.hostOf(ranks[i])] += out);
-    }
-    // Through PXN relays a step across domains leaves by the NIC of the sender's domain on the
-    // receiver's rail (relayNic), as the Router's routes go (route.cpp).
-    if (router.relays() && f.domains >= 2) {
-      auto rails = std::make_shared<FabricView::Rails>();
-      rails->nics = f.n;
-      rails->rail.resize(ranks.size());
-      rails->domain.resize(ranks.size());
-      std::map<int, int> domainIndex;  // topology domain -> index into byRail
-      std::unordered_map<int, int> rankOfNode;
-      for (int i = 0; i < f.n; ++i) {
-        rails->rail[i] = router.railOf(ranks[i]);
-        rails->domain[i] = domainIndex.emplace(dom[i], static_cast<int>(domainIndex.size())).first->second;
-        rankOfNode.emplace(ranks[i], i);
-      }
-      rails->byRail.resize(domainIndex.size());
-      for (int node = 0; node < t.numNodes(); ++node) {  // every GPU of those domains, rank or not
-        const auto d = domainIndex.find(t.domainOf(node));
-        if (d == domainIndex.end() || t.node(node).type != NodeType::Gpu || router.railOf(node) < 0) continue;
-        const auto rank = rankOfNode.find(node);
-        rails->byRail[d->second].emplace_back(router.railOf(node),
-                                              rank != rankOfNode.end() ? rank->second : rails->nics++);
-      }
-      f.rails = std::move(rails);
-      // Rank 0's step to the next domain's first rank on another rail, against its step to that
-      // domain's first rank.
-      size_t next = 1;
-      while (next < ranks.size() && dom[next] == dom[0]) ++next;
-      for (size_t q = next; q < ranks.size() && dom[q] == dom[next]; ++q)
-        if (f.relayNic(0, static_cast<int>(q)) != 0) {
-          f.relayLatUs = std::max(0.0, pathInfo(t, router, ranks[0], ranks[q], k).lat -
-                                           pathInfo(t, router, ranks[0], ranks[next], k).lat);
-          break;
-        }
     }
     // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
     // its receiver's own): the busiest NIC out is the one most edges leave by (relayNic).
@@ -1011,14 +1017,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto domainOf = [&](int r) {
     return f.uniform || !f.treeShape ? r / std::max(1, f.perDomain) : f.treeShape->domain[r];
   };
-  auto innerDomain = [&](int v) { return domainOf(v < rem ? 2 * v + 1 : v + rem); };
+  auto innerReal = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };  // rhd.cpp's Rhd::outer
+  auto innerDomain = [&](int v) { return domainOf(innerReal(v)); };
   auto crosses = [&](int v, int dist) {
     return c.multi && (!knownDomains || innerDomain(v) != innerDomain(v ^ dist));
   };
   // A step's latency: inside a domain, to the next one, or (ranks contiguous by domain, the
   // network built in rank order) to one further away at the farthest domain's hops.
   const double aFar = c.aOut + (c.multi ? f.latFarUs - f.latInterUs : 0);
-  auto innerReal = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };
   auto stepLat = [&](int v, int dist) {
     if (!crosses(v, dist)) return c.aIn;
     // Through a relay (PXN) the route adds the NVLink hop into the relay.
@@ -1102,7 +1108,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // A step across domains leaves by its sender's NIC, or where GPUs relay (PXN) by the NIC of
     // the sender's domain on the receiver's rail: net (the NICs' sending sides) is indexed by the
     // real rank whose NIC it is (its own rank where every rank is alike).
-    auto realOf = [&](int r) { return alike ? r : r < rem ? 2 * r + 1 : r + rem; };
+    auto realOf = [&](int r) { return alike ? r : innerReal(r); };
     auto nicOf = [&](int r, int dist) { return alike ? r : f.relayNic(realOf(r), realOf(r ^ dist)); };
     std::vector<double> got(chain), gotBefore(chain), net(alike ? ranks : f.nics(), 0), dom(ranks, 0),
         netIn(ranks, 0), domIn(ranks, 0), sent(ranks);
@@ -1162,12 +1168,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       // its last (doubling: the same distances), one latency and chunk each; the domain steps in
       // between (the halving's shorter distances, then the doubling's) need only the first chunks
       // of the network step before them, so they run while it still sends.
-      double linkIn = 0, linkOut = 0, before = 0, after = 0;
+      // Its NIC's sending side carries its own steps across, or where GPUs relay whatever reaches it.
+      double linkIn = 0, linkOut = nicOut[realOf(r)], before = 0, after = 0;
       bool seen = false;
       for (const RhdStep& st : steps) {
         const double v = total * st.dist / pof2;
         const bool cross = crosses(r, st.dist);
-        (cross ? linkOut : linkIn) += v / rate(st.reduce, cross);
+        if (!cross) linkIn += v / rate(st.reduce, false);
         if (cross) {
           seen = true;
           after = 0;
@@ -1177,7 +1184,6 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         const double hop = c.aIn + std::min(v, static_cast<double>(chunk)) / rate(st.reduce, false);
         (seen ? after : before) += hop;
       }
-      if (f.rails) linkOut = nicOut[realOf(r)];  // what its NIC carries, its own steps or relayed
       if (linkOut > 0) linkOut += c.aOut - c.aIn + before + after;
       // A folding rank's fold: its partner's vector in on the receiving side of the fold's link,
       // the result out on the sending side, each one direction's bytes beside that link's steps
