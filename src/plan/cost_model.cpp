@@ -1263,17 +1263,21 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // NVLS in each domain (reduce-scatter into the NVSwitch, all-gather out of it) around a level
   // across domains that takes acrossUs for every GPU's S/d, acrossLatUs of latency and
   // acrossDepth pipeline stages (nvls_switch: the switches; nvls_ring: a ring of the domains),
-  // pipelined chunk by chunk and paced by the slower. The fill is the first chunk's trip through
-  // every stage at that stage's size and rate: into the NVSwitch (reduced there) and out, a slice
-  // of c/d to each GPU and back in, and acrossFill(c) for the slice across (not depth x the whole
-  // chunk at the slowest rate: across domains each GPU carries only its slice). Sets `chunk`.
-  auto nvlsAround = [&](double acrossUs, double acrossLatUs, int acrossDepth, auto acrossFill) {
+  // pipelined chunk by chunk. The fill is the first chunk's trip through every stage at that
+  // stage's size and rate: into the NVSwitch (reduced there) and out, a slice of c/d to each GPU
+  // and back in, and acrossFill(c) for the slice across (not depth x the whole chunk at the
+  // slowest rate: across domains each GPU carries only its slice). The slower level sets the
+  // pace: the NVSwitch's (the GPUs drive its reduction chunk by chunk, each chunk's overhead on
+  // that stage) with the last chunk's trip across after it, or acrossPaced(feedUs, overheads), the
+  // level across with the latency its work does not hide. Sets `chunk`.
+  auto nvlsAround = [&](double acrossUs, double acrossLatUs, int acrossDepth, auto acrossFill,
+                        auto acrossPaced) {
     const double bn = std::min(c.bIn, f.nvlsGBps * kB), d = f.perDomain;
-    const double slow = std::max(S / bn, acrossUs);
-    chunk = pipelineChunk(S, S / slow, 2 + acrossDepth, k);
+    chunk = pipelineChunk(S, S / std::max(S / bn, acrossUs), 2 + acrossDepth, k);
     const double cb = std::max(1.0, std::min(static_cast<double>(chunk), S));
     const double fill = 2 * cb / bn + 2 * cb / d / bn + acrossFill(cb);
-    return 2 * c.aIn + acrossLatUs + slow + fill + std::ceil(S / cb) * k.chunkOverheadUs;
+    const double overheads = std::ceil(S / cb) * k.chunkOverheadUs, feedUs = S / bn + overheads;
+    return 2 * c.aIn + fill + std::max(feedUs + acrossLatUs, acrossPaced(feedUs, overheads));
   };
   // The fold of a pair (2v, 2v + 1), v < rem, before the halving and after the doubling: over the
   // network only where some pair straddles two domains.
@@ -1514,8 +1518,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // The level across: each GPU's S/d up and down the aggregation tree, a slice of a chunk per
           // tier each way.
           const double bs = f.switchGBps * kB, d = f.perDomain;
-          t = nvlsAround(S / d / bs, 2 * f.switchLatUs, 2 * f.switchTiers,
-                         [&](double cb) { return 2 * f.switchTiers * cb / d / bs; });
+          // Paced by the switches: every chunk's slice up (its overhead at the switch), then the
+          // last one's trip up and down.
+          const double acrossUs = S / d / bs, acrossLatUs = 2 * f.switchLatUs;
+          t = nvlsAround(
+              acrossUs, acrossLatUs, 2 * f.switchTiers,
+              [&](double cb) { return 2 * f.switchTiers * cb / d / bs; },
+              [&](double, double overheads) { return acrossUs + overheads + acrossLatUs; });
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }
@@ -1530,11 +1539,23 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             return unsupported("the NVSwitch does not reduce this dtype/op");
           // The level across: (m-1)/m of each GPU's S/d each way on its NIC; a chunk's slice through
           // the ring's 2(m-1) steps, each a step's latency and c/(dm).
-          const double m = f.domains, d = f.perDomain;
+          const double m = f.domains, d = f.perDomain, steps = 2 * (m - 1), lat = f.latLevelInterUs;
           const double bNet = c.bLoaded, bRed = std::min(bNet, c.R);
-          t = nvlsAround((m - 1) / m * (S / d) * (1 / bRed + 1 / bNet), 2 * (m - 1) * f.latLevelInterUs,
-                         2 * static_cast<int>(m - 1),
-                         [&](double cb) { return (m - 1) * cb / (d * m) * (1 / bRed + 1 / bNet); });
+          const double acrossUs = (m - 1) / m * (S / d) * (1 / bRed + 1 / bNet);
+          // Paced by the NICs: a step's latency is not the NIC's time, so while one chunk's step is
+          // under way the NIC sends the other chunks' steps. The chunks enter the ring over feedUs
+          // (the NVSwitch's pace), bringing acrossUs/feedUs of NIC work per us once every step is
+          // under way; step s starts (s-1) latencies after the first chunk, so at t the NIC gets
+          // t/(steps x lat) of that, and idles until it reaches 1 (at steps x lat x feedUs/acrossUs):
+          // half that time in all. Then all its work, and one latency for the last step. (Nor can
+          // it end before every latency but one and a step's share: step `steps` of any chunk.)
+          t = nvlsAround(
+              acrossUs, steps * lat, static_cast<int>(steps),
+              [&](double cb) { return (m - 1) * cb / (d * m) * (1 / bRed + 1 / bNet); },
+              [&](double feedUs, double) {
+                const double warmIdle = steps * lat / 2 * std::min(1.0, feedUs / acrossUs);
+                return std::max(acrossUs + warmIdle, (steps - 1) * lat + acrossUs / steps) + lat;
+              });
           p.reason =
               "NVLS reduce-scatter, ring all-reduce of S/d across the domains on each GPU's NIC, NVLS "
               "all-gather, pipelined";
