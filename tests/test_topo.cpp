@@ -449,6 +449,57 @@ TEST(Routes, PxnOffSendsEveryGpuByItsOwnNic) {
   EXPECT_EQ(generateTopology("dgx-h100:2", {"rails=1", "pxn=2"}, &bad).code(), tribInvalidArgument);
 }
 
+// GPUDirect RDMA: a GPU meets the network by a NIC on its own side of the CPU. On DGX A100 rails
+// without PXN the network's links (25 GB/s) weigh more than PCIe's (32), and by weight alone the
+// route to a GPU of another rail came in by the NIC of the sender's rail and crossed the
+// receiver's CPU (n1.nic0 -> n1.pcie0 -> n1.cpu0 -> n1.pcie1 -> n1.gpu1): that NIC carried 1.2x
+// its bytes and direct replayed 1.3-6.8x the model. Where the NIC hangs off the CPU itself, the
+// route through the CPU is the only one, and stays.
+TEST(Routes, AGpuMeetsTheNetworkByANicOnItsOwnSideOfTheCpu) {
+  auto names = [](const Topology& t, const std::vector<DirLink>& path) {
+    std::string s;
+    for (DirLink d : path) s += t.node(dirLinkFrom(t, d)).name + " ";
+    return s;
+  };
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-a100:2", {"rails=1", "pxn=0"}, &t).ok());
+  Router r(t);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const std::string from = strprintf("n0.gpu%d", i), to = strprintf("n1.gpu%d", j);
+      const std::string hops = names(t, r.route(t.find(from), t.find(to)));
+      EXPECT_EQ(hops.find("cpu"), std::string::npos) << from << " -> " << to << ": " << hops;
+      EXPECT_NE(hops.find(strprintf("n1.nic%d n1.pcie%d ", j, j)), std::string::npos) << hops;
+      EXPECT_EQ(hops.find("spine") != std::string::npos, i != j) << hops;
+    }
+  const std::vector<DirLink>& cross = r.route(t.find("n0.gpu0"), t.find("n1.gpu1"));
+  std::vector<DirLink> path;
+  std::vector<std::vector<DirLink>> alternatives;
+  r.paths(t.find("n0.gpu0"), t.find("n1.gpu1"), &path, &alternatives);
+  EXPECT_EQ(path, cross);
+  ASSERT_EQ(alternatives.size(), path.size());
+  size_t widest = 0;  // the spine bundle, from the search without the CPU
+  for (size_t h = 0; h < path.size(); ++h) {
+    EXPECT_NE(std::find(alternatives[h].begin(), alternatives[h].end(), path[h]), alternatives[h].end());
+    widest = std::max(widest, alternatives[h].size());
+  }
+  EXPECT_GT(widest, 1u);
+
+  Topology cpuNics;
+  const char* text =
+      "topology cpu-nics\n"
+      "node a.cpu cpu\nnode a.gpu gpu\nnode a.nic nic\n"
+      "node b.cpu cpu\nnode b.gpu gpu\nnode b.nic nic\nnode sw switch\n"
+      "link a.gpu a.cpu pcie bw=32 lat=0.3\nlink a.nic a.cpu pcie bw=32 lat=0.3\nlink a.nic sw net bw=25 "
+      "lat=0.6\n"
+      "link b.gpu b.cpu pcie bw=32 lat=0.3\nlink b.nic b.cpu pcie bw=32 lat=0.3\nlink b.nic sw net bw=25 "
+      "lat=0.6\n";
+  ASSERT_TRUE(parseTopology(text, &cpuNics, "<t>").ok());
+  Router c(cpuNics);
+  EXPECT_EQ(names(cpuNics, c.route(cpuNics.find("a.gpu"), cpuNics.find("b.gpu"))),
+            "a.gpu a.cpu a.nic sw b.nic b.cpu ");
+}
+
 TEST(Routes, NvlinkInsideANodeNetworkAcrossAndSpreadOverSpines) {
   Topology dgx = makeDgxH100();
   Router r(dgx);

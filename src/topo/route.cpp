@@ -21,6 +21,7 @@ constexpr double kCpuTransitPenaltyUs = 5.0;  // bouncing through host memory is
 constexpr double kGpuRelayPenaltyUs = 5.0;
 
 bool transit(NodeType t) { return t != NodeType::Gpu; }
+bool hostNode(NodeType t) { return t == NodeType::Cpu || t == NodeType::Numa || t == NodeType::Host; }
 
 uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -114,8 +115,10 @@ double Router::weight(int u, int lid, int v, int dst) const {
   const Link& l = t_.link(lid);
   double w = l.latencyUs + kRefMessageUs / std::max(1e-9, (l.a == u ? l.bwAB : l.bwBA));
   NodeType vt = t_.node(v).type;
-  if (v != dst && (vt == NodeType::Cpu || vt == NodeType::Numa || vt == NodeType::Host))
+  if (v != dst && hostNode(vt)) {
+    if (noHostTransit_) return std::numeric_limits<double>::infinity();
     w += kCpuTransitPenaltyUs;
+  }
   if (v != dst && vt == NodeType::Gpu) w += kGpuRelayPenaltyUs;
   return w;
 }
@@ -167,7 +170,40 @@ void Router::equalCostHops(int src, int dst, const std::vector<DirLink>& path,
   for (auto& s : sets) std::sort(s.begin(), s.end());
 }
 
+// GPUDirect RDMA: a GPU's traffic leaves and enters the network by a NIC on its own side of the
+// host's CPUs, as NCCL gives each GPU its nearest NIC (the receiver's included: PXN relays only on
+// the sending side). By weight alone a route could reach a GPU through another GPU's NIC and the
+// CPU between them, where the network's links are slower than PCIe's (DGX A100 on rails without
+// PXN: in by the NIC of the sender's rail, across the CPU, instead of over a spine to the
+// receiver's own); such a route is taken only where no route avoids the CPU (a NIC on the CPU's
+// own root port).
 void Router::compute(int src, int dst, std::vector<DirLink>* out) {
+  noHostTransit_ = false;
+  search(src, dst, out);
+  if (!networkThroughHost(src, dst, *out)) return;
+  std::vector<DirLink> avoiding;
+  noHostTransit_ = true;
+  search(src, dst, &avoiding);
+  if (!avoiding.empty()) {
+    *out = std::move(avoiding);
+    return;
+  }
+  noHostTransit_ = false;
+  out->clear();
+  search(src, dst, out);  // again: equalCostHops reads the search's state
+}
+
+bool Router::networkThroughHost(int src, int dst, const std::vector<DirLink>& path) const {
+  if (t_.node(src).type != NodeType::Gpu && t_.node(dst).type != NodeType::Gpu) return false;
+  bool net = false, host = false;
+  for (size_t i = 0; i < path.size(); ++i) {
+    net |= t_.link(dirLinkId(path[i])).type == LinkType::Net;
+    host |= i > 0 && hostNode(t_.node(dirLinkFrom(t_, path[i])).type);
+  }
+  return net && host;
+}
+
+void Router::search(int src, int dst, std::vector<DirLink>* out) {
   ++gen_;
   tie_ = false;
   const bool srcGpu = t_.node(src).type == NodeType::Gpu;

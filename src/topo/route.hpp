@@ -62,6 +62,9 @@ class Router {
 
  private:
   void compute(int src, int dst, std::vector<DirLink>* out);
+  void search(int src, int dst, std::vector<DirLink>* out);  // Dijkstra by weight()
+  // The path crosses the network and passes a CPU on the way, with a GPU at one end.
+  bool networkThroughHost(int src, int dst, const std::vector<DirLink>& path) const;
   double weight(int u, int lid, int v, int dst) const;  // the hop u -> v over link lid
   // After compute(src, dst, path): the equal-cost hops (paths()).
   void equalCostHops(int src, int dst, const std::vector<DirLink>& path,
@@ -78,7 +81,8 @@ class Router {
   std::vector<DirLink> via_;
   std::vector<uint32_t> stamp_, done_, nearDst_, relay_;  // relay_: reached as a PXN relay
   uint32_t gen_ = 0;
-  bool tie_ = false;  // the last search met an equal-cost alternative
+  bool tie_ = false;            // the last search met an equal-cost alternative
+  bool noHostTransit_ = false;  // the search may not pass a CPU (compute: GPUDirect RDMA)
   // equalCostHops scratch: each node's hops before dst (stamped by gen_), the walk's layers.
   std::vector<uint32_t> depthStamp_;
   std::vector<int> depth_, layer_, prevLayer_;
