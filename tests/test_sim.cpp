@@ -497,7 +497,7 @@ TEST(Sim, RhdStepsAcrossRailsLoadTheRelaysNic) {
 }
 
 // A step through a PXN relay takes the NVLink hop into the relay before the relay's NIC
-// (FabricView::relayLatUs): latency-bound (8 B) on 64 GPUs of eight DGX H100 on a rail-optimized
+// (FabricView::crossRailLatUs): latency-bound (8 B) on 64 GPUs of eight DGX H100 on a rail-optimized
 // fabric, rhd's and the tree's steps between GPUs of different rails. The model priced the far
 // steps at a relayed route and the near ones at a same-rail one: rhd 0.871x its replay, the tree
 // 0.941x.
@@ -511,6 +511,32 @@ TEST(Sim, StepsThroughARelayPayItsNvlinkHop) {
     ASSERT_GT(r.predictedUs, 0) << planAlgoName(a);
     EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.03)
         << planAlgoName(a) << ": simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+  }
+}
+
+// Without PXN a step between GPUs of different rails crosses a spine, one between same-rail GPUs
+// stays on its rail's leaf (FabricView::crossesRails). The model priced every step beyond the next
+// node at the farthest rank's route, on another rail, and every step to the next node at a
+// same-rail one: 8 B on 64 GPUs of eight DGX A100 (rhd's steps across all join same-index GPUs)
+// replayed 0.849x (rhd) and 0.931x (tree) of it; on 16 GPUs of two DGX H100 the tree's edges
+// between rails 1.119x.
+TEST(Sim, StepsBetweenRailsWithoutPxnPayTheSpine) {
+  struct Case {
+    const char* system;
+    int ranks;
+    PlanAlgo algo;
+  };
+  for (const Case& c : {Case{"dgx-a100:8", 64, PlanAlgo::Rhd}, Case{"dgx-a100:8", 64, PlanAlgo::Tree},
+                        Case{"dgx-h100:2", 16, PlanAlgo::Tree}}) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(c.system, {"rails=1", "pxn=0"}, &t).ok()) << c.system;
+    Planner p(t);
+    PlannedSim r;
+    ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(8, c.ranks), c.algo, &r).ok()) << c.system;
+    ASSERT_GT(r.predictedUs, 0) << c.system;
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.03)
+        << c.system << " " << planAlgoName(c.algo) << ": simulated " << r.sim.timeUs << " us, model "
+        << r.predictedUs;
   }
 }
 

@@ -223,22 +223,29 @@ double reduceRate(const Node& n, const CostConstants& k) {
 constexpr size_t kRingCrossingsPriced = 64;
 constexpr int kLevelRingsPriced = 8;
 
-int FabricView::relayNic(int s, int q) const {
-  if (!rails) return s;
+bool FabricView::crossesRails(int s, int q) const {
+  if (!rails) return false;
   const Rails& r = *rails;
-  if (r.rail[q] < 0 || r.rail[s] == r.rail[q] || r.domain[s] == r.domain[q]) return s;
+  return r.rail[s] >= 0 && r.rail[q] >= 0 && r.rail[s] != r.rail[q] && r.domain[s] != r.domain[q];
+}
+
+int FabricView::relayNic(int s, int q) const {
+  if (!rails || !rails->relays || !crossesRails(s, q)) return s;
+  const Rails& r = *rails;
   for (auto [rail, nic] : r.byRail[r.domain[s]])
     if (rail == r.rail[q]) return nic;
   return s;
 }
 
-// Where GPUs relay (PXN) a step across domains leaves by the NIC of the sender's domain on the
-// receiver's rail, as the Router's routes go (route.cpp): each rank's rail and domain, and per
-// domain the NICs of all its GPUs (a GPU that is no rank relays all the same), for relayNic.
+// On a rail-optimized fabric each rank's rail and domain (crossesRails), and where GPUs relay
+// (PXN), as the Router's routes go (route.cpp: a step across domains leaves by the NIC of the
+// sender's domain on the receiver's rail), per domain the NICs of all its GPUs (a GPU that is no
+// rank relays all the same), for relayNic.
 std::shared_ptr<const FabricView::Rails> relayTable(const Topology& t, const Router& router,
                                                     const std::vector<int>& ranks,
                                                     const std::vector<int>& dom) {
   auto rails = std::make_shared<FabricView::Rails>();
+  rails->relays = router.relays();
   const int n = static_cast<int>(ranks.size());
   rails->nics = n;
   rails->rail.resize(n);
@@ -335,10 +342,10 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     f.bwInter = p.bw;
     f.latInterUs = p.lat + k.stepOverheadUs + (p.net ? k.netStepOverheadUs : 0);
     // The farthest domain: the last where the network is built in rank order (another pod of a
-    // three-tier tree, more hops); its rank on rank 0's rail where GPUs relay (a relay's NVLink
-    // hop is relayLatUs, added where a step relays).
+    // three-tier tree, more hops); its rank on rank 0's rail on a rail-optimized fabric (what a
+    // step between rails adds is crossRailLatUs, added where a step crosses).
     size_t farRank = ranks.size() - 1;
-    if (router.relays())
+    if (router.railOptimized())
       for (size_t q = ranks.size(); q-- > 0 && dom[q] == dom.back();)
         if (router.railOf(ranks[q]) == router.railOf(ranks[0])) farRank = q;
     const double far = dom.back() != dom[0] ? pathInfo(t, router, ranks[0], ranks[farRank], k).lat : p.lat;
@@ -378,15 +385,15 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       }
       f.latLevelInterUs = f.latInterUs + slowest - p.lat;
     }
-    if (router.relays()) {
+    if (router.railOptimized()) {
       f.rails = relayTable(t, router, ranks, dom);
       const int last = static_cast<int>(j) - 1;  // the ring's step across: domain 0's last rank to j
       f.ringInterRelayed = f.relayNic(last, static_cast<int>(j)) != last;
-      // What a relay adds: rank 0's route to a GPU of the next domain on another rail, against its
-      // route to that domain's first rank (p).
+      // What a step between rails adds: rank 0's route to a GPU of the next domain on another
+      // rail, against its route to that domain's first rank (p).
       for (size_t q = j; q < ranks.size() && dom[q] == dom[j]; ++q)
-        if (f.relayNic(0, static_cast<int>(q)) != 0) {
-          f.relayLatUs = std::max(0.0, pathInfo(t, router, ranks[0], ranks[q], k).lat - p.lat);
+        if (f.crossesRails(0, static_cast<int>(q))) {
+          f.crossRailLatUs = std::max(0.0, pathInfo(t, router, ranks[0], ranks[q], k).lat - p.lat);
           break;
         }
     }
@@ -427,7 +434,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     }
     // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
     // its receiver's own): the busiest NIC out is the one most edges leave by (relayNic).
-    if (f.rails) {
+    if (f.rails && f.rails->relays) {
       std::vector<int> leaving(f.nics(), 0);
       for (int i = 0; i < f.n; ++i)
         for (int tr = 0; tr < 2; ++tr) {
@@ -760,8 +767,8 @@ double treeAllReduceUs(const FabricView& f, double S, double chunk, double aIn, 
   const double aFar = aOut + (f.latFarUs - f.latInterUs);
   auto alpha = [&](int x, int y) {
     if (!across(x, y)) return aIn;
-    const double relay = f.relayNic(x, y) != x ? f.relayLatUs : 0;  // PXN: NVLink into the relay
-    return relay + (std::abs(sh.domain[x] - sh.domain[y]) <= 1 ? aOut : aFar);
+    const double rails = f.crossesRails(x, y) ? f.crossRailLatUs : 0;  // a relay's hop, or a spine
+    return rails + (std::abs(sh.domain[x] - sh.domain[y]) <= 1 ? aOut : aFar);
   };
   auto tau = [&](int x, int y) { return across(x, y) ? tauOut : tauIn; };
   constexpr double kInf = 1e300;
@@ -1027,9 +1034,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   const double aFar = c.aOut + (c.multi ? f.latFarUs - f.latInterUs : 0);
   auto stepLat = [&](int v, int dist) {
     if (!crosses(v, dist)) return c.aIn;
-    // Through a relay (PXN) the route adds the NVLink hop into the relay.
-    const double relay = f.relayNic(innerReal(v), innerReal(v ^ dist)) != innerReal(v) ? f.relayLatUs : 0;
-    return relay + (knownDomains && std::abs(innerDomain(v) - innerDomain(v ^ dist)) > 1 ? aFar : c.aOut);
+    // Between rails the route adds the NVLink hop into the relay (PXN) or a spine.
+    const double rails = f.crossesRails(innerReal(v), innerReal(v ^ dist)) ? f.crossRailLatUs : 0;
+    return rails + (knownDomains && std::abs(innerDomain(v) - innerDomain(v ^ dist)) > 1 ? aFar : c.aOut);
   };
   // foldIn, foldOut: the fold of the pair (2v, 2v + 1) before the halving and after the doubling;
   // only the folding ranks (inner v < rem) run it, so their chains start and end that much later,
@@ -1216,7 +1223,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     }
     // A relay that is not an inner rank (a folded-away GPU, or a GPU of the domain that is no rank)
     // sends only what it relays.
-    if (f.rails && !alike)
+    if (f.rails && f.rails->relays && !alike)
       for (int x = 0; x < f.nics(); ++x)
         if (x >= n || (x < 2 * rem && x % 2 == 0)) links = std::max(links, nicOut[x] + c.aOut);
     return std::max({links, *std::max_element(chain.begin(), chain.end()) + slowest, last});
@@ -1245,8 +1252,9 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);
     const double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
     // One step to every peer at once: it waits on the farthest.
-    // (Where GPUs relay, the farthest peers are on other rails: their route adds the relay's hop.)
-    double t = (c.multi ? f.latFarUs + f.relayLatUs : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
+    // (On rails the farthest peers are on other rails: their route adds a relay's hop or a spine.)
+    double t =
+        (c.multi ? f.latFarUs + f.crossRailLatUs : c.aIn) + std::max(local * v / bIn, remote * v / bOut);
     if (reduce) t += (n - 2) * std::min(v, static_cast<double>(chunk)) / c.R;
     return t;
   };

@@ -143,10 +143,12 @@ struct FabricView {
     std::vector<std::array<int, 2>> pathAcross;
   };
   std::shared_ptr<const TreeShape> treeShape;
-  // Where GPUs relay (PXN: rail-optimized fabrics): the NICs a step across domains may leave by.
-  // NIC i < n is rank i's own; the others belong to GPUs of the ranks' domains that are not ranks
-  // (a partly used node's), which relay all the same. Null where nobody relays.
+  // Rail-optimized fabrics: each rank's rail, and where GPUs relay (PXN) the NICs a step across
+  // domains may leave by. NIC i < n is rank i's own; the others belong to GPUs of the ranks'
+  // domains that are not ranks (a partly used node's), which relay all the same. Null on other
+  // fabrics.
   struct Rails {
+    bool relays = false;  // PXN (Router::relays); else every GPU sends by its own NIC
     int nics = 0;
     std::vector<int> rail, domain;                         // per rank: its rail (Router::railOf), domain
     std::vector<std::vector<std::pair<int, int>>> byRail;  // per domain: (rail, NIC) of its GPUs
@@ -155,8 +157,12 @@ struct FabricView {
   // The NIC that carries rank s's step to rank q: s's own (index s) unless s relays (PXN) through
   // the GPU of its domain on q's rail.
   int relayNic(int s, int q) const;
-  double relayLatUs = 0;  // what a relayed step's route adds to a same-rail one's (NVLink to the relay)
-  int nics() const { return rails ? rails->nics : n; }
+  // Rank s's step to rank q goes between rails: in other domains, on rails of their own.
+  bool crossesRails(int s, int q) const;
+  // What such a step's route adds to a same-rail one's: the NVLink hop into the relay (PXN), or
+  // the spine between the rails' leaves (PXN off).
+  double crossRailLatUs = 0;
+  int nics() const { return rails && rails->relays ? rails->nics : n; }
   double hostEgressGBps = 0;
   bool hostRanks = false;  // every rank is a CPU process (host memory: the one-host window schedules apply)
   // The peer windows are remote (RDMA READ/WRITE across hosts; PlanRequest::remoteWindows).
