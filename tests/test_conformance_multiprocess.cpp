@@ -246,9 +246,10 @@ int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& re
   tribComm_t comm = nullptr;
   int failures = joinAndRunCasesOf("direct", rank, n, id, report, &comm);
   if (failures < 0) return 1;
-  // The all-reduce ran direct in rack order: domains of 2, so rank R*2+l sends first to
-  // R*2 + (l+1) % 2, its domain's other rank (rank + 1 in the flat order). (A call of its own: the
-  // cases above may have filled the plan cache past its bound and cleared it.)
+  // The all-reduce ran direct in rack order, remote domains first: domains of 2, so rank R*2+l
+  // sends first to ((R+1) % 3)*2 + l, the next domain's rank of its own local index (rank + 1 in
+  // the flat order). (A call of its own: the cases above may have filled the plan cache past its
+  // bound and cleared it.)
   const uint64_t probe = 601;
   std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
   if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
@@ -261,7 +262,7 @@ int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& re
       report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
       break;
     }
-    const int want = rank / 2 * 2 + (rank % 2 + 1) % 2;
+    const int want = (rank / 2 + 1) % 3 * 2 + rank % 2;
     for (const Step& st : *plan.steps) {
       if (st.kind != StepKind::Send) continue;
       if (st.peer != want)
