@@ -540,6 +540,27 @@ TEST(Sim, StepsBetweenRailsWithoutPxnPayTheSpine) {
   }
 }
 
+// Direct through PXN relays at LL's ceiling (20.4 GB/s on three or more nodes, below a NIC's LL
+// rate, so NVLink is no faster than a NIC): a GPU's NVLink port carries the first legs it sends or
+// forwards besides its own domain's blocks (FabricView::relayedNvlinkBlocks; on 8 + 8 + 4 GPUs of
+// `dgx-h100:4,rails=1` the relay of rail j < 4 takes 7 local blocks and 14 legs, against the 16
+// blocks a NIC sends). The model counted a rank's own blocks: 16 MiB replayed 1.303x it on 20 and
+// 24 GPUs, 1.160x on 32.
+TEST(Sim, DirectThroughRelaysCarriesTheLegsOnNvlink) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:4", {"rails=1"}, &t).ok());
+  for (int n : {20, 24, 32}) {
+    Planner p(t);
+    ASSERT_TRUE(p.setOverrides("direct", "", "LL").ok());
+    PlannedSim r;
+    ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(16u << 20, n), PlanAlgo::Direct, &r).ok()) << n;
+    ASSERT_EQ(r.protocol, Protocol::LL);
+    ASSERT_GT(r.predictedUs, 0) << n;
+    EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.03)
+        << n << " GPUs: simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+  }
+}
+
 // Hierarchical's level across runs d rings at once, ring l joining GPU l of each node; the slowest
 // paces it (FabricView::latLevelInterUs). On five DGX H100 (nodes 0-3 behind one leaf) every ring
 // crosses a spine from node 3 to 4 and back to 0; on eight DGX A100, whose leaves take 20 NICs

@@ -268,6 +268,37 @@ std::shared_ptr<const FabricView::Rails> relayTable(const Topology& t, const Rou
   return rails;
 }
 
+// Direct's blocks through relays (FabricView::relayedNvlinkBlocks): per domain D and rail j, r(D, j)
+// remote ranks on rail j (all ranks on it less D's own). GPU g of D on rail j sends its |D| - 1
+// local blocks and a first leg for every remote rank on another rail, and takes in its local
+// blocks and a leg from each other rank of D for every remote rank on rail j; its NIC sends
+// |D| r(D, j).
+void relayedDirectBlocks(const FabricView::Rails& rails, int n, FabricView* f) {
+  const size_t domains = rails.byRail.size();
+  std::map<int, double> onRail;                           // rail -> ranks on it
+  std::vector<std::map<int, double>> ownOnRail(domains);  // per domain: rail -> its ranks on it
+  std::vector<double> size(domains, 0);
+  for (int i = 0; i < n; ++i)
+    if (rails.rail[i] >= 0) ++onRail[rails.rail[i]], ++ownOnRail[rails.domain[i]][rails.rail[i]];
+  for (int i = 0; i < n; ++i) ++size[rails.domain[i]];
+  for (size_t d = 0; d < domains; ++d) {
+    auto remoteOn = [&](int j) {
+      const auto own = ownOnRail[d].find(j);
+      return onRail[j] - (own == ownOnRail[d].end() ? 0 : own->second);
+    };
+    double remoteOnItsRails = 0;
+    for (auto [j, nic] : rails.byRail[d]) remoteOnItsRails += remoteOn(j);
+    for (auto [j, nic] : rails.byRail[d]) {
+      const bool rank = nic < n;
+      const double local = rank ? size[d] - 1 : 0;
+      const double in = local + (size[d] - (rank ? 1 : 0)) * remoteOn(j);
+      const double out = rank ? local + remoteOnItsRails - remoteOn(j) : 0;
+      f->relayedNvlinkBlocks = std::max({f->relayedNvlinkBlocks, in, out});
+      f->relayedNicBlocks = std::max(f->relayedNicBlocks, size[d] * remoteOn(j));
+    }
+  }
+}
+
 FabricView computeFabric(const Topology& t, Router& router, const std::vector<int>& ranks,
                          const CostConstants& k) {
   FabricView f;
@@ -387,6 +418,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     }
     if (router.railOptimized()) {
       f.rails = relayTable(t, router, ranks, dom);
+      if (f.rails->relays) relayedDirectBlocks(*f.rails, f.n, &f);
       const int last = static_cast<int>(j) - 1;  // the ring's step across: domain 0's last rank to j
       f.ringInterRelayed = f.relayNic(last, static_cast<int>(j)) != last;
       // What a step between rails adds: rank 0's route to a GPU of the next domain on another
@@ -1250,7 +1282,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   auto directPhase = [&](double v, bool reduce) {
     double bIn = c.bIn, bOut = c.multi ? c.bLoaded : c.bIn;
     if (reduce) bIn = std::min(bIn, c.R), bOut = std::min(bOut, c.R);
-    const double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
+    double local = (c.multi ? f.perDomain : n) - 1, remote = n - 1 - local;
+    // Through relays a GPU's NVLink port also carries first legs, and a NIC its domain's blocks
+    // for its rail (relayedDirectBlocks).
+    if (c.multi)
+      local = std::max(local, f.relayedNvlinkBlocks), remote = std::max(remote, f.relayedNicBlocks);
     // One step to every peer at once: it waits on the farthest.
     // (On rails the farthest peers are on other rails: their route adds a relay's hop or a spine.)
     double t =

@@ -157,6 +157,11 @@ struct FabricView {
   // The NIC that carries rank s's step to rank q: s's own (index s) unless s relays (PXN) through
   // the GPU of its domain on q's rail.
   int relayNic(int s, int q) const;
+  // Direct through relays (PXN), in blocks a phase (a block to every peer from every rank): the
+  // most any GPU's NVLink port carries one way (its own domain's blocks and the first legs it
+  // sends or forwards) and the most any NIC sends (every block of its domain for its rail's
+  // remote ranks). 0 where nobody relays.
+  double relayedNvlinkBlocks = 0, relayedNicBlocks = 0;
   // Rank s's step to rank q goes between rails: in other domains, on rails of their own.
   bool crossesRails(int s, int q) const;
   // What such a step's route adds to a same-rail one's: the NVLink hop into the relay (PXN), or
