@@ -541,7 +541,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
 
   // Network-switch reduction: every rank's leaf reduces and one aggregation tree spans all leaves.
   std::vector<int> leaves;
-  double leafLat = 0, leafBw = 1e300, rate = 1e300;
+  double leafLat = 0, leafBw = 1e300, rate = 1e300, feed = 1e300;
   bool ok = f.n >= 2;
   std::vector<DirLink> up;
   for (int r : ranks) {
@@ -557,6 +557,8 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
       lat += l.latencyUs;
       leafBw = std::min(leafBw, dirLinkBw(t, d) * k.eff[static_cast<int>(l.type)]);
     }
+    if (!up.empty())
+      feed = std::min(feed, dirLinkBw(t, up[0]) * k.eff[static_cast<int>(t.link(dirLinkId(up[0])).type)]);
     leafLat = std::max(leafLat, lat);
     rate = std::min(rate, t.node(leaf).reduce.reduceGBps);
     f.switchCap = t.node(leaf).reduce;
@@ -572,6 +574,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     f.switchTiers = depth + 1;
     double loaded = f.bwInterLoaded > 0 ? std::min(leafBw, f.bwInterLoaded) : leafBw;
     f.switchGBps = std::min(loaded, rate * k.eff[static_cast<int>(LinkType::Net)]);
+    f.switchFeedGBps = feed;
     f.switchLatUs =
         leafLat + depth * upLat + k.stepOverheadUs + k.netStepOverheadUs + k.switchOpUs * f.switchTiers;
   }
@@ -1331,6 +1334,17 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   const double foldLat = foldCrosses ? c.aOut : c.aIn;
   double rhdExtra = pof2 == n ? 0 : foldLat + S / (foldCrosses ? c.bOut : c.bIn);
 
+  // v bytes a rank streams through the network switches at b in chunks of c: each chunk leaves
+  // the rank's first hop (switchFeedGBps) a chunk overhead after the one before (the flag and
+  // credit exchange per chunk, charged there by the simulator too), and the switch level takes
+  // them at b, so the slower of the two paces the stream (a DGX GPU's PCIe link is faster than
+  // its NIC: the overheads hide behind the NIC's bytes), then the last chunk's 2 x tiers stages.
+  auto throughSwitches = [&](double v, double c, double b) {
+    c = std::max(1.0, std::min(c, v));  // as pipelineCost: a message smaller than a chunk is one
+    const double feed = f.switchFeedGBps > 0 ? f.switchFeedGBps * kB : b;
+    return std::max(v / b, v / feed + std::ceil(v / c) * k.chunkOverheadUs) + 2 * f.switchTiers * c / b;
+  };
+
   // The other collectives through the switch (branch `switch` adds their schedules): each rank
   // sends `up` and receives `down` bytes; the larger sets the pace, as for all-reduce.
   if (a == PlanAlgo::Switch && coll != Coll::AllReduce) {
@@ -1362,7 +1376,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     if (v > 0) {
       chunk = pipelineChunk(v, b, 2 * f.switchTiers, k);
       if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
-      t += v / b + pipelineCost(v, chunk, b, 2 * f.switchTiers, k);
+      t += throughSwitches(v, chunk, b);
     }
     p.reason = strprintf("through the switch: %s up, %s down per rank",
                          up == S  ? "S"
@@ -1490,7 +1504,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           double b = f.switchGBps * kB;
           chunk = pipelineChunk(S, b, 2 * f.switchTiers, k);
           if (f.switchCap.bufferBytes && chunk > f.switchCap.bufferBytes) chunk = f.switchCap.bufferBytes;
-          t = 2 * f.switchLatUs + S / b + pipelineCost(S, chunk, b, 2 * f.switchTiers, k);
+          t = 2 * f.switchLatUs + throughSwitches(S, chunk, b);
           p.reason = "each rank sends S up and receives S down";
           break;
         }
@@ -1523,10 +1537,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             // first piece is ready (pieces - 1) / pieces of that round before its end; the last
             // piece leaves at the end and takes its own trip through the switch.
             const double early = (pieces - 1) / pieces * v / reduceIn;
-            const double pieceTrip =
-                2 * f.switchLatUs + piece / b + pipelineCost(piece, cb, b, 2 * f.switchTiers, k);
-            const double across = std::max(
-                2 * f.switchLatUs + v / b + pipelineCost(v, cb, b, 2 * f.switchTiers, k) - early, pieceTrip);
+            const double pieceTrip = 2 * f.switchLatUs + throughSwitches(piece, cb, b);
+            const double across = std::max(2 * f.switchLatUs + throughSwitches(v, cb, b) - early, pieceTrip);
             return std::pair{rs + domainAllGatherAfter(c, d, v, cb, piece, across, pieceTrip - early, pieces),
                              ch};
           };
@@ -1562,13 +1574,16 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // The level across: each GPU's S/d up and down the aggregation tree, a slice of a chunk per
           // tier each way.
           const double bs = f.switchGBps * kB, d = f.perDomain;
-          // Paced by the switches: every chunk's slice up (its overhead at the switch), then the
-          // last one's trip up and down.
+          // Paced by the switches: every chunk's slice up (its overhead on the GPU's first hop, as
+          // throughSwitches), then the last one's trip up and down.
           const double acrossUs = S / d / bs, acrossLatUs = 2 * f.switchLatUs;
+          const double feed = f.switchFeedGBps > 0 ? f.switchFeedGBps * kB : bs;
           t = nvlsAround(
               acrossUs, acrossLatUs, 2 * f.switchTiers,
               [&](double cb) { return 2 * f.switchTiers * cb / d / bs; },
-              [&](double, double overheads) { return acrossUs + overheads + acrossLatUs; });
+              [&](double, double overheads) {
+                return std::max(acrossUs, S / d / feed + overheads) + acrossLatUs;
+              });
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }

@@ -179,7 +179,10 @@ struct FabricView {
   ReduceCapability switchCap;
   int switchTiers = 0;     // depth of the aggregation tree (1: leaves are the root)
   double switchLatUs = 0;  // one way rank -> root of the aggregation tree, overheads included
-  std::string summary;     // one line: "4608 ranks in 64 domains of 72; intra 740 GB/s 3.5 us; ..."
+  // The slowest rank's first hop toward its leaf (a DGX GPU's PCIe link to its NIC; a host's link
+  // to the switch itself), where a pipeline's chunk overheads fall (switchStream).
+  double switchFeedGBps = 0;
+  std::string summary;  // one line: "4608 ranks in 64 domains of 72; intra 740 GB/s 3.5 us; ..."
   Protocol protocol = Protocol::Simple;  // the protocol its rates and step latencies are for
   // What bounds a protocol's rate per rank (ProtocolCost's ceilings): the ranks' oldest GPU
   // generation and their hosts' CPU maker (AMD if any is; Unknown if any is not declared).
