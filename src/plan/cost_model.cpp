@@ -1226,6 +1226,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         const double hop = c.aIn + std::min(v, static_cast<double>(chunk)) / rate(st.reduce, false);
         (seen ? after : before) += hop;
       }
+      // A folding rank sends its first step's half once that half of the fold is in.
+      if (folds(r) && !foldCross && foldIn > 0) before += foldLat + foldBytes / 2;
       if (linkOut > 0) linkOut += c.aOut - c.aIn + before + after;
       // A folding rank's fold: its partner's vector in on the receiving side of the fold's link,
       // the result out on the sending side, each one direction's bytes beside that link's steps
