@@ -484,16 +484,23 @@ TEST(Sim, RingCrossingsArePricedAcrossEveryBoundary) {
 // first two nodes stay), so steps across nodes join GPUs of different indices, and PXN relays each
 // through the GPU of the sender's node on the receiver's rail: the odd GPUs' NICs of the last node
 // carry two GPUs' steps. The model put every step on its sender's own NIC and was 0.71x its replay.
-TEST(Sim, RhdStepsAcrossRailsLoadTheRelaysNic) {
+// rhd's replay at Simple of an all-reduce of `bytes` on the first n GPUs of `system`, within `tol`
+// of the model.
+static void expectRhdNearTheModel(const char* system, std::vector<std::string> params, int n, uint64_t bytes,
+                                  double tol) {
   Topology t;
-  ASSERT_TRUE(generateTopology("dgx-h100:8", {"rails=1"}, &t).ok());
+  ASSERT_TRUE(generateTopology(system, params, &t).ok()) << system;
   Planner p(t);
   ASSERT_TRUE(p.setOverrides("", "", "Simple").ok());
   PlannedSim r;
-  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(16u << 20, 40), PlanAlgo::Rhd, &r).ok());
-  ASSERT_GT(r.predictedUs, 0);
-  EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.03)
-      << "simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(bytes, n), PlanAlgo::Rhd, &r).ok()) << system;
+  ASSERT_GT(r.predictedUs, 0) << system;
+  EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, tol)
+      << system << ": simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+}
+
+TEST(Sim, RhdStepsAcrossRailsLoadTheRelaysNic) {
+  expectRhdNearTheModel("dgx-h100:8", {"rails=1"}, 40, 16u << 20, 0.03);
 }
 
 // A step through a PXN relay takes the NVLink hop into the relay before the relay's NIC
@@ -590,15 +597,7 @@ TEST(Sim, SwitchChunkOverheadsHideBehindTheNic) {
 // 1.129x the model, 1.084x with it (16 MiB 1.175x -> 1.122x: the rest of the gap is not traced
 // into the model, docs/PLANNER.md).
 TEST(Sim, FoldingRanksNetworkStepsWaitForHalfTheFold) {
-  Topology t;
-  ASSERT_TRUE(generateTopology("dgx-h100:3", {}, &t).ok());
-  Planner p(t);
-  ASSERT_TRUE(p.setOverrides("rhd", "", "Simple").ok());
-  PlannedSim r;
-  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(64u << 20, 24), PlanAlgo::Rhd, &r).ok());
-  ASSERT_GT(r.predictedUs, 0);
-  EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.10)
-      << "simulated " << r.sim.timeUs << " us, model " << r.predictedUs;
+  expectRhdNearTheModel("dgx-h100:3", {}, 24, 64u << 20, 0.10);
 }
 
 // Hierarchical's level across runs d rings at once, ring l joining GPU l of each node; the slowest
