@@ -278,14 +278,16 @@ void relayedDirectBlocks(const FabricView::Rails& rails, int n, FabricView* f) {
   std::map<int, double> onRail;                           // rail -> ranks on it
   std::vector<std::map<int, double>> ownOnRail(domains);  // per domain: rail -> its ranks on it
   std::vector<double> size(domains, 0);
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < n; ++i) {
+    ++size[rails.domain[i]];
     if (rails.rail[i] >= 0) ++onRail[rails.rail[i]], ++ownOnRail[rails.domain[i]][rails.rail[i]];
-  for (int i = 0; i < n; ++i) ++size[rails.domain[i]];
+  }
+  auto count = [](const std::map<int, double>& m, int j) {
+    const auto it = m.find(j);
+    return it == m.end() ? 0.0 : it->second;
+  };
   for (size_t d = 0; d < domains; ++d) {
-    auto remoteOn = [&](int j) {
-      const auto own = ownOnRail[d].find(j);
-      return onRail[j] - (own == ownOnRail[d].end() ? 0 : own->second);
-    };
+    auto remoteOn = [&](int j) { return count(onRail, j) - count(ownOnRail[d], j); };
     double remoteOnItsRails = 0;
     for (auto [j, nic] : rails.byRail[d]) remoteOnItsRails += remoteOn(j);
     for (auto [j, nic] : rails.byRail[d]) {
@@ -1341,10 +1343,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // credit exchange per chunk, charged there by the simulator too), and the switch level takes
   // them at b, so the slower of the two paces the stream (a DGX GPU's PCIe link is faster than
   // its NIC: the overheads hide behind the NIC's bytes), then the last chunk's 2 x tiers stages.
-  auto throughSwitches = [&](double v, double c, double b) {
-    c = std::max(1.0, std::min(c, v));  // as pipelineCost: a message smaller than a chunk is one
+  // switchPace: the stream's pace alone, given its chunks' overheads.
+  auto switchPace = [&](double v, double overheads, double b) {
     const double feed = f.switchFeedGBps > 0 ? f.switchFeedGBps * kB : b;
-    return std::max(v / b, v / feed + std::ceil(v / c) * k.chunkOverheadUs) + 2 * f.switchTiers * c / b;
+    return std::max(v / b, v / feed + overheads);
+  };
+  auto throughSwitches = [&](double v, double cb, double b) {
+    cb = std::max(1.0, std::min(cb, v));  // as pipelineCost: a message smaller than a chunk is one
+    return switchPace(v, std::ceil(v / cb) * k.chunkOverheadUs, b) + 2 * f.switchTiers * cb / b;
   };
 
   // The other collectives through the switch (branch `switch` adds their schedules): each rank
@@ -1579,13 +1585,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // Paced by the switches: every chunk's slice up (its overhead on the GPU's first hop, as
           // throughSwitches), then the last one's trip up and down.
           const double acrossUs = S / d / bs, acrossLatUs = 2 * f.switchLatUs;
-          const double feed = f.switchFeedGBps > 0 ? f.switchFeedGBps * kB : bs;
           t = nvlsAround(
               acrossUs, acrossLatUs, 2 * f.switchTiers,
               [&](double cb) { return 2 * f.switchTiers * cb / d / bs; },
-              [&](double, double overheads) {
-                return std::max(acrossUs, S / d / feed + overheads) + acrossLatUs;
-              });
+              [&](double, double overheads) { return switchPace(S / d, overheads, bs) + acrossLatUs; });
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }

@@ -180,7 +180,7 @@ struct FabricView {
   int switchTiers = 0;     // depth of the aggregation tree (1: leaves are the root)
   double switchLatUs = 0;  // one way rank -> root of the aggregation tree, overheads included
   // The slowest rank's first hop toward its leaf (a DGX GPU's PCIe link to its NIC; a host's link
-  // to the switch itself), where a pipeline's chunk overheads fall (switchStream).
+  // to the switch itself), where a pipeline's chunk overheads fall (cost_model.cpp switchPace).
   double switchFeedGBps = 0;
   std::string summary;  // one line: "4608 ranks in 64 domains of 72; intra 740 GB/s 3.5 us; ..."
   Protocol protocol = Protocol::Simple;  // the protocol its rates and step latencies are for
