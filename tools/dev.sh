@@ -86,12 +86,13 @@ case "${1:-}" in
     # about 3x slower (test_verify_sync's DataLess cases: 50 s of CPU at -O0, 17 s at -O1).
     configure_build build-asan -DTRIB_SANITIZE=address,undefined -DTRIB_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DTRIB_DEBUG_INFO=lines \
       -DTRIB_WITH_CUDA=OFF "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g"
-    # intercept_tls_get_addr=0 for every sanitizer run below: the runtimes of GCC <= 13 and LLVM <= 16
-    # take a dynamic TLS block that malloc happened to place 16 bytes past a page boundary for glibc
-    # 2.19's header and record the two words before it as the block's range; LeakSanitizer's tracer
-    # then faults scanning it at exit ("Tracer caught signal 11") after every test passed, and TSan
-    # resets the shadow of that range. Here the block is a 16-byte malloc (1 in 128 of its places).
-    # Off, ASan does not scan dynamic TLS for roots and TSan leaves the block's shadow to its malloc.
+    # intercept_tls_get_addr=0 for every sanitizer run below: these runtimes (GCC 12's, clang 14's for
+    # the fuzzers) take a dynamic TLS block that malloc happened to place 16 bytes past a page
+    # boundary for glibc 2.19's header and record the two words before it as the block's range
+    # (google/sanitizers#1322); LeakSanitizer's tracer then faults scanning it at exit ("Tracer
+    # caught signal 11") after every test passed, and TSan resets the shadow of that range. Here the
+    # block is a 16-byte malloc (1 in 128 of its places). Off, ASan does not scan dynamic TLS for
+    # roots and TSan leaves the block's shadow to its malloc.
     export ASAN_OPTIONS=intercept_tls_get_addr=0 TSAN_OPTIONS=intercept_tls_get_addr=0
     LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp run_tests build-asan nosan
     make_room build-asan
