@@ -305,8 +305,7 @@ int firstSwitchAbove(const Topology& t, int node, std::vector<DirLink>* up) {
         }
         return nb;
       }
-      if (it.depth < 4 && (nt == NodeType::Nic || nt == NodeType::PcieSwitch || nt == NodeType::Cpu ||
-                           nt == NodeType::Numa || nt == NodeType::Host))
+      if (it.depth < 4 && (nt == NodeType::Nic || nt == NodeType::PcieSwitch || hostNode(nt)))
         q.push_back({nb, static_cast<int>(i), it.depth + 1, dl});
     }
   }
