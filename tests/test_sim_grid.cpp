@@ -45,16 +45,17 @@ struct Gap {
   int minDomains = 0;                    // only cells whose ranks span at least this many NVLink domains
   Protocol protocol = Protocol::Simple;  // the cells' protocol (the grid runs Simple and the fastest)
 };
-// Three open, all rhd: 100 ranks (2026-12-06), and two folding cells on one switch that joined
-// the grid on 2026-12-06 (nineteenth session), where a sweep outside it found them. Closed before
-// them: the tree's posting-order rule went when the replay's default became the schedule's
-// channels round robin and the tree's terms were derived for it; its rule for 3+ NVLink domains
-// at >= 16 MiB (the replay 1.12-1.24x the model) went when the last switch's port served its
-// senders round robin and the model gained the fill bound (docs/PLANNER.md "The tree across 3+
-// domains"). rhd with LL on 4,608 ranks at 1 MiB (1.125x) left the grid when LL gained its
-// ceiling (LL128 is rhd's fastest there now; rhd/LL at that size, replayed by hand, agrees:
-// docs/PLANNER.md "Protocols"), and rhd on 136 ranks (72 + 64) closed when the model pipelined
-// the fold with the first and last steps.
+// Three open, all rhd: 100 ranks (2026-12-06), three ranks on one switch at 256 MiB (2026-12-06,
+// nineteenth session, where a sweep outside the grid found it), and 24 GPUs on rails (2026-12-07).
+// Closed before them: the tree's posting-order rule went when the replay's default became the
+// schedule's channels round robin and the tree's terms were derived for it; its rule for 3+ NVLink
+// domains at >= 16 MiB (the replay 1.12-1.24x the model) went when the last switch's port served
+// its senders round robin and the model gained the fill bound (docs/PLANNER.md "The tree across 3+
+// domains"). rhd with LL on 4,608 ranks at 1 MiB (1.125x) left the grid when LL gained its ceiling
+// (LL128 is rhd's fastest there now; rhd/LL at that size, replayed by hand, agrees: docs/PLANNER.md
+// "Protocols"), rhd on 136 ranks (72 + 64) closed when the model pipelined the fold with the first
+// and last steps, and rhd on 5 and 6 ranks at 16 MiB (1.11-1.13x) when the fold brought first the
+// half the first halving step sends (algo::rhdFoldSendsFirst; docs/PLANNER.md "The fold's order").
 const std::vector<Gap> kKnownGaps = {
     {PlanAlgo::Rhd, 100, 100, 16 << 20, kAny, true,
      "rhd on 100 ranks (racks of 72 and 28) from 16 MiB: the replay 0.87-0.90x the model (0.26-0.42x "
@@ -64,10 +65,12 @@ const std::vector<Gap> kKnownGaps = {
      "rhd on 3 ranks of one switch at 256 MiB: the replay 0.81x the model; the walk starts the folding "
      "rank's unfold after its halving is in and its steps are sent, where the replay streams it chunk by "
      "chunk from the halving's first chunks and ends at its port's bytes (docs/PLANNER.md)"},
-    {PlanAlgo::Rhd, 5, 6, 16 << 20, 16 << 20, false,
-     "rhd on 5 and 6 ranks of one switch at 16 MiB: the replay 1.11-1.13x the model; the folding rank's "
-     "port takes the fold beside the first steps' bytes, which the walk's chain does not share "
-     "(docs/PLANNER.md)"},
+    {PlanAlgo::Rhd, 24, 24, 16 << 20, 16 << 20, true,
+     "rhd on 24 GPUs of three DGX H100 on rails at 16 MiB: the replay 1.11x the model (1.09x before the "
+     "fold's order changed; the replay 1.8% slower with it, every other rhd cell of the grid as fast or "
+     "faster); the walk takes a rank's network receptions in step order, where the replay's port takes the "
+     "last doubling step's relayed chunks between the step before's, whose last chunk the rank's own "
+     "last sends wait for (docs/PLANNER.md \"The fold's order\")"},
 };
 
 bool knownGap(const Cell& c, const char** why) {
@@ -239,8 +242,8 @@ const std::vector<PlanAlgo> kRackScaleAlgos = {
 const std::vector<SystemGrid>& grid() {
   static const std::vector<SystemGrid> g = {
       {"uniform:64,sharp=1", {2, 7, 16, 64}, kSizes, kAllReduceAlgos},
-      // rhd folding ranks in (no power of two) on one switch beside the grid's 7 ranks: two of
-      // these cells are known gaps, the rest asserted.
+      // rhd folding ranks in (no power of two) on one switch beside the grid's 7 ranks: 3 ranks
+      // at 256 MiB is a known gap, the rest asserted.
       {"uniform:64,sharp=1", {3, 5, 6}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
       {"uniform:16,sharp=1", {16}, {1 * GiB, 16 * GiB}, kCheapAlgos},
       {"dgx-a100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/algorithms.hpp"
 #include "algo/schedule.hpp"
 #include "verify/rankset.hpp"
 #include "verify/verify.hpp"
@@ -118,6 +119,50 @@ TEST(Registry, MaterializeMatchesGenerator) {
   EXPECT_EQ(folds, 11u);
   EXPECT_EQ(recvs, 11u);
   EXPECT_EQ(steps.size(), 43u);
+}
+
+// rhd's folded-away rank sends its input in the order its partner uses it: first the half the
+// partner's first halving step sends on, with 4+ inner ranks and a list that fits the executor's
+// window; else (3 ranks, or a list past the window) the half the partner keeps.
+TEST(Registry, RhdFoldOrderFollowsThePartnersFirstStep) {
+  const AlgoInfo* rhd = findAlgorithm(Coll::AllReduce, Algo::Rhd);
+  ASSERT_NE(rhd, nullptr);
+  EXPECT_TRUE(algo::rhdFoldSendsFirst(4, 85));
+  EXPECT_FALSE(algo::rhdFoldSendsFirst(4, 86));  // 6 x 86 steps pass the 512-step window
+  EXPECT_FALSE(algo::rhdFoldSendsFirst(2, 1));
+  struct Case {
+    int n;
+    uint64_t chunk;
+    uint64_t firstOffset;  // of rank 0's first send (to rank 1, its partner: inner rank 0, lower)
+  };
+  // 1,000 elements in p = 4 blocks of 250 (2 blocks for n = 3: 500 each).
+  for (const Case& c : {Case{5, 100, 500}, Case{7, 100, 500}, Case{5, 1, 0}, Case{3, 100, 0}}) {
+    CollArgs a;
+    a.nranks = c.n;
+    a.count = 1000;
+    a.chunkElems = c.chunk;
+    const std::vector<Step> folded = materialize(*rhd, a, 0);
+    ASSERT_FALSE(folded.empty());
+    EXPECT_EQ(folded[0].kind, StepKind::Send);
+    EXPECT_EQ(folded[0].peer, 1);
+    EXPECT_EQ(folded[0].src.offset, c.firstOffset) << c.n << " ranks, chunk " << c.chunk;
+    // The partner takes the fold's first half whole, then the second half slice by slice inside
+    // its first halving step, each slice just before the step's slice that uses it.
+    const std::vector<Step> partner = materialize(*rhd, a, 1);
+    ASSERT_FALSE(partner.empty());
+    EXPECT_EQ(partner[0].kind, StepKind::RecvReduce);
+    EXPECT_EQ(partner[0].dst.offset, c.firstOffset);
+    const uint64_t half = 500, firstHalfSlices = (half + c.chunk - 1) / c.chunk;
+    ASSERT_GT(partner.size(), firstHalfSlices + 1);
+    const Step& next = partner[firstHalfSlices];
+    EXPECT_EQ(next.kind, StepKind::RecvReduce);
+    EXPECT_EQ(next.peer, 0) << describeStep(next);
+    EXPECT_EQ(next.dst.offset, half - c.firstOffset);
+    EXPECT_EQ(partner[firstHalfSlices + 1].kind, StepKind::Send)
+        << describeStep(partner[firstHalfSlices + 1]);
+  }
+  // Every shape of these is a correct all-reduce (VerifyEveryShape covers 3-100 ranks and slices
+  // of 1, 3 and 65,536 elements, both orders among them).
 }
 
 TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {

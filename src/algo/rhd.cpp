@@ -1,9 +1,12 @@
 // Rabenseifner all-reduce: recursive-halving reduce-scatter, then recursive-doubling
 // all-gather, over the largest power of two p <= n ranks. The n - p extra ranks are folded in
-// first: of ranks 0..2(n-p)-1 each even rank hands its whole input to the odd rank above it and
-// gets the result back at the end.
+// first: of ranks 0..2(n-p)-1 each even rank hands its whole input to the odd rank above it, in
+// the order that rank's first halving step uses it (rhdFoldSendsFirst), and gets the result back
+// at the end.
 #include "algo/algo_util.hpp"
 #include "algo/algorithms.hpp"
+
+#include <array>
 
 namespace trib::algo {
 namespace {
@@ -19,12 +22,24 @@ struct Rhd {
   int outer(int v) const { return v < rem ? 2 * v + 1 : v + rem; }
 };
 
-// Sends element range `snd` and folds element range `keep` in from `peer`, slice by slice.
-Generator<Step> exchange(CollArgs a, int peer, Region snd, Region keepSrc, Region keepDst, bool reduce) {
+// A folded-away rank's input reduced into the same elements of the output, slice by slice.
+struct FoldIn {
+  int peer = -1;
+  uint64_t offset = 0, count = 0;
+};
+
+// Sends element range `snd` and folds element range `keep` in from `peer`, slice by slice; each
+// slice after `fold`'s slice of as many elements, where it brings some of them.
+Generator<Step> exchange(CollArgs a, int peer, Region snd, Region keepSrc, Region keepDst, bool reduce,
+                         FoldIn fold = {}) {
   const uint64_t chunk = chunkOf(a);
   const uint64_t slices = std::max(numSlices(snd.count, chunk), numSlices(keepDst.count, chunk));
   for (uint64_t j = 0; j < slices; ++j) {
     const uint64_t sl = sliceLen(snd.count, chunk, j), kl = sliceLen(keepDst.count, chunk, j);
+    if (const uint64_t fl = sliceLen(fold.count, chunk, j); fl) {
+      const uint64_t at = fold.offset + j * chunk;
+      co_yield Step::recvReduce(fold.peer, inR(at, fl), outR(at, fl));
+    }
     if (sl) co_yield Step::send(peer, shift(snd, j * chunk, sl));
     if (kl && reduce)
       co_yield Step::recvReduce(peer, shift(keepSrc, j * chunk, kl), shift(keepDst, j * chunk, kl));
@@ -42,20 +57,36 @@ Generator<Step> rhdAllReduce(CollArgs a, int rank) {
   const uint64_t c = a.count;
   const Region none{Buf::Output, 0, 0};
   const int v = g.inner(rank);
-  if (v < 0) {  // folded away: contribute, then wait for the result
-    TRIB_YIELD_ALL(exchange(a, rank + 1, inR(0, c), none, none, false));
-    TRIB_YIELD_ALL(exchange(a, rank + 1, none, none, outR(0, c), false));
-    co_return;
-  }
-  bool inOutput = false;  // where the rank's running sums live (in place: the same memory)
-  if (rank < 2 * g.rem) {
-    TRIB_YIELD_ALL(exchange(a, rank - 1, none, inR(0, c), outR(0, c), true));
-    inOutput = true;
-  }
   auto range = [&](int b0, int b1) {  // elements of blocks [b0, b1) of p
     const uint64_t e0 = blockBegin(c, g.p, b0), e1 = blockBegin(c, g.p, b1);
     return std::pair<uint64_t, uint64_t>{e0, e1 - e0};
   };
+  // The fold's halves, the one the folding partner (inner rank w) keeps in its first halving
+  // step first when `keptFirst`, else the one it sends away first; and the result back, first
+  // the half its last doubling step does not bring. Element ranges (offset, count).
+  auto halves = [&](int w, bool keptFirst) {
+    const bool lower = (w & (g.p / 2)) == 0;
+    return lower == keptFirst ? std::array{range(0, g.p / 2), range(g.p / 2, g.p)}
+                              : std::array{range(g.p / 2, g.p), range(0, g.p / 2)};
+  };
+  const bool foldKeptFirst = !rhdFoldSendsFirst(g.p, numSlices(c, chunkOf(a)));
+  if (v < 0) {  // folded away: contribute, then wait for the result
+    const int w = g.inner(rank + 1);
+    for (const auto& [o, len] : halves(w, foldKeptFirst))
+      TRIB_YIELD_ALL(exchange(a, rank + 1, inR(o, len), none, none, false));
+    for (const auto& [o, len] : halves(w, true))
+      TRIB_YIELD_ALL(exchange(a, rank + 1, none, none, outR(o, len), false));
+    co_return;
+  }
+  bool inOutput = false;  // where the rank's running sums live (in place: the same memory)
+  FoldIn secondHalf;      // the fold's second half, taken in slice by slice by the first step
+  if (rank < 2 * g.rem) {
+    const auto h = halves(v, foldKeptFirst);
+    TRIB_YIELD_ALL(
+        exchange(a, rank - 1, none, inR(h[0].first, h[0].second), outR(h[0].first, h[0].second), true));
+    secondHalf = {rank - 1, h[1].first, h[1].second};
+    inOutput = true;
+  }
   // Reduce-scatter: halve the window each round; keep the half containing block v.
   int lo = 0, hi = g.p;
   for (int mask = g.p / 2; mask >= 1; mask /= 2) {
@@ -65,7 +96,8 @@ Generator<Step> rhdAllReduce(CollArgs a, int rank) {
     auto [so, sn] = lower ? range(mid, hi) : range(lo, mid);
     const Region src = inOutput ? outR(so, sn) : inR(so, sn);
     const Region keepSrc = inOutput ? outR(ko, kn) : inR(ko, kn);
-    TRIB_YIELD_ALL(exchange(a, peer, src, keepSrc, outR(ko, kn), true));
+    TRIB_YIELD_ALL(exchange(a, peer, src, keepSrc, outR(ko, kn), true, secondHalf));
+    secondHalf = {};
     inOutput = true;
     if (lower) {
       hi = mid;
@@ -81,7 +113,9 @@ Generator<Step> rhdAllReduce(CollArgs a, int rank) {
     auto [to, tn] = range(theirs0, theirs0 + mask);
     TRIB_YIELD_ALL(exchange(a, g.outer(peerV), outR(mo, mn), none, outR(to, tn), false));
   }
-  if (rank < 2 * g.rem) TRIB_YIELD_ALL(exchange(a, rank - 1, outR(0, c), none, none, false));
+  if (rank < 2 * g.rem)
+    for (const auto& [o, len] : halves(v, true))
+      TRIB_YIELD_ALL(exchange(a, rank - 1, outR(o, len), none, none, false));
 }
 
 // All-gather by recursive doubling over the same power-of-two group. Inner rank v stands for
@@ -125,6 +159,15 @@ Generator<Step> rhdAllGather(CollArgs a, int rank) {
 }
 
 }  // namespace
+
+// The half the first halving step sends, first, lets that step start as the fold begins instead
+// of halfway through it (5-7 ranks on one switch at 16 MiB: the replay 10-13% faster). With two
+// inner ranks the kept half is final after the one halving step and goes straight back out both
+// ways (the doubling and the unfold), so it comes first (3 ranks at 256 MiB: 24% faster so). And
+// where the folding rank's list (about six steps a slice of the vector: the fold, both phases'
+// sends and receptions, the unfold) passes the executor's window, the replay lost 7-14% with the
+// sent half first and about 2% with the kept half first (1 GiB, 6-48 ranks; docs/PLANNER.md).
+bool rhdFoldSendsFirst(int pof2, uint64_t slices) { return pof2 > 2 && 6 * slices <= kExecutorWindowSteps; }
 
 const AlgoInfo kRhdAllGather = {Algo::Rhd, Coll::AllGather, validArgs, noScratch, checked<rhdAllGather>};
 const AlgoInfo kRhdAllReduce = {Algo::Rhd, Coll::AllReduce, validArgs, noScratch, checked<rhdAllReduce>};

@@ -1085,6 +1085,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // network step still sends its later ones, and a NIC's network steps of both phases run nearly
   // back to back (2 x DGX H100 16 MiB: each NIC busy 94.5% of the replay).
   constexpr double kPrunedUs = std::numeric_limits<double>::infinity();  // rhdSteps reached the cutoff
+  // The fold's order (algo::rhdFoldSendsFirst) over the slices the planner's chunk makes of the vector.
+  const uint64_t chunkElems =
+      std::max<uint64_t>(1, (chunk + dataTypeSize(dtype) - 1) / std::max<size_t>(1, dataTypeSize(dtype)));
+  const bool foldSendsFirst = algo::rhdFoldSendsFirst(pof2, (count + chunkElems - 1) / chunkElems);
   auto rhdSteps = [&](bool halve, bool dbl, double total, double foldIn, double foldOut, double foldLat,
                       bool foldCross) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
@@ -1157,10 +1161,19 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     std::vector<double> got(chain), gotBefore(chain), net(alike ? ranks : f.nics(), 0), dom(ranks, 0),
         netIn(ranks, 0), domIn(ranks, 0), sent(ranks);
     for (int r = 0; r < ranks; ++r) (foldCross ? netIn : domIn)[r] = chain[r];
+    // Where the fold brings first the half the first halving step sends (algo::rhdFoldSendsFirst),
+    // the chain's first chunk leaves once the fold's first chunk is in.
+    const double foldChunk = foldBytes * std::min(1.0, chunk / std::max(1.0, total));
+    if (foldSendsFirst)
+      for (int r = 0; r < ranks; ++r)
+        if (folds(r) && foldIn > 0) chain[r] = foldLat + foldChunk;
     const RhdStep* prev = nullptr;
     double slowest = 0, links = 0;
+    // The sending sides as the doubling begins (the unfold's bound below).
+    std::vector<double> turnNet, turnDom;
     for (const RhdStep& st : steps) {
       const double v = total * st.dist / pof2;
+      if (!st.reduce && (!prev || prev->reduce)) turnNet = net, turnDom = dom;
       for (int r = 0; r < ranks; ++r) {
         sent[r] = -1;
         if (!alike && !receives(r ^ st.dist, st)) continue;  // the partner gets nothing from r
@@ -1171,8 +1184,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         if (!lower && prev && prev->reduce == st.reduce)
           dep = st.reduce ? std::max(gotBefore[r], got[r] - v / rate(prev->reduce, crosses(r, prev->dist)))
                           : gotBefore[r];
-        else if (!lower && !prev && folds(r))
-          dep = got[r] - foldBytes * v / total;  // its lower half of the fold
+        else if (!prev && folds(r) && foldSendsFirst)
+          dep = got[r] - foldBytes * v / total;  // the fold's half it sends first
         double& link = cross ? net[nicOf(r, st.dist)] : dom[r];
         link = sent[r] = std::max(link + v / b, dep + std::min(v, static_cast<double>(chunk)) / b);
       }
@@ -1228,8 +1241,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         const double hop = c.aIn + std::min(v, static_cast<double>(chunk)) / rate(st.reduce, false);
         (seen ? after : before) += hop;
       }
-      // A folding rank sends its first step's half once that half of the fold is in.
-      if (folds(r) && !foldCross && foldIn > 0) before += foldLat + foldBytes / 2;
+      // A folding rank sends its first step's half once that half of the fold is in: its first
+      // chunk where it comes first; where it comes second, half the fold (the whole fold, tried,
+      // put the replay 3-6% under the model on 12-24 ranks of DGX H100 and on 136 GPUs).
+      if (folds(r) && !foldCross && foldIn > 0)
+        before += foldLat + (foldSendsFirst ? foldChunk : foldBytes / 2);
       if (linkOut > 0) linkOut += c.aOut - c.aIn + before + after;
       // A folding rank's fold: its partner's vector in on the receiving side of the fold's link,
       // the result out on the sending side, each one direction's bytes beside that link's steps
@@ -1242,10 +1258,15 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
       links = std::max(links, std::max(linkIn, linkOut) + c.aIn + foldLats);
       if (folds(r)) chain[r] += foldOut;
     }
-    // The unfold sends the result in order as the last doubling step brings the partner's half:
-    // the lower rank gets the upper half last (one chunk after it), the upper rank the lower
-    // half (the upper half after it); all of it no sooner than its bytes after the step before,
-    // nor before its link's sending side has sent the steps' bytes.
+    // The unfold sends the result back, the half it kept first, the other as the last doubling
+    // step brings it: the lower rank gets the upper half last (one chunk after it), the upper rank
+    // the lower half (half the fold after it: one chunk, tried, took 56 GPUs of DGX A100 on rails
+    // at 1 MiB from 1.102 to 1.114); that half no sooner than its bytes after the step before
+    // (the whole fold's before 2026-12-07: the kept half goes out as each chunk of it is final;
+    // 24-72 ranks at 1 MiB 0.92-0.97 -> 0.97-1.04); and all of it no sooner than its link's sending
+    // side has sent the steps' bytes and, from the doubling's first send on, the doubling's and the
+    // unfold's bytes back to back (its chunks go out between the doubling's; the unfold after the
+    // steps' sends instead: gb200-nvl72 72 ranks 16 MiB 0.896, now 0.956).
     double last = 0;
     for (int r = 0; r < ranks; ++r) {
       double end = got[r];
@@ -1254,9 +1275,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         const bool lowerLast = alike || (r & (pof2 / 2)) == 0;
         const double sendSide =
             foldCross ? net[realOf(r)] : dom[r];  // the fold's link, after the steps' sends
+        const std::vector<double>& turn = foldCross ? turnNet : turnDom;  // empty: no doubling
+        double packed = (turn.empty() ? sendSide : turn[foldCross ? realOf(r) : r]) + foldBytes;
+        for (const RhdStep& st : steps)
+          if (!st.reduce && crosses(r, st.dist) == foldCross && (alike || receives(r ^ st.dist, st)))
+            packed += total * st.dist / pof2 / rate(st.reduce, foldCross);
         const double tail =
             lowerLast ? foldBytes * std::min(whole, static_cast<double>(chunk)) / whole : foldBytes / 2;
-        end = std::max({got[r] + tail, gotBefore[r] + foldBytes, sendSide + foldBytes}) + foldLat;
+        end = std::max({got[r] + tail, gotBefore[r] + foldBytes / 2, std::max(sendSide, packed)}) + foldLat;
       }
       last = std::max(last, end);
     }
