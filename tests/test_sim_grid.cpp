@@ -67,7 +67,7 @@ const std::vector<Gap> kKnownGaps = {
      "chunk from the halving's first chunks and ends at its port's bytes (docs/PLANNER.md)"},
     {PlanAlgo::Rhd, 24, 24, 16 << 20, 16 << 20, true,
      "rhd on 24 GPUs of three DGX H100 on rails at 16 MiB: the replay 1.11x the model (1.09x before the "
-     "fold's order changed; the replay 1.8% slower with it, every other rhd cell of the grid as fast or "
+     "fold's order changed, which made this replay 1.8% slower and most of the grid's other folding cells "
      "faster); the walk takes a rank's network receptions in step order, where the replay's port takes the "
      "last doubling step's relayed chunks between the step before's, whose last chunk the rank's own "
      "last sends wait for (docs/PLANNER.md \"The fold's order\")"},
