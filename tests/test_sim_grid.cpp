@@ -245,6 +245,12 @@ const std::vector<SystemGrid>& grid() {
       // rhd folding ranks in (no power of two) on one switch beside the grid's 7 ranks: 3 ranks
       // at 256 MiB is a known gap, the rest asserted.
       {"uniform:64,sharp=1", {3, 5, 6}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
+      // The fold's order on both sides of the executor's window: the half the first halving step
+      // sends first (1 MiB, 4-12 slices) or the kept half first (1 GiB, 256 slices; 7 ranks was
+      // 1.124x there while the window held the replay and the model did not), and one GB200 rack's
+      // folding ranks at 1 and 16 MiB (1.08-1.13x before).
+      {"uniform:64,sharp=1", {7, 12}, {1 * MiB, 1 * GiB}, {PlanAlgo::Rhd}},
+      {"gb200-nvl72", {5, 12, 24}, {1 * MiB, 16 * MiB}, {PlanAlgo::Rhd}},
       {"uniform:16,sharp=1", {16}, {1 * GiB, 16 * GiB}, kCheapAlgos},
       {"dgx-a100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
       {"dgx-h100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
