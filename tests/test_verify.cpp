@@ -127,9 +127,9 @@ TEST(Registry, MaterializeMatchesGenerator) {
 TEST(Registry, RhdFoldOrderFollowsThePartnersFirstStep) {
   const AlgoInfo* rhd = findAlgorithm(Coll::AllReduce, Algo::Rhd);
   ASSERT_NE(rhd, nullptr);
-  EXPECT_TRUE(algo::rhdFoldSendsFirst(4, 85));
-  EXPECT_FALSE(algo::rhdFoldSendsFirst(4, 86));  // 6 x 86 steps pass the 512-step window
-  EXPECT_FALSE(algo::rhdFoldSendsFirst(2, 1));
+  EXPECT_TRUE(algo::rhdFoldSendsFirst(4, 85, 1));
+  EXPECT_FALSE(algo::rhdFoldSendsFirst(4, 86, 1));  // 86 slices: 6 x 86 steps pass the 512-step window
+  EXPECT_FALSE(algo::rhdFoldSendsFirst(2, 1, 1));
   struct Case {
     int n;
     uint64_t chunk;

@@ -44,8 +44,8 @@ struct TreeLinks {
 TreeLinks doubleTreeNode(int n, int rank, int tree);
 
 // rhd.cpp: whether a folding rank's fold brings first the half that its first halving step sends
-// (else the half it keeps), for a power-of-two group of pof2 ranks and a vector of `slices` slices;
-// the cost model prices the same order.
-bool rhdFoldSendsFirst(int pof2, uint64_t slices);
+// (else the half it keeps), for a power-of-two group of pof2 ranks and a vector of `count`
+// elements cut in slices of `chunkElems`; the cost model prices the same order.
+bool rhdFoldSendsFirst(int pof2, uint64_t count, uint64_t chunkElems);
 
 }  // namespace trib::algo

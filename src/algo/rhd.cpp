@@ -69,7 +69,7 @@ Generator<Step> rhdAllReduce(CollArgs a, int rank) {
     return lower == keptFirst ? std::array{range(0, g.p / 2), range(g.p / 2, g.p)}
                               : std::array{range(g.p / 2, g.p), range(0, g.p / 2)};
   };
-  const bool foldKeptFirst = !rhdFoldSendsFirst(g.p, numSlices(c, chunkOf(a)));
+  const bool foldKeptFirst = !rhdFoldSendsFirst(g.p, c, chunkOf(a));
   if (v < 0) {  // folded away: contribute, then wait for the result
     const int w = g.inner(rank + 1);
     for (const auto& [o, len] : halves(w, foldKeptFirst))
@@ -167,7 +167,9 @@ Generator<Step> rhdAllGather(CollArgs a, int rank) {
 // where the folding rank's list (about six steps a slice of the vector: the fold, both phases'
 // sends and receptions, the unfold) passes the executor's window, the replay lost 7-14% with the
 // sent half first and about 2% with the kept half first (1 GiB, 6-48 ranks; docs/PLANNER.md).
-bool rhdFoldSendsFirst(int pof2, uint64_t slices) { return pof2 > 2 && 6 * slices <= kExecutorWindowSteps; }
+bool rhdFoldSendsFirst(int pof2, uint64_t count, uint64_t chunkElems) {
+  return pof2 > 2 && 6 * numSlices(count, std::max<uint64_t>(1, chunkElems)) <= kExecutorWindowSteps;
+}
 
 const AlgoInfo kRhdAllGather = {Algo::Rhd, Coll::AllGather, validArgs, noScratch, checked<rhdAllGather>};
 const AlgoInfo kRhdAllReduce = {Algo::Rhd, Coll::AllReduce, validArgs, noScratch, checked<rhdAllReduce>};

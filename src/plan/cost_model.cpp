@@ -1085,10 +1085,6 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   // network step still sends its later ones, and a NIC's network steps of both phases run nearly
   // back to back (2 x DGX H100 16 MiB: each NIC busy 94.5% of the replay).
   constexpr double kPrunedUs = std::numeric_limits<double>::infinity();  // rhdSteps reached the cutoff
-  // The fold's order (algo::rhdFoldSendsFirst) over the slices the planner's chunk makes of the vector.
-  const uint64_t chunkElems =
-      std::max<uint64_t>(1, (chunk + dataTypeSize(dtype) - 1) / std::max<size_t>(1, dataTypeSize(dtype)));
-  const bool foldSendsFirst = algo::rhdFoldSendsFirst(pof2, (count + chunkElems - 1) / chunkElems);
   auto rhdSteps = [&](bool halve, bool dbl, double total, double foldIn, double foldOut, double foldLat,
                       bool foldCross) {
     // Recursive halving (reduce-scatter) and doubling (all-gather) as src/algo/rhd.cpp runs them:
@@ -1161,8 +1157,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     std::vector<double> got(chain), gotBefore(chain), net(alike ? ranks : f.nics(), 0), dom(ranks, 0),
         netIn(ranks, 0), domIn(ranks, 0), sent(ranks);
     for (int r = 0; r < ranks; ++r) (foldCross ? netIn : domIn)[r] = chain[r];
-    // Where the fold brings first the half the first halving step sends (algo::rhdFoldSendsFirst),
-    // the chain's first chunk leaves once the fold's first chunk is in.
+    // Where the fold brings first the half the first halving step sends (algo::rhdFoldSendsFirst,
+    // over the slices the planner's chunk makes), the chain's first chunk leaves once the fold's
+    // first chunk is in.
+    const bool foldSendsFirst =
+        algo::rhdFoldSendsFirst(pof2, count, chunkElemsOf(chunk, dataTypeSize(dtype)));
     const double foldChunk = foldBytes * std::min(1.0, chunk / std::max(1.0, total));
     if (foldSendsFirst)
       for (int r = 0; r < ranks; ++r)
@@ -1173,7 +1172,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     std::vector<double> turnNet, turnDom;
     for (const RhdStep& st : steps) {
       const double v = total * st.dist / pof2;
-      if (!st.reduce && (!prev || prev->reduce)) turnNet = net, turnDom = dom;
+      if (foldOut > 0 && !st.reduce && (!prev || prev->reduce)) turnNet = net, turnDom = dom;
       for (int r = 0; r < ranks; ++r) {
         sent[r] = -1;
         if (!alike && !receives(r ^ st.dist, st)) continue;  // the partner gets nothing from r
@@ -1271,7 +1270,6 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     for (int r = 0; r < ranks; ++r) {
       double end = got[r];
       if (folds(r) && foldOut > 0) {
-        const double whole = std::max(1.0, total);
         const bool lowerLast = alike || (r & (pof2 / 2)) == 0;
         const double sendSide =
             foldCross ? net[realOf(r)] : dom[r];  // the fold's link, after the steps' sends
@@ -1280,8 +1278,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         for (const RhdStep& st : steps)
           if (!st.reduce && crosses(r, st.dist) == foldCross && (alike || receives(r ^ st.dist, st)))
             packed += total * st.dist / pof2 / rate(st.reduce, foldCross);
-        const double tail =
-            lowerLast ? foldBytes * std::min(whole, static_cast<double>(chunk)) / whole : foldBytes / 2;
+        const double tail = lowerLast ? foldChunk : foldBytes / 2;
         end = std::max({got[r] + tail, gotBefore[r] + foldBytes / 2, std::max(sendSide, packed)}) + foldLat;
       }
       last = std::max(last, end);

@@ -203,6 +203,12 @@ double rankCeilingGBps(const FabricView& f, const CostConstants& k, Protocol p);
 // The costliest rank-to-root path of the double tree, a step costing aIn inside a domain and aOut
 // across (0 without a tree shape).
 double treePathUs(const FabricView& f, double aIn, double aOut);
+// The schedule's slice (CollArgs::chunkElems) for a planned chunk of chunkBytes: whole elements,
+// at least one.
+inline uint64_t chunkElemsOf(uint64_t chunkBytes, size_t elemSize) {
+  const uint64_t es = elemSize ? elemSize : 1, elems = (chunkBytes + es - 1) / es;
+  return elems ? elems : 1;
+}
 
 // Working memory predict() reuses across calls: the tree's streams of each rank (~600 bytes a
 // rank, 75 MB at 131,072 ranks, whose fresh pages cost more than the model's arithmetic). One

@@ -228,7 +228,7 @@ std::vector<Candidate> Planner::explainLocked(const PlanRequest& req) {
       protoExcluded = strprintf("excluded by TRIB_PROTO (%s runs Simple only)", planAlgoName(a));
     }
     c.plan.predictedUs = p.us;
-    c.plan.chunkElems = std::max<uint64_t>(1, (p.chunkBytes + es - 1) / es);
+    c.plan.chunkElems = chunkElemsOf(p.chunkBytes, es);
     if (a == PlanAlgo::Hierarchical || a == PlanAlgo::HierSwitch) c.plan.ranksPerDomain = f.perDomain;
     // Direct and allgather_reduce send in rack order across contiguous domains, the last possibly
     // smaller (PeerOrder); the ring all-reduce runs one ring per rank of a domain across equal ones
