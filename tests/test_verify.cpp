@@ -165,6 +165,29 @@ TEST(Registry, RhdFoldOrderFollowsThePartnersFirstStep) {
   // of 1, 3 and 65,536 elements, both orders among them).
 }
 
+// The cost model streams a 3-rank unfold only while the folding rank's steps before it fit the
+// executor's window: the rule counts the steps the schedule makes.
+TEST(Registry, RhdUnfoldInWindowCountsTheFoldingRanksSteps) {
+  const AlgoInfo* rhd = findAlgorithm(Coll::AllReduce, Algo::Rhd);
+  ASSERT_NE(rhd, nullptr);
+  EXPECT_FALSE(algo::rhdUnfoldInWindow(4, 10, 1));  // four inner ranks: not this rule's case
+  for (const uint64_t count : {uint64_t{170}, uint64_t{171}, uint64_t{172}, uint64_t{7}}) {
+    CollArgs a;
+    a.nranks = 3;
+    a.count = count;
+    a.chunkElems = 1;
+    const std::vector<Step> folding = materialize(*rhd, a, 1);  // real rank 1 folds rank 0 in
+    size_t before = 0;
+    while (before < folding.size() && !(folding[before].kind == StepKind::Send && folding[before].peer == 0))
+      ++before;
+    ASSERT_LT(before, folding.size()) << count;  // the unfold is there
+    EXPECT_EQ(algo::rhdUnfoldInWindow(2, count, 1), before <= kExecutorWindowSteps)
+        << count << " elements: " << before << " steps before the unfold";
+  }
+  EXPECT_TRUE(algo::rhdUnfoldInWindow(2, 170, 1));   // 85 slices a half: 510 steps
+  EXPECT_FALSE(algo::rhdUnfoldInWindow(2, 172, 1));  // 86: 516
+}
+
 TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
   for (int c = 0; c < kNumColls; ++c) {
     for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {

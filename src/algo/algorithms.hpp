@@ -47,5 +47,9 @@ TreeLinks doubleTreeNode(int n, int rank, int tree);
 // (else the half it keeps), for a power-of-two group of pof2 ranks and a vector of `count`
 // elements cut in slices of `chunkElems`; the cost model prices the same order.
 bool rhdFoldSendsFirst(int pof2, uint64_t count, uint64_t chunkElems);
+// rhd.cpp: whether, with two inner ranks (pof2 == 2), the folding rank's steps before its unfold
+// fit the executor's window, so the unfold's first steps are started with the rest and the kept
+// half streams back as the halving finishes each slice of it (the cost model's 3-rank walk).
+bool rhdUnfoldInWindow(int pof2, uint64_t count, uint64_t chunkElems);
 
 }  // namespace trib::algo

@@ -171,6 +171,13 @@ bool rhdFoldSendsFirst(int pof2, uint64_t count, uint64_t chunkElems) {
   return pof2 > 2 && 6 * numSlices(count, std::max<uint64_t>(1, chunkElems)) <= kExecutorWindowSteps;
 }
 
+// Two inner ranks: the folding rank's list before its unfold is six steps a slice of a half (the
+// fold's first half; the halving's fold, send and reception; the doubling's send and reception).
+bool rhdUnfoldInWindow(int pof2, uint64_t count, uint64_t chunkElems) {
+  return pof2 == 2 &&
+         6 * numSlices(count - count / 2, std::max<uint64_t>(1, chunkElems)) <= kExecutorWindowSteps;
+}
+
 const AlgoInfo kRhdAllGather = {Algo::Rhd, Coll::AllGather, validArgs, noScratch, checked<rhdAllGather>};
 const AlgoInfo kRhdAllReduce = {Algo::Rhd, Coll::AllReduce, validArgs, noScratch, checked<rhdAllReduce>};
 

@@ -1160,8 +1160,14 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // Where the fold brings first the half the first halving step sends (algo::rhdFoldSendsFirst,
     // over the slices the planner's chunk makes), the chain's first chunk leaves once the fold's
     // first chunk is in.
-    const bool foldSendsFirst =
-        algo::rhdFoldSendsFirst(pof2, count, chunkElemsOf(chunk, dataTypeSize(dtype)));
+    const uint64_t chunkElems = chunkElemsOf(chunk, dataTypeSize(dtype));
+    const bool foldSendsFirst = algo::rhdFoldSendsFirst(pof2, count, chunkElems);
+    // With two inner ranks the fold brings the kept half first, final after the one halving step.
+    // Where the folding rank's steps before its unfold fit the executor's window the unfold
+    // streams out as each slice of it is final, so the chain carries one chunk of it, not its
+    // whole bytes, and its sending side prices the rest (below). Past the window the unfold waits
+    // for the steps 512 before it (3 ranks at 1 GiB) and stays whole in the chain.
+    const bool unfoldStreams = foldIn > 0 && foldOut > 0 && algo::rhdUnfoldInWindow(pof2, count, chunkElems);
     const double foldChunk = foldBytes * std::min(1.0, chunk / std::max(1.0, total));
     if (foldSendsFirst)
       for (int r = 0; r < ranks; ++r)
@@ -1255,7 +1261,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         foldLats = ((foldIn > 0) + (foldOut > 0)) * foldLat;
       }
       links = std::max(links, std::max(linkIn, linkOut) + c.aIn + foldLats);
-      if (folds(r)) chain[r] += foldOut;
+      if (folds(r)) chain[r] += unfoldStreams ? foldLat + foldChunk : foldOut;
     }
     // The unfold sends the result back, the half it kept first, the other as the last doubling
     // step brings it: the lower rank gets the upper half last (one chunk after it), the upper rank
@@ -1278,6 +1284,22 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         for (const RhdStep& st : steps)
           if (!st.reduce && crosses(r, st.dist) == foldCross && (alike || receives(r ^ st.dist, st)))
             packed += total * st.dist / pof2 / rate(st.reduce, foldCross);
+        if (unfoldStreams) {
+          // Two inner ranks, the unfold in the window: the sending side takes each piece once it is
+          // final, from when the fold's and the partner's first chunks of the kept half are in
+          // (one port: one after the other). Either all its bytes back to back (the halving's
+          // sends, the doubling's, the unfold), or, where the halving's first send (the fold's
+          // second half) queues behind the kept half's (to the partner and to the folded rank),
+          // that send, the partner's reply to it, and then the unfold's other half
+          // (3 ranks, 64 KiB-680 MiB: the replay 0.80-1.04x the bounds above, 1.000 with these).
+          const double v = total / 2, piece = std::min(v, static_cast<double>(chunk));
+          const double halvingUs = v / rate(true, foldCross), doublingUs = v / rate(false, foldCross);
+          const double start = foldLat + 2 * std::min(foldChunk, foldBytes / 2);
+          const double backToBack = start + halvingUs + doublingUs + foldBytes;
+          const double afterReply = start + doublingUs + foldBytes / 2 + piece / rate(true, foldCross) +
+                                    stepLat(r, 1) + piece / rate(false, foldCross) + foldLat + foldBytes / 2;
+          packed = std::max(backToBack, afterReply);
+        }
         const double tail = lowerLast ? foldChunk : foldBytes / 2;
         end = std::max({got[r] + tail, gotBefore[r] + foldBytes / 2, std::max(sendSide, packed)}) + foldLat;
       }
