@@ -61,10 +61,6 @@ const std::vector<Gap> kKnownGaps = {
      "rhd on 100 ranks (racks of 72 and 28) from 16 MiB: the replay 0.87-0.90x the model (0.26-0.42x "
      "before the ranks' own domains priced its steps); the walk's receiving side in step order, traced in "
      "docs/PLANNER.md"},
-    {PlanAlgo::Rhd, 3, 3, 256 << 20, 256 << 20, false,
-     "rhd on 3 ranks of one switch at 256 MiB: the replay 0.81x the model; the walk starts the folding "
-     "rank's unfold after its halving is in and its steps are sent, where the replay streams it chunk by "
-     "chunk from the halving's first chunks and ends at its port's bytes (docs/PLANNER.md)"},
     {PlanAlgo::Rhd, 24, 24, 16 << 20, 16 << 20, true,
      "rhd on 24 GPUs of three DGX H100 on rails at 16 MiB: the replay 1.11x the model (1.09x before the "
      "fold's order changed, which made this replay 1.8% slower and most of the grid's other folding cells "
@@ -242,8 +238,7 @@ const std::vector<PlanAlgo> kRackScaleAlgos = {
 const std::vector<SystemGrid>& grid() {
   static const std::vector<SystemGrid> g = {
       {"uniform:64,sharp=1", {2, 7, 16, 64}, kSizes, kAllReduceAlgos},
-      // rhd folding ranks in (no power of two) on one switch beside the grid's 7 ranks: 3 ranks
-      // at 256 MiB is a known gap, the rest asserted.
+      // rhd folding ranks in (no power of two) on one switch beside the grid's 7 ranks.
       {"uniform:64,sharp=1", {3, 5, 6}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
       // The fold's order on both sides of the executor's window: the half the first halving step
       // sends first (1 MiB, 4-12 slices) or the kept half first (1 GiB, 256 slices; 7 ranks was
@@ -251,6 +246,11 @@ const std::vector<SystemGrid>& grid() {
       // folding ranks at 1 and 16 MiB (1.08-1.13x before).
       {"uniform:64,sharp=1", {7, 12}, {1 * MiB, 1 * GiB}, {PlanAlgo::Rhd}},
       {"gb200-nvl72", {5, 12, 24}, {1 * MiB, 16 * MiB}, {PlanAlgo::Rhd}},
+      // Three ranks (two inner ranks): the unfold streams while the folding rank's list fits the
+      // executor's window (64 and 256 MiB were 0.82x and 0.81x before it was priced so) and waits
+      // for it past that (1 GiB), on one switch and in one NVLink domain.
+      {"uniform:64,sharp=1", {3}, {1 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Rhd}},
+      {"dgx-h100", {3}, {64 * KiB, 16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
       {"uniform:16,sharp=1", {16}, {1 * GiB, 16 * GiB}, kCheapAlgos},
       {"dgx-a100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
       {"dgx-h100:2", {2, 8, 16}, kSizes, kAllReduceAlgos},
