@@ -79,6 +79,11 @@ const std::vector<Published> kPublished = {
     // default on an NVLink-switch rack (a ring at the model's NVLink efficiency reaches 724).
     {"gb200-nvl72", 72, 8ull << 30, PlanAlgo::Nvls, 834.57, 1,
      "github.com/coreweave/nccl-tests/pull/43: one GB200 NVL72 rack, 72 ranks"},
+    // Three NVL8 partitions of GB200 racks (8 GPUs in NVLink, one 400 Gb/s NIC each), InfiniBand
+    // between them, NVLS off, NCCL's ring at 16 GiB: the HGX B200 generator has the same NVLink 5
+    // and NIC per GPU, and the ring's rails are NIC-bound.
+    {"dgx-b200:3,sharp=0", 24, 16ull << 30, PlanAlgo::Ring, 393.66, 1,
+     "github.com/NVIDIA/nccl/issues/1801: 3 x 8 GB200 (NVL8 partitions), ring, 16G"},
 };
 
 // "system[,key=value...]": the generator's name and its parameters (as trib-plan --gen takes them).
