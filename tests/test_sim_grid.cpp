@@ -263,8 +263,13 @@ const std::vector<SystemGrid>& grid() {
       // rhd folding ranks on a rail-optimized fabric: its steps across nodes join GPUs of different
       // rails, relayed (PXN) by the NIC of the sender's node on the receiver's rail (before the
       // model put them on the sender's own NIC: 1.33-1.44x; 20 GPUs, 8 + 8 + 4, 1.95-2.0x).
-      {"dgx-h100:4,rails=1", {20, 24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
-      {"dgx-a100:8,rails=1", {40}, {1 * MiB, 16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
+      // At 64 KiB (one chunk a step) a relayed chunk's NVLink hop into the relay shows, and under LL
+      // it is as slow as the NIC (1.06-1.12x before it was priced); and a fold of one chunk comes
+      // in two halves (24 GPUs of three DGX H100, rhd/LL, 0.899 before).
+      {"dgx-h100:4,rails=1", {20, 24}, {64 * KiB, 16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
+      {"dgx-a100:8,rails=1", {40}, {64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB}, {PlanAlgo::Rhd}},
+      {"dgx-a100:8,rails=1", {56}, {64 * KiB}, {PlanAlgo::Rhd}},
+      {"dgx-h100:3", {24}, {64 * KiB}, {PlanAlgo::Rhd}},
       // The ring as rails (one ring per NIC, src/algo/ring.cpp) between the grid's sizes, and on
       // four nodes without SHARP (the published RoCE row, docs/PLANNER.md).
       {"dgx-a100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Ring}},
