@@ -1175,7 +1175,10 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // streams out as each slice of it is final, so the chain carries one chunk of it, not its
     // whole bytes, and its sending side prices the rest (below). Past the window the unfold waits
     // for the steps 512 before it (3 ranks at 1 GiB) and stays whole in the chain.
-    const bool unfoldStreams = foldIn > 0 && foldOut > 0 && algo::rhdUnfoldInWindow(pof2, count, chunkElems);
+    // (Where the two inner ranks' steps cross domains and the fold does not, or the other way,
+    // the unfold has a link of its own, and the walk below prices it as before.)
+    const bool unfoldStreams = foldIn > 0 && foldOut > 0 &&
+                               algo::rhdUnfoldInWindow(pof2, count, chunkElems) && crosses(0, 1) == foldCross;
     // The fold's first chunk: the fold and the unfold are cut at the halves' boundary, so no
     // chunk is more than a half (one chunk a half where the chunk is the whole vector: `dgx-h100:3`
     // 24 ranks rhd/LL 64 KiB 0.899 -> 0.947 for that).
@@ -1293,11 +1296,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         const double sendSide =
             foldCross ? net[realOf(r)] : dom[r];  // the fold's link, after the steps' sends
         const std::vector<double>& turn = foldCross ? turnNet : turnDom;  // empty: no doubling
-        double packed = (turn.empty() ? sendSide : turn[foldCross ? realOf(r) : r]) + foldBytes;
-        for (const RhdStep& st : steps)
-          if (!st.reduce && crosses(r, st.dist) == foldCross && (alike || receives(r ^ st.dist, st)))
-            packed += total * st.dist / pof2 / rate(st.reduce, foldCross);
-        if (unfoldStreams) {
+        double packed = 0;
+        if (!unfoldStreams) {
+          packed = (turn.empty() ? sendSide : turn[foldCross ? realOf(r) : r]) + foldBytes;
+          for (const RhdStep& st : steps)
+            if (!st.reduce && crosses(r, st.dist) == foldCross && (alike || receives(r ^ st.dist, st)))
+              packed += total * st.dist / pof2 / rate(st.reduce, foldCross);
+        } else {
           // Two inner ranks, the unfold in the window: the sending side takes each piece once it is
           // final, from when the fold's and the partner's first chunks of the kept half are in
           // (one port: one after the other). Either all its bytes back to back (the halving's
