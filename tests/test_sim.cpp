@@ -661,6 +661,28 @@ TEST(Simulator, PxnRelaysKeepTheRailRingOnItsRails) {
   EXPECT_EQ(messages[0], messages[1]);  // the same schedule: a relayed message counts once
 }
 
+// Through PXN relays a step's first leg crosses NVLink into the relay GPU, beside that GPU's own
+// steps. Under LL a GPU's NVLink and its NIC run at the same ceiling, so on three nodes of rails
+// the relays' NVLink ports are the busiest links of rhd's replay; the model must not end before
+// their bytes do (it did: 2,100 us against a port busy 2,364 us, before it counted the legs).
+TEST(Simulator, RhdRelayLegsLoadTheRelaysNvlinkPort) {
+  Topology t;
+  ASSERT_TRUE(generateTopology("dgx-h100:4", {"rails=1"}, &t).ok());
+  Planner p(t);
+  ASSERT_TRUE(p.setOverrides("rhd", "", "LL").ok());
+  SimOptions o;
+  o.topLinks = 1 << 20;
+  PlannedSim r;
+  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(16u << 20, 24), PlanAlgo::Rhd, &r, {}, o).ok());
+  ASSERT_GT(r.predictedUs, 0);
+  double nvlinkBusy = 0;
+  for (const LinkLoad& l : r.sim.busiest)
+    if (l.name.find("(nvlink)") != std::string::npos) nvlinkBusy = std::max(nvlinkBusy, l.busyUs);
+  ASSERT_GT(nvlinkBusy, 0);
+  EXPECT_GE(r.predictedUs, nvlinkBusy);
+  EXPECT_LE(r.sim.timeUs, 1.25 * r.predictedUs);  // 1.33x before the legs (1.18x with them)
+}
+
 static bool extraWait = false;
 static Generator<Step> signalGen(CollArgs a, int rank) {
   const Region win{Buf::Window, 0, a.count};

@@ -1239,6 +1239,19 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     for (int r = 0; r < ranks; ++r)
       for (const RhdStep& st : steps)
         if (crosses(r, st.dist)) nicOut[nicOf(r, st.dist)] += total * st.dist / pof2 / rate(st.reduce, true);
+    // Through relays a step's first leg crosses NVLink: out of its sender's port (legOut, by inner
+    // rank) and into the relay's (legIn, by the relay's GPU), beside their own steps. NVLink is 8x
+    // a NIC under Simple, but under LL both run at the protocol's ceiling: `dgx-h100:4,rails=1`
+    // 24 GPUs rhd/LL 16 MiB, the replay's busiest link (a relay's NVLink in, 0.875 S of its own
+    // steps and 2 S of two GPUs' legs) busy 2,364 us where the model said 2,100 in all.
+    std::vector<double> legOut(ranks, 0), legIn(net.size(), 0);
+    if (f.rails && f.rails->relays && !alike)
+      for (int r = 0; r < ranks; ++r)
+        for (const RhdStep& st : steps)
+          if (crosses(r, st.dist) && nicOf(r, st.dist) != realOf(r)) {
+            const double us = total * st.dist / pof2 / c.bIn;
+            legOut[r] += us, legIn[nicOf(r, st.dist)] += us;
+          }
     for (int r = 0; r < ranks; ++r) {  // each rank's link bytes
       // Its network steps of both phases back to back on the network share, its domain steps on
       // the domain link. The network link also waits for the chain of the domain steps before its
@@ -1276,7 +1289,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         (foldCross ? linkOut : linkIn) += foldBytes;
         foldLats = ((foldIn > 0) + (foldOut > 0)) * foldLat;
       }
-      links = std::max(links, std::max(linkIn, linkOut) + c.aIn + foldLats);
+      const double domLink = linkIn + std::max(legOut[r], alike ? 0.0 : legIn[realOf(r)]);
+      links = std::max(links, std::max(domLink, linkOut) + c.aIn + foldLats);
       if (folds(r)) chain[r] += unfoldStreams ? foldLat + foldChunk : foldOut;
     }
     // The unfold sends the result back, the half it kept first, the other as the last doubling
@@ -1327,7 +1341,8 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // sends only what it relays.
     if (f.rails && f.rails->relays && !alike)
       for (int x = 0; x < f.nics(); ++x)
-        if (x >= n || (x < 2 * rem && x % 2 == 0)) links = std::max(links, nicOut[x] + c.aOut);
+        if (x >= n || (x < 2 * rem && x % 2 == 0))
+          links = std::max({links, nicOut[x] + c.aOut, legIn[x] + c.aIn});
     return std::max({links, *std::max_element(chain.begin(), chain.end()) + slowest, last});
   };
 
