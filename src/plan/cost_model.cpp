@@ -453,6 +453,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   // The tree's busiest rank and host (O(n): at 131,072 ranks a few ms, once per rank count).
   if (f.n >= 2) {
     std::unordered_map<int, int> hostOut;
+    std::vector<int> edgesIn(f.n, 0);  // each rank's edges within its domain (its NVLink port)
     for (int i = 0; i < f.n; ++i) {
       int in = 0, out = 0;
       for (int tr = 0; tr < 2; ++tr) {
@@ -462,21 +463,31 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
           (dom[nb] == dom[i] ? in : out)++;
         }
       }
+      edgesIn[i] = in;
       f.treeEdgesIn = std::max(f.treeEdgesIn, in);
       f.treeEdgesOut = std::max(f.treeEdgesOut, out);
       if (out > 0) f.treeHostEdgesOut = std::max(f.treeHostEdgesOut, hostOut[t.hostOf(ranks[i])] += out);
     }
     // Through PXN relays an edge's data leaves by the relay's NIC, not its sender's (it arrives at
     // its receiver's own): the busiest NIC out is the one most edges leave by (relayNic).
+    // And the edge's first leg crosses NVLink, out of its sender's port and into the relay GPU's,
+    // beside their edges in the domain (under LL NVLink runs at the NIC's rate).
     if (f.rails && f.rails->relays) {
-      std::vector<int> leaving(f.nics(), 0);
+      std::vector<int> leaving(f.nics(), 0), legsOut(f.nics(), 0), legsIn(f.nics(), 0);
       for (int i = 0; i < f.n; ++i)
         for (int tr = 0; tr < 2; ++tr) {
           const algo::TreeLinks l = algo::doubleTreeNode(f.n, i, tr);
           for (int nb : {l.parent, l.child[0], l.child[1]})
-            if (nb >= 0 && dom[nb] != dom[i])
-              f.treeEdgesOut = std::max(f.treeEdgesOut, ++leaving[f.relayNic(i, nb)]);
+            if (nb >= 0 && dom[nb] != dom[i]) {
+              const int x = f.relayNic(i, nb);
+              f.treeEdgesOut = std::max(f.treeEdgesOut, ++leaving[x]);
+              if (x != i) ++legsOut[i], ++legsIn[x];
+            }
         }
+      for (int x = 0; x < f.nics(); ++x) {
+        const int own = x < f.n ? edgesIn[x] : 0;
+        f.treeEdgesIn = std::max(f.treeEdgesIn, own + std::max(legsOut[x], legsIn[x]));
+      }
     }
     // The critical path: the costliest rank-to-root path of either tree, an edge costing one
     // step inside a domain or across (the trees run at once; a slice goes up, then down).
