@@ -663,44 +663,37 @@ TEST(Simulator, PxnRelaysKeepTheRailRingOnItsRails) {
 
 // Through PXN relays a step's first leg crosses NVLink into the relay GPU, beside that GPU's own
 // steps. Under LL a GPU's NVLink and its NIC run at the same ceiling, so on three nodes of rails
-// the relays' NVLink ports are the busiest links of rhd's replay; the model must not end before
-// their bytes do (it did: 2,100 us against a port busy 2,364 us, before it counted the legs).
-TEST(Simulator, RhdRelayLegsLoadTheRelaysNvlinkPort) {
+// (24 GPUs of `dgx-h100:4,rails=1`, 16 MiB) the relays' NVLink ports are the busiest links of the
+// replay: the model must not end before their bytes do, and the replay stays within
+// [minRatio, maxRatio] of the model.
+static void expectRelayLegsPriced(const char* algo, PlanAlgo a, double minRatio, double maxRatio) {
   Topology t;
   ASSERT_TRUE(generateTopology("dgx-h100:4", {"rails=1"}, &t).ok());
   Planner p(t);
-  ASSERT_TRUE(p.setOverrides("rhd", "", "LL").ok());
+  ASSERT_TRUE(p.setOverrides(algo, "", "LL").ok());
   SimOptions o;
   o.topLinks = 1 << 20;
   PlannedSim r;
-  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(16u << 20, 24), PlanAlgo::Rhd, &r, {}, o).ok());
+  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(16u << 20, 24), a, &r, {}, o).ok());
   ASSERT_GT(r.predictedUs, 0);
   double nvlinkBusy = 0;
   for (const LinkLoad& l : r.sim.busiest)
     if (l.name.find("(nvlink)") != std::string::npos) nvlinkBusy = std::max(nvlinkBusy, l.busyUs);
   ASSERT_GT(nvlinkBusy, 0);
-  EXPECT_GE(r.predictedUs, nvlinkBusy);
-  EXPECT_LE(r.sim.timeUs, 1.25 * r.predictedUs);  // 1.33x before the legs (1.18x with them)
+  EXPECT_GE(r.predictedUs, nvlinkBusy) << algo;
+  EXPECT_GE(r.sim.timeUs / r.predictedUs, minRatio) << algo;
+  EXPECT_LE(r.sim.timeUs / r.predictedUs, maxRatio) << algo;
 }
 
-// The same for the double tree's relayed edges (1.24x at 16 MiB before they were counted, 0.999
-// with them).
+// rhd: the model said 2,100 us against a port busy 2,364 us (the replay 1.33x) before it counted
+// the legs, 1.18x with them (the rest: NVLink steps that drain after the network's last chunk).
+TEST(Simulator, RhdRelayLegsLoadTheRelaysNvlinkPort) {
+  expectRelayLegsPriced("rhd", PlanAlgo::Rhd, 0.9, 1.25);
+}
+
+// The double tree's relayed edges: 1,693.9 us against 2,056 (1.24x) before, 0.999 with them.
 TEST(Simulator, TreeRelayLegsLoadTheRelaysNvlinkPort) {
-  Topology t;
-  ASSERT_TRUE(generateTopology("dgx-h100:4", {"rails=1"}, &t).ok());
-  Planner p(t);
-  ASSERT_TRUE(p.setOverrides("tree", "", "LL").ok());
-  SimOptions o;
-  o.topLinks = 1 << 20;
-  PlannedSim r;
-  ASSERT_TRUE(simulatePlanned(p, deviceAllReduce(16u << 20, 24), PlanAlgo::Tree, &r, {}, o).ok());
-  ASSERT_GT(r.predictedUs, 0);
-  double nvlinkBusy = 0;
-  for (const LinkLoad& l : r.sim.busiest)
-    if (l.name.find("(nvlink)") != std::string::npos) nvlinkBusy = std::max(nvlinkBusy, l.busyUs);
-  ASSERT_GT(nvlinkBusy, 0);
-  EXPECT_GE(r.predictedUs, nvlinkBusy);
-  EXPECT_NEAR(r.sim.timeUs / r.predictedUs, 1.0, 0.10);
+  expectRelayLegsPriced("tree", PlanAlgo::Tree, 0.9, 1.1);
 }
 
 static bool extraWait = false;
