@@ -167,15 +167,18 @@ Generator<Step> rhdAllGather(CollArgs a, int rank) {
 // where the folding rank's list (about six steps a slice of the vector: the fold, both phases'
 // sends and receptions, the unfold) passes the executor's window, the replay lost 7-14% with the
 // sent half first and about 2% with the kept half first (1 GiB, 6-48 ranks; docs/PLANNER.md).
+static bool sixStepsASliceFitTheWindow(uint64_t len, uint64_t chunkElems) {
+  return 6 * numSlices(len, std::max<uint64_t>(1, chunkElems)) <= kExecutorWindowSteps;
+}
+
 bool rhdFoldSendsFirst(int pof2, uint64_t count, uint64_t chunkElems) {
-  return pof2 > 2 && 6 * numSlices(count, std::max<uint64_t>(1, chunkElems)) <= kExecutorWindowSteps;
+  return pof2 > 2 && sixStepsASliceFitTheWindow(count, chunkElems);
 }
 
 // Two inner ranks: the folding rank's list before its unfold is six steps a slice of a half (the
 // fold's first half; the halving's fold, send and reception; the doubling's send and reception).
 bool rhdUnfoldInWindow(int pof2, uint64_t count, uint64_t chunkElems) {
-  return pof2 == 2 &&
-         6 * numSlices(count - count / 2, std::max<uint64_t>(1, chunkElems)) <= kExecutorWindowSteps;
+  return pof2 == 2 && sixStepsASliceFitTheWindow(count - count / 2, chunkElems);
 }
 
 const AlgoInfo kRhdAllGather = {Algo::Rhd, Coll::AllGather, validArgs, noScratch, checked<rhdAllGather>};

@@ -1164,15 +1164,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     // the sender's domain on the receiver's rail: net (the NICs' sending sides) is indexed by the
     // real rank whose NIC it is (its own rank where every rank is alike).
     auto realOf = [&](int r) { return alike ? r : innerReal(r); };
-    // A step between rails through a relay (PXN): the relay forwards a chunk once it is in, so the
-    // chunk also takes its time on the NVLink hop into the relay (under LL that hop is no faster
-    // than the NIC: both at the protocol's ceiling).
-    auto relayUs = [&](int r, int dist, double bytes) {
-      return f.rails && f.rails->relays && crosses(r, dist) && f.crossesRails(realOf(r), realOf(r ^ dist))
-                 ? bytes / c.bIn
-                 : 0.0;
-    };
     auto nicOf = [&](int r, int dist) { return alike ? r : f.relayNic(realOf(r), realOf(r ^ dist)); };
+    // A step that leaves by another GPU's NIC (a PXN relay): the relay forwards a chunk once it is
+    // in, so the chunk also takes its time on the NVLink hop into the relay (under LL that hop is
+    // no faster than the NIC: both at the protocol's ceiling).
+    auto relayed = [&](int r, int dist) { return crosses(r, dist) && nicOf(r, dist) != realOf(r); };
+    auto relayUs = [&](int r, int dist, double bytes) { return relayed(r, dist) ? bytes / c.bIn : 0.0; };
     std::vector<double> got(chain), gotBefore(chain), net(alike ? ranks : f.nics(), 0), dom(ranks, 0),
         netIn(ranks, 0), domIn(ranks, 0), sent(ranks);
     for (int r = 0; r < ranks; ++r) (foldCross ? netIn : domIn)[r] = chain[r];
@@ -1246,23 +1243,20 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
     }
     // The NICs' sending sides: each step across on the NIC that carries it (its sender's, or the
     // relay's).
-    std::vector<double> nicOut(net.size(), 0);
+    // Through relays a step's first leg also crosses NVLink: out of its sender's port (legOut, by
+    // inner rank) and into the relay's (legIn, by the relay's GPU), beside their own steps. NVLink
+    // is 8x a NIC under Simple, but under LL both run at the protocol's ceiling: `dgx-h100:4,
+    // rails=1` 24 GPUs rhd/LL 16 MiB, the replay's busiest link (a relay's NVLink in, 0.875 S of
+    // its own steps and 2 S of two GPUs' legs) busy 2,364 us where the model said 2,100 in all.
+    std::vector<double> nicOut(net.size(), 0), legOut(ranks, 0), legIn(net.size(), 0);
     for (int r = 0; r < ranks; ++r)
-      for (const RhdStep& st : steps)
-        if (crosses(r, st.dist)) nicOut[nicOf(r, st.dist)] += total * st.dist / pof2 / rate(st.reduce, true);
-    // Through relays a step's first leg crosses NVLink: out of its sender's port (legOut, by inner
-    // rank) and into the relay's (legIn, by the relay's GPU), beside their own steps. NVLink is 8x
-    // a NIC under Simple, but under LL both run at the protocol's ceiling: `dgx-h100:4,rails=1`
-    // 24 GPUs rhd/LL 16 MiB, the replay's busiest link (a relay's NVLink in, 0.875 S of its own
-    // steps and 2 S of two GPUs' legs) busy 2,364 us where the model said 2,100 in all.
-    std::vector<double> legOut(ranks, 0), legIn(net.size(), 0);
-    if (f.rails && f.rails->relays && !alike)
-      for (int r = 0; r < ranks; ++r)
-        for (const RhdStep& st : steps)
-          if (crosses(r, st.dist) && nicOf(r, st.dist) != realOf(r)) {
-            const double us = total * st.dist / pof2 / c.bIn;
-            legOut[r] += us, legIn[nicOf(r, st.dist)] += us;
-          }
+      for (const RhdStep& st : steps) {
+        if (!crosses(r, st.dist)) continue;
+        const double v = total * st.dist / pof2;
+        const int x = nicOf(r, st.dist);
+        nicOut[x] += v / rate(st.reduce, true);
+        if (x != realOf(r)) legOut[r] += v / c.bIn, legIn[x] += v / c.bIn;
+      }
     for (int r = 0; r < ranks; ++r) {  // each rank's link bytes
       // Its network steps of both phases back to back on the network share, its domain steps on
       // the domain link. The network link also waits for the chain of the domain steps before its
@@ -1300,7 +1294,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
         (foldCross ? linkOut : linkIn) += foldBytes;
         foldLats = ((foldIn > 0) + (foldOut > 0)) * foldLat;
       }
-      const double domLink = linkIn + std::max(legOut[r], alike ? 0.0 : legIn[realOf(r)]);
+      const double domLink = linkIn + std::max(legOut[r], legIn[realOf(r)]);
       links = std::max(links, std::max(domLink, linkOut) + c.aIn + foldLats);
       if (folds(r)) chain[r] += unfoldStreams ? foldLat + foldChunk : foldOut;
     }
@@ -1336,11 +1330,11 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // that send, the partner's reply to it, and then the unfold's other half
           // (3 ranks, 64 KiB-680 MiB: the replay 0.80-1.04x the bounds above, 1.000 with these).
           const double v = total / 2, piece = std::min(v, static_cast<double>(chunk));
-          const double halvingUs = v / rate(true, foldCross), doublingUs = v / rate(false, foldCross);
+          const double hb = rate(true, foldCross), db = rate(false, foldCross);  // halving, doubling
           const double start = foldLat + 2 * foldChunk;
-          const double backToBack = start + halvingUs + doublingUs + foldBytes;
-          const double afterReply = start + doublingUs + foldBytes / 2 + piece / rate(true, foldCross) +
-                                    stepLat(r, 1) + piece / rate(false, foldCross) + foldLat + foldBytes / 2;
+          const double backToBack = start + v / hb + v / db + foldBytes;
+          const double afterReply = start + v / db + foldBytes / 2 + piece / hb + stepLat(r, 1) + piece / db +
+                                    foldLat + foldBytes / 2;
           packed = std::max(backToBack, afterReply);
         }
         const double tail = lowerLast ? foldChunk : foldBytes / 2;
