@@ -276,6 +276,14 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-h100:2", {16}, {1 * MiB, 4 * MiB, 64 * MiB, 1 * GiB}, {PlanAlgo::Ring}},
       {"dgx-h100:4,sharp=0", {32}, {64 * KiB, 16 * MiB, 64 * MiB, 256 * MiB}, {PlanAlgo::Ring}},
       {"dgx-b200:2", {16}, {1 * MiB, 16 * MiB, 1 * GiB}, {PlanAlgo::Ring}},
+      // hierarchical in pipeline slices (2-3 nodes of 8 GPUs: the window holds five slices), NVLink-
+      // and NIC-bound, with the window's first slices' reduce-scatters before the NIC starts
+      // (before the slices the levels ran one pass each: 1.2-1.5x slower in the replay); and four
+      // nodes, one pass (the window holds four slices' steps).
+      {"dgx-a100:2", {16}, {64 * MiB, 1 * GiB}, {PlanAlgo::Hierarchical}},
+      {"dgx-b200:3,sharp=0", {24}, {64 * MiB, 1 * GiB}, {PlanAlgo::Hierarchical}},
+      {"dgx-a100:3,nic_gbps=12.5,sharp=0", {24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Hierarchical}},
+      {"dgx-h100:4,sharp=0", {32}, {1 * GiB}, {PlanAlgo::Hierarchical}},
       // The tree between the grid's sizes (issue 16): its rank-by-rank terms in one domain and
       // across two (before them 4 MiB across two DGX H100 was 0.851, 1 MiB in one domain 1.03-1.05).
       {"uniform:64", {7, 16, 64}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},

@@ -188,6 +188,42 @@ TEST(Registry, RhdUnfoldInWindowCountsTheFoldingRanksSteps) {
   EXPECT_FALSE(algo::rhdUnfoldInWindow(2, 172, 1));  // 86: 516
 }
 
+// Hierarchical's pipeline slices: d x m chunks, each through the three levels before the next, so
+// the level across starts within the first slice's steps; the cost model counts a slice's steps
+// (hierarchicalSliceSteps) to know how many the executor's window holds, so they are counted here.
+TEST(Registry, HierarchicalSlicesRunTheLevelsSliceBySlice) {
+  const AlgoInfo* hier = findAlgorithm(Coll::AllReduce, Algo::Hierarchical);
+  ASSERT_NE(hier, nullptr);
+  CollArgs a;
+  a.coll = Coll::AllReduce;
+  a.nranks = 16;
+  a.ranksPerDomain = 8;  // two domains of eight: 60 steps a slice, five fit the window
+  a.chunkElems = 4;
+  a.count = 3 * 8 * 2 * 4;  // three slices of 64 elements
+  ASSERT_EQ(algo::hierarchicalSliceSteps(8, 2), 60u);
+  EXPECT_EQ(algo::hierarchicalSliceElems(a), 64u);
+  const std::vector<Step> steps = materialize(*hier, a, 0);
+  EXPECT_EQ(steps.size(), 3 * algo::hierarchicalSliceSteps(8, 2));
+  size_t firstAcross = 0;
+  while (firstAcross < steps.size() &&
+         !(steps[firstAcross].kind == StepKind::Send && steps[firstAcross].peer == 8))
+    ++firstAcross;
+  EXPECT_LT(firstAcross, algo::hierarchicalSliceSteps(8, 2));  // within the first slice
+  a.count += 5;                                                // a short fourth slice
+  EXPECT_TRUE(verifySchedule(*hier, a).ok());
+  // Four domains of eight: 124 steps a slice, four fit: one pass, the level across after every
+  // reduce-scatter step (7 rounds of a 64-element block in 16 chunks, a send and a receive each).
+  a.nranks = 32;
+  a.count = 4 * 8 * 4 * 4;
+  EXPECT_EQ(algo::hierarchicalSliceElems(a), a.count);
+  const std::vector<Step> onePass = materialize(*hier, a, 0);
+  firstAcross = 0;
+  while (firstAcross < onePass.size() &&
+         !(onePass[firstAcross].kind == StepKind::Send && onePass[firstAcross].peer == 8))
+    ++firstAcross;
+  EXPECT_EQ(firstAcross, 2u * 7 * 4 * 4);
+}
+
 TEST(Registry, InvalidRequestsAreRefusedNotScheduled) {
   for (int c = 0; c < kNumColls; ++c) {
     for (const AlgoInfo* info : algorithmsFor(static_cast<Coll>(c))) {

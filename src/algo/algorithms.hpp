@@ -51,5 +51,12 @@ bool rhdFoldSendsFirst(int pof2, uint64_t count, uint64_t chunkElems);
 // fit the executor's window, so the unfold's first steps are started with the rest and the kept
 // half streams back as the halving finishes each slice of it (the cost model's 3-rank walk).
 bool rhdUnfoldInWindow(int pof2, uint64_t count, uint64_t chunkElems);
+// hierarchical.cpp: the pipeline slice in elements, d x m chunks (a chunk per block across domains),
+// where the executor's window holds kHierSlicesInWindow slices' steps (hierarchicalSliceSteps: d-1
+// rounds of m chunks in each domain phase and 2(m-1) of one across, a send and a receive each);
+// else the whole count. The cost model prices the same slices.
+inline constexpr uint64_t kHierSlicesInWindow = 5;
+uint64_t hierarchicalSliceSteps(int d, int m);
+uint64_t hierarchicalSliceElems(const CollArgs& a);
 
 }  // namespace trib::algo

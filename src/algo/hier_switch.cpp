@@ -34,10 +34,11 @@ Generator<Step> hierSwitchAllReduce(CollArgs a, int rank) {
     src = Buf::Scratch;
   }
   const int d = domainSize(a);
-  TRIB_YIELD_ALL(domainReduceScatter(a, rank, src));
+  const Range all{0, a.count};
+  TRIB_YIELD_ALL(domainReduceScatter(a, rank, src, all));
   // Rank L's block L+1, summed over its domain, is in the output (with one rank per domain it is
   // still in the source); the switch sums it over the domains, in place in the output.
-  const Range own = domainBlock(a, rank % d + 1);
+  const Range own = domainBlock(a, rank % d + 1, all);
   const Buf from = d > 1 ? Buf::Output : src;
   const uint64_t chunk = chunkOf(a), slices = numSlices(own.len, chunk);
   const uint64_t pieces = hierSwitchPieces(own.len, slices), piece = (slices + pieces - 1) / pieces * chunk;
@@ -45,7 +46,7 @@ Generator<Step> hierSwitchAllReduce(CollArgs a, int rank) {
     const uint64_t o = own.off + j * piece, l = sliceLen(own.len, piece, j);
     co_yield Step::switchReduce({from, o, l}, outR(o, l), d);
   }
-  TRIB_YIELD_ALL(domainAllGather(a, rank));
+  TRIB_YIELD_ALL(domainAllGather(a, rank, all));
 }
 
 }  // namespace

@@ -44,46 +44,55 @@ int domainSize(const CollArgs& a) {
   return r >= 2 && a.nranks % r == 0 ? r : a.nranks;
 }
 
-Range domainBlock(const CollArgs& a, int b) {
+Range domainBlock(const CollArgs& a, int b, Range whole) {
   const int d = domainSize(a);
-  return Range{blockBegin(a.count, d, mod(b, d)), blockSize(a.count, d, mod(b, d))};
+  return Range{whole.off + blockBegin(whole.len, d, mod(b, d)), blockSize(whole.len, d, mod(b, d))};
 }
 
 // Round s sends block L-s, folds in block L-s-1; rank L ends with block L+1 summed over its
 // domain (in the output).
-Generator<Step> domainReduceScatter(CollArgs a, int rank, Buf src) {
+Generator<Step> domainReduceScatter(CollArgs a, int rank, Buf src, Range whole) {
   const int d = domainSize(a), D = rank / d, L = rank % d;
   const int right = D * d + mod(L + 1, d), left = D * d + mod(L - 1, d);
   for (int s = 0; s < d - 1; ++s) {
-    TRIB_YIELD_ALL(ringRound(right, s == 0 ? src : Buf::Output, domainBlock(a, L - s), left,
-                             domainBlock(a, L - s - 1), src, chunkOf(a)));
+    TRIB_YIELD_ALL(ringRound(right, s == 0 ? src : Buf::Output, domainBlock(a, L - s, whole), left,
+                             domainBlock(a, L - s - 1, whole), src, chunkOf(a)));
   }
 }
 
 // Rank L holds block L+1; round s passes on block L+1-s.
-Generator<Step> domainAllGather(CollArgs a, int rank) {
+Generator<Step> domainAllGather(CollArgs a, int rank, Range whole) {
   const int d = domainSize(a), D = rank / d, L = rank % d;
   const int right = D * d + mod(L + 1, d), left = D * d + mod(L - 1, d);
   for (int s = 0; s < d - 1; ++s) {
-    TRIB_YIELD_ALL(ringRound(right, Buf::Output, domainBlock(a, L + 1 - s), left, domainBlock(a, L - s),
-                             std::nullopt, chunkOf(a)));
+    TRIB_YIELD_ALL(ringRound(right, Buf::Output, domainBlock(a, L + 1 - s, whole), left,
+                             domainBlock(a, L - s, whole), std::nullopt, chunkOf(a)));
   }
+}
+
+uint64_t hierarchicalSliceSteps(int d, int m) { return 4ull * (d - 1) * m + 4ull * (m - 1); }
+
+uint64_t hierarchicalSliceElems(const CollArgs& a) {
+  const int d = domainSize(a), m = a.nranks / d;
+  const uint64_t unit = static_cast<uint64_t>(d) * m, chunk = chunkOf(a);
+  // Slices only where the window holds kHierSlicesInWindow of them (a slice's rounds are ring
+  // chains, so one alone keeps neither the NVLink port nor the NIC busy), and d*m*chunk neither
+  // overflows nor passes the count; else the whole count, the levels one pass each.
+  if (m < 2 || kHierSlicesInWindow * hierarchicalSliceSteps(d, m) > kExecutorWindowSteps) return a.count;
+  return chunk > a.count / unit ? a.count : unit * chunk;
 }
 
 namespace {
 
-Generator<Step> hierAllReduce(CollArgs a, int rank) {
+// The three levels over one pipeline slice of the count.
+Generator<Step> hierSlice(CollArgs a, int rank, Range whole) {
   const int n = a.nranks, d = domainSize(a), m = n / d;
-  if (n == 1) {
-    TRIB_YIELD_ALL(localCopy(a, rank));
-    co_return;
-  }
   const int D = rank / d, L = rank % d;
   const uint64_t chunk = chunkOf(a);
   // 1. Reduce-scatter in the domain.
-  TRIB_YIELD_ALL(domainReduceScatter(a, rank, Buf::Input));
+  TRIB_YIELD_ALL(domainReduceScatter(a, rank, Buf::Input, whole));
   // 2. All-reduce of that block across domains, among the ranks with the same local index.
-  const Range own = domainBlock(a, L + 1);
+  const Range own = domainBlock(a, L + 1, whole);
   auto sub = [&](int k) {
     const uint64_t b = mod(k, m);
     return Range{own.off + blockBegin(own.len, m, b), blockSize(own.len, m, b)};
@@ -96,7 +105,21 @@ Generator<Step> hierAllReduce(CollArgs a, int rank) {
     TRIB_YIELD_ALL(ringRound(gRight, Buf::Output, sub(D + 1 - s), gLeft, sub(D - s), std::nullopt, chunk));
   }
   // 3. All-gather in the domain.
-  TRIB_YIELD_ALL(domainAllGather(a, rank));
+  TRIB_YIELD_ALL(domainAllGather(a, rank, whole));
+}
+
+// The count in pipeline slices of hierarchicalSliceElems, each through all three levels before the
+// next in the rank's list: the executor runs a slice's reduce-scatter while earlier slices cross
+// the network and gather, where one pass over the whole count would start the network level only
+// after the last reduce-scatter steps came within the executor's window.
+Generator<Step> hierAllReduce(CollArgs a, int rank) {
+  if (a.nranks == 1) {
+    TRIB_YIELD_ALL(localCopy(a, rank));
+    co_return;
+  }
+  const uint64_t slice = hierarchicalSliceElems(a);
+  for (uint64_t j = 0; j < numSlices(a.count, slice); ++j)
+    TRIB_YIELD_ALL(hierSlice(a, rank, Range{j * slice, sliceLen(a.count, slice, j)}));
 }
 
 }  // namespace

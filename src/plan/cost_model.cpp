@@ -1566,24 +1566,65 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           if (!f.uniform) return unsupported("needs equal, contiguous domains");
           const int d = f.perDomain, m = f.domains;
           const double v = S / d, bInR = std::min(c.bIn, c.R), bOutR = std::min(c.bLoaded, c.R);
-          chunk = clampChunk(std::ceil(v / m), k);
-          const double cb = static_cast<double>(chunk);
-          // The levels overlap chunk by chunk where the data allow (docs/PLANNER.md "hierarchical:
-          // the levels pipelined"): the domain reduce-scatter first (its last round alone makes the
-          // block, so at most a round overlaps the next level: not counted); across domains a ring
-          // of 2(m-1) rounds of v/m, whose results appear from its (m-1)-th round on; the domain
-          // all-gather, on the NVLink the network phase does not use, starts on the first final
-          // chunk. It ends after the last final chunk's d-1 hops, or after its own work from the
-          // first, whichever is later.
-          const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, bInR, c.bIn);
           const double aX = f.latLevelInterUs;  // the level across: GPU l of each domain in a ring
-          const double across = pipelinedRing(m - 1, m - 1, v / m, cb, aX, bOutR, c.bLoaded);
-          const double c0 = std::min(cb, v / m);
-          const double firstFinal =
-              std::max((m - 2) * v / m / bOutR, (m - 2) * (aX + c0 / bOutR)) + aX + c0 / bOutR;
-          // The network level's all-gather rounds: a send and a receive per chunk.
-          t = rs + domainAllGatherAfter(c, d, v, cb, c0, across, firstFinal,
-                                        2.0 * (m - 1) * std::ceil(v / m / c0));
+          // The schedule cuts the count in pipeline slices of d x m chunks where the executor's
+          // window holds enough of them (algo::hierarchicalSliceElems), each through the three
+          // levels before the next in the list; else it is one slice.
+          const double sliceSteps = static_cast<double>(algo::hierarchicalSliceSteps(d, m));
+          const bool sliced = algo::kHierSlicesInWindow * sliceSteps <= k.executorWindowSteps;
+          struct Priced {
+            double us;
+            bool fed;  // the window's slices keep the busier link fed (below: the chunk search)
+          };
+          auto timeWith = [&](uint64_t ch) {
+            const double cb = static_cast<double>(ch);
+            const double P = sliced ? std::min(S, static_cast<double>(d) * m * cb) : S,
+                         slices = std::ceil(S / P);
+            const double w = P / d;  // a slice's block
+            // One slice's levels overlap chunk by chunk where the data allow (docs/PLANNER.md
+            // "hierarchical: the levels pipelined"): the domain reduce-scatter first (its last round
+            // alone makes the block, so at most a round overlaps the next level: not counted);
+            // across domains a ring of 2(m-1) rounds of w/m, whose results appear from its (m-1)-th
+            // round on; the domain all-gather, on the NVLink the network phase does not use, starts
+            // on the first final chunk. It ends after the last final chunk's d-1 hops, or after its
+            // own work from the first, whichever is later.
+            const double rs = pipelinedRing(d - 1, 0, w, cb, c.aIn, bInR, c.bIn);
+            const double across = pipelinedRing(m - 1, m - 1, w / m, cb, aX, bOutR, c.bLoaded);
+            const double c0 = std::min(cb, w / m);
+            const double firstFinal =
+                std::max((m - 2) * w / m / bOutR, (m - 2) * (aX + c0 / bOutR)) + aX + c0 / bOutR;
+            // The network level's all-gather rounds: a send and a receive per chunk.
+            const double one = rs + domainAllGatherAfter(c, d, w, cb, c0, across, firstFinal,
+                                                         2.0 * (m - 1) * std::ceil(w / m / c0));
+            if (slices <= 1) return Priced{one, true};
+            // Slices (docs/PLANNER.md "hierarchical: pipeline slices"): the busier of the NVLink
+            // port (every slice's reduce-scatter and all-gather) and the NIC (every slice's level
+            // across) paces them. The port is busy from the start and idle at the end while the
+            // last slice crosses and its last chunk goes round the domain. The NIC waits at the
+            // start: every slice in the window offers its first round at once and the port serves
+            // sends in the order they are ready, so the first slice's reduce-scatter ends with the
+            // window's others; after the NIC's last chunk, a hop and that chunk's round.
+            const double inWindow = std::clamp(k.executorWindowSteps / sliceSteps, 1.0, slices);
+            const double nvlinkSlice = (d - 1) * w * (1 / bInR + 1 / c.bIn), rsPort = (d - 1) * w / bInR;
+            const double nicSlice = (m - 1) * w / m * (1 / bOutR + 1 / c.bLoaded);
+            const double lastChunkAg = pipelinedRing(0, d - 1, c0, cb, c.aIn, c.bIn, c.bIn);
+            const double byNvlink = slices * nvlinkSlice + across + lastChunkAg;
+            const double byNic = std::max(rs, inWindow * rsPort) + slices * nicSlice + aX + lastChunkAg;
+            // Where a slice's levels take longer than the window's slices' work on the busier
+            // link (small chunks), the window paces the slices instead, which this does not price:
+            // the chunk search below stops there.
+            return Priced{std::max({one, byNvlink, byNic}),
+                          inWindow * std::max(nvlinkSlice, nicSlice) >= one};
+          };
+          // The chunk: one a block across domains, or (sliced) smaller where shorter slices start the
+          // network level sooner, halving while the window keeps the links fed, whichever is fastest.
+          chunk = clampChunk(std::ceil(v / m), k);
+          t = timeWith(chunk).us;
+          for (uint64_t ch = chunk / 2; sliced && ch >= k.minChunkBytes; ch /= 2) {
+            const Priced p2 = timeWith(ch);
+            if (!p2.fed) break;
+            if (p2.us < t) t = p2.us, chunk = ch;
+          }
           p.reason = "ring reduce-scatter in domain, ring all-reduce of S/d across, all-gather in domain";
           break;
         }
