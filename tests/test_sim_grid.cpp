@@ -45,14 +45,14 @@ struct Gap {
   int minDomains = 0;                    // only cells whose ranks span at least this many NVLink domains
   Protocol protocol = Protocol::Simple;  // the cells' protocol (the grid runs Simple and the fastest)
 };
-// Three open, all rhd: 100 ranks (2026-12-06), three ranks on one switch at 256 MiB (2026-12-06,
-// nineteenth session, where a sweep outside the grid found it), and 24 GPUs on rails (2026-12-07).
-// Closed before them: the tree's posting-order rule went when the replay's default became the
-// schedule's channels round robin and the tree's terms were derived for it; its rule for 3+ NVLink
-// domains at >= 16 MiB (the replay 1.12-1.24x the model) went when the last switch's port served
-// its senders round robin and the model gained the fill bound (docs/PLANNER.md "The tree across 3+
-// domains"). rhd with LL on 4,608 ranks at 1 MiB (1.125x) left the grid when LL gained its ceiling
-// (LL128 is rhd's fastest there now; rhd/LL at that size, replayed by hand, agrees: docs/PLANNER.md
+// Two open, both rhd: 100 ranks (2026-12-06) and 24 GPUs on rails (2026-12-07). Closed: three ranks
+// on one switch at 256 MiB (found 2026-12-06 by a sweep outside the grid) when the unfold streamed
+// inside the executor's window (algo::rhdUnfoldInWindow, 2026-12-07); before them, the tree's posting-order
+// rule went when the replay's default became the schedule's channels round robin and the tree's terms were
+// derived for it; its rule for 3+ NVLink domains at >= 16 MiB (the replay 1.12-1.24x the model) went when the
+// last switch's port served its senders round robin and the model gained the fill bound (docs/PLANNER.md "The
+// tree across 3+ domains"). rhd with LL on 4,608 ranks at 1 MiB (1.125x) left the grid when LL gained its
+// ceiling (LL128 is rhd's fastest there now; rhd/LL at that size, replayed by hand, agrees: docs/PLANNER.md
 // "Protocols"), rhd on 136 ranks (72 + 64) closed when the model pipelined the fold with the first
 // and last steps, and rhd on 5 and 6 ranks at 16 MiB (1.11-1.13x) when the fold brought first the
 // half the first halving step sends (algo::rhdFoldSendsFirst; docs/PLANNER.md "The fold's order").
