@@ -1582,7 +1582,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
                          slices = std::ceil(S / P);
             const double w = P / d;  // a slice's block
             // One slice's levels overlap chunk by chunk where the data allow (docs/PLANNER.md
-            // "hierarchical: the levels pipelined"): the domain reduce-scatter first (its last round
+            // "Pipelining: ring rounds and levels"): the domain reduce-scatter first (its last round
             // alone makes the block, so at most a round overlaps the next level: not counted);
             // across domains a ring of 2(m-1) rounds of w/m, whose results appear from its (m-1)-th
             // round on; the domain all-gather, on the NVLink the network phase does not use, starts
