@@ -284,6 +284,11 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-b200:3,sharp=0", {24}, {64 * MiB, 1 * GiB}, {PlanAlgo::Hierarchical}},
       {"dgx-a100:3,nic_gbps=12.5,sharp=0", {24}, {16 * MiB, 256 * MiB}, {PlanAlgo::Hierarchical}},
       {"dgx-h100:4,sharp=0", {32}, {1 * GiB}, {PlanAlgo::Hierarchical}},
+      // hier_switch in pipeline slices (a block per switch operation; before them 1.1-1.6x slower in
+      // the replay from 64 MiB): NIC-bound on 4 HDR NICs, NVLink-bound on four DGX A100.
+      {"dgx-a100:3,nic_gbps=12.5", {24}, {64 * MiB, 1 * GiB}, {PlanAlgo::HierSwitch}},
+      {"dgx-a100:4", {32}, {1 * GiB}, {PlanAlgo::HierSwitch}},
+      {"dgx-b200:3", {24}, {256 * MiB}, {PlanAlgo::HierSwitch}},
       // The tree between the grid's sizes (issue 16): its rank-by-rank terms in one domain and
       // across two (before them 4 MiB across two DGX H100 was 0.851, 1 MiB in one domain 1.03-1.05).
       {"uniform:64", {7, 16, 64}, {1 * MiB, 4 * MiB, 64 * MiB}, {PlanAlgo::Tree}},

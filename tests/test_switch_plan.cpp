@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "algo/algo_util.hpp"
+#include "algo/algorithms.hpp"
 #include "core/comm.hpp"
 #include "core/switch_coll.hpp"
 #include "support/launcher.hpp"
@@ -288,8 +289,9 @@ TEST(HierSwitchSchedule, VerifiedForEveryShapeAndSendsOnlyItsSlice) {
   EXPECT_EQ(verified, 7 * 5 * 2 * 2);
   // Blocks of several pieces (hierSwitchPieces: at least kHierSwitchPieceElems each, at most
   // kHierSwitchPieces): every rank hands its slice over in that many steps, whole chunks each,
-  // and the schedule still verifies.
-  for (auto [n, d, count, pieces] : {std::tuple{4, 2, 5 * kHierSwitchPieceElems + 7, 2},
+  // and the schedule still verifies. (Domains of 3 and 4 at chunks of 4096: a pipeline slice's
+  // steps, 4(d-1) x 16 + 1, do not fit the window five times, so one pass.)
+  for (auto [n, d, count, pieces] : {std::tuple{8, 4, 9 * kHierSwitchPieceElems + 7, 2},
                                      std::tuple{6, 3, 3 * 9 * kHierSwitchPieceElems + 5, 8}}) {
     CollArgs a;
     a.nranks = n;
@@ -306,6 +308,49 @@ TEST(HierSwitchSchedule, VerifiedForEveryShapeAndSendsOnlyItsSlice) {
       for (size_t i = 0; i + 1 < counts.size(); ++i) EXPECT_EQ(counts[i] % a.chunkElems, 0u) << "piece " << i;
     }
   }
+}
+
+// Pipeline slices (hierSwitchSliceElems): with domains of two at chunks of 4096 a slice is two
+// blocks of 16 chunks (a block one piece's least size, one switch operation) and 65 steps, five of
+// which fit the executor's window: each slice's block goes to the switch whole, in slice order, and
+// the schedule verifies.
+TEST(HierSwitchSchedule, PipelineSlicesHandEachSlicesBlockToTheSwitch) {
+  const AlgoInfo* info = findAlgorithm(Coll::AllReduce, Algo::HierSwitch);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(algo::hierSwitchSliceChunks(4096), 16u);
+  EXPECT_EQ(algo::hierSwitchSliceSteps(2, 16), 65u);
+  for (bool inPlace : {false, true}) {
+    CollArgs a;
+    a.nranks = 4;
+    a.ranksPerDomain = 2;
+    a.chunkElems = 4096;
+    a.count = 5 * kHierSwitchPieceElems + 7;  // two whole slices and a short one
+    a.inPlace = inPlace;
+    ASSERT_EQ(algo::hierSwitchSliceElems(a), 2 * kHierSwitchPieceElems);
+    Status st = verifySchedule(*info, a);
+    EXPECT_TRUE(st.ok()) << st.message();
+    for (int r = 0; r < a.nranks; ++r) {
+      std::vector<Step> ops;
+      for (const Step& s : materialize(*info, a, r))
+        if (s.kind == StepKind::SwitchReduce) ops.push_back(s);
+      ASSERT_EQ(ops.size(), 3u) << "rank " << r;
+      for (size_t j = 0; j < ops.size(); ++j) {
+        // Local rank L hands over block L+1 of slice j: of two, the other half of the slice.
+        const uint64_t slice = j * 2 * kHierSwitchPieceElems,
+                       len = j < 2 ? 2 * kHierSwitchPieceElems : 7 + kHierSwitchPieceElems;
+        const uint64_t half = len / 2, first = r % 2 == 0 ? len - half : 0;
+        EXPECT_EQ(ops[j].src.offset, slice + first) << "rank " << r << " slice " << j;
+        EXPECT_EQ(ops[j].src.count, r % 2 == 0 ? half : len - half) << "rank " << r << " slice " << j;
+      }
+    }
+  }
+  // Domains of three: 129 steps a slice, one pass.
+  CollArgs b;
+  b.nranks = 6;
+  b.ranksPerDomain = 3;
+  b.chunkElems = 4096;
+  b.count = 1 << 22;
+  EXPECT_EQ(algo::hierSwitchSliceElems(b), b.count);
 }
 
 TEST(HierSwitchSchedule, TheVerifierKeepsSliceGroupsApart) {

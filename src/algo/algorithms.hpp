@@ -58,5 +58,12 @@ bool rhdUnfoldInWindow(int pof2, uint64_t count, uint64_t chunkElems);
 inline constexpr uint64_t kHierSlicesInWindow = 5;
 uint64_t hierarchicalSliceSteps(int d, int m);
 uint64_t hierarchicalSliceElems(const CollArgs& a);
+// hier_switch.cpp: its pipeline slice in elements, d blocks of q = hierSwitchSliceChunks chunks
+// (a block at least kHierSwitchPieceElems, one switch operation: the software switch's cost per
+// operation), where the window holds kHierSlicesInWindow slices' steps (hierSwitchSliceSteps:
+// 4(d-1)q ring steps and the switch's); else the whole count (the block in pieces).
+uint64_t hierSwitchSliceChunks(uint64_t chunkElems);
+uint64_t hierSwitchSliceSteps(int d, uint64_t sliceChunks);
+uint64_t hierSwitchSliceElems(const CollArgs& a);
 
 }  // namespace trib::algo

@@ -1659,11 +1659,32 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // piece's d-1 hops.
           auto timeWith = [&](uint64_t ch) {
             if (f.switchCap.bufferBytes && ch > f.switchCap.bufferBytes) ch = f.switchCap.bufferBytes;
-            const double cb = static_cast<double>(ch), slices = std::ceil(v / std::min(cb, v));
+            const double cb = static_cast<double>(ch);
+            const double reduceIn = std::min(c.bIn, c.R);  // a reduce round's rate
+            // Pipeline slices (algo::hierSwitchSliceElems): d blocks of q chunks, a block one switch
+            // operation, each slice through the three levels before the next; priced as
+            // hierarchical's (docs/PLANNER.md "hierarchical: pipeline slices"), the switch in place
+            // of the ring across.
+            const uint64_t q = algo::hierSwitchSliceChunks(chunkElemsOf(ch, dataTypeSize(dtype)));
+            const double sliceSteps = static_cast<double>(algo::hierSwitchSliceSteps(d, q)), w = q * cb;
+            if (algo::kHierSlicesInWindow * sliceSteps <= k.executorWindowSteps && v > w) {
+              const double slices = std::ceil(v / w);
+              const double rs = pipelinedRing(d - 1, 0, w, cb, c.aIn, reduceIn, c.bIn);
+              const double trip = 2 * f.switchLatUs + throughSwitches(w, cb, b);
+              const double one = rs + domainAllGatherAfter(c, d, w, cb, w, trip, trip, 1);
+              const double inWindow = std::clamp(k.executorWindowSteps / sliceSteps, 1.0, slices);
+              const double nvlinkSlice = (d - 1) * w * (1 / reduceIn + 1 / c.bIn),
+                           rsPort = (d - 1) * w / reduceIn;
+              const double lastChunkAg = pipelinedRing(0, d - 1, std::min(cb, w), cb, c.aIn, c.bIn, c.bIn);
+              const double byNvlink = slices * nvlinkSlice + trip + lastChunkAg;
+              const double bySwitch =
+                  std::max(rs, inWindow * rsPort) + slices * w / b + 2 * f.switchLatUs + lastChunkAg;
+              return std::pair{std::max({one, byNvlink, bySwitch}), ch};
+            }
+            const double slices = std::ceil(v / std::min(cb, v));
             const double pieces = static_cast<double>(hierSwitchPieces(
                 static_cast<uint64_t>(v) / dataTypeSize(dtype), static_cast<uint64_t>(slices)));
             const double piece = std::min(v, std::ceil(slices / pieces) * cb);
-            const double reduceIn = std::min(c.bIn, c.R);  // a reduce round's rate
             const double rs = pipelinedRing(d - 1, 0, v, cb, c.aIn, reduceIn, c.bIn);
             // The reduce-scatter's last round reduces the block slice by slice over v / rate, so the
             // first piece is ready (pieces - 1) / pieces of that round before its end; the last
