@@ -314,6 +314,44 @@ int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) 
   return failures ? 1 : 0;
 }
 
+// hierarchical over the same three hosts (domains of 2, m = 3): every hierarchical case against the
+// reference, and a probe large enough for pipeline slices (algo::hierarchicalSliceElems: 20 steps a
+// slice, d x m chunks) whose schedule leaves the host within its first slice: before its first send
+// to another host a rank sends only the first slice's reduce-scatter in the host, (d - 1) x m
+// chunks, where one pass would send the whole count's.
+int hierarchicalSlicesRank(int rank, int n, const tribUniqueId& id, std::string& report) {
+  tribComm_t comm = nullptr;
+  int failures = joinAndRunCasesOf("hierarchical", rank, n, id, report, &comm);
+  if (failures < 0) return 1;
+  const uint64_t probe = 8 << 20;  // 32 MiB: blocks across hosts past the 4 MiB chunk, so slices
+  std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
+  if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
+    report += std::string("probe all-reduce: ") + tribGetLastError(comm) + "\n", ++failures;
+  for (uint64_t i = 0; i < probe && !failures; ++i)
+    if (out[i] != static_cast<float>(n))
+      report += strprintf("probe element %llu: %g\n", (unsigned long long)i, out[i]), ++failures;
+  bool sawAllReduce = false;
+  for (const auto& [key, plan] : comm->impl()->planCache) {
+    if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != probe) continue;
+    sawAllReduce = true;
+    if (plan.algo->algo != Algo::Hierarchical) {
+      report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
+      break;
+    }
+    int inHost = 0;
+    for (const Step& st : *plan.steps) {
+      if (st.kind != StepKind::Send) continue;
+      if (st.peer / 2 != rank / 2) break;
+      ++inHost;
+    }
+    if (inHost != 3)
+      report += strprintf("%d sends in the host before leaving it (want 3)\n", inHost), ++failures;
+  }
+  if (!sawAllReduce) report += "no all-reduce plan cached\n", ++failures;
+  tribCommDestroy(comm);
+  return failures ? 1 : 0;
+}
+
 // Runs `rankFn` on 6 processes placed on the three hosts of writeThreeHostTopology(); the failures,
 // described ("" when none).
 std::string runOnThreeHosts(int (*rankFn)(int rank, int n, const tribUniqueId& id, std::string& report)) {
@@ -329,6 +367,10 @@ std::string runOnThreeHosts(int (*rankFn)(int rank, int n, const tribUniqueId& i
 }
 
 TEST(MultiProcessDomains, RingRailsAcrossProcesses) { EXPECT_EQ(runOnThreeHosts(ringRailsRank), ""); }
+
+TEST(MultiProcessDomains, HierarchicalInPipelineSlicesAcrossProcesses) {
+  EXPECT_EQ(runOnThreeHosts(hierarchicalSlicesRank), "");
+}
 
 TEST(MultiProcessDomains, DirectInRackOrderAcrossProcesses) {
   EXPECT_EQ(runOnThreeHosts(directRackOrderRank), "");
