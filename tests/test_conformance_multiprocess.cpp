@@ -242,35 +242,47 @@ int joinAndRunCasesOf(const std::string& algo, int rank, int n, const tribUnique
   return failures;
 }
 
+// An all-reduce of `probe` ones on `comm` (a call of its own: the cases before may have filled the
+// plan cache past its bound and cleared it): its sum checked, and the steps of the plan it ran if
+// that was `want`'s, else nullptr; what was wrong goes to `report`, counted in `failures`.
+const std::vector<Step>* probeSteps(tribComm_t comm, uint64_t probe, int n, Algo want, std::string& report,
+                                    int& failures) {
+  std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
+  if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess) {
+    report += std::string("probe all-reduce: ") + tribGetLastError(comm) + "\n", ++failures;
+    return nullptr;
+  }
+  for (uint64_t i = 0; i < probe; ++i)
+    if (out[i] != static_cast<float>(n)) {
+      report += strprintf("probe element %llu: %g\n", (unsigned long long)i, out[i]), ++failures;
+      return nullptr;
+    }
+  for (const auto& [key, plan] : comm->impl()->planCache) {
+    if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != probe) continue;
+    if (plan.algo->algo == want) return plan.steps.get();
+    report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
+    return nullptr;
+  }
+  report += "no all-reduce plan cached\n", ++failures;
+  return nullptr;
+}
+
 int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& report) {
   tribComm_t comm = nullptr;
   int failures = joinAndRunCasesOf("direct", rank, n, id, report, &comm);
   if (failures < 0) return 1;
   // The all-reduce ran direct in rack order, remote domains first: domains of 2, so rank R*2+l
   // sends first to ((R+1) % 3)*2 + l, the next domain's rank of its own local index (rank + 1 in
-  // the flat order). (A call of its own: the cases above may have filled the plan cache past its
-  // bound and cleared it.)
-  const uint64_t probe = 601;
-  std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
-  if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
-    report += std::string("probe all-reduce: ") + tribGetLastError(comm) + "\n", ++failures;
-  bool sawAllReduce = false;
-  for (const auto& [key, plan] : comm->impl()->planCache) {
-    if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != probe) continue;
-    sawAllReduce = true;
-    if (plan.algo->algo != Algo::Direct) {
-      report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
-      break;
-    }
+  // the flat order).
+  if (const std::vector<Step>* steps = probeSteps(comm, 601, n, Algo::Direct, report, failures)) {
     const int want = (rank / 2 + 1) % 3 * 2 + rank % 2;
-    for (const Step& st : *plan.steps) {
+    for (const Step& st : *steps) {
       if (st.kind != StepKind::Send) continue;
       if (st.peer != want)
         report += strprintf("first send to rank %d, the rack order's is %d\n", st.peer, want), ++failures;
       break;
     }
   }
-  if (!sawAllReduce) report += "no all-reduce plan cached\n", ++failures;
   tribCommDestroy(comm);
   return failures ? 1 : 0;
 }
@@ -283,23 +295,9 @@ int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) 
   tribComm_t comm = nullptr;
   int failures = joinAndRunCasesOf("ring", rank, n, id, report, &comm);
   if (failures < 0) return 1;
-  const uint64_t probe = 601;
-  std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
-  if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
-    report += std::string("probe all-reduce: ") + tribGetLastError(comm) + "\n", ++failures;
-  for (uint64_t i = 0; i < probe && !failures; ++i)
-    if (out[i] != static_cast<float>(n))
-      report += strprintf("probe element %llu: %g\n", (unsigned long long)i, out[i]), ++failures;
-  bool sawAllReduce = false;
-  for (const auto& [key, plan] : comm->impl()->planCache) {
-    if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != probe) continue;
-    sawAllReduce = true;
-    if (plan.algo->algo != Algo::Ring) {
-      report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
-      break;
-    }
+  if (const std::vector<Step>* steps = probeSteps(comm, 601, n, Algo::Ring, report, failures)) {
     std::set<int> channels, crossing;
-    for (const Step& st : *plan.steps) {
+    for (const Step& st : *steps) {
       if (st.kind != StepKind::Send) continue;
       channels.insert(st.channel);
       if (st.peer / 2 != rank / 2) crossing.insert(st.channel);
@@ -309,7 +307,6 @@ int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) 
                           channels.size(), crossing.size(), (rank % 2 + 1) % 2),
           ++failures;
   }
-  if (!sawAllReduce) report += "no all-reduce plan cached\n", ++failures;
   tribCommDestroy(comm);
   return failures ? 1 : 0;
 }
@@ -323,23 +320,10 @@ int hierarchicalSlicesRank(int rank, int n, const tribUniqueId& id, std::string&
   tribComm_t comm = nullptr;
   int failures = joinAndRunCasesOf("hierarchical", rank, n, id, report, &comm);
   if (failures < 0) return 1;
-  const uint64_t probe = 8 << 20;  // 32 MiB: blocks across hosts past the 4 MiB chunk, so slices
-  std::vector<float> in(probe, 1.0f), out(probe, 0.0f);
-  if (tribAllReduce(in.data(), out.data(), probe, tribFloat32, tribSum, comm, nullptr) != tribSuccess)
-    report += std::string("probe all-reduce: ") + tribGetLastError(comm) + "\n", ++failures;
-  for (uint64_t i = 0; i < probe && !failures; ++i)
-    if (out[i] != static_cast<float>(n))
-      report += strprintf("probe element %llu: %g\n", (unsigned long long)i, out[i]), ++failures;
-  bool sawAllReduce = false;
-  for (const auto& [key, plan] : comm->impl()->planCache) {
-    if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != probe) continue;
-    sawAllReduce = true;
-    if (plan.algo->algo != Algo::Hierarchical) {
-      report += std::string("all-reduce ran ") + algoName(plan.algo->algo) + "\n", ++failures;
-      break;
-    }
+  // 32 MiB: blocks across hosts past the 4 MiB chunk, so slices.
+  if (const std::vector<Step>* steps = probeSteps(comm, 8 << 20, n, Algo::Hierarchical, report, failures)) {
     int inHost = 0;
-    for (const Step& st : *plan.steps) {
+    for (const Step& st : *steps) {
       if (st.kind != StepKind::Send) continue;
       if (st.peer / 2 != rank / 2) break;
       ++inHost;
@@ -347,7 +331,6 @@ int hierarchicalSlicesRank(int rank, int n, const tribUniqueId& id, std::string&
     if (inHost != 3)
       report += strprintf("%d sends in the host before leaving it (want 3)\n", inHost), ++failures;
   }
-  if (!sawAllReduce) report += "no all-reduce plan cached\n", ++failures;
   tribCommDestroy(comm);
   return failures ? 1 : 0;
 }
