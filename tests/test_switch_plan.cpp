@@ -398,13 +398,27 @@ TEST(SwitchPlan, HierSwitchThroughTwoLeavesExactAndHalfTheTraffic) {
   env.set("TRIB_SWITCH_KEY", "test-job");
   unsetenv("TRIB_SWITCH");
   const int n = 4;
-  const uint64_t count = 100003;
+  // Past two pipeline slices (hierSwitchSliceElems: two blocks of at least 64 Ki elements), so the
+  // schedule hands the switch a slice's block before the next slice's reduce-scatter; the last
+  // slice is odd, as the count, so each rank's share is that of the whole count.
+  const uint64_t count = 300007;
   std::vector<uint64_t> sent(n, 0), recvd(n, 0);
-  std::vector<int> stride(n, 0);
+  std::vector<int> stride(n, 0), reduceScatterAfterSwitch(n, 0);
   const std::vector<std::string> errors =
       sw::testing::threadRanks(n, "hier_switch", [&](int r, tribComm_t comm) {
         stride[r] = sliceUsable(comm->impl()) ? comm->impl()->sliceStride : 0;
         std::string err = exactAllReduce(comm, r, n, count, 3, &sent[r], &recvd[r]);
+        // The int32 plan's steps: sends from the input (a reduce-scatter's, d = 2) after a switch step.
+        for (const auto& [key, plan] : comm->impl()->planCache) {
+          if (static_cast<Coll>(key.coll) != Coll::AllReduce || key.count != count || !plan.steps) continue;
+          bool switched = false;
+          for (const Step& st : *plan.steps) {
+            switched = switched || st.kind == StepKind::SwitchReduce;
+            if (switched && st.kind == StepKind::Send && st.src.buf == Buf::Input)
+              ++reduceScatterAfterSwitch[r];
+          }
+          break;
+        }
         // In place, float32 avg: exact here (small integers, divided once at the host).
         std::vector<float> buf(count);
         for (uint64_t i = 0; i < count && err.empty(); ++i) buf[i] = static_cast<float>((i % 50) * (r + 1));
@@ -421,6 +435,7 @@ TEST(SwitchPlan, HierSwitchThroughTwoLeavesExactAndHalfTheTraffic) {
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(stride[r], 2) << "rank " << r << " has no slice group";
+    EXPECT_GT(reduceScatterAfterSwitch[r], 0) << "rank " << r << ": one pass, not pipeline slices";
     // Rank r reduces block (r mod 2) + 1 of the two halves (the first has the odd element).
     const uint64_t half = (r % 2 == 1) ? (count + 1) / 2 : count / 2;
     EXPECT_EQ(sent[r], half * 4) << "rank " << r;
