@@ -56,6 +56,11 @@ bool rhdUnfoldInWindow(int pof2, uint64_t count, uint64_t chunkElems);
 // rounds of m chunks in each domain phase and 2(m-1) of one across, a send and a receive each);
 // else the whole count. The cost model prices the same slices.
 inline constexpr uint64_t kHierSlicesInWindow = 5;
+// The rule both schedules slice by (and the cost model prices by): the window holds
+// kHierSlicesInWindow slices of `sliceSteps` steps.
+inline bool hierSlicesFitTheWindow(uint64_t sliceSteps) {
+  return kHierSlicesInWindow * sliceSteps <= kExecutorWindowSteps;
+}
 uint64_t hierarchicalSliceSteps(int d, int m);
 uint64_t hierarchicalSliceElems(const CollArgs& a);
 // hier_switch.cpp: its pipeline slice in elements, d blocks of q = hierSwitchSliceChunks chunks

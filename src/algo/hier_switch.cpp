@@ -34,9 +34,8 @@ uint64_t hierSwitchSliceSteps(int d, uint64_t sliceChunks) { return 4ull * (d - 
 
 uint64_t hierSwitchSliceElems(const CollArgs& a) {
   const int d = domainSize(a);
-  const uint64_t q = hierSwitchSliceChunks(chunkOf(a)), chunk = chunkOf(a);
-  if (d < 2 || d == a.nranks || kHierSlicesInWindow * hierSwitchSliceSteps(d, q) > kExecutorWindowSteps)
-    return a.count;
+  const uint64_t chunk = chunkOf(a), q = hierSwitchSliceChunks(chunk);
+  if (d < 2 || d == a.nranks || !hierSlicesFitTheWindow(hierSwitchSliceSteps(d, q))) return a.count;
   const uint64_t unit = static_cast<uint64_t>(d) * q;  // q <= 2^16: no overflow
   return chunk > a.count / unit ? a.count : unit * chunk;
 }

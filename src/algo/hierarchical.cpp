@@ -78,7 +78,7 @@ uint64_t hierarchicalSliceElems(const CollArgs& a) {
   // Slices only where the window holds kHierSlicesInWindow of them (a slice's rounds are ring
   // chains, so one alone keeps neither the NVLink port nor the NIC busy), and d*m*chunk neither
   // overflows nor passes the count; else the whole count, the levels one pass each.
-  if (m < 2 || kHierSlicesInWindow * hierarchicalSliceSteps(d, m) > kExecutorWindowSteps) return a.count;
+  if (m < 2 || !hierSlicesFitTheWindow(hierarchicalSliceSteps(d, m))) return a.count;
   return chunk > a.count / unit ? a.count : unit * chunk;
 }
 

@@ -752,6 +752,30 @@ double domainAllGatherAfter(const Ctx& c, int d, double v, double cb, double c0,
   return std::max(across + std::max(lastChunkAg, (1 - seen) * ag), firstFinal + ag);
 }
 
+// A two-level schedule in pipeline slices (hierarchical, hier_switch: docs/PLANNER.md
+// "hierarchical: pipeline slices"), each slice d blocks of w through the levels before the next,
+// `rs` one slice's reduce-scatter: the busier of the NVLink port and the level across paces them.
+// The port (every slice's reduce-scatter and all-gather) is busy from the start and idle at the
+// end while the last slice crosses (`acrossOne`) and its last chunk (c0) goes round the domain.
+// The level across (`acrossSlice` of work a slice) waits at the start: every slice in the window
+// offers its first round at once and the port serves sends in the order they are ready, so the
+// first slice's reduce-scatter ends with the window's others; after its last chunk, its latency
+// and that chunk's round. `fedWork`: the window's slices' work on the busier link.
+struct SliceBounds {
+  double us, fedWork;
+};
+SliceBounds pipelineSlices(const Ctx& c, int d, double w, double cb, double c0, double slices,
+                           double sliceSteps, double rs, double acrossOne, double acrossSlice,
+                           double acrossLat) {
+  const double reduceIn = std::min(c.bIn, c.R);
+  const double inWindow = std::clamp(c.k.executorWindowSteps / sliceSteps, 1.0, slices);
+  const double nvlinkSlice = (d - 1) * w * (1 / reduceIn + 1 / c.bIn), rsPort = (d - 1) * w / reduceIn;
+  const double lastChunkAg = pipelinedRing(0, d - 1, c0, cb, c.aIn, c.bIn, c.bIn);
+  const double byNvlink = slices * nvlinkSlice + acrossOne + lastChunkAg;
+  const double byAcross = std::max(rs, inWindow * rsPort) + slices * acrossSlice + acrossLat + lastChunkAg;
+  return {std::max(byNvlink, byAcross), inWindow * std::max(nvlinkSlice, acrossSlice)};
+}
+
 // The rail ring all-reduce (ring.cpp with ranksPerDomain = d making m >= 2 domains): d channels,
 // each a ring of all n ranks over S/d that enters every domain at a different local rank, so per
 // round (every rank passes one block of v = S/(dn) on each channel) a rank's NVLink port carries
@@ -1571,7 +1595,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // window holds enough of them (algo::hierarchicalSliceElems), each through the three
           // levels before the next in the list; else it is one slice.
           const double sliceSteps = static_cast<double>(algo::hierarchicalSliceSteps(d, m));
-          const bool sliced = algo::kHierSlicesInWindow * sliceSteps <= k.executorWindowSteps;
+          const bool sliced = algo::hierSlicesFitTheWindow(algo::hierarchicalSliceSteps(d, m));
           struct Priced {
             double us;
             bool fed;  // the window's slices keep the busier link fed (below: the chunk search)
@@ -1597,24 +1621,12 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             const double one = rs + domainAllGatherAfter(c, d, w, cb, c0, across, firstFinal,
                                                          2.0 * (m - 1) * std::ceil(w / m / c0));
             if (slices <= 1) return Priced{one, true};
-            // Slices (docs/PLANNER.md "hierarchical: pipeline slices"): the busier of the NVLink
-            // port (every slice's reduce-scatter and all-gather) and the NIC (every slice's level
-            // across) paces them. The port is busy from the start and idle at the end while the
-            // last slice crosses and its last chunk goes round the domain. The NIC waits at the
-            // start: every slice in the window offers its first round at once and the port serves
-            // sends in the order they are ready, so the first slice's reduce-scatter ends with the
-            // window's others; after the NIC's last chunk, a hop and that chunk's round.
-            const double inWindow = std::clamp(k.executorWindowSteps / sliceSteps, 1.0, slices);
-            const double nvlinkSlice = (d - 1) * w * (1 / bInR + 1 / c.bIn), rsPort = (d - 1) * w / bInR;
-            const double nicSlice = (m - 1) * w / m * (1 / bOutR + 1 / c.bLoaded);
-            const double lastChunkAg = pipelinedRing(0, d - 1, c0, cb, c.aIn, c.bIn, c.bIn);
-            const double byNvlink = slices * nvlinkSlice + across + lastChunkAg;
-            const double byNic = std::max(rs, inWindow * rsPort) + slices * nicSlice + aX + lastChunkAg;
             // Where a slice's levels take longer than the window's slices' work on the busier
             // link (small chunks), the window paces the slices instead, which this does not price:
             // the chunk search below stops there.
-            return Priced{std::max({one, byNvlink, byNic}),
-                          inWindow * std::max(nvlinkSlice, nicSlice) >= one};
+            const SliceBounds sb = pipelineSlices(c, d, w, cb, c0, slices, sliceSteps, rs, across,
+                                                  (m - 1) * w / m * (1 / bOutR + 1 / c.bLoaded), aX);
+            return Priced{std::max(one, sb.us), sb.fedWork >= one};
           };
           // The chunk: one a block across domains, or (sliced) smaller where shorter slices start the
           // network level sooner, halving while the window keeps the links fed, whichever is fastest.
@@ -1667,19 +1679,13 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
             // of the ring across.
             const uint64_t q = algo::hierSwitchSliceChunks(chunkElemsOf(ch, dataTypeSize(dtype)));
             const double sliceSteps = static_cast<double>(algo::hierSwitchSliceSteps(d, q)), w = q * cb;
-            if (algo::kHierSlicesInWindow * sliceSteps <= k.executorWindowSteps && v > w) {
-              const double slices = std::ceil(v / w);
+            if (algo::hierSlicesFitTheWindow(algo::hierSwitchSliceSteps(d, q)) && v > w) {
               const double rs = pipelinedRing(d - 1, 0, w, cb, c.aIn, reduceIn, c.bIn);
               const double trip = 2 * f.switchLatUs + throughSwitches(w, cb, b);
               const double one = rs + domainAllGatherAfter(c, d, w, cb, w, trip, trip, 1);
-              const double inWindow = std::clamp(k.executorWindowSteps / sliceSteps, 1.0, slices);
-              const double nvlinkSlice = (d - 1) * w * (1 / reduceIn + 1 / c.bIn),
-                           rsPort = (d - 1) * w / reduceIn;
-              const double lastChunkAg = pipelinedRing(0, d - 1, std::min(cb, w), cb, c.aIn, c.bIn, c.bIn);
-              const double byNvlink = slices * nvlinkSlice + trip + lastChunkAg;
-              const double bySwitch =
-                  std::max(rs, inWindow * rsPort) + slices * w / b + 2 * f.switchLatUs + lastChunkAg;
-              return std::pair{std::max({one, byNvlink, bySwitch}), ch};
+              const SliceBounds sb = pipelineSlices(c, d, w, cb, std::min(cb, w), std::ceil(v / w),
+                                                    sliceSteps, rs, trip, w / b, 2 * f.switchLatUs);
+              return std::pair{std::max(one, sb.us), ch};
             }
             const double slices = std::ceil(v / std::min(cb, v));
             const double pieces = static_cast<double>(hierSwitchPieces(
