@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -267,24 +268,36 @@ const std::vector<Step>* probeSteps(tribComm_t comm, uint64_t probe, int n, Algo
   return nullptr;
 }
 
-int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& report) {
+// Joins over shm with TRIB_ALGO = `algo`, runs its cases (joinAndRunCasesOf), then the probe
+// (probeSteps) and `check` on the steps of its plan, which returns the failures it found (described
+// in `report`): the rank's exit code.
+int casesThenProbe(const std::string& algo, Algo want, uint64_t probe, int rank, int n,
+                   const tribUniqueId& id, std::string& report,
+                   const std::function<int(const std::vector<Step>&)>& check) {
   tribComm_t comm = nullptr;
-  int failures = joinAndRunCasesOf("direct", rank, n, id, report, &comm);
+  int failures = joinAndRunCasesOf(algo, rank, n, id, report, &comm);
   if (failures < 0) return 1;
+  if (const std::vector<Step>* steps = probeSteps(comm, probe, n, want, report, failures))
+    failures += check(*steps);
+  tribCommDestroy(comm);
+  return failures ? 1 : 0;
+}
+
+int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& report) {
   // The all-reduce ran direct in rack order, remote domains first: domains of 2, so rank R*2+l
   // sends first to ((R+1) % 3)*2 + l, the next domain's rank of its own local index (rank + 1 in
   // the flat order).
-  if (const std::vector<Step>* steps = probeSteps(comm, 601, n, Algo::Direct, report, failures)) {
-    const int want = (rank / 2 + 1) % 3 * 2 + rank % 2;
-    for (const Step& st : *steps) {
-      if (st.kind != StepKind::Send) continue;
-      if (st.peer != want)
-        report += strprintf("first send to rank %d, the rack order's is %d\n", st.peer, want), ++failures;
-      break;
-    }
-  }
-  tribCommDestroy(comm);
-  return failures ? 1 : 0;
+  return casesThenProbe(
+      "direct", Algo::Direct, 601, rank, n, id, report, [&](const std::vector<Step>& steps) {
+        const int want = (rank / 2 + 1) % 3 * 2 + rank % 2;
+        for (const Step& st : steps) {
+          if (st.kind != StepKind::Send) continue;
+          if (st.peer == want) return 0;
+          report += strprintf("first send to rank %d, the rack order's is %d\n", st.peer, want);
+          return 1;
+        }
+        return 0;
+      });
 }
 
 // The ring all-reduce over the same three hosts: the planner gives ring plans ranksPerDomain 2, so
@@ -292,23 +305,18 @@ int directRackOrderRank(int rank, int n, const tribUniqueId& id, std::string& re
 // host at a different local rank. Every ring collective must match the reference, and each rank's
 // all-reduce must use both channels and leave its host on exactly one: channel (local rank + 1) % 2.
 int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) {
-  tribComm_t comm = nullptr;
-  int failures = joinAndRunCasesOf("ring", rank, n, id, report, &comm);
-  if (failures < 0) return 1;
-  if (const std::vector<Step>* steps = probeSteps(comm, 601, n, Algo::Ring, report, failures)) {
+  return casesThenProbe("ring", Algo::Ring, 601, rank, n, id, report, [&](const std::vector<Step>& steps) {
     std::set<int> channels, crossing;
-    for (const Step& st : *steps) {
+    for (const Step& st : steps) {
       if (st.kind != StepKind::Send) continue;
       channels.insert(st.channel);
       if (st.peer / 2 != rank / 2) crossing.insert(st.channel);
     }
-    if (channels != std::set<int>{0, 1} || crossing != std::set<int>{(rank % 2 + 1) % 2})
-      report += strprintf("sends on %zu channel(s), leaving the host on %zu (want both; one, %d)\n",
-                          channels.size(), crossing.size(), (rank % 2 + 1) % 2),
-          ++failures;
-  }
-  tribCommDestroy(comm);
-  return failures ? 1 : 0;
+    if (channels == std::set<int>{0, 1} && crossing == std::set<int>{(rank % 2 + 1) % 2}) return 0;
+    report += strprintf("sends on %zu channel(s), leaving the host on %zu (want both; one, %d)\n",
+                        channels.size(), crossing.size(), (rank % 2 + 1) % 2);
+    return 1;
+  });
 }
 
 // hierarchical over the same three hosts (domains of 2, m = 3): every hierarchical case against the
@@ -317,22 +325,19 @@ int ringRailsRank(int rank, int n, const tribUniqueId& id, std::string& report) 
 // to another host a rank sends only the first slice's reduce-scatter in the host, (d - 1) x m
 // chunks, where one pass would send the whole count's.
 int hierarchicalSlicesRank(int rank, int n, const tribUniqueId& id, std::string& report) {
-  tribComm_t comm = nullptr;
-  int failures = joinAndRunCasesOf("hierarchical", rank, n, id, report, &comm);
-  if (failures < 0) return 1;
   // 32 MiB: blocks across hosts past the 4 MiB chunk, so slices.
-  if (const std::vector<Step>* steps = probeSteps(comm, 8 << 20, n, Algo::Hierarchical, report, failures)) {
-    int inHost = 0;
-    for (const Step& st : *steps) {
-      if (st.kind != StepKind::Send) continue;
-      if (st.peer / 2 != rank / 2) break;
-      ++inHost;
-    }
-    if (inHost != 3)
-      report += strprintf("%d sends in the host before leaving it (want 3)\n", inHost), ++failures;
-  }
-  tribCommDestroy(comm);
-  return failures ? 1 : 0;
+  return casesThenProbe("hierarchical", Algo::Hierarchical, 8 << 20, rank, n, id, report,
+                        [&](const std::vector<Step>& steps) {
+                          int inHost = 0;
+                          for (const Step& st : steps) {
+                            if (st.kind != StepKind::Send) continue;
+                            if (st.peer / 2 != rank / 2) break;
+                            ++inHost;
+                          }
+                          if (inHost == 3) return 0;
+                          report += strprintf("%d sends in the host before leaving it (want 3)\n", inHost);
+                          return 1;
+                        });
 }
 
 // Runs `rankFn` on 6 processes placed on the three hosts of writeThreeHostTopology(); the failures,
