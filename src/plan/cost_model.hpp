@@ -130,7 +130,7 @@ struct FabricView {
   // which share its NICs (hostEgressGBps, effective).
   int treeEdgesIn = 0, treeEdgesOut = 0, treeHostEdgesOut = 0;
   double treePathUs = 0;  // the costliest path from a rank to its tree's root (per-step latencies)
-  // The two trees rank by rank, for the timing of the tree's first and last slices (cost_model.cpp,
+  // The two trees rank by rank, for the timing of the tree's first and last slices (tree_model.cpp,
   // treeAllReduceUs; docs/PLANNER.md "The tree under two channels"): per tree each rank's parent and
   // children (-1: none) and the ranks deepest first (every child before its parent); each rank's
   // domain. Shared, so that copying the view (the planner does per request) copies none of it.
@@ -218,7 +218,7 @@ class PredictScratch {
   PredictScratch();
   ~PredictScratch();
   struct Impl {
-    // Up to 4 streams through one of a rank's links (cost_model.cpp, treeAllReduceUs).
+    // Up to 4 streams through one of a rank's links (tree_model.cpp, treeAllReduceUs).
     struct Streams {
       std::array<double, 4> r;
       std::array<int, 4> src;
