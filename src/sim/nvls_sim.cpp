@@ -1,0 +1,425 @@
+// The NVLS replay (simulateInNetwork): NVLS in each NVLink domain and, across domains, a switch's
+// reduction (nvls_switch) or a ring of the domains (nvls_ring), chunk by chunk over the links'
+// servers (links.hpp). The other algorithms replay their schedules step by step (sim.cpp).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/links.hpp"
+#include "sim/sim.hpp"
+#include "sim/sim_result.hpp"
+
+namespace trib {
+
+using namespace replay;
+
+namespace {
+
+int nvSwitchOf(const Topology& t, int node) {
+  for (auto [lid, nb] : t.adjacent(node))
+    if (t.node(nb).type == NodeType::NvSwitch && t.node(nb).reduce.can()) return nb;
+  return -1;
+}
+
+// nvls_ring's stage 3 for one slice: GPU i of every domain (member x) all-reduces its slice with
+// the others by a ring, 2(m-1) steps of bytes/m from member x to member x+1 over the route between
+// them, each step leaving a software step after its data are in (the reduce-scatter's after the
+// received block is reduced into the member's own). A step at a time, each at its own time in the
+// simulation's event order: booked at once, a chunk's later steps held the links ahead of the next
+// chunk's first (the ring reuses each link 2(m-1) times a chunk; the chunks then went at the
+// pace of one ring's chain, 1.76x the model on 2 x DGX H100 at 256 MiB).
+class RingGroup {
+ public:
+  // spines: the servers of equal-cost hops, shared by every ring so that a leaf's uplinks are one.
+  Status init(const Topology& t, Router& router, const std::vector<int>& members, const CostConstants& k,
+              SpineGroups& spines) {
+    const size_t m = members.size();
+    paths_.assign(m, {});
+    raw_.assign(m, {});
+    reduceBpu_.resize(m);
+    std::vector<std::vector<DirLink>> alt;
+    for (size_t x = 0; x < m; ++x) {
+      const int from = members[x], to = members[(x + 1) % m];
+      router.paths(from, to, &raw_[x], &alt);
+      if (raw_[x].empty())
+        return errorf(tribInvalidArgument, "nvls_ring: no route from '%s' to '%s'", t.node(from).name.c_str(),
+                      t.node(to).name.c_str());
+      paths_[x] = raw_[x];
+      for (size_t h = 0; h < alt.size(); ++h)
+        if (alt[h].size() > 1) paths_[x][h] = spines.spread(alt[h], paths_[x][h]);
+      reduceBpu_[x] = reduceBpu(t.node(from), k);
+    }
+    return Status::Ok();
+  }
+  // One ring's progress: the next step, and when each member has what that step sends (its own
+  // slice's arrival to begin with; the results once done).
+  struct Run {
+    size_t step = 0;
+    std::vector<double> have, own;
+  };
+  // Books step run.step of every member (bytes: the slice); true once the ring is done.
+  bool step(Links& links, double bytes, Run& run, uint64_t* messages) {
+    const size_t m = paths_.size();
+    const double block = bytes / static_cast<double>(m);
+    const bool reduce = run.step + 1 < m;  // 2(m-1) steps: m-1 reducing, then m-1 passing on
+    got_.resize(m);
+    for (size_t x = 0; x < m; ++x) {
+      const size_t y = (x + 1) % m;
+      const double at = links.send(paths_[x], run.have[x] + links.overhead(paths_[x]), block, nullptr);
+      got_[y] = reduce ? std::max(at, run.own[y]) + block / reduceBpu_[y] : at;
+    }
+    for (size_t y = 0; y < m; ++y) run.have[y] = std::max(run.have[y], got_[y]);
+    *messages += m;
+    return ++run.step + 2 >= 2 * m;
+  }
+  // The directed links the ring's routes take (the hops' own links, not their spread servers).
+  template <class F>
+  void forEachLink(F f) const {
+    for (const auto& p : raw_)
+      for (DirLink d : p) f(d);
+  }
+
+ private:
+  std::vector<std::vector<DirLink>> paths_, raw_;  // per member: the route to the next (spread; as found)
+  std::vector<double> reduceBpu_, got_;
+};
+
+// NVLS in each NVLink domain (its NVSwitch reduces and multicasts) and, across domains, the
+// network's switches (nvls_switch) or a ring per slice (nvls_ring). Every stage of every chunk is
+// an event, run in the order of the time it becomes ready, so each link (which books its messages
+// first come, first served) sees them in time order and chunk j's all-gather overlaps chunk j+1's
+// reduction, as on the wire:
+//   1: every GPU's chunk into its switch, which reduces it;
+//   2 (nvls_switch, nvls_ring): slice i of the reduced chunk to local GPU i;
+//   3: GPU i of every domain reduces slice i in the network (once all domains' slices are there);
+//      nvls_ring: by a ring of those GPUs instead, each of its steps an event (stage 6);
+//   4: back into the switch;
+//   5: the switch multicasts the result (a slice, or the chunk for nvls) to every GPU.
+//
+// Symmetry (docs/PLANNER.md, "Scale"): stages 1, 2, 4 and 5 touch only a domain's own links (its
+// GPUs' NVLinks) and its NVSwitch's reduction engine; only stage 3 couples domains. Domains whose
+// own links and engine are alike start in one class, and one representative runs those stages for
+// the class: its members' states stay identical as long as stage 3 hands them identical times, so
+// stage 3 (run in full over every domain) checks that and splits a class whose members got
+// different times, the new class taking a copy of the representative's state and pending events.
+// Where a domain's links are shared with another domain or with stage 3, nothing is reduced.
+class NvlsSim {
+ public:
+  NvlsSim(const Topology& t, const CostConstants& k, Links& links) : t_(t), k_(k), links_(links) {}
+
+  // How slice i of every domain is all-reduced across the domains (stage 3): not at all (one
+  // domain: nvls), by the network's switches (nvls_switch) or by a ring of GPU i of each domain
+  // (nvls_ring).
+  enum class Across { None, Switch, Ring };
+  // domains[x] = the nodes of domain x's ranks (all the same size); sw[x] its NVSwitch.
+  Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, Across across,
+              double chunk, double S, uint64_t nChunks, bool symmetry) {
+    m_ = domains.size(), d_ = domains[0].size(), sw_ = sw, across_ = across;
+    slices_ = across != Across::None ? d_ : 1, chunk_ = chunk, S_ = S, nChunks_ = nChunks;
+    up_.resize(m_ * d_), down_.resize(m_ * d_), upOverhead_.resize(m_ * d_);
+    for (size_t x = 0; x < m_; ++x)
+      for (size_t r = 0; r < d_; ++r) {
+        up_[x * d_ + r] = dirLinkBetween(t_, domains[x][r], sw[x]);
+        down_[x * d_ + r] = dirLinkBetween(t_, sw[x], domains[x][r]);
+        upOverhead_[x * d_ + r] = links_.overhead(up_[x * d_ + r]);
+      }
+    groups_.resize(across == Across::Switch ? d_ : 0);
+    rings_.resize(across == Across::Ring ? d_ : 0);
+    std::unique_ptr<Router> router = rings_.empty() ? nullptr : std::make_unique<Router>(t_);
+    for (size_t i = 0; i < slices_ && across != Across::None; ++i) {
+      std::vector<int> members;
+      for (size_t x = 0; x < m_; ++x) members.push_back(domains[x][i]);
+      if (across == Across::Switch) {
+        TRIB_RETURN_IF_ERROR(groups_[i].init(t_, members, static_cast<int>(i)).prefix("nvls_switch: "));
+        continue;
+      }
+      TRIB_RETURN_IF_ERROR(rings_[i].init(t_, *router, members, k_, spines_));
+    }
+    formClasses(symmetry);
+    return Status::Ok();
+  }
+
+  // Runs every event; returns when the last GPU has its result.
+  double run(SimResult* out) {
+    const size_t m = m_, d = d_;
+    const bool across = across_ != Across::None;
+    slicesIn_.assign(across ? d * nChunks_ : 0, 0);
+    departs_.assign(across ? m * d * nChunks_ : 0, 0);
+    last_.assign(slicesIn_.size(), Last{});
+    res_.resize(m), dep_.resize(m);
+    for (const auto& c : members_) push({0, 1, 0, c[0], 0});
+    double end = 0;
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      const Event e = heap_.back();
+      heap_.pop_back();
+      const bool acrossStage = e.stage == 3 || e.stage == 6;  // every domain's at once: no class
+      const uint64_t size = acrossStage ? 0 : members_[classOf_[e.x]].size();
+      const double bytes = chunkBytes(e.j) / static_cast<double>(slices_);
+      const DirLink* up = &up_[e.x * d];
+      const DirLink* down = &down_[e.x * d];
+      switch (e.stage) {
+        case 1: {
+          double r = 0;
+          for (size_t k = 0; k < d; ++k)
+            r = std::max(r,
+                         links_.send(up[k], e.j == 0 ? upOverhead_[e.x * d + k] : e.ready, chunkBytes(e.j)));
+          // The GPUs' SMs drive the switch's reduction (load-reduce, multicast store) chunk by
+          // chunk and synchronise on flags between chunks: each chunk costs the model's chunk
+          // overhead on that stage, the pipeline's slowest on every generator's systems.
+          const double done = links_.reduce(sw_[e.x], 0, r, chunkBytes(e.j),
+                                            t_.node(sw_[e.x]).reduce.reduceGBps, k_.chunkOverheadUs);
+          out->messages += d * size;
+          // A GPU sends its next chunk once its link has taken this one.
+          if (e.j + 1 < nChunks_) push({r, 1, e.j + 1, e.x, 0});
+          for (size_t i = 0; i < slices_; ++i) push({done, across ? 2 : 5, e.j, e.x, i});
+          break;
+        }
+        case 2: {
+          const double at = links_.send(down[e.i], e.ready, bytes);
+          const size_t ij = e.i * nChunks_ + e.j;
+          departs_[ij * m + e.x] = at;
+          // Stage 3 starts at the arrival of the domain whose event ran last (latest ready, then
+          // highest domain), whichever of its class ran for it.
+          Last& l = last_[ij];
+          const size_t hi = members_[classOf_[e.x]].back();
+          if (std::tie(e.ready, hi) > std::tie(l.ready, l.x)) l = {e.ready, hi, at};
+          slicesIn_[ij] += size;
+          if (slicesIn_[ij] == m) push({l.at, 3, e.j, 0, e.i});
+          out->messages += size;
+          break;
+        }
+        case 3: {
+          const double* dep = &departs_[(e.i * nChunks_ + e.j) * m];
+          for (size_t x = 0; x < m; ++x) dep_[x] = dep[members_[classOf_[x]][0]];
+          if (!rings_.empty()) {  // its steps as events of their own (stage 6)
+            RingGroup::Run& run = ringRuns_[e.i * nChunks_ + e.j];
+            run.have = run.own = dep_;
+            push({*std::min_element(dep_.begin(), dep_.end()), 6, e.j, 0, e.i});
+            break;
+          }
+          groups_[e.i].run(links_, k_, bytes, dep_.data(), res_.data());
+          out->messages += 2 * m;
+          splitClasses();
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          break;
+        }
+        case 6: {
+          auto it = ringRuns_.find(e.i * nChunks_ + e.j);
+          RingGroup::Run& run = it->second;
+          if (!rings_[e.i].step(links_, bytes, run, &out->messages)) {
+            push({*std::min_element(run.have.begin(), run.have.end()), 6, e.j, 0, e.i});
+            break;
+          }
+          std::copy(run.have.begin(), run.have.end(), res_.begin());
+          ringRuns_.erase(it);
+          splitClasses();
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          break;
+        }
+        case 4:
+          push({links_.send(up[e.i], e.ready + upOverhead_[e.x * d + e.i], bytes), 5, e.j, e.x, e.i});
+          out->messages += size;
+          break;
+        case 5:
+          for (size_t k = 0; k < d; ++k) end = std::max(end, links_.send(down[k], e.ready, bytes));
+          out->messages += d / slices_ * size;
+          break;
+      }
+    }
+    // Every member's links end as its representative's (the busiest-link report).
+    for (const auto& c : members_)
+      for (size_t y : c) copyDomain(c[0], y, false);
+    out->domains = m_, out->simulatedDomains = members_.size();
+    return end;
+  }
+
+ private:
+  struct Event {
+    double ready;
+    int stage;
+    uint64_t j;
+    size_t x, i;  // x: the domain (its class's representative); i: the slice
+    // Ties in chunk order, then stage order: the same run every time.
+    bool operator>(const Event& o) const {
+      return std::tie(ready, j, stage, x, i) > std::tie(o.ready, o.j, o.stage, o.x, o.i);
+    }
+  };
+  struct Last {
+    double ready = -1;
+    size_t x = 0;
+    double at = 0;
+  };
+  void push(const Event& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+  double chunkBytes(uint64_t j) const { return std::min(chunk_, S_ - static_cast<double>(j) * chunk_); }
+
+  // Classes of domains alike in what stages 1, 2, 4 and 5 touch; one class per domain (the full
+  // simulation) unless symmetry is asked for and those resources are each domain's own.
+  void formClasses(bool symmetry) {
+    classOf_.resize(m_);
+    members_.clear();
+    if (!symmetry || !ownResources()) {
+      for (size_t x = 0; x < m_; ++x) classOf_[x] = members_.size(), members_.push_back({x});
+      return;
+    }
+    std::map<std::vector<double>, size_t> bySignature;
+    for (size_t x = 0; x < m_; ++x) {
+      std::vector<double> sig{t_.node(sw_[x]).reduce.reduceGBps};
+      for (size_t r = 0; r < d_; ++r)
+        for (DirLink l : {up_[x * d_ + r], down_[x * d_ + r]})
+          sig.insert(sig.end(), {links_.rate(l), t_.link(dirLinkId(l)).latencyUs, links_.overhead(l)});
+      auto [it, fresh] = bySignature.emplace(std::move(sig), members_.size());
+      if (fresh) members_.emplace_back();
+      classOf_[x] = it->second;
+      members_[it->second].push_back(x);
+    }
+  }
+  // Whether every domain's NVLinks and NVSwitch are used by it alone (not by another domain, nor
+  // by the network stage).
+  bool ownResources() const {
+    std::vector<int> owner(2 * static_cast<size_t>(t_.numLinks()), -1);
+    for (size_t x = 0; x < m_; ++x)
+      for (size_t r = 0; r < d_; ++r)
+        for (DirLink l : {up_[x * d_ + r], down_[x * d_ + r]}) {
+          if (l < 0 || (owner[l] >= 0 && owner[l] != static_cast<int>(x))) return false;
+          owner[l] = static_cast<int>(x);
+        }
+    bool own = true;
+    for (const AggGroup& g : groups_) {
+      g.forEachLink([&](DirLink l) { own = own && l >= 0 && owner[l] < 0; });
+      for (int s : g.switches()) own = own && std::find(sw_.begin(), sw_.end(), s) == sw_.end();
+    }
+    for (const RingGroup& g : rings_) g.forEachLink([&](DirLink l) { own = own && l >= 0 && owner[l] < 0; });
+    return own;
+  }
+  // After a stage 3: a class whose members got different result times splits, each new class
+  // (members with one time) taking a copy of the representative's state and pending events.
+  void splitClasses() {
+    const size_t classes = members_.size();
+    for (size_t c = 0; c < classes; ++c) {
+      const size_t rep = members_[c][0];
+      const double v = res_[rep];
+      if (std::all_of(members_[c].begin(), members_[c].end(), [&](size_t x) { return res_[x] == v; }))
+        continue;
+      std::map<double, std::vector<size_t>> others;
+      std::vector<size_t> keep;
+      for (size_t x : members_[c]) (res_[x] == v ? keep : others[res_[x]]).push_back(x);
+      members_[c] = std::move(keep);
+      std::vector<Event> pending;
+      for (const Event& e : heap_)
+        if (e.stage != 3 && e.stage != 6 && e.x == rep) pending.push_back(e);
+      for (auto& [time, xs] : others) {
+        for (size_t x : xs) classOf_[x] = members_.size();
+        copyDomain(rep, xs[0], true);
+        for (Event e : pending) e.x = xs[0], push(e);
+        members_.push_back(std::move(xs));
+      }
+    }
+  }
+  // Domain `to` takes domain `from`'s state: its links, its NVSwitch's engine and (for a new
+  // representative) its slices' departures.
+  void copyDomain(size_t from, size_t to, bool departs) {
+    if (from == to) return;
+    for (size_t r = 0; r < d_; ++r) {
+      links_.copyLink(up_[from * d_ + r], up_[to * d_ + r]);
+      links_.copyLink(down_[from * d_ + r], down_[to * d_ + r]);
+    }
+    links_.copyReduce(sw_[from], sw_[to], 0);
+    if (departs)
+      for (size_t ij = 0; ij < slicesIn_.size(); ++ij) departs_[ij * m_ + to] = departs_[ij * m_ + from];
+  }
+
+  const Topology& t_;
+  const CostConstants& k_;
+  Links& links_;
+  size_t m_ = 0, d_ = 0, slices_ = 1;
+  Across across_ = Across::None;
+  double chunk_ = 0, S_ = 0;
+  uint64_t nChunks_ = 1;
+  std::vector<int> sw_;
+  std::vector<DirLink> up_, down_;  // per (domain, rank): the GPU's NVLink to and from its NVSwitch
+  std::vector<double> upOverhead_;
+  std::vector<AggGroup> groups_;                           // nvls_switch: per slice i, GPU i of every domain
+  std::vector<RingGroup> rings_;                           // nvls_ring: the same, as rings
+  std::unordered_map<uint64_t, RingGroup::Run> ringRuns_;  // nvls_ring: per (slice, chunk) under way
+  SpineGroups spines_{links_};                             // nvls_ring: the rings' equal-cost hops' servers
+  std::vector<size_t> classOf_;                            // per domain
+  std::vector<std::vector<size_t>> members_;  // per class, ascending: the first is its representative
+  std::vector<Event> heap_;
+  std::vector<uint64_t> slicesIn_;  // per (slice, chunk): domains whose stage 2 ran
+  std::vector<double> departs_;     // per (slice, chunk, domain): stage 2's arrival
+  std::vector<Last> last_;          // per (slice, chunk): the stage 2 that ran last
+  std::vector<double> res_, dep_;   // stage 3 scratch: per domain
+};
+
+}  // namespace
+
+Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args, DataType dtype,
+                         SimResult* out, const std::vector<int>& rankToNode, const SimOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  size_t esize = dataTypeSize(dtype);
+  if (esize == 0)
+    return errorf(tribInvalidArgument, "simulate: invalid datatype %d", static_cast<int>(dtype));
+  if (args.coll != Coll::AllReduce || args.nranks < 2)
+    return errorf(tribNotSupported, "in-network simulation models all-reduce on 2 or more ranks");
+  std::vector<int> nodes;
+  TRIB_RETURN_IF_ERROR(rankNodes(t, args.nranks, rankToNode, &nodes));
+  *out = SimResult{};
+  const CostConstants& k = opt.k;
+  Links links(t, k);
+  const int n = args.nranks;
+  const double S = static_cast<double>(args.count) * esize;
+  const double chunk =
+      std::max<double>(esize, static_cast<double>(std::max<uint64_t>(1, args.chunkElems)) * esize);
+  const uint64_t nChunks = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(S / chunk)));
+  double end = 0;
+
+  if (algo == PlanAlgo::Switch || algo == PlanAlgo::HierSwitch) {
+    return errorf(tribInvalidArgument,
+                  "simulateInNetwork: %s has a schedule; simulate() replays its switch steps",
+                  planAlgoName(algo));
+  } else if (isNvlsPlan(algo)) {
+    // Domains: ranks grouped by their NVSwitch, all the same size, in rank order.
+    std::unordered_map<int, size_t> domOf;
+    std::vector<int> sw;
+    std::vector<std::vector<int>> domains;
+    for (int r = 0; r < n; ++r) {
+      const int s = nvSwitchOf(t, nodes[r]);
+      if (s < 0) return errorf(tribInvalidArgument, "nvls: rank %d has no reduce-capable NVSwitch", r);
+      auto [it, fresh] = domOf.emplace(s, domains.size());
+      if (fresh) sw.push_back(s), domains.emplace_back();
+      domains[it->second].push_back(nodes[r]);
+    }
+    for (const auto& dm : domains)
+      if (dm.size() != domains[0].size()) return errorf(tribInvalidArgument, "nvls: domains of unequal size");
+    if (algo == PlanAlgo::Nvls && domains.size() != 1)
+      return errorf(tribInvalidArgument, "nvls: ranks span %zu NVLink domains (use nvls_switch or nvls_ring)",
+                    domains.size());
+    if (algo == PlanAlgo::NvlsRing && domains.size() < 2)
+      return errorf(tribInvalidArgument, "nvls_ring: the ranks are in one NVLink domain (use nvls)");
+    NvlsSim sim(t, k, links);
+    const auto across = algo == PlanAlgo::NvlsSwitch ? NvlsSim::Across::Switch
+                        : algo == PlanAlgo::NvlsRing ? NvlsSim::Across::Ring
+                                                     : NvlsSim::Across::None;
+    TRIB_RETURN_IF_ERROR(sim.init(domains, sw, across, chunk, S, nChunks, opt.symmetry));
+    end = sim.run(out);
+  } else {
+    return errorf(tribInvalidArgument, "simulateInNetwork: %s is not an in-network algorithm (use simulate)",
+                  planAlgoName(algo));
+  }
+  out->timeUs = end + k.launchUs;
+  out->steps = out->messages;
+  links.report(opt.topLinks, out);
+  finish(args, esize, out, t0);
+  return Status::Ok();
+}
+
+}  // namespace trib
