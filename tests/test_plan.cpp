@@ -222,6 +222,15 @@ TEST(Planner, ExecutableOnlyPicksARegisteredSchedule) {
   EXPECT_GE(plan.chunkElems, 1u);
 }
 
+// One rank: the ring's local copy is the plan, and its note says so (it was an empty reason, so
+// --explain printed "LL: ; Simple ...").
+TEST(Planner, OneRankIsALocalCopyAndSaysSo) {
+  Planner p(makeDgxH100());
+  const Plan plan = p.choose(allreduce(1ull << 20, 1));
+  EXPECT_EQ(plan.algo, PlanAlgo::Ring);
+  EXPECT_NE(plan.why.find("one rank: a local copy"), std::string::npos) << plan.why;
+}
+
 TEST(Overrides, NcclStyleAlgoLists) {
   AlgoFilter f;
   ASSERT_TRUE(parseAlgoOverride("ring,tree", &f).ok());

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -136,9 +137,14 @@ int main(int argc, char** argv) {
       measured.push_back(val());
     else if (a == "--attached-switch")
       attached = val();
-    else if (a == "--mem-gbps")
-      memGBps = std::atof(val().c_str());
-    else
+    else if (a == "--mem-gbps") {
+      const std::string v = val();
+      char* end = nullptr;
+      memGBps = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(memGBps > 0 && std::isfinite(memGBps)))
+        return fail(
+            errorf(tribInvalidArgument, "--mem-gbps '%s' must be a positive number (GB/s)", v.c_str()));
+    } else
       return usage();
   }
   Topology topo;
@@ -161,6 +167,15 @@ int main(int argc, char** argv) {
     if (!s.ok()) return fail(s);
   }
   if (!sweepJson.empty() && !sweep) return fail(errorf(tribInvalidArgument, "--json goes with --sweep"));
+  // --algo names what --simulate replays; alone it would do nothing, so say so rather than ignore it.
+  PlanAlgo simAlgo{};
+  if (!algoS.empty() && !parsePlanAlgo(algoS, &simAlgo))
+    return fail(errorf(tribInvalidArgument, "--algo: unknown algorithm '%s'", algoS.c_str()));
+  if (!algoS.empty() && !simulateIt)
+    return fail(errorf(tribInvalidArgument,
+                       "--algo %s picks the algorithm --simulate replays; without --simulate it does nothing "
+                       "(to force the plan's choice: --algo-override %s)",
+                       algoS.c_str(), algoS.c_str()));
   if (calib) {
     if (measured.empty()) return fail(errorf(tribInvalidArgument, "--calibrate needs --measured PERF.json"));
     std::printf("# topology %s (%d nodes, %d links)\n", topo.name.c_str(), topo.numNodes(), topo.numLinks());
@@ -298,9 +313,7 @@ int main(int argc, char** argv) {
     }
   }
   if (simulateIt) {
-    PlanAlgo a = plan.algo;
-    if (!algoS.empty() && !parsePlanAlgo(algoS, &a))
-      return fail(errorf(tribInvalidArgument, "unknown algorithm '%s'", algoS.c_str()));
+    const PlanAlgo a = algoS.empty() ? plan.algo : simAlgo;
     // Ranks as the planner placed them for this memory (host memory: processes share CPU nodes).
     PlannedSim ps;
     SimOptions so;

@@ -63,6 +63,7 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
   if (n == 1) {
     if (a != PlanAlgo::Ring) return unsupported("one rank: a local copy, the ring handles it");
     p.supported = true;
+    p.reason = "one rank: a local copy";
     p.us = k.launchUs + (S > 0 ? S / (f.reduceGBps * kB) : 0);
     p.chunkBytes = clampChunk(S, k);
     return p;
