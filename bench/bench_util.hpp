@@ -1,4 +1,5 @@
-// What the benchmark programs (trib-perf, trib-soak) share: sizes with K/M/G suffixes, the
+// What the benchmark programs (trib-perf, trib-soak) share: strict command-line values (sizes with
+// K/M/G suffixes, whole numbers), the
 // buffer shapes of each collective, one call per collective, the check pattern's collective kind,
 // the cores' cache-line round trip, and running this program as the ranks of a one-host job (or
 // finding it runs as one).
@@ -10,7 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,30 +27,43 @@
 #include "bootstrap/unique_id.hpp"
 #include "common/perf_pattern.hpp"
 #include "common/random.hpp"
+#include "plan/planner.hpp"
 #include "tributary/tributary.h"
 
 namespace trib::bench {
 
-inline uint64_t parseSize(const char* s) {
+// Command-line values: a bad one ends the program with a usage error (exit 2) that names the option
+// and what it wants, never a silent 0 (atoi("abc")) or a size read up to its first bad character.
+[[noreturn]] inline void badArg(const char* prog, const char* opt, const char* v, const std::string& want) {
+  std::fprintf(stderr, "%s: %s '%s': %s\n", prog, opt, v, want.c_str());
+  std::exit(2);
+}
+inline long long intArg(const char* prog, const char* opt, const char* v, long long lo, long long hi) {
   char* end = nullptr;
-  double v = std::strtod(s, &end);
-  switch (end && *end ? *end : ' ') {
-    case 'K':
-    case 'k':
-      v *= 1024;
-      break;
-    case 'M':
-    case 'm':
-      v *= 1024 * 1024;
-      break;
-    case 'G':
-    case 'g':
-      v *= 1024.0 * 1024 * 1024;
-      break;
-    default:
-      break;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (end == v || *end || errno == ERANGE || x < lo || x > hi)
+    badArg(prog, opt, v, "want a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return x;
+}
+// A finite number, at least `min`.
+inline double numberArg(const char* prog, const char* opt, const char* v, double min) {
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end || !std::isfinite(x) || !(x >= min)) {
+    char want[64];
+    std::snprintf(want, sizeof want, "want a number of at least %g", min);
+    badArg(prog, opt, v, want);
   }
-  return static_cast<uint64_t>(v);
+  return x;
+}
+// A byte count with an optional K/M/G/T suffix (trib::parseSize's grammar, not "inf").
+inline uint64_t sizeArg(const char* prog, const char* opt, const char* v) {
+  uint64_t b = 0;
+  const Status s = parseSize(v, &b);
+  if (!s.ok()) badArg(prog, opt, v, s.message());
+  if (b == UINT64_MAX) badArg(prog, opt, v, "want a byte count (e.g. 8, 64K, 1M, 1G)");
+  return b;
 }
 
 // nccl-tests' S: the bytes of the full array (the per-rank count for allreduce, the total for

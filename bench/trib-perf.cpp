@@ -41,7 +41,10 @@ using Clock = std::chrono::steady_clock;
 using trib::Coll;
 using trib::bench::call;
 using trib::bench::coreRoundTripNs;
-using trib::bench::parseSize;
+using trib::bench::intArg;
+using trib::bench::numberArg;
+using trib::bench::sizeArg;
+constexpr const char* kProg = "trib-perf";
 using trib::bench::perfKind;
 using trib::bench::Shape;
 using trib::bench::shapeFor;
@@ -500,25 +503,25 @@ int main(int argc, char** argv) {
          -1) {
     switch (ch) {
       case 'b':
-        o.minBytes = parseSize(optarg);
+        o.minBytes = sizeArg(kProg, "-b", optarg);
         break;
       case 'e':
-        o.maxBytes = parseSize(optarg);
+        o.maxBytes = sizeArg(kProg, "-e", optarg);
         break;
       case 'f':
-        o.factor = std::atof(optarg);
+        o.factor = numberArg(kProg, "-f", optarg, 0);
         break;
       case 'i':
-        o.step = parseSize(optarg);
+        o.step = sizeArg(kProg, "-i", optarg);
         break;
       case 'n':
-        o.iters = std::atoi(optarg);
+        o.iters = static_cast<int>(intArg(kProg, "-n", optarg, 1, 1 << 30));
         break;
       case 'w':
-        o.warmup = std::atoi(optarg);
+        o.warmup = static_cast<int>(intArg(kProg, "-w", optarg, 0, 1 << 30));
         break;
       case 'c':
-        o.check = std::atoi(optarg) != 0;
+        o.check = intArg(kProg, "-c", optarg, 0, 1) != 0;
         break;
       case 'o':
         o.opName = optarg;
@@ -527,14 +530,14 @@ int main(int argc, char** argv) {
         o.dtypeName = optarg;
         break;
       case 'r':
-        o.root = std::atoi(optarg);
+        o.root = static_cast<int>(intArg(kProg, "-r", optarg, 0, INT32_MAX));
         break;
       case 't':
-        o.threads = std::atoi(optarg);
+        o.threads = static_cast<int>(intArg(kProg, "-t", optarg, 1, 4096));
         threadsGiven = true;
         break;
       case 'N':
-        o.ranks = std::atoi(optarg);
+        o.ranks = static_cast<int>(intArg(kProg, "-N", optarg, 1, 4096));
         break;
       case 'T':
         o.transport = optarg;
@@ -552,7 +555,7 @@ int main(int argc, char** argv) {
         o.json = optarg;
         break;
       case 'R':
-        o.shared = std::atoi(optarg) != 0;
+        o.shared = intArg(kProg, "-R", optarg, 0, 1) != 0;
         break;
       case 'm':
         if (std::strcmp(optarg, "host") != 0 && std::strcmp(optarg, "device") != 0) {
@@ -562,10 +565,10 @@ int main(int argc, char** argv) {
         o.device = std::strcmp(optarg, "device") == 0;
         break;
       case 'L':
-        o.perCall = std::atoi(optarg) != 0;
+        o.perCall = intArg(kProg, "-L", optarg, 0, 1) != 0;
         break;
       case 'g':
-        o.gpus = std::atoi(optarg);
+        o.gpus = static_cast<int>(intArg(kProg, "-g", optarg, 1, 4096));
         gpusGiven = true;
         break;
       case 'h':

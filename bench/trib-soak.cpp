@@ -360,19 +360,19 @@ int main(int argc, char** argv) {
   for (int ch; (ch = getopt_long(argc, argv, "N:s:e:c:S:J:h", longOpts, nullptr)) != -1;) {
     switch (ch) {
       case 'N':
-        o.ranks = std::atoi(optarg);
+        o.ranks = static_cast<int>(trib::bench::intArg("trib-soak", "-N", optarg, 1, 1024));
         break;
       case 's':
-        o.seconds = std::atof(optarg);
+        o.seconds = trib::bench::numberArg("trib-soak", "-s", optarg, 0);
         break;
       case 'e':
-        o.maxBytes = trib::bench::parseSize(optarg);
+        o.maxBytes = trib::bench::sizeArg("trib-soak", "-e", optarg);
         break;
       case 'c':
-        o.churn = std::atoi(optarg);
+        o.churn = static_cast<int>(trib::bench::intArg("trib-soak", "-c", optarg, 0, 1 << 30));
         break;
       case 'S':
-        o.seed = std::strtoull(optarg, nullptr, 10);
+        o.seed = static_cast<uint64_t>(trib::bench::intArg("trib-soak", "-S", optarg, 0, INT64_MAX));
         break;
       case 'J':
         o.json = optarg;

@@ -1,5 +1,6 @@
 // trib-info: what this build of Tributary contains and every environment variable it reads.
 #include <cstdio>
+#include <cstring>
 
 #include "algo/schedule.hpp"
 #include "common/env.hpp"
@@ -9,7 +10,15 @@
 #include "transports/switch/switch_link.hpp"
 #include "tributary/tributary.h"
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {  // it takes none: say so rather than ignore a mistyped option
+    const bool help = std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0;
+    std::fprintf(help ? stdout : stderr,
+                 "%susage: trib-info  (no arguments: prints what this build contains and every environment "
+                 "variable Tributary reads)\n",
+                 help ? "" : "trib-info: takes no arguments\n");
+    return help ? 0 : 2;
+  }
   std::printf("Tributary %s\n", TRIB_VERSION_STRING);
   std::printf("  reduce kernels : %s\n", trib::reduceIsa());
   // From the tables the library chooses from, so this cannot drift from what the build has.
