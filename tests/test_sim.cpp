@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "plan/planner.hpp"
 #include "sim/sim.hpp"
@@ -295,6 +296,60 @@ TEST(Simulator, NvlsRingPipelinesItsRingsAndCarriesEachSliceOnItsOwnNic) {
   ASSERT_TRUE(generateTopology("dgx-a100:2", {}, &a100).ok());
   s = simulateInNetwork(a100, PlanAlgo::NvlsRing, allreduceArgs(16, 1024, 256), tribFloat32, &r);
   EXPECT_NE(s.message().find("no reduce-capable NVSwitch"), std::string::npos) << s.message();
+}
+
+// nvls_tree: NVLS in each domain and a double binary tree of the domains for each GPU's slice (NCCL's
+// NVLS tree). Each member's send is an event of its own: booked a tree level at a time, a member
+// whose data came later held its NIC ahead of another chunk's earlier send (248 DGX H200: 3.0x the
+// model; now 1.11). A GPU's NIC carries half its slice to or from each tree neighbour: 2 x S/d each
+// way where it is inner in one tree and a leaf in the other. Where the network's latency dominates
+// (8 nodes, 16 MiB) the tree's 2 log2(m) steps beat the ring's 2(m-1), in the model and the replay.
+TEST(Simulator, NvlsTreeCarriesHalfASliceToEachNeighbourAndBeatsTheRingOnLatency) {
+  for (const char* system : {"dgx-h100:2", "dgx-h100:8", "nvl72-cluster:4"}) {
+    Topology t;
+    ASSERT_TRUE(generateTopology(system, {"sharp=0"}, &t).ok()) << system;
+    Planner p(t);
+    const int n = static_cast<int>(t.rankNodes().size()), d = n / t.numDomains(), m = n / d;
+    const uint64_t bytes = 16ull << 20;
+    const Plan tree = modelPlan(p, PlanAlgo::NvlsTree, bytes, n),
+               ring = modelPlan(p, PlanAlgo::NvlsRing, bytes, n);
+    ASSERT_GT(tree.predictedUs, 0) << system;
+    SimOptions opt;
+    opt.topLinks = 1 << 20;
+    SimResult r, rr, every;
+    const CollArgs args = allreduceArgs(n, bytes / 4, tree.chunkElems);
+    ASSERT_TRUE(simulateInNetwork(t, PlanAlgo::NvlsTree, args, tribFloat32, &r, {}, opt).ok()) << system;
+    const double ratio = r.timeUs / tree.predictedUs;
+    EXPECT_GT(ratio, 0.9) << system << ": simulated " << r.timeUs << " us, model " << tree.predictedUs;
+    EXPECT_LT(ratio, 1.1) << system << ": simulated " << r.timeUs << " us, model " << tree.predictedUs;
+    // Each NIC's link into the network: half a slice per tree neighbour (parent or child), in all
+    // at most 2 x S/d (inner in one tree: a parent and two children; a leaf in the other: a parent).
+    int nics = 0;
+    for (const LinkLoad& l : r.busiest)
+      if (l.name.find(".nic") < l.name.find(" -> ") && l.name.find("(net)") != std::string::npos) {
+        ++nics;
+        const double halves = l.bytes / (static_cast<double>(bytes) / d / 2);
+        EXPECT_NEAR(halves, std::round(halves), 1e-6) << system << " " << l.name;
+        EXPECT_GE(halves, 1 - 1e-6) << system << " " << l.name;
+        EXPECT_LE(halves, 4 + 1e-6) << system << " " << l.name;
+      }
+    EXPECT_EQ(nics, n) << system << ": every GPU's NIC carries its own slices";
+    if (m >= 8) {  // 2 log2(m) steps across against the ring's 2(m-1)
+      ASSERT_TRUE(simulateInNetwork(t, PlanAlgo::NvlsRing, allreduceArgs(n, bytes / 4, ring.chunkElems),
+                                    tribFloat32, &rr, {}, opt)
+                      .ok());
+      EXPECT_LT(tree.predictedUs, ring.predictedUs) << system;
+      EXPECT_LT(r.timeUs, rr.timeUs) << system;
+    }
+    opt.symmetry = false;
+    ASSERT_TRUE(simulateInNetwork(t, PlanAlgo::NvlsTree, args, tribFloat32, &every, {}, opt).ok());
+    EXPECT_EQ(r.timeUs, every.timeUs) << system;
+    EXPECT_EQ(r.messages, every.messages) << system;
+  }
+  Topology one = makeDgxH100();
+  SimResult r;
+  Status s = simulateInNetwork(one, PlanAlgo::NvlsTree, allreduceArgs(8, 1024, 256), tribFloat32, &r);
+  EXPECT_NE(s.message().find("one NVLink domain (use nvls)"), std::string::npos) << s.message();
 }
 
 // The ring all-reduce replayed on one period of alike ranks (a rack; sim_plan.cpp's quotient):

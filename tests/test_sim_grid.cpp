@@ -117,7 +117,7 @@ bool modelled(Planner& p, const PlanRequest& req, PlanAlgo a) {
 
 // The schedule accepts the plan's arguments (model-only NVLS has none: simulateInNetwork).
 bool scheduleRuns(Planner& p, const PlanRequest& req, PlanAlgo a) {
-  if (a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::NvlsRing) return true;
+  if (isNvlsPlan(a)) return true;
   const AlgoInfo* info = findAlgorithm(req.coll, toScheduleAlgo(a));
   double predicted = 0;
   return info && info->supports(plannedArgs(p, req, a, &predicted));
@@ -211,7 +211,7 @@ const std::vector<PlanAlgo> kAllReduceAlgos = {
     PlanAlgo::Ring,         PlanAlgo::Tree,    PlanAlgo::Rhd,     PlanAlgo::Direct,
     PlanAlgo::Hierarchical, PlanAlgo::Switch,  PlanAlgo::Nvls,    PlanAlgo::NvlsSwitch,
     PlanAlgo::HierSwitch,   PlanAlgo::OneShot, PlanAlgo::TwoShot, PlanAlgo::AllgatherReduce,
-    PlanAlgo::NvlsRing};
+    PlanAlgo::NvlsRing,     PlanAlgo::NvlsTree};
 
 // The grid. Sizes and rank counts are dense where simulating is cheap and thinner where a cell
 // costs seconds (a flat ring or direct schedule on 4,608 ranks is 42 M steps whatever the size:
@@ -226,14 +226,16 @@ constexpr uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024;
 const std::vector<uint64_t> kSizes = {8, 64 * KiB, 16 * MiB, 256 * MiB};
 // One-/two-shot on 72 GPUs: every GPU folds all 72 windows cell by cell, O(n^2) steps per cell;
 // they are in the grid on 2..16 ranks.
-const std::vector<PlanAlgo> kRackAlgos = {
-    PlanAlgo::Ring,    PlanAlgo::Tree, PlanAlgo::Rhd,        PlanAlgo::Direct,     PlanAlgo::Hierarchical,
-    PlanAlgo::Switch,  PlanAlgo::Nvls, PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch, PlanAlgo::AllgatherReduce,
-    PlanAlgo::NvlsRing};
+const std::vector<PlanAlgo> kRackAlgos = {PlanAlgo::Ring,         PlanAlgo::Tree,
+                                          PlanAlgo::Rhd,          PlanAlgo::Direct,
+                                          PlanAlgo::Hierarchical, PlanAlgo::Switch,
+                                          PlanAlgo::Nvls,         PlanAlgo::NvlsSwitch,
+                                          PlanAlgo::HierSwitch,   PlanAlgo::AllgatherReduce,
+                                          PlanAlgo::NvlsRing,     PlanAlgo::NvlsTree};
 const std::vector<PlanAlgo> kCheapAlgos = {PlanAlgo::Ring, PlanAlgo::Tree, PlanAlgo::Rhd, PlanAlgo::Switch};
 const std::vector<PlanAlgo> kRackScaleAlgos = {
     PlanAlgo::Tree,       PlanAlgo::Rhd,        PlanAlgo::Hierarchical, PlanAlgo::Switch,
-    PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch, PlanAlgo::NvlsRing};
+    PlanAlgo::NvlsSwitch, PlanAlgo::HierSwitch, PlanAlgo::NvlsRing,     PlanAlgo::NvlsTree};
 
 const std::vector<SystemGrid>& grid() {
   static const std::vector<SystemGrid> g = {
@@ -316,6 +318,11 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-b200:4", {32}, {4 * MiB, 16 * MiB, 64 * MiB}, {PlanAlgo::NvlsRing}},
       {"dgx-b200:8", {64}, {16 * MiB, 64 * MiB}, {PlanAlgo::NvlsRing}},
       {"dgx-h100:4,nic_gbps=12.5", {32}, {4 * MiB, 16 * MiB}, {PlanAlgo::NvlsRing}},
+      // nvls_tree where the planner picks it: the mid sizes on 4-8 nodes without SHARP, and NVL72
+      // racks without SHARP (NVLS-bound there); each member's send its own event in the replay.
+      {"dgx-h100:4,sharp=0", {32}, {1 * MiB, 16 * MiB}, {PlanAlgo::NvlsTree}},
+      {"dgx-h100:8,sharp=0", {64}, {16 * MiB, 64 * MiB}, {PlanAlgo::NvlsTree}},
+      {"nvl72-cluster:16,sharp=0", {1152}, {16 * MiB, 256 * MiB}, {PlanAlgo::NvlsTree}},
       {"dgx-h200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       {"dgx-b200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       // A rail-optimized fabric (NIC g of every node on rail g's leaf): pairs of different

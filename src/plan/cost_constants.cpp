@@ -9,14 +9,15 @@
 namespace trib {
 
 bool isNvlsPlan(PlanAlgo a) {
-  return a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::NvlsRing;
+  return a == PlanAlgo::Nvls || a == PlanAlgo::NvlsSwitch || a == PlanAlgo::NvlsRing ||
+         a == PlanAlgo::NvlsTree;
 }
 
 const char* planAlgoName(PlanAlgo a) {
   static const char* const names[kNumPlanAlgos] = {
-      "ring",     "tree", "rhd",         "direct",  "binomial",    "chain",   "hierarchical",
-      "switch",   "nvls", "nvls_switch", "oneshot", "hier_switch", "twoshot", "allgather_reduce",
-      "nvls_ring"};
+      "ring",      "tree",     "rhd",         "direct",  "binomial",    "chain",   "hierarchical",
+      "switch",    "nvls",     "nvls_switch", "oneshot", "hier_switch", "twoshot", "allgather_reduce",
+      "nvls_ring", "nvls_tree"};
   auto i = static_cast<int>(a);
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }

@@ -446,22 +446,37 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           p.reason = "NVLS reduce-scatter, switch all-reduce of S/d, NVLS all-gather, pipelined";
           break;
         }
-        case PlanAlgo::NvlsRing: {
-          // nvls_switch with a ring of the m domains in place of the switch: GPU i of every domain
-          // all-reduces slice i (c/d of each chunk) with its counterparts, 2(m-1) steps of c/(dm)
-          // over its own NIC, every slice's ring beside the others (rails).
+        case PlanAlgo::NvlsRing:
+        case PlanAlgo::NvlsTree: {
+          // nvls_switch with the m domains joined per GPU slice in place of the switch: GPU i of every
+          // domain all-reduces slice i (c/d of each chunk) with its counterparts over its own NIC,
+          // every slice beside the others (rails): by a ring of the domains (nvls_ring) or by NCCL's
+          // double binary tree of them, half the slice on each tree (nvls_tree, algo::doubleTreeNode).
           if (!c.multi) return unsupported("single domain (see nvls)");
           if (f.nvlsGBps <= 0) return unsupported("no reduce-capable NVSwitch");
           if (!f.uniform) return unsupported("needs equal, contiguous domains");
           if (!f.nvlsCap.supports(dtype, op))
             return unsupported("the NVSwitch does not reduce this dtype/op");
-          // The level across: (m-1)/m of each GPU's S/d each way on its NIC; a chunk's slice through
-          // the ring's 2(m-1) steps, each a step's latency and c/(dm).
-          const double m = f.domains, d = f.perDomain, steps = 2 * (m - 1), lat = f.latLevelInterUs;
-          const double bNet = c.bLoaded, bRed = std::min(bNet, c.R);
-          const double acrossUs = (m - 1) / m * (S / d) * (1 / bRed + 1 / bNet);
+          const bool ringAcross = a == PlanAlgo::NvlsRing;
+          const double m = f.domains, d = f.perDomain, bNet = c.bLoaded, bRed = std::min(bNet, c.R);
+          // The level across on the busiest NIC, its steps (a chunk's slice through them, each a step's
+          // latency and its piece of the chunk: c/(dm) in the ring, c/(2d) in a tree) and their latency.
+          // Ring: (m-1)/m of each GPU's S/d each way, 2(m-1) steps between neighbours. Tree
+          // (FabricView::DomainTree): a GPU receives half its slice from each child (reduced) and from
+          // each parent (the result), and sends half to each, inner in one tree and a leaf in the other;
+          // up and back down, a step per level, each joining domains far apart (the farthest's hops).
+          double acrossUs = 0, steps = 0, lat = 0, piece = 0;
+          if (ringAcross) {
+            acrossUs = (m - 1) / m * (S / d) * (1 / bRed + 1 / bNet);
+            steps = 2 * (m - 1), lat = f.latLevelInterUs, piece = 1 / (d * m);
+          } else {
+            for (const auto& [kids, parents] : f.domainTree.loads)
+              acrossUs = std::max(acrossUs, S / d / 2 * (kids / bRed + parents / bNet));
+            steps = 2.0 * f.domainTree.depth, lat = f.latLevelInterUs + (f.latFarUs - f.latInterUs);
+            piece = 1 / (2 * d);
+          }
           // Paced by the NICs: a step's latency is not the NIC's time, so while one chunk's step is
-          // under way the NIC sends the other chunks' steps. The chunks enter the ring over feedUs
+          // under way the NIC sends the other chunks' steps. The chunks enter the level over feedUs
           // (the NVSwitch's pace), bringing acrossUs/feedUs of NIC work per us once every step is
           // under way; step s starts (s-1) latencies after the first chunk, so at t the NIC gets
           // t/(steps x lat) of that, and idles until it reaches 1 (at steps x lat x feedUs/acrossUs):
@@ -469,14 +484,16 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // it end before every latency but one and a step's share: step `steps` of any chunk.)
           t = nvlsAround(
               acrossUs, steps * lat, static_cast<int>(steps),
-              [&](double cb) { return (m - 1) * cb / (d * m) * (1 / bRed + 1 / bNet); },
+              [&](double cb) { return steps / 2 * cb * piece * (1 / bRed + 1 / bNet); },
               [&](double feedUs, double) {
                 const double warmIdle = steps * lat / 2 * std::min(1.0, feedUs / acrossUs);
                 return std::max(acrossUs + warmIdle, (steps - 1) * lat + acrossUs / steps) + lat;
               });
-          p.reason =
-              "NVLS reduce-scatter, ring all-reduce of S/d across the domains on each GPU's NIC, NVLS "
-              "all-gather, pipelined";
+          p.reason = ringAcross
+                         ? "NVLS reduce-scatter, ring all-reduce of S/d across the domains on each GPU's "
+                           "NIC, NVLS all-gather, pipelined"
+                         : "NVLS reduce-scatter, double binary tree of the domains for S/d on each "
+                           "GPU's NIC, NVLS all-gather, pipelined";
           break;
         }
         case PlanAlgo::OneShot:

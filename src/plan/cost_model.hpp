@@ -36,13 +36,15 @@ enum class PlanAlgo : uint8_t {
   TwoShot,       // each rank reduces a slice of each window cell, then gets the others' (one host, or RDMA)
   AllgatherReduce,  // every rank sends its input to every rank, then folds all n (small vectors)
   NvlsRing,  // NVLS inside each domain + a ring all-reduce of each GPU's slice across the domains on its
+             // own NIC
+  NvlsTree,  // NVLS inside each domain + a double binary tree of the domains for each GPU's slice on its
              // own NIC (NCCL's NVLS-Tree where the network does not reduce)
 };
-constexpr int kNumPlanAlgos = 15;
+constexpr int kNumPlanAlgos = 16;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
-Algo toScheduleAlgo(PlanAlgo a);                          // Nvls, NvlsSwitch, NvlsRing -> Algo::Switch
-// Nvls, NvlsSwitch, NvlsRing: no schedule yet; the planner prices them and simulateInNetwork
+Algo toScheduleAlgo(PlanAlgo a);                          // the NVLS plans -> Algo::Switch
+// Nvls, NvlsSwitch, NvlsRing, NvlsTree: no schedule yet; the planner prices them and simulateInNetwork
 // replays them directly.
 bool isNvlsPlan(PlanAlgo a);
 
@@ -124,6 +126,15 @@ struct FabricView {
   // That step goes through a PXN relay (route.hpp): NVLink to the GPU on the next rank's rail, its
   // NIC from there; the relay's NVLink port carries it too.
   bool ringInterRelayed = false;
+  // nvls_tree's level across (equal domains): the double binary tree of the m domains
+  // (algo::doubleTreeNode), as the loads it puts on a GPU's NIC, in halves of the GPU's slice: each
+  // distinct (children, parents) pair over both trees (a GPU receives a half from each child,
+  // reduced, and from each parent; sends one to each), and the deeper tree's depth.
+  struct DomainTree {
+    std::vector<std::array<int, 2>> loads;  // {children, parents} over both trees
+    int depth = 0;
+  };
+  DomainTree domainTree;
   double reduceGBps = 0;  // a rank's local reduction throughput
   // Double binary tree (algo/tree.cpp): edges of the busiest rank inside its domain and across
   // domains (each edge carries S/2 each way), and the most cross-domain edges of one host's ranks,

@@ -50,6 +50,23 @@ double reduceRate(const Node& n, const CostConstants& k) {
   return n.type == NodeType::Gpu ? k.gpuReduceGBps : k.cpuReduceGBps;
 }
 
+FabricView::DomainTree domainTreeOf(int m) {
+  FabricView::DomainTree dt;
+  for (int x = 0; x < m; ++x) {
+    std::array<int, 2> load{0, 0};
+    for (int tr = 0; tr < 2; ++tr) {
+      const algo::TreeLinks l = algo::doubleTreeNode(m, x, tr);
+      load[0] += (l.child[0] >= 0) + (l.child[1] >= 0);
+      load[1] += l.parent >= 0;
+      int depth = 0;
+      for (int y = x; y >= 0 && depth <= m; ++depth) y = algo::doubleTreeNode(m, y, tr).parent;
+      dt.depth = std::max(dt.depth, depth - 1);
+    }
+    if (std::find(dt.loads.begin(), dt.loads.end(), load) == dt.loads.end()) dt.loads.push_back(load);
+  }
+  return dt;
+}
+
 }  // namespace
 
 // Boundaries between domains whose routes price the ring's step across, and rings of the level
@@ -237,6 +254,7 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     // Within the same budget of route searches: up to kLevelRingsPriced rings, evenly spaced,
     // each over an evenly spaced sample of the boundaries.
     f.latLevelInterUs = f.latInterUs;
+    if (f.uniform) f.domainTree = domainTreeOf(f.domains);
     if (f.uniform) {
       const int d = f.perDomain, rings = std::min(d, kLevelRingsPriced);
       const size_t steps = std::min(boundary.size(), std::max<size_t>(1, kRingCrossingsPriced / rings));

@@ -28,7 +28,7 @@ Status parseAlgoList(const std::string& list, uint32_t* bits, const std::string&
       return errorf(
           tribInvalidArgument,
           "TRIB_ALGO '%s': unknown algorithm '%s' (ring, tree, rhd, direct, binomial, chain, hierarchical, "
-          "switch, nvls, nvls_switch, oneshot, hier_switch, twoshot, allgather_reduce, nvls_ring)",
+          "switch, nvls, nvls_switch, oneshot, hier_switch, twoshot, allgather_reduce, nvls_ring, nvls_tree)",
           whole.c_str(), name.c_str());
     *bits |= 1u << static_cast<int>(a);
   }

@@ -87,7 +87,7 @@ struct AlgoFilter {
 };
 // NCCL-style: "ring,tree" (every collective), "allreduce:tree;broadcast:chain", "^ring" (all but),
 // "allreduce:^ring,rhd". Names: ring tree rhd direct binomial chain hierarchical switch nvls nvls_switch
-// oneshot hier_switch twoshot allgather_reduce nvls_ring.
+// oneshot hier_switch twoshot allgather_reduce nvls_ring nvls_tree.
 Status parseAlgoOverride(const std::string& spec, AlgoFilter* out);
 // NCCL_PROTO-style (TRIB_PROTO): "LL,LL128,Simple" allows those, "^LL" all but; any case; empty:
 // all. A bit per Protocol.

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
 
+#include "algo/algorithms.hpp"
 #include "sim/links.hpp"
 #include "sim/sim.hpp"
 #include "sim/sim_result.hpp"
@@ -89,15 +91,135 @@ class RingGroup {
   std::vector<double> reduceBpu_, got_;
 };
 
+// nvls_tree's stage 3 for one slice: GPU i of every domain (member x) all-reduces its slice with
+// the others over the double binary tree of the members (algo::doubleTreeNode), half the slice on
+// each tree: up, a member's half, reduced with its children's as they come in, to its parent; then
+// back down, the root's result from each member to its children. Each member's send is an event at
+// the time its data are there (NvlsSim stages 7-10), so every link books its messages in time order
+// (a level booked at once held a NIC for a member whose data came later, ahead of another chunk's
+// earlier send: 3x the model on 248 nodes).
+class TreeGroup {
+ public:
+  Status init(const Topology& t, Router& router, const std::vector<int>& members, const CostConstants& k,
+              SpineGroups& spines) {
+    const int m = static_cast<int>(members.size());
+    reduceBpu_.resize(m);
+    for (int x = 0; x < m; ++x) reduceBpu_[x] = reduceBpu(t.node(members[x]), k);
+    auto route = [&](int from, int to, std::vector<DirLink>* spread) -> Status {
+      std::vector<DirLink> raw;
+      std::vector<std::vector<DirLink>> alt;
+      router.paths(members[from], members[to], &raw, &alt);
+      if (raw.empty())
+        return errorf(tribInvalidArgument, "nvls_tree: no route from '%s' to '%s'",
+                      t.node(members[from]).name.c_str(), t.node(members[to]).name.c_str());
+      raw_.push_back(raw);
+      *spread = raw;
+      for (size_t h = 0; h < alt.size(); ++h)
+        if (alt[h].size() > 1) (*spread)[h] = spines.spread(alt[h], (*spread)[h]);
+      return Status::Ok();
+    };
+    for (int tr = 0; tr < 2; ++tr) {
+      Tree& tree = trees_[tr];
+      tree.parent.assign(m, -1), tree.up.assign(m, {}), tree.kids.assign(m, {}), tree.down.assign(m, {});
+      for (int x = 0; x < m; ++x) {
+        const algo::TreeLinks l = algo::doubleTreeNode(m, x, tr);
+        tree.parent[x] = l.parent;
+        for (int c : l.child)
+          if (c >= 0) tree.kids[x].push_back(c);
+      }
+      for (int x = 0; x < m; ++x) {
+        if (tree.parent[x] >= 0) TRIB_RETURN_IF_ERROR(route(x, tree.parent[x], &tree.up[x]));
+        for (int c : tree.kids[x]) {
+          tree.down[x].emplace_back();
+          TRIB_RETURN_IF_ERROR(route(x, c, &tree.down[x].back()));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+  // One slice under way: per tree each member's partial (up) and result (down), and the children
+  // whose partial it still waits for; each member's results so far and how many it lacks.
+  struct Run {
+    std::vector<double> up[2], down[2], result;
+    std::vector<int> waiting[2], lacking;
+    size_t left = 0;
+  };
+  // What a member does next on tree tr, at `at`: send its partial up (up) or its result down.
+  using Next = std::function<void(double at, int tr, bool up, int member)>;
+  // Starts the slice: each member's own half is there at own[x]; the leaves send first.
+  void start(Run& run, const std::vector<double>& own, const Next& next) const {
+    const size_t m = own.size();
+    run.result.assign(m, 0), run.lacking.assign(m, 2), run.left = m;
+    for (int tr = 0; tr < 2; ++tr) {
+      run.up[tr] = own, run.down[tr].assign(m, 0), run.waiting[tr].assign(m, 0);
+      for (size_t x = 0; x < m; ++x) {
+        run.waiting[tr][x] = static_cast<int>(trees_[tr].kids[x].size());
+        if (run.waiting[tr][x] == 0) next(own[x], tr, true, static_cast<int>(x));
+      }
+    }
+  }
+  // Member x's send on tree tr (bytes: the slice, half on each tree); true once every member has
+  // both results (run.result).
+  bool send(Links& links, double bytes, Run& run, int tr, bool up, int x, uint64_t* messages,
+            const Next& next) const {
+    const Tree& tree = trees_[tr];
+    const double half = bytes / 2;
+    if (up) {  // the partial to the parent, which reduces it into its own
+      const int p = tree.parent[x];
+      const double at = links.send(tree.up[x], run.up[tr][x] + links.overhead(tree.up[x]), half, nullptr);
+      run.up[tr][p] = std::max(run.up[tr][p], at) + half / reduceBpu_[p];
+      *messages += 1;
+      if (--run.waiting[tr][p] == 0) next(run.up[tr][p], tr, tree.parent[p] >= 0, p);
+      return false;
+    }
+    const double have = tree.parent[x] < 0 ? run.up[tr][x] : run.down[tr][x];  // the root: its sum
+    bool done = got(run, x, have);
+    for (size_t c = 0; c < tree.kids[x].size(); ++c) {
+      const int kid = tree.kids[x][c];
+      const auto& path = tree.down[x][c];
+      run.down[tr][kid] = links.send(path, have + links.overhead(path), half, nullptr);
+      *messages += 1;
+      if (tree.kids[kid].empty())
+        done = got(run, kid, run.down[tr][kid]) || done;
+      else
+        next(run.down[tr][kid], tr, false, kid);
+    }
+    return done;
+  }
+  template <class F>
+  void forEachLink(F f) const {
+    for (const auto& p : raw_)
+      for (DirLink d : p) f(d);
+  }
+
+ private:
+  struct Tree {
+    std::vector<int> parent;
+    std::vector<std::vector<int>> kids;
+    std::vector<std::vector<DirLink>> up;                 // per member: the route to its parent
+    std::vector<std::vector<std::vector<DirLink>>> down;  // per member: the routes to its children
+  };
+  // Member x has one tree's result at `at`; true once every member has both.
+  static bool got(Run& run, int x, double at) {
+    run.result[x] = std::max(run.result[x], at);
+    return --run.lacking[x] == 0 && --run.left == 0;
+  }
+
+  Tree trees_[2];
+  std::vector<std::vector<DirLink>> raw_;  // every route as found (the links report)
+  std::vector<double> reduceBpu_;
+};
+
 // NVLS in each NVLink domain (its NVSwitch reduces and multicasts) and, across domains, the
-// network's switches (nvls_switch) or a ring per slice (nvls_ring). Every stage of every chunk is
-// an event, run in the order of the time it becomes ready, so each link (which books its messages
+// network's switches (nvls_switch), a ring per slice (nvls_ring) or trees (nvls_tree). Every stage of every
+// chunk is an event, run in the order of the time it becomes ready, so each link (which books its messages
 // first come, first served) sees them in time order and chunk j's all-gather overlaps chunk j+1's
 // reduction, as on the wire:
 //   1: every GPU's chunk into its switch, which reduces it;
 //   2 (nvls_switch, nvls_ring): slice i of the reduced chunk to local GPU i;
 //   3: GPU i of every domain reduces slice i in the network (once all domains' slices are there);
-//      nvls_ring: by a ring of those GPUs instead, each of its steps an event (stage 6);
+//      nvls_ring: by a ring of those GPUs instead, each of its steps an event (stage 6); nvls_tree:
+//      by a double binary tree of them, each member's send an event (stages 7-10);
 //   4: back into the switch;
 //   5: the switch multicasts the result (a slice, or the chunk for nvls) to every GPU.
 //
@@ -115,7 +237,7 @@ class NvlsSim {
   // How slice i of every domain is all-reduced across the domains (stage 3): not at all (one
   // domain: nvls), by the network's switches (nvls_switch) or by a ring of GPU i of each domain
   // (nvls_ring).
-  enum class Across { None, Switch, Ring };
+  enum class Across { None, Switch, Ring, Tree };
   // domains[x] = the nodes of domain x's ranks (all the same size); sw[x] its NVSwitch.
   Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, Across across,
               double chunk, double S, uint64_t nChunks, bool symmetry) {
@@ -130,12 +252,18 @@ class NvlsSim {
       }
     groups_.resize(across == Across::Switch ? d_ : 0);
     rings_.resize(across == Across::Ring ? d_ : 0);
-    std::unique_ptr<Router> router = rings_.empty() ? nullptr : std::make_unique<Router>(t_);
+    trees_.resize(across == Across::Tree ? d_ : 0);
+    std::unique_ptr<Router> router =
+        rings_.empty() && trees_.empty() ? nullptr : std::make_unique<Router>(t_);
     for (size_t i = 0; i < slices_ && across != Across::None; ++i) {
       std::vector<int> members;
       for (size_t x = 0; x < m_; ++x) members.push_back(domains[x][i]);
       if (across == Across::Switch) {
         TRIB_RETURN_IF_ERROR(groups_[i].init(t_, members, static_cast<int>(i)).prefix("nvls_switch: "));
+        continue;
+      }
+      if (across == Across::Tree) {
+        TRIB_RETURN_IF_ERROR(trees_[i].init(t_, *router, members, k_, spines_));
         continue;
       }
       TRIB_RETURN_IF_ERROR(rings_[i].init(t_, *router, members, k_, spines_));
@@ -158,7 +286,7 @@ class NvlsSim {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
       const Event e = heap_.back();
       heap_.pop_back();
-      const bool acrossStage = e.stage == 3 || e.stage == 6;  // every domain's at once: no class
+      const bool acrossStage = e.stage == 3 || e.stage >= 6;  // every domain's at once: no class
       const uint64_t size = acrossStage ? 0 : members_[classOf_[e.x]].size();
       const double bytes = chunkBytes(e.j) / static_cast<double>(slices_);
       const DirLink* up = &up_[e.x * d];
@@ -197,6 +325,11 @@ class NvlsSim {
         case 3: {
           const double* dep = &departs_[(e.i * nChunks_ + e.j) * m];
           for (size_t x = 0; x < m; ++x) dep_[x] = dep[members_[classOf_[x]][0]];
+          if (!trees_.empty()) {  // each member's sends as events of their own (stages 7-10)
+            TreeGroup::Run& run = treeRuns_[e.i * nChunks_ + e.j];
+            trees_[e.i].start(run, dep_, treeNext(e));
+            break;
+          }
           if (!rings_.empty()) {  // its steps as events of their own (stage 6)
             RingGroup::Run& run = ringRuns_[e.i * nChunks_ + e.j];
             run.have = run.own = dep_;
@@ -218,6 +351,23 @@ class NvlsSim {
           }
           std::copy(run.have.begin(), run.have.end(), res_.begin());
           ringRuns_.erase(it);
+          splitClasses();
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          break;
+        }
+        case 7:
+        case 8:
+        case 9:
+        case 10: {
+          auto it = treeRuns_.find(e.i * nChunks_ + e.j);
+          TreeGroup::Run& run = it->second;
+          const int tr = (e.stage - 7) / 2;
+          const bool up = (e.stage - 7) % 2 == 0;
+          if (!trees_[e.i].send(links_, bytes, run, tr, up, static_cast<int>(e.x), &out->messages,
+                                treeNext(e)))
+            break;
+          res_ = run.result;
+          treeRuns_.erase(it);
           splitClasses();
           for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
           break;
@@ -259,6 +409,13 @@ class NvlsSim {
     heap_.push_back(e);
     std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
   }
+  // nvls_tree: a member's next send on a tree of slice e.i, chunk e.j, as an event (stage 7 + 2 x
+  // tree, + 1 coming down); x is the member, not a domain's class.
+  TreeGroup::Next treeNext(const Event& e) {
+    return [this, j = e.j, i = e.i](double at, int tr, bool up, int member) {
+      push({at, 7 + 2 * tr + (up ? 0 : 1), j, static_cast<size_t>(member), i});
+    };
+  }
   double chunkBytes(uint64_t j) const { return std::min(chunk_, S_ - static_cast<double>(j) * chunk_); }
 
   // Classes of domains alike in what stages 1, 2, 4 and 5 touch; one class per domain (the full
@@ -298,6 +455,7 @@ class NvlsSim {
       for (int s : g.switches()) own = own && std::find(sw_.begin(), sw_.end(), s) == sw_.end();
     }
     for (const RingGroup& g : rings_) g.forEachLink([&](DirLink l) { own = own && l >= 0 && owner[l] < 0; });
+    for (const TreeGroup& g : trees_) g.forEachLink([&](DirLink l) { own = own && l >= 0 && owner[l] < 0; });
     return own;
   }
   // After a stage 3: a class whose members got different result times splits, each new class
@@ -315,7 +473,7 @@ class NvlsSim {
       members_[c] = std::move(keep);
       std::vector<Event> pending;
       for (const Event& e : heap_)
-        if (e.stage != 3 && e.stage != 6 && e.x == rep) pending.push_back(e);
+        if (e.stage != 3 && e.stage < 6 && e.x == rep) pending.push_back(e);  // not the across stages
       for (auto& [time, xs] : others) {
         for (size_t x : xs) classOf_[x] = members_.size();
         copyDomain(rep, xs[0], true);
@@ -350,6 +508,8 @@ class NvlsSim {
   std::vector<AggGroup> groups_;                           // nvls_switch: per slice i, GPU i of every domain
   std::vector<RingGroup> rings_;                           // nvls_ring: the same, as rings
   std::unordered_map<uint64_t, RingGroup::Run> ringRuns_;  // nvls_ring: per (slice, chunk) under way
+  std::vector<TreeGroup> trees_;                           // nvls_tree: the same, as double binary trees
+  std::unordered_map<uint64_t, TreeGroup::Run> treeRuns_;  // nvls_tree: per (slice, chunk) under way
   SpineGroups spines_{links_};                             // nvls_ring: the rings' equal-cost hops' servers
   std::vector<size_t> classOf_;                            // per domain
   std::vector<std::vector<size_t>> members_;  // per class, ascending: the first is its representative
@@ -403,11 +563,13 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
     if (algo == PlanAlgo::Nvls && domains.size() != 1)
       return errorf(tribInvalidArgument, "nvls: ranks span %zu NVLink domains (use nvls_switch or nvls_ring)",
                     domains.size());
-    if (algo == PlanAlgo::NvlsRing && domains.size() < 2)
-      return errorf(tribInvalidArgument, "nvls_ring: the ranks are in one NVLink domain (use nvls)");
+    if ((algo == PlanAlgo::NvlsRing || algo == PlanAlgo::NvlsTree) && domains.size() < 2)
+      return errorf(tribInvalidArgument, "%s: the ranks are in one NVLink domain (use nvls)",
+                    planAlgoName(algo));
     NvlsSim sim(t, k, links);
     const auto across = algo == PlanAlgo::NvlsSwitch ? NvlsSim::Across::Switch
                         : algo == PlanAlgo::NvlsRing ? NvlsSim::Across::Ring
+                        : algo == PlanAlgo::NvlsTree ? NvlsSim::Across::Tree
                                                      : NvlsSim::Across::None;
     TRIB_RETURN_IF_ERROR(sim.init(domains, sw, across, chunk, S, nChunks, opt.symmetry));
     end = sim.run(out);
