@@ -28,6 +28,22 @@ int nvSwitchOf(const Topology& t, int node) {
   return -1;
 }
 
+// The route between two members' nodes as found (raw) and with each hop that has equal-cost
+// alternatives on their shared server (spines: one per set of parallel links, shared by every ring
+// and tree of the level, so that a leaf's uplinks are one).
+Status spreadRoute(const Topology& t, Router& router, SpineGroups& spines, const char* what, int from, int to,
+                   std::vector<DirLink>* raw, std::vector<DirLink>* spread) {
+  std::vector<std::vector<DirLink>> alt;
+  router.paths(from, to, raw, &alt);
+  if (raw->empty())
+    return errorf(tribInvalidArgument, "%s: no route from '%s' to '%s'", what, t.node(from).name.c_str(),
+                  t.node(to).name.c_str());
+  *spread = *raw;
+  for (size_t h = 0; h < alt.size(); ++h)
+    if (alt[h].size() > 1) (*spread)[h] = spines.spread(alt[h], (*spread)[h]);
+  return Status::Ok();
+}
+
 // nvls_ring's stage 3 for one slice: GPU i of every domain (member x) all-reduces its slice with
 // the others by a ring, 2(m-1) steps of bytes/m from member x to member x+1 over the route between
 // them, each step leaving a software step after its data are in (the reduce-scatter's after the
@@ -44,16 +60,9 @@ class RingGroup {
     paths_.assign(m, {});
     raw_.assign(m, {});
     reduceBpu_.resize(m);
-    std::vector<std::vector<DirLink>> alt;
     for (size_t x = 0; x < m; ++x) {
       const int from = members[x], to = members[(x + 1) % m];
-      router.paths(from, to, &raw_[x], &alt);
-      if (raw_[x].empty())
-        return errorf(tribInvalidArgument, "nvls_ring: no route from '%s' to '%s'", t.node(from).name.c_str(),
-                      t.node(to).name.c_str());
-      paths_[x] = raw_[x];
-      for (size_t h = 0; h < alt.size(); ++h)
-        if (alt[h].size() > 1) paths_[x][h] = spines.spread(alt[h], paths_[x][h]);
+      TRIB_RETURN_IF_ERROR(spreadRoute(t, router, spines, "nvls_ring", from, to, &raw_[x], &paths_[x]));
       reduceBpu_[x] = reduceBpu(t.node(from), k);
     }
     return Status::Ok();
@@ -105,18 +114,9 @@ class TreeGroup {
     const int m = static_cast<int>(members.size());
     reduceBpu_.resize(m);
     for (int x = 0; x < m; ++x) reduceBpu_[x] = reduceBpu(t.node(members[x]), k);
-    auto route = [&](int from, int to, std::vector<DirLink>* spread) -> Status {
-      std::vector<DirLink> raw;
-      std::vector<std::vector<DirLink>> alt;
-      router.paths(members[from], members[to], &raw, &alt);
-      if (raw.empty())
-        return errorf(tribInvalidArgument, "nvls_tree: no route from '%s' to '%s'",
-                      t.node(members[from]).name.c_str(), t.node(members[to]).name.c_str());
-      raw_.push_back(raw);
-      *spread = raw;
-      for (size_t h = 0; h < alt.size(); ++h)
-        if (alt[h].size() > 1) (*spread)[h] = spines.spread(alt[h], (*spread)[h]);
-      return Status::Ok();
+    auto route = [&](int from, int to, std::vector<DirLink>* spread) {
+      raw_.emplace_back();
+      return spreadRoute(t, router, spines, "nvls_tree", members[from], members[to], &raw_.back(), spread);
     };
     for (int tr = 0; tr < 2; ++tr) {
       Tree& tree = trees_[tr];
