@@ -58,9 +58,9 @@ FabricView::DomainTree domainTreeOf(int m) {
       const algo::TreeLinks l = algo::doubleTreeNode(m, x, tr);
       load[0] += (l.child[0] >= 0) + (l.child[1] >= 0);
       load[1] += l.parent >= 0;
-      int depth = 0;
-      for (int y = x; y >= 0 && depth <= m; ++depth) y = algo::doubleTreeNode(m, y, tr).parent;
-      dt.depth = std::max(dt.depth, depth - 1);
+      int depth = 0;  // edges to the root (bounded by m: a tree has no cycle to loop on)
+      for (int y = l.parent; y >= 0 && depth < m; y = algo::doubleTreeNode(m, y, tr).parent) ++depth;
+      dt.depth = std::max(dt.depth, depth);
     }
     if (std::find(dt.loads.begin(), dt.loads.end(), load) == dt.loads.end()) dt.loads.push_back(load);
   }
