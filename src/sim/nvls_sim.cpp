@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -158,34 +159,50 @@ class TreeGroup {
       }
     }
   }
-  // Member x's send on tree tr (bytes: the slice, half on each tree); true once every member has
-  // both results (run.result).
-  bool send(Links& links, double bytes, Run& run, int tr, bool up, int x, uint64_t* messages,
-            const Next& next) const {
+  // A member has passed a chunk on and freed its slot for it: on tree tr, going up (its
+  // children's partials) or down (its parent's result), at `at`.
+  using Passed = std::function<void(int tr, bool up, int member, double at)>;
+  // Member x's send on tree tr at `at` (its data there, and room for them at the receivers);
+  // bytes: the slice, half on each tree. True once every member has both results (run.result).
+  bool send(Links& links, double bytes, Run& run, int tr, bool up, int x, double at, uint64_t* messages,
+            const Next& next, const Passed& passed) const {
     const Tree& tree = trees_[tr];
     const double half = bytes / 2;
     if (up) {  // the partial to the parent, which reduces it into its own
       const int p = tree.parent[x];
-      const double at = links.send(tree.up[x], run.up[tr][x] + links.overhead(tree.up[x]), half, nullptr);
-      run.up[tr][p] = std::max(run.up[tr][p], at) + half / reduceBpu_[p];
+      const double from = std::max(at, run.up[tr][x]);
+      passed(tr, true, x, from);
+      const double in = links.send(tree.up[x], from + links.overhead(tree.up[x]), half, nullptr);
+      run.up[tr][p] = std::max(run.up[tr][p], in) + half / reduceBpu_[p];
       *messages += 1;
       if (--run.waiting[tr][p] == 0) next(run.up[tr][p], tr, tree.parent[p] >= 0, p);
       return false;
     }
-    const double have = tree.parent[x] < 0 ? run.up[tr][x] : run.down[tr][x];  // the root: its sum
+    const bool root = tree.parent[x] < 0;
+    const double have = root ? run.up[tr][x] : run.down[tr][x];  // the root: its sum
+    const double go = std::max(at, have);
+    passed(tr, root, x, go);  // the root passes its children's partials on as results
     bool done = got(run, x, have);
     for (size_t c = 0; c < tree.kids[x].size(); ++c) {
       const int kid = tree.kids[x][c];
       const auto& path = tree.down[x][c];
-      run.down[tr][kid] = links.send(path, have + links.overhead(path), half, nullptr);
+      run.down[tr][kid] = links.send(path, go + links.overhead(path), half, nullptr);
       *messages += 1;
-      if (tree.kids[kid].empty())
+      if (tree.kids[kid].empty()) {
+        passed(tr, false, kid, run.down[tr][kid]);
         done = got(run, kid, run.down[tr][kid]) || done;
-      else
+      } else {
         next(run.down[tr][kid], tr, false, kid);
+      }
     }
     return done;
   }
+  // Where member x's send on tree tr goes: its parent (up) or its children.
+  std::span<const int> receivers(int tr, bool up, int x) const {
+    const Tree& tree = trees_[tr];
+    return up ? std::span<const int>(&tree.parent[x], 1) : std::span<const int>(tree.kids[x]);
+  }
+  size_t members() const { return trees_[0].parent.size(); }
   template <class F>
   void forEachLink(F f) const {
     for (const auto& p : raw_)
@@ -279,6 +296,7 @@ class NvlsSim {
     slicesIn_.assign(across ? d * nChunks_ : 0, 0);
     departs_.assign(across ? m * d * nChunks_ : 0, 0);
     last_.assign(slicesIn_.size(), Last{});
+    if (!trees_.empty()) passed_.assign(slotKey(slices_, 0, false, 0, 0), -1);
     res_.resize(m), dep_.resize(m);
     for (const auto& c : members_) push({0, 1, 0, c[0], 0});
     double end = 0;
@@ -359,12 +377,13 @@ class NvlsSim {
         case 8:
         case 9:
         case 10: {
-          auto it = treeRuns_.find(e.i * nChunks_ + e.j);
-          TreeGroup::Run& run = it->second;
           const int tr = (e.stage - 7) / 2;
           const bool up = (e.stage - 7) % 2 == 0;
-          if (!trees_[e.i].send(links_, bytes, run, tr, up, static_cast<int>(e.x), &out->messages,
-                                treeNext(e)))
+          if (!roomAt(e, tr, up)) break;  // waits for a receiver's slot
+          auto it = treeRuns_.find(e.i * nChunks_ + e.j);
+          TreeGroup::Run& run = it->second;
+          if (!trees_[e.i].send(links_, bytes, run, tr, up, static_cast<int>(e.x), e.ready, &out->messages,
+                                treeNext(e), treePassed(e)))
             break;
           res_ = run.result;
           treeRuns_.erase(it);
@@ -414,6 +433,42 @@ class NvlsSim {
   TreeGroup::Next treeNext(const Event& e) {
     return [this, j = e.j, i = e.i](double at, int tr, bool up, int member) {
       push({at, 7 + 2 * tr + (up ? 0 : 1), j, static_cast<size_t>(member), i});
+    };
+  }
+  // nvls_tree's flow control: a connection holds kSlots chunks (NCCL's NCCL_STEPS), so a member's
+  // send of chunk j waits until each receiver has passed chunk j - kSlots on (TreeGroup::Passed).
+  // True where there is room now; else the event waits (again at the time the slot frees, or
+  // parked until the receiver passes that chunk on).
+  static constexpr uint64_t kSlots = 8;
+  size_t slotKey(size_t i, int tr, bool up, size_t y, uint64_t j) const {
+    return (((i * 2 + tr) * 2 + up) * trees_[0].members() + y) * nChunks_ + j;
+  }
+  bool roomAt(const Event& e, int tr, bool up) {
+    if (e.j < kSlots) return true;
+    double free = e.ready;
+    for (int y : trees_[e.i].receivers(tr, up, static_cast<int>(e.x))) {
+      const size_t key = slotKey(e.i, tr, up, y, e.j - kSlots);
+      if (passed_[key] < 0) {
+        parked_[key].push_back(e);
+        return false;
+      }
+      free = std::max(free, passed_[key]);
+    }
+    if (free <= e.ready) return true;
+    push({free, e.stage, e.j, e.x, e.i});
+    return false;
+  }
+  TreeGroup::Passed treePassed(const Event& e) {
+    return [this, j = e.j, i = e.i](int tr, bool up, int member, double at) {
+      const size_t key = slotKey(i, tr, up, member, j);
+      passed_[key] = at;
+      auto it = parked_.find(key);
+      if (it == parked_.end()) return;
+      for (Event w : it->second) {
+        w.ready = std::max(w.ready, at);
+        push(w);
+      }
+      parked_.erase(it);
     };
   }
   double chunkBytes(uint64_t j) const { return std::min(chunk_, S_ - static_cast<double>(j) * chunk_); }
@@ -510,6 +565,8 @@ class NvlsSim {
   std::unordered_map<uint64_t, RingGroup::Run> ringRuns_;  // nvls_ring: per (slice, chunk) under way
   std::vector<TreeGroup> trees_;                           // nvls_tree: the same, as double binary trees
   std::unordered_map<uint64_t, TreeGroup::Run> treeRuns_;  // nvls_tree: per (slice, chunk) under way
+  std::vector<double> passed_;  // nvls_tree: per (slice, tree, direction, member, chunk), -1 until then
+  std::unordered_map<size_t, std::vector<Event>> parked_;  // nvls_tree: sends waiting for a slot
   SpineGroups spines_{links_};                             // nvls_ring: the rings' equal-cost hops' servers
   std::vector<size_t> classOf_;                            // per domain
   std::vector<std::vector<size_t>> members_;  // per class, ascending: the first is its representative
