@@ -352,11 +352,11 @@ TEST(Simulator, NvlsTreeCarriesHalfASliceToEachNeighbourAndBeatsTheRingOnLatency
   EXPECT_NE(s.message().find("one NVLink domain (use nvls)"), std::string::npos) << s.message();
 }
 
-// nvls_tree's connections hold NCCL's eight chunks (NCCL_STEPS): a member's send of chunk j waits
-// until its receiver has passed chunk j - 8 on. Without that bound, on 32 DGX H100 at 1 GiB (the
-// NICs bound the level) every leaf's partials went out as soon as NVLS made them, ahead of the
-// results coming down, and the NICs idled at the end: busy 89.4%, the replay 1.091x the model. With
-// it they interleave: busy 94.6%, 1.023x.
+// nvls_tree's connections hold NCCL's eight chunks (NCCL_STEPS; more where small chunks need more to
+// cover a round trip): a member's send of chunk j waits until its receiver has passed chunk j - 8 on.
+// Without that bound, on 32 DGX H100 at 1 GiB (the NICs bound the level) every leaf's partials went
+// out as soon as NVLS made them, ahead of the results coming down, and the NICs idled at the end:
+// busy 89.4%, the replay 1.08x the model. With it they interleave: busy 94.6%, 1.025x.
 TEST(Simulator, NvlsTreeSlotsKeepTheNicsBusy) {
   Topology t;
   ASSERT_TRUE(generateTopology("dgx-h100:32", {"sharp=0"}, &t).ok());

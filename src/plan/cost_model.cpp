@@ -481,17 +481,17 @@ Prediction predict(PlanAlgo a, Coll coll, uint64_t bytes, DataType dtype, RedOp 
           // under way; step s starts (s-1) latencies after the first chunk, so at t the NIC gets
           // t/(steps x lat) of that, and idles until it reaches 1 (the ramp: steps x lat x
           // feedUs/acrossUs): half the ramp in all. The last chunks leave the same way, their later
-          // steps a latency apart, the NIC's load falling as it rose: half the ramp again, or where
-          // its work is shorter than the ramp (its load never full) half its work. Then one latency
-          // for the last step. (Nor can it end before every latency but one and a step's share:
-          // step `steps` of any chunk.)
+          // steps a latency apart, the NIC's load falling as it rose: half the ramp again (the last
+          // step's latency in it), or where its work is shorter than the ramp (its load never full)
+          // half its work. (Nor can it end before every latency and a step's share: step `steps` of
+          // any chunk.)
           t = nvlsAround(
               acrossUs, steps * lat, static_cast<int>(steps),
               [&](double cb) { return steps / 2 * cb * piece * (1 / bRed + 1 / bNet); },
               [&](double feedUs, double) {
                 const double ramp = steps * lat * std::min(1.0, feedUs / acrossUs);
                 const double paced = acrossUs + ramp / 2 + std::min(acrossUs, ramp) / 2;
-                return std::max(paced, (steps - 1) * lat + acrossUs / steps) + lat;
+                return std::max(paced, (steps - 1) * lat + acrossUs / steps + lat);
               });
           p.reason = ringAcross
                          ? "NVLS reduce-scatter, ring all-reduce of S/d across the domains on each GPU's "

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -203,6 +204,15 @@ class TreeGroup {
     return up ? std::span<const int>(&tree.parent[x], 1) : std::span<const int>(tree.kids[x]);
   }
   size_t members() const { return trees_[0].parent.size(); }
+  // Every route a send takes (as booked).
+  template <class F>
+  void forEachRoute(F f) const {
+    for (const Tree& tree : trees_)
+      for (size_t x = 0; x < tree.up.size(); ++x) {
+        if (!tree.up[x].empty()) f(std::span<const DirLink>(tree.up[x]));
+        for (const auto& path : tree.down[x]) f(std::span<const DirLink>(path));
+      }
+  }
   template <class F>
   void forEachLink(F f) const {
     for (const auto& p : raw_)
@@ -285,6 +295,7 @@ class NvlsSim {
       }
       TRIB_RETURN_IF_ERROR(rings_[i].init(t_, *router, members, k_, spines_));
     }
+    if (across == Across::Tree) slots_ = treeSlots();
     formClasses(symmetry);
     return Status::Ok();
   }
@@ -435,19 +446,34 @@ class NvlsSim {
       push({at, 7 + 2 * tr + (up ? 0 : 1), j, static_cast<size_t>(member), i});
     };
   }
-  // nvls_tree's flow control: a connection holds kSlots chunks (NCCL's NCCL_STEPS), so a member's
-  // send of chunk j waits until each receiver has passed chunk j - kSlots on (TreeGroup::Passed).
-  // True where there is room now; else the event waits (again at the time the slot frees, or
-  // parked until the receiver passes that chunk on).
+  // nvls_tree's flow control: a connection holds slots_ chunks, so a member's send of chunk j waits
+  // until each receiver has passed chunk j - slots_ on (TreeGroup::Passed). True where there is room
+  // now; else the event waits (again at the time the slot frees, or parked until the receiver
+  // passes that chunk on).
+  // The slots: NCCL's eight per connection (NCCL_STEPS), or as many chunks as cover a connection's
+  // round trip at its links' rate where that is more (small chunks: NCCL runs enough channels, each
+  // with its eight slots, that its credits do not idle a link; docs/PLANNER.md "nvls_tree: NCCL's
+  // slots and the drain").
   static constexpr uint64_t kSlots = 8;
+  uint64_t treeSlots() const {
+    double rtt = 0, rate = std::numeric_limits<double>::infinity();
+    for (const TreeGroup& g : trees_)
+      g.forEachRoute([&](std::span<const DirLink> path) {
+        double oneWay = links_.overhead(path);
+        for (DirLink l : path) oneWay += links_.latency(l), rate = std::min(rate, links_.rate(l));
+        rtt = std::max(rtt, 2 * oneWay);
+      });
+    const double message = std::max(1.0, chunk_ / static_cast<double>(slices_) / 2);
+    return std::max<uint64_t>(kSlots, static_cast<uint64_t>(std::ceil(rtt * rate / message)));
+  }
   size_t slotKey(size_t i, int tr, bool up, size_t y, uint64_t j) const {
     return (((i * 2 + tr) * 2 + up) * trees_[0].members() + y) * nChunks_ + j;
   }
   bool roomAt(const Event& e, int tr, bool up) {
-    if (e.j < kSlots) return true;
+    if (e.j < slots_) return true;
     double free = e.ready;
     for (int y : trees_[e.i].receivers(tr, up, static_cast<int>(e.x))) {
-      const size_t key = slotKey(e.i, tr, up, y, e.j - kSlots);
+      const size_t key = slotKey(e.i, tr, up, y, e.j - slots_);
       if (passed_[key] < 0) {
         parked_[key].push_back(e);
         return false;
@@ -565,6 +591,7 @@ class NvlsSim {
   std::unordered_map<uint64_t, RingGroup::Run> ringRuns_;  // nvls_ring: per (slice, chunk) under way
   std::vector<TreeGroup> trees_;                           // nvls_tree: the same, as double binary trees
   std::unordered_map<uint64_t, TreeGroup::Run> treeRuns_;  // nvls_tree: per (slice, chunk) under way
+  uint64_t slots_ = kSlots;                                // nvls_tree: chunks a connection holds
   std::vector<double> passed_;  // nvls_tree: per (slice, tree, direction, member, chunk), -1 until then
   std::unordered_map<size_t, std::vector<Event>> parked_;  // nvls_tree: sends waiting for a slot
   SpineGroups spines_{links_};                             // nvls_ring: the rings' equal-cost hops' servers
