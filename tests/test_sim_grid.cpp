@@ -323,6 +323,11 @@ const std::vector<SystemGrid>& grid() {
       {"dgx-h100:4,sharp=0", {32}, {1 * MiB, 16 * MiB}, {PlanAlgo::NvlsTree}},
       {"dgx-h100:8,sharp=0", {64}, {16 * MiB, 64 * MiB}, {PlanAlgo::NvlsTree}},
       {"nvl72-cluster:16,sharp=0", {1152}, {16 * MiB, 256 * MiB}, {PlanAlgo::NvlsTree}},
+      // Many HGX nodes, where the NICs bound both: 1.09-1.13 before the tree's connections held
+      // NCCL's slots and the model priced the level's drain (PLANNER "nvls_tree: NCCL's slots and
+      // the drain"); and a small size on four nodes, where eight slots alone throttled the tree (1.126).
+      {"dgx-h100:32,sharp=0", {256}, {64 * MiB, 1 * GiB}, {PlanAlgo::NvlsRing, PlanAlgo::NvlsTree}},
+      {"dgx-b200:4,sharp=0", {32}, {4 * MiB}, {PlanAlgo::NvlsTree}},
       {"dgx-h200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       {"dgx-b200:2", {8, 16}, {64 * KiB, 256 * MiB}, kAllReduceAlgos},
       // A rail-optimized fabric (NIC g of every node on rail g's leaf): pairs of different
