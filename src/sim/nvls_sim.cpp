@@ -300,6 +300,14 @@ class NvlsSim {
     return Status::Ok();
   }
 
+  // nvls_tree: sends parked for a slot that never freed, and chunks whose trees never finished
+  // (none of either, unless the flow control is wrong: every send waits only for earlier chunks).
+  size_t sendsWaiting() const {
+    size_t n = 0;
+    for (const auto& [key, waiting] : parked_) n += waiting.size();
+    return n;
+  }
+  size_t chunksUnfinished() const { return treeRuns_.size(); }
   // Runs every event; returns when the last GPU has its result.
   double run(SimResult* out) {
     const size_t m = m_, d = d_;
@@ -657,6 +665,10 @@ Status simulateInNetwork(const Topology& t, PlanAlgo algo, const CollArgs& args,
                                                      : NvlsSim::Across::None;
     TRIB_RETURN_IF_ERROR(sim.init(domains, sw, across, chunk, S, nChunks, opt.symmetry));
     end = sim.run(out);
+    if (sim.sendsWaiting() > 0 || sim.chunksUnfinished() > 0)
+      return errorf(tribInternalError,
+                    "%s: the replay ended with %zu sends waiting for a slot (%zu chunks unfinished)",
+                    planAlgoName(algo), sim.sendsWaiting(), sim.chunksUnfinished());
   } else {
     return errorf(tribInvalidArgument, "simulateInNetwork: %s is not an in-network algorithm (use simulate)",
                   planAlgoName(algo));
