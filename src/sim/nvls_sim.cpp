@@ -146,9 +146,10 @@ class TreeGroup {
     std::vector<int> waiting[2], lacking;
     size_t left = 0;
   };
-  // What a member does next on tree tr, at `at`: send its partial up (up) or its result down.
-  using Next = std::function<void(double at, int tr, bool up, int member)>;
+  // next(at, tr, up, member): what a member does next on tree tr, at `at`: send its partial up (up)
+  // or its result down. (Callables as template parameters: one of each per event, no allocation.)
   // Starts the slice: each member's own half is there at own[x]; the leaves send first.
+  template <class Next>
   void start(Run& run, const std::vector<double>& own, const Next& next) const {
     const size_t m = own.size();
     run.result.assign(m, 0), run.lacking.assign(m, 2), run.left = m;
@@ -160,11 +161,11 @@ class TreeGroup {
       }
     }
   }
-  // A member has passed a chunk on and freed its slot for it: on tree tr, going up (its
-  // children's partials) or down (its parent's result), at `at`.
-  using Passed = std::function<void(int tr, bool up, int member, double at)>;
+  // passed(tr, up, member, at): a member has passed a chunk on and freed its slot for it, on tree
+  // tr, going up (its children's partials) or down (its parent's result), at `at`.
   // Member x's send on tree tr at `at` (its data there, and room for them at the receivers);
   // bytes: the slice, half on each tree. True once every member has both results (run.result).
+  template <class Next, class Passed>
   bool send(Links& links, double bytes, Run& run, int tr, bool up, int x, double at, uint64_t* messages,
             const Next& next, const Passed& passed) const {
     const Tree& tree = trees_[tr];
@@ -203,7 +204,6 @@ class TreeGroup {
     const Tree& tree = trees_[tr];
     return up ? std::span<const int>(&tree.parent[x], 1) : std::span<const int>(tree.kids[x]);
   }
-  size_t members() const { return trees_[0].parent.size(); }
   // Every route a send takes (as booked).
   template <class F>
   void forEachRoute(F f) const {
@@ -262,8 +262,8 @@ class NvlsSim {
   NvlsSim(const Topology& t, const CostConstants& k, Links& links) : t_(t), k_(k), links_(links) {}
 
   // How slice i of every domain is all-reduced across the domains (stage 3): not at all (one
-  // domain: nvls), by the network's switches (nvls_switch) or by a ring of GPU i of each domain
-  // (nvls_ring).
+  // domain: nvls), by the network's switches (nvls_switch), or by a ring (nvls_ring) or double
+  // binary trees (nvls_tree) of GPU i of each domain.
   enum class Across { None, Switch, Ring, Tree };
   // domains[x] = the nodes of domain x's ranks (all the same size); sw[x] its NVSwitch.
   Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, Across across,
@@ -449,13 +449,17 @@ class NvlsSim {
   }
   // nvls_tree: a member's next send on a tree of slice e.i, chunk e.j, as an event (stage 7 + 2 x
   // tree, + 1 coming down); x is the member, not a domain's class.
-  TreeGroup::Next treeNext(const Event& e) {
-    return [this, j = e.j, i = e.i](double at, int tr, bool up, int member) {
-      push({at, 7 + 2 * tr + (up ? 0 : 1), j, static_cast<size_t>(member), i});
-    };
-  }
+  struct TreeNext {
+    NvlsSim* sim;
+    uint64_t j;
+    size_t i;
+    void operator()(double at, int tr, bool up, int member) const {
+      sim->push({at, 7 + 2 * tr + (up ? 0 : 1), j, static_cast<size_t>(member), i});
+    }
+  };
+  TreeNext treeNext(const Event& e) { return {this, e.j, e.i}; }
   // nvls_tree's flow control: a connection holds slots_ chunks, so a member's send of chunk j waits
-  // until each receiver has passed chunk j - slots_ on (TreeGroup::Passed). True where there is room
+  // until each receiver has passed chunk j - slots_ on (TreePassed). True where there is room
   // now; else the event waits (again at the time the slot frees, or parked until the receiver
   // passes that chunk on).
   // The slots: NCCL's eight per connection (NCCL_STEPS), or as many chunks as cover a connection's
@@ -475,7 +479,7 @@ class NvlsSim {
     return std::max<uint64_t>(kSlots, static_cast<uint64_t>(std::ceil(rtt * rate / message)));
   }
   size_t slotKey(size_t i, int tr, bool up, size_t y, uint64_t j) const {
-    return (((i * 2 + tr) * 2 + up) * trees_[0].members() + y) * nChunks_ + j;
+    return (((i * 2 + tr) * 2 + up) * m_ + y) * nChunks_ + j;
   }
   bool roomAt(const Event& e, int tr, bool up) {
     if (e.j < slots_) return true;
@@ -492,19 +496,25 @@ class NvlsSim {
     push({free, e.stage, e.j, e.x, e.i});
     return false;
   }
-  TreeGroup::Passed treePassed(const Event& e) {
-    return [this, j = e.j, i = e.i](int tr, bool up, int member, double at) {
-      const size_t key = slotKey(i, tr, up, member, j);
-      passed_[key] = at;
-      auto it = parked_.find(key);
-      if (it == parked_.end()) return;
+  // Member `member` passed chunk j of slice i on (TreeGroup::send): its slot is free, and the sends
+  // parked for it go.
+  struct TreePassed {
+    NvlsSim* sim;
+    uint64_t j;
+    size_t i;
+    void operator()(int tr, bool up, int member, double at) const {
+      const size_t key = sim->slotKey(i, tr, up, member, j);
+      sim->passed_[key] = at;
+      auto it = sim->parked_.find(key);
+      if (it == sim->parked_.end()) return;
       for (Event w : it->second) {
         w.ready = std::max(w.ready, at);
-        push(w);
+        sim->push(w);
       }
-      parked_.erase(it);
-    };
-  }
+      sim->parked_.erase(it);
+    }
+  };
+  TreePassed treePassed(const Event& e) { return {this, e.j, e.i}; }
   double chunkBytes(uint64_t j) const { return std::min(chunk_, S_ - static_cast<double>(j) * chunk_); }
 
   // Classes of domains alike in what stages 1, 2, 4 and 5 touch; one class per domain (the full
