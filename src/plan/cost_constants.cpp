@@ -22,6 +22,13 @@ const char* planAlgoName(PlanAlgo a) {
   return i >= 0 && i < kNumPlanAlgos ? names[i] : "invalid";
 }
 
+std::string planAlgoNames() {
+  std::string all;
+  for (int i = 0; i < kNumPlanAlgos; ++i)
+    all += (i ? ", " : "") + std::string(planAlgoName(static_cast<PlanAlgo>(i)));
+  return all;
+}
+
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out) {
   if (s == "sharp" || s == "collnet") {
     *out = PlanAlgo::Switch;

@@ -42,6 +42,7 @@ enum class PlanAlgo : uint8_t {
 };
 constexpr int kNumPlanAlgos = 16;
 const char* planAlgoName(PlanAlgo a);                     // "ring", ..., "nvls_switch"
+std::string planAlgoNames();                              // every name, "ring, tree, ..."
 bool parsePlanAlgo(const std::string& s, PlanAlgo* out);  // also accepts "sharp" = switch
 Algo toScheduleAlgo(PlanAlgo a);                          // the NVLS plans -> Algo::Switch
 // Nvls, NvlsSwitch, NvlsRing, NvlsTree: no schedule yet; the planner prices them and simulateInNetwork

@@ -254,8 +254,8 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
     // Within the same budget of route searches: up to kLevelRingsPriced rings, evenly spaced,
     // each over an evenly spaced sample of the boundaries.
     f.latLevelInterUs = f.latInterUs;
-    if (f.uniform) f.domainTree = domainTreeOf(f.domains);
     if (f.uniform) {
+      f.domainTree = domainTreeOf(f.domains);
       const int d = f.perDomain, rings = std::min(d, kLevelRingsPriced);
       const size_t steps = std::min(boundary.size(), std::max<size_t>(1, kRingCrossingsPriced / rings));
       double slowest = 0;

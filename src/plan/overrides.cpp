@@ -25,11 +25,8 @@ Status parseAlgoList(const std::string& list, uint32_t* bits, const std::string&
     PlanAlgo a;
     if (name.empty()) continue;
     if (!parsePlanAlgo(lower(name), &a))
-      return errorf(
-          tribInvalidArgument,
-          "TRIB_ALGO '%s': unknown algorithm '%s' (ring, tree, rhd, direct, binomial, chain, hierarchical, "
-          "switch, nvls, nvls_switch, oneshot, hier_switch, twoshot, allgather_reduce, nvls_ring, nvls_tree)",
-          whole.c_str(), name.c_str());
+      return errorf(tribInvalidArgument, "TRIB_ALGO '%s': unknown algorithm '%s' (%s)", whole.c_str(),
+                    name.c_str(), planAlgoNames().c_str());
     *bits |= 1u << static_cast<int>(a);
   }
   if (!*bits) return errorf(tribInvalidArgument, "TRIB_ALGO '%s': empty algorithm list", whole.c_str());
