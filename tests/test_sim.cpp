@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "plan/planner.hpp"
+#include "sim/links.hpp"
 #include "sim/sim.hpp"
 #include "sim/sim_plan.hpp"
 #include "verify/verify.hpp"
@@ -1081,6 +1082,40 @@ TEST(Simulator, SwitchPortServesItsSendersRoundRobin) {
   EXPECT_GE(rr.timeUs, alone.timeUs);
   EXPECT_LE(rr.timeUs - alone.timeUs, 2 * chunkUs);
   EXPECT_GE(rr.timeUs, alone.timeUs);
+}
+
+// The queue behind such a port (replay::FairQueue, which the step replay's ports and source links
+// and the NVLS replay's ports share): a stream's backlog takes turns with a message that came after
+// it, which goes right after the message on the link, not after the whole backlog.
+TEST(Simulator, FairQueueTakesTurnsOverItsStreams) {
+  Topology t = makeUniform(2, 10, 1);
+  const CostConstants k = CostConstants::defaults();
+  replay::Links links(t, k);
+  const DirLink d = 0;
+  const double bytes = 1e6;
+  replay::FairQueue<int> q;
+  EXPECT_TRUE(q.offer(links, d, q.tagFor(0), 0, 0.0, 100));  // the link free and nobody waiting
+  links.send(d, 0.0, bytes);
+  for (int m = 101; m <= 104; ++m) EXPECT_FALSE(q.offer(links, d, q.tagFor(0), m, 0.0, m));  // a backlog
+  EXPECT_FALSE(q.offer(links, d, q.tagFor(1), 200, 1.0, 200));  // another sender's message, later
+  std::vector<int> served;
+  std::vector<double> starts;
+  double now = 0;
+  for (int events = 0; !q.waiting.empty() && events < 100; ++events)
+    q.serveNext(
+        links, d, now,
+        [&](int m, double at) {
+          served.push_back(m);
+          starts.push_back(at);
+          links.send(d, at, bytes);
+        },
+        [&](double at) { now = at; });
+  EXPECT_EQ(served, (std::vector<int>{200, 101, 102, 103, 104}));
+  ASSERT_EQ(starts.size(), 5u);
+  const double messageUs = starts[1] - starts[0];
+  EXPECT_GT(messageUs, 0);
+  EXPECT_DOUBLE_EQ(starts[0], messageUs);  // right after the first message, the link never idle
+  for (size_t i = 1; i < starts.size(); ++i) EXPECT_DOUBLE_EQ(starts[i] - starts[i - 1], messageUs);
 }
 
 // A schedule of one channel is one stream per rank: interleaving its channels is the posting

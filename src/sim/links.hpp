@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <queue>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -187,6 +188,72 @@ class Links {
   std::vector<uint8_t> net_;                   // a network link (or a group of them)
   std::vector<std::vector<DirLink>> members_;  // per group (ids from firstGroup() on)
   std::unordered_map<uint64_t, double> reduceFree_;
+};
+
+// The index in `path` of the link out of its last switch (into the destination's NIC or GPU), or 0
+// where the route has no switch past its first link. Groups of spine links are never that link.
+inline size_t egressIndex(const Topology& t, std::span<const DirLink> path) {
+  for (size_t i = path.size(); i-- > 1;) {
+    if (path[i] >= 2 * static_cast<DirLink>(t.numLinks())) continue;  // a group of spine links
+    const NodeType from = t.node(dirLinkFrom(t, path[i])).type;
+    if (from == NodeType::Switch || from == NodeType::NvSwitch) return i;
+  }
+  return 0;
+}
+
+// The messages waiting for one link, served round robin over their streams (a switch's port
+// arbitrating among the senders whose messages wait for it, a NIC among its queue pairs): a
+// stream's next message takes the start tag after its last one, at least the tag of the message
+// on the link, and the smallest tag goes next (equal tags in posting order). So a stream with a
+// backlog takes its turn with the others instead of holding the link for all of it.
+template <class M>
+struct FairQueue {
+  struct Waiting {
+    double tag;
+    uint64_t order;
+    double ready;
+    M m;
+    bool operator>(const Waiting& o) const { return tag != o.tag ? tag > o.tag : order > o.order; }
+  };
+  std::priority_queue<Waiting, std::vector<Waiting>, std::greater<>> waiting;
+  double vtime = 0;                               // the tag of the message on the link
+  bool scheduled = false;                         // an event to serve the next waiting message is pending
+  std::vector<std::pair<int, double>> sourceTag;  // per sender (tagFor): its next tag
+
+  // The tag of `source`'s next message (advancing its turn).
+  double tagFor(int source) {
+    auto it =
+        std::find_if(sourceTag.begin(), sourceTag.end(), [&](const auto& e) { return e.first == source; });
+    if (it == sourceTag.end()) it = sourceTag.insert(sourceTag.end(), {source, 0.0});
+    const double tag = std::max(vtime, it->second);
+    it->second = tag + 1;
+    return tag;
+  }
+  // A message with `tag`, ready for link d at `ready`: true if it takes the link now (nothing
+  // waits and the link is free); else it waits, and the caller schedules the link's next
+  // service (at max(links.freeAt(d), ready)) unless one is (scheduled).
+  bool offer(const Links& links, DirLink d, double tag, uint64_t order, double ready, const M& m) {
+    if (waiting.empty() && links.freeAt(d) <= ready) {
+      vtime = tag;
+      return true;
+    }
+    waiting.push({tag, order, ready, m});
+    return false;
+  }
+  // The service scheduled for link d, at `now`: the waiting message with the smallest tag takes
+  // the link (serve(m, at); serve must not add to this queue), and schedule(at) asks for the next
+  // service while others wait.
+  template <class Serve, class Schedule>
+  void serveNext(const Links& links, DirLink d, double now, const Serve& serve, const Schedule& schedule) {
+    scheduled = false;
+    if (waiting.empty()) return;
+    if (links.freeAt(d) > now) return schedule(links.freeAt(d));  // booked meanwhile
+    const Waiting w = waiting.top();
+    waiting.pop();
+    vtime = w.tag;
+    serve(w.m, std::max(now, w.ready));
+    if (!waiting.empty()) schedule(std::max(links.freeAt(d), now));
+  }
 };
 
 inline double reduceBpu(const Node& n, const CostConstants& k) {

@@ -928,26 +928,13 @@ class Engine {
   }
 
   // Source links that interleave their streams (SimOptions::linkOrder: the schedule's channels,
-  // or every (source, destination) pair): the messages waiting for the link, smallest start tag
-  // first; a stream's tag grows by one with each message (round robin: a schedule's messages are
-  // its chunks, alike in size; by bytes, a block 4 bytes larger would reorder a direct schedule's
-  // rack order), so a stream with many messages ready (a leaf's whole input) takes its turn with
-  // the others instead of holding the link for all of them; within a stream, posting order.
-  // vtime: the tag of the message on the link; equal tags go in posting order.
-  struct Waiting {
-    double tag;
-    uint64_t order;
-    double ready;
-    Msg m;
-    bool operator>(const Waiting& o) const { return tag != o.tag ? tag > o.tag : order > o.order; }
-  };
-  struct SourceLink {
-    std::priority_queue<Waiting, std::vector<Waiting>, std::greater<>> waiting;
-    double vtime = 0;
-    double keyLead = 0;  // ready - depart of its messages: a drain event's key is that much early
-    bool scheduled = false;
-    std::vector<double> channelTag;                 // LinkOrder::Channels: each channel's next start tag
-    std::vector<std::pair<int, double>> sourceTag;  // a switch's port: each sending rank's next tag
+  // or every (source, destination) pair) and the ports of routes' last switches: FairQueues. A
+  // stream's tag grows by one with each message (round robin: a schedule's messages are its
+  // chunks, alike in size; by bytes, a block 4 bytes larger would reorder a direct schedule's rack
+  // order); within a stream, posting order.
+  struct SourceLink : FairQueue<Msg> {
+    double keyLead = 0;              // ready - depart of its messages: a drain event's key is that much early
+    std::vector<double> channelTag;  // LinkOrder::Channels: each channel's next start tag
   };
   SourceLink& sourceLink(DirLink d) {
     if (static_cast<size_t>(d) >= sourceLinks_.size()) sourceLinks_.resize(static_cast<size_t>(d) + 1);
@@ -962,12 +949,8 @@ class Engine {
     }
     const double tag = std::max(q.vtime, *next);
     *next = tag + 1;
-    if (q.waiting.empty() && links_.freeAt(d) <= ready) {
-      q.vtime = tag;
-      return start(m, ready);
-    }
+    if (q.offer(links_, d, tag, m.order, ready, m)) return start(m, ready);
     q.keyLead = ready - m.depart;
-    q.waiting.push({tag, m.order, ready, m});
     if (!q.scheduled) scheduleDrain(d, std::max(links_.freeAt(d), ready));
   }
   void scheduleDrain(DirLink d, double at) {
@@ -980,29 +963,17 @@ class Engine {
   }
   // Link d is free at `now`: the waiting message with the smallest tag takes it.
   void drain(DirLink d, double now) {
-    SourceLink& q = sourceLinks_[d];
-    q.scheduled = false;
-    if (q.waiting.empty()) return;
-    if (links_.freeAt(d) > now) return scheduleDrain(d, links_.freeAt(d));  // booked meanwhile
-    const Waiting w = q.waiting.top();
-    q.waiting.pop();
-    q.vtime = w.tag;
-    if (w.m.egress)
-      leaveEgress(w.m, std::max(now, w.ready));
-    else
-      start(w.m, std::max(now, w.ready));
-    if (!q.waiting.empty()) scheduleDrain(d, std::max(links_.freeAt(d), now));
+    sourceLinks_[d].serveNext(
+        links_, d, now,
+        [&](const Msg& m, double at) {
+          if (m.egress)
+            leaveEgress(m, at);
+          else
+            start(m, at);
+        },
+        [&](double at) { scheduleDrain(d, at); });
   }
-  // The index in `path` of the link out of its last switch (into the destination's NIC or GPU),
-  // or 0 where the route has no switch past its first link.
-  size_t egressOf(std::span<const DirLink> path) const {
-    for (size_t i = path.size(); i-- > 1;) {
-      if (path[i] >= 2 * static_cast<DirLink>(t_.numLinks())) continue;  // a group of spine links
-      const NodeType from = t_.node(dirLinkFrom(t_, path[i])).type;
-      if (from == NodeType::Switch || from == NodeType::NvSwitch) return i;
-    }
-    return 0;
-  }
+  size_t egressOf(std::span<const DirLink> path) const { return egressIndex(t_, path); }
   // m takes its first link at `at` (free then) and the rest of its route from there, up to the
   // last switch: that switch's port serves the senders whose messages wait for it round robin, a
   // message at a time, as a switch arbitrates among its input ports (a lossless fabric's small
@@ -1035,17 +1006,8 @@ class Engine {
     const std::span<const DirLink> path = pathOf(m);
     const DirLink d = path[egressOf(path)];
     SourceLink& q = sourceLink(d);
-    auto it =
-        std::find_if(q.sourceTag.begin(), q.sourceTag.end(), [&](const auto& e) { return e.first == m.src; });
-    if (it == q.sourceTag.end()) it = q.sourceTag.insert(q.sourceTag.end(), {m.src, 0.0});
-    const double tag = std::max(q.vtime, it->second);
-    it->second = tag + 1;
-    if (q.waiting.empty() && links_.freeAt(d) <= m.head) {
-      q.vtime = tag;
-      return leaveEgress(m, m.head);
-    }
+    if (q.offer(links_, d, q.tagFor(m.src), m.order, m.head, m)) return leaveEgress(m, m.head);
     q.keyLead = 0;
-    q.waiting.push({tag, m.order, m.head, m});
     if (!q.scheduled) scheduleDrain(d, std::max(links_.freeAt(d), m.head));
   }
   // m takes its last switch's port at `at`, and the rest of its route from there.
