@@ -269,6 +269,8 @@ class NvlsSim {
   Status init(const std::vector<std::vector<int>>& domains, const std::vector<int>& sw, Across across,
               double chunk, double S, uint64_t nChunks, bool symmetry) {
     m_ = domains.size(), d_ = domains[0].size(), sw_ = sw, across_ = across;
+    if (d_ > 0xffff)  // Event keeps the slice in 16 bits
+      return errorf(tribNotSupported, "nvls: NVLink domains of %zu GPUs (at most 65,535 replayed)", d_);
     slices_ = across != Across::None ? d_ : 1, chunk_ = chunk, S_ = S, nChunks_ = nChunks;
     up_.resize(m_ * d_), down_.resize(m_ * d_), upOverhead_.resize(m_ * d_);
     for (size_t x = 0; x < m_; ++x)
@@ -323,95 +325,103 @@ class NvlsSim {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
       const Event e = heap_.back();
       heap_.pop_back();
-      const bool acrossStage = e.stage == 3 || e.stage >= 6;  // every domain's at once: no class
-      const uint64_t size = acrossStage ? 0 : members_[classOf_[e.x]].size();
-      const double bytes = chunkBytes(e.j) / static_cast<double>(slices_);
-      const DirLink* up = &up_[e.x * d];
-      const DirLink* down = &down_[e.x * d];
-      switch (e.stage) {
+      const bool acrossStage = e.stage() == 3 || e.stage() >= 6;  // every domain's at once: no class
+      const uint64_t size = acrossStage ? 0 : members_[classOf_[e.x()]].size();
+      const double bytes = chunkBytes(e.j()) / static_cast<double>(slices_);
+      const DirLink* up = &up_[e.x() * d];
+      const DirLink* down = &down_[e.x() * d];
+      switch (e.stage()) {
         case 1: {
           double r = 0;
           for (size_t k = 0; k < d; ++k)
-            r = std::max(r,
-                         links_.send(up[k], e.j == 0 ? upOverhead_[e.x * d + k] : e.ready, chunkBytes(e.j)));
+            r = std::max(
+                r, links_.send(up[k], e.j() == 0 ? upOverhead_[e.x() * d + k] : e.ready, chunkBytes(e.j())));
           // The GPUs' SMs drive the switch's reduction (load-reduce, multicast store) chunk by
           // chunk and synchronise on flags between chunks: each chunk costs the model's chunk
           // overhead on that stage, the pipeline's slowest on every generator's systems.
-          const double done = links_.reduce(sw_[e.x], 0, r, chunkBytes(e.j),
-                                            t_.node(sw_[e.x]).reduce.reduceGBps, k_.chunkOverheadUs);
+          const double done = links_.reduce(sw_[e.x()], 0, r, chunkBytes(e.j()),
+                                            t_.node(sw_[e.x()]).reduce.reduceGBps, k_.chunkOverheadUs);
           out->messages += d * size;
           // A GPU sends its next chunk once its link has taken this one.
-          if (e.j + 1 < nChunks_) push({r, 1, e.j + 1, e.x, 0});
-          for (size_t i = 0; i < slices_; ++i) push({done, across ? 2 : 5, e.j, e.x, i});
+          if (e.j() + 1 < nChunks_) push({r, 1, e.j() + 1, e.x(), 0});
+          // Stage 2 of all the chunk's slices as one event: the heap holds one for every chunk the
+          // switch has reduced ahead of the network (281,520 of 313,641 events at the most on 64
+          // NVL72 racks at 1 GiB).
+          push({done, across ? 2 : 5, e.j(), e.x(), 0});
           break;
         }
-        case 2: {
-          const double at = links_.send(down[e.i], e.ready, bytes);
-          const size_t ij = e.i * nChunks_ + e.j;
-          departs_[ij * m + e.x] = at;
-          // Stage 3 starts at the arrival of the domain whose event ran last (latest ready, then
-          // highest domain), whichever of its class ran for it.
-          Last& l = last_[ij];
-          const size_t hi = members_[classOf_[e.x]].back();
-          if (std::tie(e.ready, hi) > std::tie(l.ready, l.x)) l = {e.ready, hi, at};
-          slicesIn_[ij] += size;
-          if (slicesIn_[ij] == m) push({l.at, 3, e.j, 0, e.i});
-          out->messages += size;
+        case 2:
+          // Slice i of the reduced chunk to GPU i, i = 0, 1, ...: the order of an event per slice
+          // (they tie on the time, the chunk and the domain), since nothing pushed here is due before
+          // the next slice's (stage 3 waits for an arrival, after the event's time).
+          for (size_t i = 0; i < slices_; ++i) {
+            const double at = links_.send(down[i], e.ready, bytes);
+            const size_t ij = i * nChunks_ + e.j();
+            departs_[ij * m + e.x()] = at;
+            // Stage 3 starts at the arrival of the domain whose event ran last (latest ready, then
+            // highest domain), whichever of its class ran for it.
+            Last& l = last_[ij];
+            const size_t hi = members_[classOf_[e.x()]].back();
+            if (std::tie(e.ready, hi) > std::tie(l.ready, l.x)) l = {e.ready, hi, at};
+            slicesIn_[ij] += size;
+            if (slicesIn_[ij] == m) push({l.at, 3, e.j(), 0, i});
+            out->messages += size;
+          }
           break;
-        }
         case 3: {
-          const double* dep = &departs_[(e.i * nChunks_ + e.j) * m];
+          const double* dep = &departs_[(e.i() * nChunks_ + e.j()) * m];
           for (size_t x = 0; x < m; ++x) dep_[x] = dep[members_[classOf_[x]][0]];
           if (!trees_.empty()) {  // each member's sends as events of their own (stages 7-10)
-            TreeGroup::Run& run = treeRuns_[e.i * nChunks_ + e.j];
-            trees_[e.i].start(run, dep_, treeNext(e));
+            TreeGroup::Run& run = treeRuns_[e.i() * nChunks_ + e.j()];
+            trees_[e.i()].start(run, dep_, treeNext(e));
             break;
           }
           if (!rings_.empty()) {  // its steps as events of their own (stage 6)
-            RingGroup::Run& run = ringRuns_[e.i * nChunks_ + e.j];
+            RingGroup::Run& run = ringRuns_[e.i() * nChunks_ + e.j()];
             run.have = run.own = dep_;
-            push({*std::min_element(dep_.begin(), dep_.end()), 6, e.j, 0, e.i});
+            push({*std::min_element(dep_.begin(), dep_.end()), 6, e.j(), 0, e.i()});
             break;
           }
-          groups_[e.i].run(links_, k_, bytes, dep_.data(), res_.data());
+          groups_[e.i()].run(links_, k_, bytes, dep_.data(), res_.data());
           out->messages += 2 * m;
           splitClasses();
-          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j(), c[0], e.i()});
           break;
         }
         case 6: {
-          auto it = ringRuns_.find(e.i * nChunks_ + e.j);
+          auto it = ringRuns_.find(e.i() * nChunks_ + e.j());
           RingGroup::Run& run = it->second;
-          if (!rings_[e.i].step(links_, bytes, run, &out->messages)) {
-            push({*std::min_element(run.have.begin(), run.have.end()), 6, e.j, 0, e.i});
+          if (!rings_[e.i()].step(links_, bytes, run, &out->messages)) {
+            push({*std::min_element(run.have.begin(), run.have.end()), 6, e.j(), 0, e.i()});
             break;
           }
           std::copy(run.have.begin(), run.have.end(), res_.begin());
           ringRuns_.erase(it);
           splitClasses();
-          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j(), c[0], e.i()});
           break;
         }
         case 7:
         case 8:
         case 9:
         case 10: {
-          const int tr = (e.stage - 7) / 2;
-          const bool up = (e.stage - 7) % 2 == 0;
+          const int tr = (e.stage() - 7) / 2;
+          const bool up = (e.stage() - 7) % 2 == 0;
           if (!roomAt(e, tr, up)) break;  // waits for a receiver's slot
-          auto it = treeRuns_.find(e.i * nChunks_ + e.j);
+          auto it = treeRuns_.find(e.i() * nChunks_ + e.j());
           TreeGroup::Run& run = it->second;
-          if (!trees_[e.i].send(links_, bytes, run, tr, up, static_cast<int>(e.x), e.ready, &out->messages,
-                                treeNext(e), treePassed(e)))
+          if (!trees_[e.i()].send(links_, bytes, run, tr, up, static_cast<int>(e.x()), e.ready,
+                                  &out->messages, treeNext(e), treePassed(e)))
             break;
           res_ = run.result;
           treeRuns_.erase(it);
           splitClasses();
-          for (const auto& c : members_) push({res_[c[0]], 4, e.j, c[0], e.i});
+          for (const auto& c : members_) push({res_[c[0]], 4, e.j(), c[0], e.i()});
           break;
         }
         case 4:
-          push({links_.send(up[e.i], e.ready + upOverhead_[e.x * d + e.i], bytes), 5, e.j, e.x, e.i});
+          push({links_.send(up[e.i()], e.ready + upOverhead_[e.x() * d + e.i()], bytes), 5, e.j(), e.x(),
+                e.i()});
           out->messages += size;
           break;
         case 5:
@@ -428,14 +438,20 @@ class NvlsSim {
   }
 
  private:
+  // 24 bytes: the heap holds tens of thousands, and its sifts are the replay's hottest loop.
   struct Event {
     double ready;
-    int stage;
-    uint64_t j;
-    size_t x, i;  // x: the domain (its class's representative); i: the slice
+    uint64_t chunkStage, domainSlice;  // j << 4 | stage; x << 16 | i (init checks i's range)
+    Event(double ready, int stage, uint64_t j, size_t x, size_t i)
+        : ready(ready), chunkStage(j << 4 | static_cast<uint64_t>(stage)), domainSlice(x << 16 | i) {}
+    int stage() const { return static_cast<int>(chunkStage & 15); }
+    uint64_t j() const { return chunkStage >> 4; }
+    size_t x() const { return domainSlice >> 16; }     // the domain (its class's representative)
+    size_t i() const { return domainSlice & 0xffff; }  // the slice
+    void setX(size_t x) { domainSlice = x << 16 | i(); }
     // Ties in chunk order, then stage order: the same run every time.
     bool operator>(const Event& o) const {
-      return std::tie(ready, j, stage, x, i) > std::tie(o.ready, o.j, o.stage, o.x, o.i);
+      return std::tie(ready, chunkStage, domainSlice) > std::tie(o.ready, o.chunkStage, o.domainSlice);
     }
   };
   struct Last {
@@ -457,7 +473,7 @@ class NvlsSim {
       sim->push({at, 7 + 2 * tr + (up ? 0 : 1), j, static_cast<size_t>(member), i});
     }
   };
-  TreeNext treeNext(const Event& e) { return {this, e.j, e.i}; }
+  TreeNext treeNext(const Event& e) { return {this, e.j(), e.i()}; }
   // nvls_tree's flow control: a connection holds slots_ chunks, so a member's send of chunk j waits
   // until each receiver has passed chunk j - slots_ on (TreePassed). True where there is room
   // now; else the event waits (again at the time the slot frees, or parked until the receiver
@@ -482,10 +498,10 @@ class NvlsSim {
     return (((i * 2 + tr) * 2 + up) * m_ + y) * nChunks_ + j;
   }
   bool roomAt(const Event& e, int tr, bool up) {
-    if (e.j < slots_) return true;
+    if (e.j() < slots_) return true;
     double free = e.ready;
-    for (int y : trees_[e.i].receivers(tr, up, static_cast<int>(e.x))) {
-      const size_t key = slotKey(e.i, tr, up, y, e.j - slots_);
+    for (int y : trees_[e.i()].receivers(tr, up, static_cast<int>(e.x()))) {
+      const size_t key = slotKey(e.i(), tr, up, y, e.j() - slots_);
       if (passed_[key] < 0) {
         parked_[key].push_back(e);
         return false;
@@ -493,7 +509,7 @@ class NvlsSim {
       free = std::max(free, passed_[key]);
     }
     if (free <= e.ready) return true;
-    push({free, e.stage, e.j, e.x, e.i});
+    push({free, e.stage(), e.j(), e.x(), e.i()});
     return false;
   }
   // Member `member` passed chunk j of slice i on (TreeGroup::send): its slot is free, and the sends
@@ -514,7 +530,7 @@ class NvlsSim {
       sim->parked_.erase(it);
     }
   };
-  TreePassed treePassed(const Event& e) { return {this, e.j, e.i}; }
+  TreePassed treePassed(const Event& e) { return {this, e.j(), e.i()}; }
   double chunkBytes(uint64_t j) const { return std::min(chunk_, S_ - static_cast<double>(j) * chunk_); }
 
   // Classes of domains alike in what stages 1, 2, 4 and 5 touch; one class per domain (the full
@@ -572,11 +588,11 @@ class NvlsSim {
       members_[c] = std::move(keep);
       std::vector<Event> pending;
       for (const Event& e : heap_)
-        if (e.stage != 3 && e.stage < 6 && e.x == rep) pending.push_back(e);  // not the across stages
+        if (e.stage() != 3 && e.stage() < 6 && e.x() == rep) pending.push_back(e);  // not the across stages
       for (auto& [time, xs] : others) {
         for (size_t x : xs) classOf_[x] = members_.size();
         copyDomain(rep, xs[0], true);
-        for (Event e : pending) e.x = xs[0], push(e);
+        for (Event e : pending) e.setX(xs[0]), push(e);
         members_.push_back(std::move(xs));
       }
     }
