@@ -108,7 +108,8 @@ class RingGroup {
 // back down, the root's result from each member to its children. Each member's send is an event at
 // the time its data are there (NvlsSim stages 7-10), so every link books its messages in time order
 // (a level booked at once held a NIC for a member whose data came later, ahead of another chunk's
-// earlier send: 3x the model on 248 nodes).
+// earlier send: 3x the model on 248 nodes), and each message waits at its last switch's port for
+// its turn among the senders there (stages 11 and 12).
 class TreeGroup {
  public:
   Status init(const Topology& t, Router& router, const std::vector<int>& members, const CostConstants& k,
@@ -129,11 +130,16 @@ class TreeGroup {
         for (int c : l.child)
           if (c >= 0) tree.kids[x].push_back(c);
       }
+      tree.upPort.assign(m, 0), tree.downPort.assign(m, {});
       for (int x = 0; x < m; ++x) {
-        if (tree.parent[x] >= 0) TRIB_RETURN_IF_ERROR(route(x, tree.parent[x], &tree.up[x]));
+        if (tree.parent[x] >= 0) {
+          TRIB_RETURN_IF_ERROR(route(x, tree.parent[x], &tree.up[x]));
+          tree.upPort[x] = egressIndex(t, tree.up[x]);
+        }
         for (int c : tree.kids[x]) {
           tree.down[x].emplace_back();
           TRIB_RETURN_IF_ERROR(route(x, c, &tree.down[x].back()));
+          tree.downPort[x].push_back(egressIndex(t, tree.down[x].back()));
         }
       }
     }
@@ -161,24 +167,25 @@ class TreeGroup {
       }
     }
   }
+  // A message on its way: booked up to the port of its route's last switch, where it waits for its
+  // turn (post(msg): NvlsSim queues it there; arrive takes it on from the port).
+  struct Msg {
+    Links::Cursor c;  // at the port
+    int tr, x, kid;   // the tree, the sender, which child it goes to (-1: up to the parent)
+  };
   // passed(tr, up, member, at): a member has passed a chunk on and freed its slot for it, on tree
   // tr, going up (its children's partials) or down (its parent's result), at `at`.
   // Member x's send on tree tr at `at` (its data there, and room for them at the receivers);
   // bytes: the slice, half on each tree. True once every member has both results (run.result).
-  template <class Next, class Passed>
+  template <class Next, class Passed, class Post>
   bool send(Links& links, double bytes, Run& run, int tr, bool up, int x, double at, uint64_t* messages,
-            const Next& next, const Passed& passed) const {
+            const Next& next, const Passed& passed, const Post& post) const {
     const Tree& tree = trees_[tr];
-    const double half = bytes / 2;
     if (up) {  // the partial to the parent, which reduces it into its own
-      const int p = tree.parent[x];
       const double from = std::max(at, run.up[tr][x]);
       passed(tr, true, x, from);
-      const double in = links.send(tree.up[x], from + links.overhead(tree.up[x]), half, nullptr);
-      run.up[tr][p] = std::max(run.up[tr][p], in) + half / reduceBpu_[p];
       *messages += 1;
-      if (--run.waiting[tr][p] == 0) next(run.up[tr][p], tr, tree.parent[p] >= 0, p);
-      return false;
+      return leave(links, bytes, run, {{}, tr, x, -1}, from + links.overhead(tree.up[x]), next, passed, post);
     }
     const bool root = tree.parent[x] < 0;
     const double have = root ? run.up[tr][x] : run.down[tr][x];  // the root: its sum
@@ -186,19 +193,26 @@ class TreeGroup {
     passed(tr, root, x, go);  // the root passes its children's partials on as results
     bool done = got(run, x, have);
     for (size_t c = 0; c < tree.kids[x].size(); ++c) {
-      const int kid = tree.kids[x][c];
-      const auto& path = tree.down[x][c];
-      run.down[tr][kid] = links.send(path, go + links.overhead(path), half, nullptr);
       *messages += 1;
-      if (tree.kids[kid].empty()) {
-        passed(tr, false, kid, run.down[tr][kid]);
-        done = got(run, kid, run.down[tr][kid]) || done;
-      } else {
-        next(run.down[tr][kid], tr, false, kid);
-      }
+      done = leave(links, bytes, run, {{}, tr, x, static_cast<int>(c)}, go + links.overhead(tree.down[x][c]),
+                   next, passed, post) ||
+             done;
     }
     return done;
   }
+  // The message takes its last switch's port at `at`, and the rest of its route; true once every
+  // member has both results.
+  template <class Next, class Passed>
+  bool arrive(Links& links, double bytes, Run& run, const Msg& msg, double at, const Next& next,
+              const Passed& passed) const {
+    const size_t e = portOf(msg);
+    const auto& path = pathOf(msg);
+    const double in =
+        links.sendRest(path, bytes / 2, {at, msg.c.tail, links.latency(path[e - 1]), e}, nullptr);
+    return deliver(run, msg, in, bytes / 2, next, passed);
+  }
+  // The port msg waits at: the link out of its route's last switch.
+  DirLink port(const Msg& msg) const { return pathOf(msg)[portOf(msg)]; }
   // Where member x's send on tree tr goes: its parent (up) or its children.
   std::span<const int> receivers(int tr, bool up, int x) const {
     const Tree& tree = trees_[tr];
@@ -220,11 +234,57 @@ class TreeGroup {
   }
 
  private:
+  const std::vector<DirLink>& pathOf(const Msg& msg) const {
+    const Tree& tree = trees_[msg.tr];
+    return msg.kid < 0 ? tree.up[msg.x] : tree.down[msg.x][msg.kid];
+  }
+  size_t portOf(const Msg& msg) const {
+    const Tree& tree = trees_[msg.tr];
+    return msg.kid < 0 ? tree.upPort[msg.x] : tree.downPort[msg.x][msg.kid];
+  }
+  // Books msg's route from `depart` up to its last switch's port and posts it there; a route with no
+  // switch past its first link is booked through and delivered.
+  template <class Next, class Passed, class Post>
+  bool leave(Links& links, double bytes, Run& run, Msg msg, double depart, const Next& next,
+             const Passed& passed, const Post& post) const {
+    const auto& path = pathOf(msg);
+    const size_t e = portOf(msg);
+    links.sendFirst(path, depart, bytes / 2, &msg.c);
+    if (e == 0)
+      return deliver(run, msg, links.sendRest(path, bytes / 2, msg.c, nullptr), bytes / 2, next, passed);
+    links.advance(std::span<const DirLink>(path).first(e), bytes / 2, &msg.c);
+    post(msg);
+    return false;
+  }
+  // msg is in at `in`: a partial is reduced into the parent's, which sends once it has all of its
+  // children's; a result goes on down (a leaf has it).
+  template <class Next, class Passed>
+  bool deliver(Run& run, const Msg& msg, double in, double half, const Next& next,
+               const Passed& passed) const {
+    const int tr = msg.tr;
+    const Tree& tree = trees_[tr];
+    if (msg.kid < 0) {
+      const int p = tree.parent[msg.x];
+      run.up[tr][p] = std::max(run.up[tr][p], in) + half / reduceBpu_[p];
+      if (--run.waiting[tr][p] == 0) next(run.up[tr][p], tr, tree.parent[p] >= 0, p);
+      return false;
+    }
+    const int kid = tree.kids[msg.x][msg.kid];
+    run.down[tr][kid] = in;
+    if (!tree.kids[kid].empty()) {
+      next(in, tr, false, kid);
+      return false;
+    }
+    passed(tr, false, kid, in);
+    return got(run, kid, in);
+  }
   struct Tree {
     std::vector<int> parent;
     std::vector<std::vector<int>> kids;
     std::vector<std::vector<DirLink>> up;                 // per member: the route to its parent
     std::vector<std::vector<std::vector<DirLink>>> down;  // per member: the routes to its children
+    std::vector<size_t> upPort;                           // per member: egressIndex of its route up
+    std::vector<std::vector<size_t>> downPort;            // per member: of its routes down
   };
   // Member x has one tree's result at `at`; true once every member has both.
   static bool got(Run& run, int x, double at) {
@@ -246,7 +306,8 @@ class TreeGroup {
 //   2 (nvls_switch, nvls_ring): slice i of the reduced chunk to local GPU i;
 //   3: GPU i of every domain reduces slice i in the network (once all domains' slices are there);
 //      nvls_ring: by a ring of those GPUs instead, each of its steps an event (stage 6); nvls_tree:
-//      by a double binary tree of them, each member's send an event (stages 7-10);
+//      by a double binary tree of them, each member's send an event (stages 7-10) and each message
+//      at its last switch's port another (11; the port's next turn 12);
 //   4: back into the switch;
 //   5: the switch multicasts the result (a slice, or the chunk for nvls) to every GPU.
 //
@@ -409,14 +470,31 @@ class NvlsSim {
           const bool up = (e.stage() - 7) % 2 == 0;
           if (!roomAt(e, tr, up)) break;  // waits for a receiver's slot
           auto it = treeRuns_.find(e.i() * nChunks_ + e.j());
-          TreeGroup::Run& run = it->second;
-          if (!trees_[e.i()].send(links_, bytes, run, tr, up, static_cast<int>(e.x()), e.ready,
-                                  &out->messages, treeNext(e), treePassed(e)))
-            break;
-          res_ = run.result;
-          treeRuns_.erase(it);
-          splitClasses();
-          for (const auto& c : members_) push({res_[c[0]], 4, e.j(), c[0], e.i()});
+          if (trees_[e.i()].send(links_, bytes, it->second, tr, up, static_cast<int>(e.x()), e.ready,
+                                 &out->messages, treeNext(e), treePassed(e), TreePost{this, e.j(), e.i()}))
+            treeDone(it, e.j(), e.i());
+          break;
+        }
+        case 11: {  // an nvls_tree message at its last switch's port
+          const Posted& p = posted_[e.x()];
+          const DirLink d = trees_[e.i()].port(p.msg);
+          FairQueue<size_t>& q = port(d);
+          if (q.offer(links_, d, q.tagFor(p.msg.x), p.order, e.ready, e.x())) {
+            arrive(e.x(), e.ready);
+          } else if (!q.scheduled) {
+            q.scheduled = true;
+            push({std::max(links_.freeAt(d), e.ready), 12, 0, static_cast<size_t>(d), 0});
+          }
+          break;
+        }
+        case 12: {  // an nvls_tree port is free: the next message waiting for it goes (x: the link)
+          const DirLink d = static_cast<DirLink>(e.x());
+          ports_[d].serveNext(
+              links_, d, e.ready, [&](size_t msg, double at) { arrive(msg, at); },
+              [&](double at) {
+                ports_[d].scheduled = true;
+                push({at, 12, 0, e.x(), 0});
+              });
           break;
         }
         case 4:
@@ -531,6 +609,55 @@ class NvlsSim {
     }
   };
   TreePassed treePassed(const Event& e) { return {this, e.j(), e.i()}; }
+  // nvls_tree: a message booked up to its last switch's port, where it waits its turn (stage 11):
+  // the port serves the members whose messages wait round robin, as the step replay's ports do
+  // (sim.cpp Engine::queueAtEgress). Booked through when sent, a message held the port from when
+  // its head would reach it, ahead of messages sent after it that reach the port first (from a
+  // nearer sender, or one that waited less): a reservation no switch makes. 248 DGX H200 at 512
+  // MiB replayed 1.101x the model so; with the port taken on arrival, first come first served,
+  // 1.081x; in turns 1.077x (docs/PLANNER.md "nvls_tree: the ports").
+  struct Posted {
+    TreeGroup::Msg msg;
+    uint64_t j, order;
+    size_t i;
+  };
+  struct TreePost {
+    NvlsSim* sim;
+    uint64_t j;
+    size_t i;
+    void operator()(const TreeGroup::Msg& msg) const {
+      size_t at = sim->posted_.size();
+      if (!sim->freePosted_.empty()) {
+        at = sim->freePosted_.back();
+        sim->freePosted_.pop_back();
+      } else {
+        sim->posted_.emplace_back();
+      }
+      sim->posted_[at] = {msg, j, sim->order_++, i};
+      sim->push({msg.c.head, 11, j, at, i});
+    }
+  };
+  FairQueue<size_t>& port(DirLink d) {
+    if (static_cast<size_t>(d) >= ports_.size()) ports_.resize(static_cast<size_t>(d) + 1);
+    return ports_[d];
+  }
+  // Posted message `msg` takes its port at `at` and goes on to its receiver.
+  void arrive(size_t msg, double at) {
+    const Posted p = posted_[msg];
+    freePosted_.push_back(msg);
+    auto it = treeRuns_.find(p.i * nChunks_ + p.j);
+    if (trees_[p.i].arrive(links_, chunkBytes(p.j) / static_cast<double>(slices_), it->second, p.msg, at,
+                           TreeNext{this, p.j, p.i}, TreePassed{this, p.j, p.i}))
+      treeDone(it, p.j, p.i);
+  }
+  // Every member of chunk j's slice i has both trees' results: the slice goes back to the domains
+  // (stage 4).
+  void treeDone(std::unordered_map<uint64_t, TreeGroup::Run>::iterator it, uint64_t j, size_t i) {
+    res_ = it->second.result;
+    treeRuns_.erase(it);
+    splitClasses();
+    for (const auto& c : members_) push({res_[c[0]], 4, j, c[0], i});
+  }
   double chunkBytes(uint64_t j) const { return std::min(chunk_, S_ - static_cast<double>(j) * chunk_); }
 
   // Classes of domains alike in what stages 1, 2, 4 and 5 touch; one class per domain (the full
@@ -628,6 +755,10 @@ class NvlsSim {
   uint64_t slots_ = kSlots;                                // nvls_tree: chunks a connection holds
   std::vector<double> passed_;  // nvls_tree: per (slice, tree, direction, member, chunk), -1 until then
   std::unordered_map<size_t, std::vector<Event>> parked_;  // nvls_tree: sends waiting for a slot
+  std::vector<Posted> posted_;                             // nvls_tree: messages at their ports (stage 11)
+  std::vector<size_t> freePosted_;                         // nvls_tree: posted_'s free entries
+  std::vector<FairQueue<size_t>> ports_;                   // nvls_tree: by directed link, as used
+  uint64_t order_ = 0;                                     // nvls_tree: messages posted so far
   SpineGroups spines_{links_};                             // nvls_ring: the rings' equal-cost hops' servers
   std::vector<size_t> classOf_;                            // per domain
   std::vector<std::vector<size_t>> members_;  // per class, ascending: the first is its representative
