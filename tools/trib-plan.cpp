@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
   // --algo names what --simulate replays; alone it would do nothing, so say so rather than ignore it.
   PlanAlgo simAlgo{};
   if (!algoS.empty() && !parsePlanAlgo(algoS, &simAlgo))
-    return fail(errorf(tribInvalidArgument, "--algo: unknown algorithm '%s'", algoS.c_str()));
+    return fail(errorf(tribInvalidArgument, "--algo: unknown algorithm '%s' (%s)", algoS.c_str(),
+                       planAlgoNames().c_str()));
   if (!algoS.empty() && !simulateIt)
     return fail(errorf(tribInvalidArgument,
                        "--algo %s picks the algorithm --simulate replays; without --simulate it does nothing "
