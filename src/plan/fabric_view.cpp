@@ -201,12 +201,12 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   for (int r : ranks) f.reduceGBps = std::min(f.reduceGBps, reduceRate(t.node(r), k));
   // Ranks beyond a CPU node's cores time-share them: each gets cores/ranks of a core for its copies
   // and reductions (the slowest node bounds a collective). Unknown cores (0): no sharing assumed.
-  std::map<int, int> onNode;
+  std::vector<int> onNode(t.numNodes(), 0);  // ranks per node
   for (int r : ranks) ++onNode[r];
   double share = 1;
-  for (auto [node, count] : onNode)
-    if (t.node(node).cores > 0 && count > t.node(node).cores)
-      share = std::min(share, static_cast<double>(t.node(node).cores) / count);
+  for (int r : ranks)
+    if (t.node(r).cores > 0 && onNode[r] > t.node(r).cores)
+      share = std::min(share, static_cast<double>(t.node(r).cores) / onNode[r]);
   f.reduceGBps *= share;
 
   if (maxDom >= 2) {
@@ -409,13 +409,14 @@ FabricView computeFabric(const Topology& t, Router& router, const std::vector<in
   double leafLat = 0, leafBw = 1e300, rate = 1e300, feed = 1e300;
   bool ok = f.n >= 2;
   std::vector<DirLink> up;
+  std::vector<char> isLeaf(t.numNodes(), 0);  // not a search of the leaves per rank: n x leaves
   for (int r : ranks) {
     int leaf = firstSwitchAbove(t, r, &up);
     if (leaf < 0 || !t.node(leaf).reduce.can()) {
       ok = false;
       break;
     }
-    if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+    if (!isLeaf[leaf]) isLeaf[leaf] = 1, leaves.push_back(leaf);  // in order of first use
     double lat = 0;
     for (DirLink d : up) {
       const Link& l = t.link(dirLinkId(d));

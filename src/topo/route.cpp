@@ -286,8 +286,11 @@ int firstSwitchAbove(const Topology& t, int node, std::vector<DirLink>* up) {
     int node, parent, depth;
     DirLink via;
   };
-  std::vector<Item> q{{node, -1, 0, -1}};
-  std::vector<int> seen{node};
+  // Scratch kept between calls: the planner asks once per rank (131,040 at the largest cluster).
+  thread_local std::vector<Item> q;
+  thread_local std::vector<int> seen;
+  q.assign(1, {node, -1, 0, -1});
+  seen.assign(1, node);
   for (size_t i = 0; i < q.size(); ++i) {
     Item it = q[i];
     for (auto [lid, nb] : t.adjacent(it.node)) {
