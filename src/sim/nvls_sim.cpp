@@ -482,8 +482,7 @@ class NvlsSim {
           if (q.offer(links_, d, q.tagFor(p.msg.x), p.order, e.ready, e.x())) {
             arrive(e.x(), e.ready);
           } else if (!q.scheduled) {
-            q.scheduled = true;
-            push({std::max(links_.freeAt(d), e.ready), 12, 0, static_cast<size_t>(d), 0});
+            servePort(d, std::max(links_.freeAt(d), e.ready));
           }
           break;
         }
@@ -491,10 +490,7 @@ class NvlsSim {
           const DirLink d = static_cast<DirLink>(e.x());
           ports_[d].serveNext(
               links_, d, e.ready, [&](size_t msg, double at) { arrive(msg, at); },
-              [&](double at) {
-                ports_[d].scheduled = true;
-                push({at, 12, 0, e.x(), 0});
-              });
+              [&](double at) { servePort(d, at); });
           break;
         }
         case 4:
@@ -640,6 +636,11 @@ class NvlsSim {
   FairQueue<size_t>& port(DirLink d) {
     if (static_cast<size_t>(d) >= ports_.size()) ports_.resize(static_cast<size_t>(d) + 1);
     return ports_[d];
+  }
+  // Port d's next service, at `at` (stage 12).
+  void servePort(DirLink d, double at) {
+    ports_[d].scheduled = true;
+    push({at, 12, 0, static_cast<size_t>(d), 0});
   }
   // Posted message `msg` takes its port at `at` and goes on to its receiver.
   void arrive(size_t msg, double at) {
